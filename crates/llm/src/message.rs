@@ -1,0 +1,668 @@
+//! Provider-neutral messages, content blocks and message sources.
+//!
+//! These are stored verbatim in session logs (`session-format.md` §6), so their JSON forms are a
+//! contract: camelCase members, kebab-case tags, optional members omitted (never `null`), and
+//! unknown members of messages, sources and attachments preserved in order.
+
+use serde::de::{self, Deserializer};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The closed set of message roles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The rendered system prompt.
+    System,
+    /// Producer-owned developer messages (tool registry updates).
+    Developer,
+    /// Human prompts and context-injecting producers.
+    User,
+    /// Model output.
+    Assistant,
+    /// A tool result answering one tool call.
+    Tool,
+}
+
+impl Role {
+    /// The wire/log spelling of the role.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::Developer => "developer",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+/// Where a message came from (`session-format.md` §6.4).
+///
+/// The set of kinds is open (plugins add their own), so a source is its `kind` plus every other
+/// member kept verbatim and in order. Typed accessors cover the kinds the core interprets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageSource {
+    /// Non-empty producer kind, e.g. `user`, `model`, `tool`, `system-prompt`, `plugin:<name>`.
+    pub kind: String,
+    /// Every other member (`provider`, `model`, `callId`, `form`, ...), in order.
+    pub extra: Map<String, Value>,
+}
+
+impl MessageSource {
+    /// A source of the given kind with no other members.
+    pub fn new(kind: impl Into<String>) -> Self {
+        Self {
+            kind: kind.into(),
+            extra: Map::new(),
+        }
+    }
+
+    /// `{"kind":"user"}`: a human prompt.
+    pub fn user() -> Self {
+        Self::new("user")
+    }
+
+    /// `{"kind":"system-prompt"}`: a system prompt node.
+    pub fn system_prompt() -> Self {
+        Self::new("system-prompt")
+    }
+
+    /// `{"kind":"tool","callId":c}`: a tool result.
+    pub fn tool(call_id: impl Into<String>) -> Self {
+        Self::new("tool").with("callId", Value::String(call_id.into()))
+    }
+
+    /// `{"kind":"model","provider","model","replayState"?}`: an assistant message.
+    pub fn model(
+        provider: impl Into<String>,
+        model: impl Into<String>,
+        replay_state: Option<Value>,
+    ) -> Self {
+        let mut s = Self::new("model")
+            .with("provider", Value::String(provider.into()))
+            .with("model", Value::String(model.into()));
+        if let Some(r) = replay_state {
+            s = s.with("replayState", r);
+        }
+        s
+    }
+
+    /// Adds (or replaces) one member; builder style.
+    pub fn with(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.extra.insert(key.into(), value);
+        self
+    }
+
+    fn str_member(&self, key: &str) -> Option<&str> {
+        self.extra.get(key).and_then(Value::as_str)
+    }
+
+    /// `provider` of a `model` source.
+    pub fn provider(&self) -> Option<&str> {
+        self.str_member("provider")
+    }
+
+    /// `model` of a `model` source.
+    pub fn model_id(&self) -> Option<&str> {
+        self.str_member("model")
+    }
+
+    /// `callId` of a `tool` source.
+    pub fn call_id(&self) -> Option<&str> {
+        self.str_member("callId")
+    }
+
+    /// `replayState` of a `model` source (opaque, provider-owned).
+    pub fn replay_state(&self) -> Option<&Value> {
+        self.extra.get("replayState")
+    }
+}
+
+impl Serialize for MessageSource {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(1 + self.extra.len()))?;
+        map.serialize_entry("kind", &self.kind)?;
+        for (k, v) in &self.extra {
+            if k != "kind" {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageSource {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut extra = Map::<String, Value>::deserialize(deserializer)?;
+        let kind = match extra.shift_remove("kind") {
+            Some(Value::String(k)) if !k.is_empty() => k,
+            Some(_) => {
+                return Err(de::Error::custom(
+                    "message source `kind` must be a non-empty string",
+                ));
+            }
+            None => return Err(de::Error::custom("message source is missing `kind`")),
+        };
+        Ok(Self { kind, extra })
+    }
+}
+
+/// A reference to a stored image (`session-format.md` §6.3).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageRef {
+    /// Content address, `sha256:<64 hex>` in practice.
+    pub attachment_id: String,
+    /// `image/png`, `image/jpeg`, `image/webp` or `image/gif`.
+    pub media_type: String,
+    /// Width in pixels.
+    pub width: u64,
+    /// Height in pixels.
+    pub height: u64,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Optional display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Original dimensions, only when the stored image was downscaled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_dimensions: Option<Dimensions>,
+    /// Unknown members, preserved.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Width and height of an image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dimensions {
+    /// Width in pixels.
+    pub width: u64,
+    /// Height in pixels.
+    pub height: u64,
+}
+
+/// A reference to a stored file (`session-format.md` §6.3).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileRef {
+    /// `sha256:<64 hex>` of the verbatim bytes.
+    pub attachment_id: String,
+    /// File name.
+    pub name: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Unknown members, preserved.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A tool call made by the model. `arguments` is the raw JSON string exactly as streamed (it may
+/// be invalid JSON; the tool layer parses it once).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Provider call id (`call_00_…` on DeepSeek).
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Raw argument string, verbatim.
+    pub arguments: String,
+}
+
+/// The retired v3 `tool-result` wrapper block (read-only compatibility; refused in v4 logs).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultBlock {
+    /// The call this result answers.
+    pub tool_call_id: String,
+    /// The result content.
+    pub content: Vec<ContentBlock>,
+    /// Whether the result is an error; absent means false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+}
+
+/// One content block of a message (`session-format.md` §6.2).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ContentBlock {
+    /// `{"type":"text","text":s}`
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// `{"type":"reasoning","text":s}` (assistant only).
+    Reasoning {
+        /// The reasoning text, byte-exact as streamed.
+        text: String,
+    },
+    /// `{"type":"tool-call","id","name","arguments"}` (assistant only).
+    ToolCall(ToolCall),
+    /// `{"type":"image","attachment":ImageRef,"offloaded"?:true}`.
+    Image {
+        /// The stored image.
+        attachment: ImageRef,
+        /// Set only by the `image/offload` projection, never in a stored message.
+        offloaded: Option<bool>,
+    },
+    /// `{"type":"file","attachment":FileRef}`.
+    File {
+        /// The stored file.
+        attachment: FileRef,
+    },
+    /// `{"type":"tool-addition","toolName":s}` (developer only).
+    ToolAddition {
+        /// Name of the tool that became available.
+        tool_name: String,
+    },
+    /// `{"type":"tool-removal","toolName":s}` (developer only).
+    ToolRemoval {
+        /// Name of the tool that went away.
+        tool_name: String,
+    },
+    /// The retired v3 `tool-result` wrapper.
+    ToolResult(ToolResultBlock),
+    /// Any other (plugin) block, kept opaque and verbatim. Always an object with a string `type`.
+    Other(Map<String, Value>),
+}
+
+impl ContentBlock {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentBlock::Text { text: text.into() }
+    }
+
+    /// A reasoning block.
+    pub fn reasoning(text: impl Into<String>) -> Self {
+        ContentBlock::Reasoning { text: text.into() }
+    }
+
+    /// A tool-call block.
+    pub fn tool_call(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        ContentBlock::ToolCall(ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        })
+    }
+
+    /// The `type` tag of this block.
+    pub fn type_tag(&self) -> &str {
+        match self {
+            ContentBlock::Text { .. } => "text",
+            ContentBlock::Reasoning { .. } => "reasoning",
+            ContentBlock::ToolCall(_) => "tool-call",
+            ContentBlock::Image { .. } => "image",
+            ContentBlock::File { .. } => "file",
+            ContentBlock::ToolAddition { .. } => "tool-addition",
+            ContentBlock::ToolRemoval { .. } => "tool-removal",
+            ContentBlock::ToolResult(_) => "tool-result",
+            ContentBlock::Other(m) => m.get("type").and_then(Value::as_str).unwrap_or(""),
+        }
+    }
+
+    /// The text of a `text` block.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            ContentBlock::Text { text } => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The tool call of a `tool-call` block.
+    pub fn as_tool_call(&self) -> Option<&ToolCall> {
+        match self {
+            ContentBlock::ToolCall(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for ContentBlock {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if let ContentBlock::Other(m) = self {
+            return m.serialize(serializer);
+        }
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("type", self.type_tag())?;
+        match self {
+            ContentBlock::Text { text } | ContentBlock::Reasoning { text } => {
+                map.serialize_entry("text", text)?;
+            }
+            ContentBlock::ToolCall(c) => {
+                map.serialize_entry("id", &c.id)?;
+                map.serialize_entry("name", &c.name)?;
+                map.serialize_entry("arguments", &c.arguments)?;
+            }
+            ContentBlock::Image {
+                attachment,
+                offloaded,
+            } => {
+                map.serialize_entry("attachment", attachment)?;
+                if let Some(o) = offloaded {
+                    map.serialize_entry("offloaded", o)?;
+                }
+            }
+            ContentBlock::File { attachment } => map.serialize_entry("attachment", attachment)?,
+            ContentBlock::ToolAddition { tool_name } | ContentBlock::ToolRemoval { tool_name } => {
+                map.serialize_entry("toolName", tool_name)?;
+            }
+            ContentBlock::ToolResult(r) => {
+                map.serialize_entry("toolCallId", &r.tool_call_id)?;
+                map.serialize_entry("content", &r.content)?;
+                if let Some(e) = r.is_error {
+                    map.serialize_entry("isError", &e)?;
+                }
+            }
+            ContentBlock::Other(_) => {}
+        }
+        map.end()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TextRepr {
+    #[serde(rename = "type")]
+    _type: String,
+    text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolCallRepr {
+    #[serde(rename = "type")]
+    _type: String,
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImageRepr {
+    #[serde(rename = "type")]
+    _type: String,
+    attachment: ImageRef,
+    #[serde(default)]
+    offloaded: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRepr {
+    #[serde(rename = "type")]
+    _type: String,
+    attachment: FileRef,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ToolNameRepr {
+    #[serde(rename = "type")]
+    _type: String,
+    tool_name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ToolResultRepr {
+    #[serde(rename = "type")]
+    _type: String,
+    tool_call_id: String,
+    content: Vec<ContentBlock>,
+    #[serde(default)]
+    is_error: Option<bool>,
+}
+
+impl<'de> Deserialize<'de> for ContentBlock {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = Map::<String, Value>::deserialize(deserializer)?;
+        let tag = match map.get("type") {
+            Some(Value::String(t)) if !t.is_empty() => t.clone(),
+            Some(_) => {
+                return Err(de::Error::custom(
+                    "content block `type` must be a non-empty string",
+                ));
+            }
+            None => return Err(de::Error::custom("content block is missing `type`")),
+        };
+        fn parse<T: serde::de::DeserializeOwned, E: de::Error>(
+            tag: &str,
+            map: Map<String, Value>,
+        ) -> Result<T, E> {
+            serde_json::from_value(Value::Object(map))
+                .map_err(|e| E::custom(format!("invalid `{tag}` content block: {e}")))
+        }
+        Ok(match tag.as_str() {
+            "text" => ContentBlock::Text {
+                text: parse::<TextRepr, D::Error>(&tag, map)?.text,
+            },
+            "reasoning" => ContentBlock::Reasoning {
+                text: parse::<TextRepr, D::Error>(&tag, map)?.text,
+            },
+            "tool-call" => {
+                let r: ToolCallRepr = parse::<_, D::Error>(&tag, map)?;
+                ContentBlock::ToolCall(ToolCall {
+                    id: r.id,
+                    name: r.name,
+                    arguments: r.arguments,
+                })
+            }
+            "image" => {
+                let r: ImageRepr = parse::<_, D::Error>(&tag, map)?;
+                ContentBlock::Image {
+                    attachment: r.attachment,
+                    offloaded: r.offloaded,
+                }
+            }
+            "file" => ContentBlock::File {
+                attachment: parse::<FileRepr, D::Error>(&tag, map)?.attachment,
+            },
+            "tool-addition" => ContentBlock::ToolAddition {
+                tool_name: parse::<ToolNameRepr, D::Error>(&tag, map)?.tool_name,
+            },
+            "tool-removal" => ContentBlock::ToolRemoval {
+                tool_name: parse::<ToolNameRepr, D::Error>(&tag, map)?.tool_name,
+            },
+            "tool-result" => {
+                let r: ToolResultRepr = parse::<_, D::Error>(&tag, map)?;
+                ContentBlock::ToolResult(ToolResultBlock {
+                    tool_call_id: r.tool_call_id,
+                    content: r.content,
+                    is_error: r.is_error,
+                })
+            }
+            _ => ContentBlock::Other(map),
+        })
+    }
+}
+
+/// One provider-neutral message (`session-format.md` §6.1).
+///
+/// Serialised with the member order the original harness writes for each role (so dsh's logs are
+/// byte-comparable with upstream's): `user` is `content, source, role, id`; `tool` is
+/// `role, source, toolCallId, content, isError?, id`; the others `role, content, source, id`.
+/// Unknown members follow, in their original order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    /// Non-empty id, unique within the session (dsh uses UUIDs).
+    pub id: String,
+    /// The role.
+    pub role: Role,
+    /// Content blocks, in order.
+    pub content: Vec<ContentBlock>,
+    /// Producer of the message.
+    pub source: MessageSource,
+    /// For `tool` messages: the call answered (equals `source.callId`).
+    pub tool_call_id: Option<String>,
+    /// For `tool` messages: whether the result is an error (absent reads as false).
+    pub is_error: Option<bool>,
+    /// Unknown members (message extensions), preserved in order.
+    pub extra: Map<String, Value>,
+}
+
+impl Message {
+    /// A message with no tool members and no extensions.
+    pub fn new(
+        id: impl Into<String>,
+        role: Role,
+        content: Vec<ContentBlock>,
+        source: MessageSource,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            role,
+            content,
+            source,
+            tool_call_id: None,
+            is_error: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// A system prompt message with one text block.
+    pub fn system(id: impl Into<String>, text: impl Into<String>) -> Self {
+        Self::new(
+            id,
+            Role::System,
+            vec![ContentBlock::text(text)],
+            MessageSource::system_prompt(),
+        )
+    }
+
+    /// A human prompt with one text block.
+    pub fn user_text(id: impl Into<String>, text: impl Into<String>) -> Self {
+        Self::new(
+            id,
+            Role::User,
+            vec![ContentBlock::text(text)],
+            MessageSource::user(),
+        )
+    }
+
+    /// A tool result message (`isError` always written, like dsh's writer).
+    pub fn tool_result(
+        id: impl Into<String>,
+        call_id: impl Into<String>,
+        content: Vec<ContentBlock>,
+        is_error: bool,
+    ) -> Self {
+        let call_id = call_id.into();
+        let mut m = Self::new(
+            id,
+            Role::Tool,
+            content,
+            MessageSource::tool(call_id.clone()),
+        );
+        m.tool_call_id = Some(call_id);
+        m.is_error = Some(is_error);
+        m
+    }
+
+    /// Concatenation of all `text` blocks (no separator).
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect()
+    }
+
+    /// Concatenation of all `reasoning` blocks (no separator).
+    pub fn reasoning(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Reasoning { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The tool calls, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.content.iter().filter_map(ContentBlock::as_tool_call)
+    }
+}
+
+impl Serialize for Message {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        const KNOWN: [&str; 6] = ["id", "role", "content", "source", "toolCallId", "isError"];
+        let mut map = serializer.serialize_map(None)?;
+        match self.role {
+            Role::User => {
+                map.serialize_entry("content", &self.content)?;
+                map.serialize_entry("source", &self.source)?;
+                map.serialize_entry("role", &self.role)?;
+            }
+            Role::Tool => {
+                map.serialize_entry("role", &self.role)?;
+                map.serialize_entry("source", &self.source)?;
+                if let Some(t) = &self.tool_call_id {
+                    map.serialize_entry("toolCallId", t)?;
+                }
+                map.serialize_entry("content", &self.content)?;
+                if let Some(e) = self.is_error {
+                    map.serialize_entry("isError", &e)?;
+                }
+            }
+            Role::System | Role::Developer | Role::Assistant => {
+                map.serialize_entry("role", &self.role)?;
+                map.serialize_entry("content", &self.content)?;
+                map.serialize_entry("source", &self.source)?;
+            }
+        }
+        if self.role != Role::Tool {
+            if let Some(t) = &self.tool_call_id {
+                map.serialize_entry("toolCallId", t)?;
+            }
+            if let Some(e) = self.is_error {
+                map.serialize_entry("isError", &e)?;
+            }
+        }
+        map.serialize_entry("id", &self.id)?;
+        for (k, v) in &self.extra {
+            if !KNOWN.contains(&k.as_str()) {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        map.end()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageRepr {
+    id: String,
+    role: Role,
+    content: Vec<ContentBlock>,
+    source: MessageSource,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    is_error: Option<bool>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let r = MessageRepr::deserialize(deserializer)?;
+        if r.id.is_empty() {
+            return Err(de::Error::custom("message `id` must be a non-empty string"));
+        }
+        Ok(Self {
+            id: r.id,
+            role: r.role,
+            content: r.content,
+            source: r.source,
+            tool_call_id: r.tool_call_id,
+            is_error: r.is_error,
+            extra: r.extra,
+        })
+    }
+}

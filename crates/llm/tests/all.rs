@@ -1,0 +1,4 @@
+//! Integration tests of `dsh-llm` (one binary).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod vocabulary;
