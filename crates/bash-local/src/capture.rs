@@ -1,0 +1,292 @@
+//! Reading one output pipe: bounded tail in memory, full stream to a private spill file.
+//!
+//! Memory per stream stays below `2 × cap + READ_CHUNK` whatever the command writes. The spill
+//! file is only created once the stream outgrows the cap (small outputs touch no disk); it is
+//! created `0600` with `create_new`, and deleted again if the stream outgrows the spill cap.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use dsh_shell::CapturedStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+/// Bytes read from a pipe at once.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Where and how big one stream may spill.
+#[derive(Debug, Clone)]
+pub(crate) struct SpillTarget {
+    /// Directory of the spill file (created `0700` if missing); `None` disables spilling.
+    pub dir: Option<PathBuf>,
+    /// File name of the spill file inside `dir`.
+    pub file_name: String,
+    /// Largest spill file; a longer stream abandons (deletes) its spill.
+    pub cap: u64,
+}
+
+/// A unique stem for the spill files of one run: time, pid of the harness, a counter.
+pub(crate) fn spill_stem() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let millis = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    format!("bash-{millis}-{}-{n}", std::process::id())
+}
+
+/// The last `cap` bytes of a stream, amortised O(1) per byte.
+struct Tail {
+    buf: Vec<u8>,
+    cap: usize,
+}
+
+impl Tail {
+    fn new(cap: usize) -> Self {
+        Self {
+            buf: Vec::new(),
+            cap,
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
+        if chunk.len() >= self.cap {
+            self.buf.clear();
+            self.buf.extend_from_slice(&chunk[chunk.len() - self.cap..]);
+            return;
+        }
+        self.buf.extend_from_slice(chunk);
+        if self.buf.len() > self.cap.saturating_mul(2) {
+            let excess = self.buf.len() - self.cap;
+            self.buf.drain(..excess);
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        if self.buf.len() > self.cap {
+            let excess = self.buf.len() - self.cap;
+            self.buf.drain(..excess);
+        }
+        self.buf.shrink_to_fit();
+        self.buf
+    }
+}
+
+enum Spill {
+    /// The stream still fits in memory.
+    NotStarted,
+    /// Writing the whole stream to `path`.
+    Writing {
+        file: tokio::fs::File,
+        path: PathBuf,
+        written: u64,
+    },
+    /// No spill file: disabled, failed, or over the cap.
+    Abandoned,
+}
+
+async fn open_spill(dir: &Path, file_name: &str) -> std::io::Result<(tokio::fs::File, PathBuf)> {
+    let mut builder = tokio::fs::DirBuilder::new();
+    builder.recursive(true).mode(0o700);
+    builder.create(dir).await?;
+    let path = dir.join(file_name);
+    let file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .await?;
+    Ok((file, path))
+}
+
+async fn abandon(file: tokio::fs::File, path: &Path) {
+    drop(file);
+    if let Err(error) = tokio::fs::remove_file(path).await {
+        tracing::warn!(path = %path.display(), %error, "could not delete an abandoned spill file");
+    }
+}
+
+impl Spill {
+    /// Feeds `chunk`; `before` is everything the stream wrote before it (only read when the
+    /// spill starts, at which point it is the whole stream so far).
+    async fn feed(&mut self, target: &SpillTarget, before: &[u8], chunk: &[u8], total: u64) {
+        if matches!(self, Spill::NotStarted) {
+            let Some(dir) = &target.dir else {
+                *self = Spill::Abandoned;
+                return;
+            };
+            if total > target.cap {
+                *self = Spill::Abandoned;
+                return;
+            }
+            match open_spill(dir, &target.file_name).await {
+                Ok((mut file, path)) => match file.write_all(before).await {
+                    Ok(()) => {
+                        *self = Spill::Writing {
+                            file,
+                            path,
+                            written: before.len() as u64,
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(path = %path.display(), %error, "spill write failed");
+                        abandon(file, &path).await;
+                        *self = Spill::Abandoned;
+                        return;
+                    }
+                },
+                Err(error) => {
+                    tracing::warn!(dir = %dir.display(), %error, "could not create a spill file");
+                    *self = Spill::Abandoned;
+                    return;
+                }
+            }
+        }
+        if let Spill::Writing {
+            file,
+            path,
+            written,
+        } = self
+        {
+            let next = *written + chunk.len() as u64;
+            let failed = if next > target.cap {
+                tracing::debug!(path = %path.display(), cap = target.cap, "stream over the spill cap; spill discarded");
+                true
+            } else if let Err(error) = file.write_all(chunk).await {
+                tracing::warn!(path = %path.display(), %error, "spill write failed");
+                true
+            } else {
+                *written = next;
+                false
+            };
+            if failed {
+                let old = std::mem::replace(self, Spill::Abandoned);
+                if let Spill::Writing { file, path, .. } = old {
+                    abandon(file, &path).await;
+                }
+            }
+        }
+    }
+
+    async fn finish(self) -> Option<PathBuf> {
+        match self {
+            Spill::Writing { mut file, path, .. } => match file.flush().await {
+                Ok(()) => Some(path),
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), %error, "spill flush failed");
+                    abandon(file, &path).await;
+                    None
+                }
+            },
+            Spill::NotStarted | Spill::Abandoned => None,
+        }
+    }
+}
+
+/// Reads `reader` to its end (or until `stop` fires) and returns the captured stream.
+pub(crate) async fn capture<R: AsyncRead + Unpin>(
+    mut reader: R,
+    cap: usize,
+    spill_target: SpillTarget,
+    stop: CancellationToken,
+) -> CapturedStream {
+    let cap = cap.max(1);
+    let mut tail = Tail::new(cap);
+    let mut spill = Spill::NotStarted;
+    let mut total: u64 = 0;
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let n = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            read = reader.read(&mut buf) => match read {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => {
+                    tracing::warn!(%error, "reading command output failed");
+                    break;
+                }
+            },
+        };
+        let chunk = &buf[..n];
+        let next_total = total + n as u64;
+        if next_total > cap as u64 && !matches!(spill, Spill::Abandoned) {
+            spill
+                .feed(&spill_target, &tail.buf, chunk, next_total)
+                .await;
+        }
+        tail.push(chunk);
+        total = next_total;
+    }
+    let truncated = total > cap as u64;
+    let spill_path = spill.finish().await;
+    CapturedStream {
+        tail: tail.finish(),
+        total_bytes: total,
+        truncated,
+        spill_path,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_last_bytes() {
+        let mut t = Tail::new(4);
+        for chunk in [&b"ab"[..], b"cd", b"ef", b"g"] {
+            t.push(chunk);
+            assert!(t.buf.len() <= 8);
+        }
+        assert_eq!(t.finish(), b"defg");
+        let mut t = Tail::new(4);
+        t.push(b"0123456789");
+        assert_eq!(t.finish(), b"6789");
+    }
+
+    #[tokio::test]
+    async fn spill_only_when_over_cap_and_holds_whole_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = |name: &str| SpillTarget {
+            dir: Some(dir.path().join("spill")),
+            file_name: name.into(),
+            cap: 1 << 20,
+        };
+        let small = capture(&b"hello"[..], 8, target("a"), CancellationToken::new()).await;
+        assert_eq!(small.tail, b"hello");
+        assert!(!small.truncated);
+        assert_eq!(small.spill_path, None);
+        assert!(!dir.path().join("spill").join("a").exists());
+
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let big = capture(&data[..], 1000, target("b"), CancellationToken::new()).await;
+        assert!(big.truncated);
+        assert_eq!(big.total_bytes, data.len() as u64);
+        assert_eq!(big.tail, &data[data.len() - 1000..]);
+        let path = big.spill_path.unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), data);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[tokio::test]
+    async fn spill_over_its_cap_is_discarded() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = SpillTarget {
+            dir: Some(dir.path().to_path_buf()),
+            file_name: "c".into(),
+            cap: 5000,
+        };
+        let data = vec![b'x'; 10_000];
+        let s = capture(&data[..], 100, target, CancellationToken::new()).await;
+        assert!(s.truncated);
+        assert_eq!(s.total_bytes, 10_000);
+        assert_eq!(s.spill_path, None);
+        assert!(!dir.path().join("c").exists());
+    }
+}

@@ -1,0 +1,395 @@
+//! `LocalShell`: runs `bash --noprofile --norc -c <command>` as a local process group.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::pin::pin;
+use std::process::{ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use dsh_shell::{
+    CapturedStream, ShellError, ShellExecutor, ShellOutcome, ShellRequest, Termination, limits,
+};
+use futures::future::BoxFuture;
+use nix::sys::signal::Signal;
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::capture::{SpillTarget, capture, spill_stem};
+use crate::env::EnvPolicy;
+use crate::group::{group_alive, signal_group, signal_name, wait_group_gone};
+
+/// How long `run` waits, after SIGKILL, for the group to disappear before giving up (a process
+/// in uninterruptible sleep can outlive SIGKILL for a while).
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Settings of the local executor. Defaults follow `reference/upstream-behaviours.md` §5.
+#[derive(Clone)]
+pub struct LocalShellOptions {
+    /// The shell program (`bash`, looked up in the child's `PATH`).
+    pub program: PathBuf,
+    /// Time between SIGTERM and SIGKILL when the group is terminated.
+    pub kill_grace: Duration,
+    /// After the main process exits, how long background processes may keep the output pipes
+    /// open before the group is terminated.
+    pub drain_window: Duration,
+    /// Bytes of each stream kept in memory (the tail).
+    pub stream_capture_bytes: usize,
+    /// Largest spill file per stream.
+    pub spill_cap_bytes: u64,
+    /// Where spill files go when the request names no directory; `None` means a private
+    /// temporary directory owned by the executor (deleted when the executor is dropped).
+    pub spill_dir: Option<PathBuf>,
+    /// Extra inherited variable names to remove, on top of the built-in secret patterns.
+    pub scrub_env: Vec<String>,
+    /// The environment children inherit before scrubbing; `None` means the harness process's
+    /// own environment, read at each run. (A composition root may pin a snapshot; tests use it
+    /// to plant secrets without touching the process environment.)
+    pub base_env: Option<Vec<(OsString, OsString)>>,
+}
+
+impl std::fmt::Debug for LocalShellOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The base environment may hold secrets: show only its size.
+        f.debug_struct("LocalShellOptions")
+            .field("program", &self.program)
+            .field("kill_grace", &self.kill_grace)
+            .field("drain_window", &self.drain_window)
+            .field("stream_capture_bytes", &self.stream_capture_bytes)
+            .field("spill_cap_bytes", &self.spill_cap_bytes)
+            .field("spill_dir", &self.spill_dir)
+            .field("scrub_env", &self.scrub_env)
+            .field(
+                "base_env",
+                &self
+                    .base_env
+                    .as_ref()
+                    .map(|e| format!("<{} variables>", e.len())),
+            )
+            .finish()
+    }
+}
+
+impl Default for LocalShellOptions {
+    fn default() -> Self {
+        Self {
+            program: PathBuf::from("bash"),
+            kill_grace: limits::KILL_GRACE,
+            drain_window: Duration::from_millis(250),
+            stream_capture_bytes: limits::STREAM_CAPTURE_BYTES,
+            spill_cap_bytes: limits::SPILL_CAP_BYTES,
+            spill_dir: None,
+            scrub_env: Vec::new(),
+            base_env: None,
+        }
+    }
+}
+
+/// The local shell executor. Cheap to share (`Arc<dyn ShellExecutor>`); runs are independent.
+#[derive(Debug)]
+pub struct LocalShell {
+    options: LocalShellOptions,
+    env: EnvPolicy,
+    private_spill: OnceLock<Option<tempfile::TempDir>>,
+}
+
+impl LocalShell {
+    /// An executor with `options`.
+    pub fn new(options: LocalShellOptions) -> Self {
+        let env = EnvPolicy {
+            scrub: options.scrub_env.clone(),
+        };
+        Self {
+            options,
+            env,
+            private_spill: OnceLock::new(),
+        }
+    }
+
+    /// The settings this executor runs with.
+    pub fn options(&self) -> &LocalShellOptions {
+        &self.options
+    }
+
+    fn spill_dir(&self, request: &ShellRequest) -> Option<PathBuf> {
+        if let Some(dir) = request
+            .spill_dir
+            .as_ref()
+            .or(self.options.spill_dir.as_ref())
+        {
+            return Some(dir.clone());
+        }
+        self.private_spill
+            .get_or_init(
+                || match tempfile::Builder::new().prefix("dsh-bash-spill-").tempdir() {
+                    Ok(dir) => Some(dir),
+                    Err(error) => {
+                        tracing::warn!(%error, "no private spill directory; spilling disabled");
+                        None
+                    }
+                },
+            )
+            .as_ref()
+            .map(|d| d.path().to_path_buf())
+    }
+
+    async fn run_request(&self, request: ShellRequest) -> Result<ShellOutcome, ShellError> {
+        if request.command.contains('\0') {
+            return Err(ShellError::InvalidRequest(
+                "the command contains a NUL byte".into(),
+            ));
+        }
+        match tokio::fs::metadata(&request.cwd).await {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(ShellError::WorkingDirectory {
+                    path: request.cwd.clone(),
+                    reason: "not a directory".into(),
+                });
+            }
+            Err(error) => {
+                return Err(ShellError::WorkingDirectory {
+                    path: request.cwd.clone(),
+                    reason: error.to_string(),
+                });
+            }
+        }
+        let timeout = limits::clamp_timeout(request.timeout);
+        let inherited = match &self.options.base_env {
+            Some(base) => base.clone(),
+            None => std::env::vars_os().collect(),
+        };
+        let env = self
+            .env
+            .build(inherited, request.session_id.as_deref(), &request.env);
+        let mut command = Command::new(&self.options.program);
+        command
+            .arg("--noprofile")
+            .arg("--norc")
+            .arg("-c")
+            .arg(&request.command)
+            .current_dir(&request.cwd)
+            .env_clear()
+            .envs(env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+
+        let started = Instant::now();
+        let mut child = command.spawn().map_err(|source| ShellError::Spawn {
+            program: self.options.program.display().to_string(),
+            source,
+        })?;
+        let pid = child.id().ok_or_else(|| ShellError::Process {
+            context: "reading the process id",
+            source: std::io::Error::other("the child has no process id"),
+        })?;
+        let pgid = i32::try_from(pid).map_err(|_| ShellError::Process {
+            context: "reading the process id",
+            source: std::io::Error::other("process id out of range"),
+        })?;
+        let stop = CancellationToken::new();
+        let mut guard = GroupGuard {
+            pgid,
+            stop: stop.clone(),
+            armed: true,
+        };
+        tracing::debug!(pid, cwd = %request.cwd.display(), "bash started");
+
+        let spill_dir = self.spill_dir(&request);
+        let stem = spill_stem();
+        let target = |suffix: &str| SpillTarget {
+            dir: spill_dir.clone(),
+            file_name: format!("{stem}.{suffix}"),
+            cap: self.options.spill_cap_bytes,
+        };
+        let cap = self.options.stream_capture_bytes;
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let stdout = tokio::spawn(read_pipe(stdout, cap, target("stdout"), stop.clone()));
+        let stderr = tokio::spawn(read_pipe(stderr, cap, target("stderr"), stop.clone()));
+        let mut readers = pin!(futures::future::join(stdout, stderr));
+
+        let deadline = started + timeout;
+        let ending = tokio::select! {
+            biased;
+            () = request.cancel.cancelled() => Ending::Cancelled,
+            status = child.wait() => Ending::Exited(status.map_err(|source| ShellError::Process {
+                context: "waiting for bash",
+                source,
+            })?),
+            () = tokio::time::sleep_until(deadline) => Ending::TimedOut,
+        };
+        let grace = self.options.kill_grace;
+        let mut collected = None;
+        let (status, timed_out, cancelled) = match ending {
+            Ending::Exited(status) => {
+                // Background processes may still hold the pipes: give them the drain window,
+                // then terminate whatever is left of the group.
+                collected = tokio::time::timeout(self.options.drain_window, &mut readers)
+                    .await
+                    .ok();
+                let drained = collected.is_some();
+                if group_alive(pgid) {
+                    tracing::debug!(pid, drained, "terminating leftover background processes");
+                    terminate_group(pgid, grace, &mut child, Some(status)).await?;
+                }
+                (status, false, false)
+            }
+            Ending::TimedOut => {
+                tracing::debug!(pid, ?timeout, "deadline passed; terminating the group");
+                (
+                    terminate_group(pgid, grace, &mut child, None).await?,
+                    true,
+                    false,
+                )
+            }
+            Ending::Cancelled => {
+                tracing::debug!(pid, "cancelled; terminating the group");
+                (
+                    terminate_group(pgid, grace, &mut child, None).await?,
+                    false,
+                    true,
+                )
+            }
+        };
+        guard.armed = false;
+        // The group is dead; the pipes close unless a process that left the group (setsid)
+        // still holds them. Bound that wait and keep what was read.
+        let collected = match collected {
+            Some(done) => Ok(done),
+            None => tokio::time::timeout(self.options.drain_window, &mut readers).await,
+        };
+        let (stdout, stderr) = match collected {
+            Ok(done) => done,
+            Err(_) => {
+                tracing::warn!(
+                    pid,
+                    "output pipes still open after the process group ended; \
+                         a process left the group"
+                );
+                stop.cancel();
+                readers.await
+            }
+        };
+        let stdout = stdout.unwrap_or_else(|error| {
+            tracing::warn!(%error, "stdout reader failed");
+            CapturedStream::default()
+        });
+        let stderr = stderr.unwrap_or_else(|error| {
+            tracing::warn!(%error, "stderr reader failed");
+            CapturedStream::default()
+        });
+        let outcome = ShellOutcome {
+            stdout,
+            stderr,
+            termination: termination(status),
+            timed_out,
+            cancelled,
+            timeout,
+            elapsed: started.elapsed(),
+            pid,
+        };
+        tracing::debug!(pid, termination = %outcome.termination, timed_out, cancelled, "bash finished");
+        Ok(outcome)
+    }
+}
+
+impl ShellExecutor for LocalShell {
+    fn name(&self) -> &str {
+        "local"
+    }
+
+    fn run(&self, request: ShellRequest) -> BoxFuture<'_, Result<ShellOutcome, ShellError>> {
+        Box::pin(self.run_request(request))
+    }
+}
+
+enum Ending {
+    Exited(ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+async fn read_pipe<R: tokio::io::AsyncRead + Unpin>(
+    pipe: Option<R>,
+    cap: usize,
+    target: SpillTarget,
+    stop: CancellationToken,
+) -> CapturedStream {
+    match pipe {
+        Some(pipe) => capture(pipe, cap, target, stop).await,
+        None => CapturedStream::default(),
+    }
+}
+
+/// SIGTERM to the group, up to `grace` for every member to die, then SIGKILL; returns the
+/// leader's status once the group is gone (or `KILL_WAIT` after SIGKILL passed).
+async fn terminate_group(
+    pgid: i32,
+    grace: Duration,
+    leader: &mut Child,
+    leader_status: Option<ExitStatus>,
+) -> Result<ExitStatus, ShellError> {
+    let wait_error = |source| ShellError::Process {
+        context: "waiting for bash",
+        source,
+    };
+    signal_group(pgid, Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    let status = match leader_status {
+        Some(status) => Some(status),
+        None => tokio::select! {
+            status = leader.wait() => Some(status.map_err(wait_error)?),
+            () = tokio::time::sleep_until(deadline) => None,
+        },
+    };
+    let gone = status.is_some() && wait_group_gone(pgid, deadline).await;
+    if !gone {
+        tracing::debug!(pgid, "grace period over; SIGKILL to the group");
+        signal_group(pgid, Signal::SIGKILL);
+    }
+    let status = match status {
+        Some(status) => status,
+        None => leader.wait().await.map_err(wait_error)?,
+    };
+    if !wait_group_gone(pgid, Instant::now() + KILL_WAIT).await {
+        tracing::warn!(pgid, "processes of the group survived SIGKILL");
+    }
+    Ok(status)
+}
+
+fn termination(status: ExitStatus) -> Termination {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(code) = status.code() {
+        Termination::Exited { code }
+    } else if let Some(signal) = status.signal() {
+        Termination::Signaled {
+            signal,
+            name: signal_name(signal),
+        }
+    } else {
+        tracing::warn!(?status, "exit status with neither code nor signal");
+        Termination::Exited { code: -1 }
+    }
+}
+
+/// Kills the group if a run is abandoned midway (its future dropped): no process outlives the
+/// run that started it.
+struct GroupGuard {
+    pgid: i32,
+    stop: CancellationToken,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            signal_group(self.pgid, Signal::SIGKILL);
+            self.stop.cancel();
+        }
+    }
+}

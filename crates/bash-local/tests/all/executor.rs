@@ -1,0 +1,206 @@
+//! Plain runs: output, exit codes, signals, working directories, environment, errors.
+
+use std::time::Duration;
+
+use dsh_bash_local::{LocalShell, LocalShellOptions};
+use dsh_shell::{ShellError, ShellExecutor, ShellRequest, Termination};
+
+use crate::common::{options, run, shell};
+
+#[tokio::test]
+async fn echo_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = shell(dir.path());
+    let out = run(
+        &sh,
+        ShellRequest::new("echo dsh-sdk-proof-7391", dir.path()),
+    )
+    .await;
+    assert_eq!(out.stdout.tail, b"dsh-sdk-proof-7391\n");
+    assert_eq!(out.stdout.total_bytes, 19);
+    assert!(out.stderr.is_empty());
+    assert_eq!(out.termination, Termination::Exited { code: 0 });
+    assert!(!out.timed_out && !out.cancelled && !out.truncated());
+}
+
+#[tokio::test]
+async fn stderr_is_separate() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        &shell(dir.path()),
+        ShellRequest::new("echo out; echo err >&2; exit 3", dir.path()),
+    )
+    .await;
+    assert_eq!(out.stdout.text(), "out\n");
+    assert_eq!(out.stderr.text(), "err\n");
+    assert_eq!(out.termination, Termination::Exited { code: 3 });
+}
+
+#[tokio::test]
+async fn exit_codes_and_signals() {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = shell(dir.path());
+    for (cmd, want) in [
+        ("true", Termination::Exited { code: 0 }),
+        ("false", Termination::Exited { code: 1 }),
+        ("exit 255", Termination::Exited { code: 255 }),
+        ("exit 256", Termination::Exited { code: 0 }),
+        (
+            "kill -KILL $$",
+            Termination::Signaled {
+                signal: 9,
+                name: "SIGKILL".into(),
+            },
+        ),
+        (
+            "kill -SEGV $$",
+            Termination::Signaled {
+                signal: 11,
+                name: "SIGSEGV".into(),
+            },
+        ),
+        // bash reports a child killed by a signal as 128 + n.
+        (
+            "bash -c 'kill -TERM $$'; exit $?",
+            Termination::Exited { code: 143 },
+        ),
+    ] {
+        let out = run(&sh, ShellRequest::new(cmd, dir.path())).await;
+        assert_eq!(out.termination, want, "{cmd}");
+    }
+}
+
+#[tokio::test]
+async fn cwd_with_unicode_and_spaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().join("dír with spaces ü 漢字");
+    std::fs::create_dir(&cwd).unwrap();
+    let out = run(&shell(dir.path()), ShellRequest::new("pwd -P", &cwd)).await;
+    let want = cwd.canonicalize().unwrap();
+    assert_eq!(out.stdout.text(), format!("{}\n", want.display()));
+}
+
+#[tokio::test]
+async fn environment_is_scrubbed_and_managed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        &shell(dir.path()),
+        ShellRequest::new("env", dir.path())
+            .with_session_id("sess-42")
+            .with_env("EXTRA_FOR_RUN", "x y"),
+    )
+    .await;
+    let text = out.stdout.text();
+    let vars: Vec<&str> = text.lines().collect();
+    assert!(!text.contains("sk-planted-secret"), "API key leaked");
+    assert!(!vars.iter().any(|l| l.starts_with("DEEPSEEK_API_KEY=")));
+    assert!(!vars.iter().any(|l| l.starts_with("DSH_TEST_VISIBLE=")));
+    for want in [
+        "DSH_SESSION_ID=sess-42",
+        "DSH_SHELL=1",
+        "PLAIN_VISIBLE=yes",
+        "EXTRA_FOR_RUN=x y",
+        "NO_COLOR=1",
+        "TERM=dumb",
+        "PAGER=cat",
+        "GIT_PAGER=cat",
+    ] {
+        assert!(vars.contains(&want), "{want} missing from {vars:?}");
+    }
+}
+
+#[tokio::test]
+async fn scrub_list_is_configurable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options(dir.path());
+    opts.scrub_env = vec!["plain_visible".into()];
+    let out = run(
+        &LocalShell::new(opts),
+        ShellRequest::new("echo \"[${PLAIN_VISIBLE-unset}]\"", dir.path()),
+    )
+    .await;
+    assert_eq!(out.stdout.text(), "[unset]\n");
+}
+
+#[tokio::test]
+async fn no_startup_files_and_stdin_is_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let rc = dir.path().join("rc.sh");
+    std::fs::write(&rc, "echo rc-loaded\n").unwrap();
+    std::fs::write(dir.path().join(".bashrc"), "echo bashrc-loaded\n").unwrap();
+    std::fs::write(dir.path().join(".bash_profile"), "echo profile-loaded\n").unwrap();
+    let mut opts = options(dir.path());
+    let base = opts.base_env.as_mut().unwrap();
+    base.retain(|(n, _)| n != "HOME" && n != "BASH_ENV");
+    base.push(("HOME".into(), dir.path().into()));
+    base.push(("BASH_ENV".into(), rc.into()));
+    let out = run(
+        &LocalShell::new(opts),
+        // `cat` would block forever on a terminal or an open pipe; /dev/null ends it.
+        ShellRequest::new("cat; echo done", dir.path()),
+    )
+    .await;
+    assert_eq!(out.stdout.text(), "done\n");
+    assert!(out.stderr.is_empty(), "{}", out.stderr.text());
+}
+
+#[tokio::test]
+async fn infrastructure_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = shell(dir.path());
+    let missing = dir.path().join("nope");
+    match sh.run(ShellRequest::new("true", &missing)).await {
+        Err(ShellError::WorkingDirectory { path, reason }) => {
+            assert_eq!(path, missing);
+            assert!(reason.contains("No such file"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    match sh.run(ShellRequest::new("true", &file)).await {
+        Err(ShellError::WorkingDirectory { reason, .. }) => assert_eq!(reason, "not a directory"),
+        other => panic!("{other:?}"),
+    }
+    match sh.run(ShellRequest::new("echo a\0b", dir.path())).await {
+        Err(ShellError::InvalidRequest(msg)) => assert!(msg.contains("NUL")),
+        other => panic!("{other:?}"),
+    }
+    let broken = LocalShell::new(LocalShellOptions {
+        program: dir.path().join("no-such-bash"),
+        ..options(dir.path())
+    });
+    match broken.run(ShellRequest::new("true", dir.path())).await {
+        Err(err @ ShellError::Spawn { .. }) => {
+            assert!(err.to_string().contains("no-such-bash"), "{err}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn timeout_is_clamped() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        &shell(dir.path()),
+        ShellRequest::new("true", dir.path()).with_timeout(Duration::from_secs(10_000)),
+    )
+    .await;
+    assert_eq!(out.timeout, dsh_shell::limits::MAX_TIMEOUT);
+}
+
+#[tokio::test]
+async fn concurrent_runs_are_independent() {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = shell(dir.path());
+    let runs = (0..8).map(|i| {
+        let sh = &sh;
+        let cwd = dir.path().to_path_buf();
+        async move { run(sh, ShellRequest::new(format!("echo {i}; exit {i}"), cwd)).await }
+    });
+    let outs = futures::future::join_all(runs).await;
+    for (i, out) in outs.iter().enumerate() {
+        assert_eq!(out.stdout.text(), format!("{i}\n"));
+        assert_eq!(out.termination.code(), Some(i as i32));
+    }
+}

@@ -1,0 +1,230 @@
+//! The `bash` tool's arguments: schema and the checks beyond it (BA-3, BA-8).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use dsh_shell::limits;
+use serde_json::{Value, json};
+
+/// The parameter schema sent to the model (`reference/upstream-behaviours.md` §19, without
+/// `run_in_background` and the sandbox fields: dsh has no background jobs or sandboxing
+/// executor yet).
+pub fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "command": {
+                "type": "string",
+                "description": "The bash source to run with `bash -c`."
+            },
+            "description": {
+                "type": "string",
+                "description": "A 5-10 word active-voice summary of what the command does, shown to the user."
+            },
+            "timeoutMs": {
+                "type": "number",
+                "description": "Timeout in milliseconds (default 120000, at most 600000)."
+            },
+            "workdir": {
+                "type": "string",
+                "description": "Working directory; relative paths resolve against the session's working directory (the default)."
+            }
+        },
+        "required": ["command", "description"]
+    })
+}
+
+/// Validated arguments of one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BashArgs {
+    /// The command, non-blank.
+    pub command: String,
+    /// The UI label, non-blank.
+    pub description: String,
+    /// The effective timeout (default or requested, clamped to the maximum).
+    pub timeout: Duration,
+    /// The requested working directory, unresolved (`None` = the session's).
+    pub workdir: Option<String>,
+}
+
+impl BashArgs {
+    /// Parses and checks `args`. Every message is a model-actionable `INVALID_ARGS` text.
+    pub fn parse(args: &Value) -> Result<Self, String> {
+        let Some(object) = args.as_object() else {
+            return Err(format!(
+                "invalid arguments: expected an object, got {}",
+                compact(args)
+            ));
+        };
+        let command = non_blank(object.get("command"), "command")?;
+        let description = non_blank(object.get("description"), "description")?;
+        let timeout = match object.get("timeoutMs") {
+            None | Some(Value::Null) => limits::DEFAULT_TIMEOUT,
+            Some(value) => parse_timeout(value)?,
+        };
+        let workdir = match object.get("workdir") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                return Err(format!(
+                    "invalid workdir: expected a string, got {}",
+                    compact(other)
+                ));
+            }
+        };
+        if let Some(background) = object.get("run_in_background")
+            && background != &Value::Bool(false)
+            && !background.is_null()
+        {
+            return Err(
+                "invalid run_in_background: background jobs are not available; \
+                        run the command in the foreground"
+                    .to_owned(),
+            );
+        }
+        Ok(Self {
+            command,
+            description,
+            timeout,
+            workdir,
+        })
+    }
+
+    /// The directory to run in: the session's `cwd`, or `workdir` resolved against it.
+    pub fn resolve_workdir(&self, cwd: &Path) -> PathBuf {
+        match self.workdir.as_deref() {
+            None | Some("") => cwd.to_path_buf(),
+            Some(dir) => cwd.join(dir),
+        }
+    }
+}
+
+fn non_blank(value: Option<&Value>, field: &str) -> Result<String, String> {
+    match value {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+        _ => Err(format!("invalid {field}: expected a non-empty string")),
+    }
+}
+
+fn parse_timeout(value: &Value) -> Result<Duration, String> {
+    let bad = || {
+        format!(
+            "invalid timeoutMs: expected a positive number, got {}",
+            compact(value)
+        )
+    };
+    let ms = value.as_f64().filter(|ms| ms.is_finite() && *ms > 0.0);
+    let Some(ms) = ms else { return Err(bad()) };
+    let max = limits::MAX_TIMEOUT.as_millis() as f64;
+    // Clamped silently; a fraction of a millisecond rounds up so 0.5 is not zero.
+    Ok(Duration::from_millis(ms.min(max).ceil() as u64))
+}
+
+/// Compact JSON of a (hostile) value, bounded so an error message stays small.
+fn compact(value: &Value) -> String {
+    let mut text = serde_json::to_string(value).unwrap_or_else(|_| "?".to_owned());
+    if text.len() > 200 {
+        let mut cut = 200;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: Value) -> Result<BashArgs, String> {
+        BashArgs::parse(&v)
+    }
+
+    #[test]
+    fn defaults() {
+        let a = parse(json!({"command": "ls", "description": "List files"})).unwrap();
+        assert_eq!(a.timeout, limits::DEFAULT_TIMEOUT);
+        assert_eq!(a.workdir, None);
+        assert_eq!(a.resolve_workdir(Path::new("/w")), PathBuf::from("/w"));
+    }
+
+    #[test]
+    fn blank_fields_are_rejected_with_the_reference_text() {
+        assert_eq!(
+            parse(json!({"command": "  ", "description": "x"})).unwrap_err(),
+            "invalid command: expected a non-empty string"
+        );
+        assert_eq!(
+            parse(json!({"command": "ls", "description": ""})).unwrap_err(),
+            "invalid description: expected a non-empty string"
+        );
+        assert_eq!(
+            parse(json!({"description": "x"})).unwrap_err(),
+            "invalid command: expected a non-empty string"
+        );
+        assert_eq!(
+            parse(json!({"command": 5, "description": "x"})).unwrap_err(),
+            "invalid command: expected a non-empty string"
+        );
+    }
+
+    #[test]
+    fn timeouts() {
+        let t = |v: Value| parse(json!({"command": "x", "description": "d", "timeoutMs": v}));
+        assert_eq!(t(json!(1500)).unwrap().timeout, Duration::from_millis(1500));
+        assert_eq!(t(json!(0.5)).unwrap().timeout, Duration::from_millis(1));
+        assert_eq!(t(json!(1e12)).unwrap().timeout, limits::MAX_TIMEOUT);
+        assert_eq!(
+            t(json!(0)).unwrap_err(),
+            "invalid timeoutMs: expected a positive number, got 0"
+        );
+        assert_eq!(
+            t(json!(-5)).unwrap_err(),
+            "invalid timeoutMs: expected a positive number, got -5"
+        );
+        assert_eq!(
+            t(json!("100")).unwrap_err(),
+            "invalid timeoutMs: expected a positive number, got \"100\""
+        );
+        assert_eq!(
+            t(json!(null)).unwrap().timeout,
+            limits::DEFAULT_TIMEOUT,
+            "null means absent"
+        );
+    }
+
+    #[test]
+    fn workdir_resolution() {
+        let a = parse(json!({"command": "x", "description": "d", "workdir": "sub dir/ü"})).unwrap();
+        assert_eq!(
+            a.resolve_workdir(Path::new("/w")),
+            PathBuf::from("/w/sub dir/ü")
+        );
+        let a = parse(json!({"command": "x", "description": "d", "workdir": "/abs"})).unwrap();
+        assert_eq!(a.resolve_workdir(Path::new("/w")), PathBuf::from("/abs"));
+        assert_eq!(
+            parse(json!({"command": "x", "description": "d", "workdir": 3})).unwrap_err(),
+            "invalid workdir: expected a string, got 3"
+        );
+    }
+
+    #[test]
+    fn background_and_non_objects() {
+        assert!(
+            parse(json!({"command": "x", "description": "d", "run_in_background": true}))
+                .unwrap_err()
+                .contains("background jobs are not available")
+        );
+        assert!(
+            parse(json!({"command": "x", "description": "d", "run_in_background": false})).is_ok()
+        );
+        assert_eq!(
+            parse(json!([1])).unwrap_err(),
+            "invalid arguments: expected an object, got [1]"
+        );
+        let long = "x".repeat(1000);
+        assert!(parse(json!(long)).unwrap_err().len() < 300);
+    }
+}
