@@ -1,0 +1,497 @@
+//! The mock server: a real HTTP/1.1 server on 127.0.0.1 that plays scripted replies.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::fmt;
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use hyper::body::{Body, Incoming};
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, watch};
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::body::{Finisher, ScriptBody};
+use crate::deepseek;
+use crate::record::{Outcome, RecordedRequest};
+use crate::reply::{Reply, Step};
+
+/// Paths answered with scripted replies (POST only).
+pub const CHAT_PATHS: &[&str] = &[
+    "/chat/completions",
+    "/v1/chat/completions",
+    "/beta/chat/completions",
+];
+
+/// Largest request body the server accepts (bigger ones get a 413).
+pub const MAX_REQUEST_BODY: usize = 64 * 1024 * 1024;
+
+/// Picks the reply for a request in responder mode.
+pub type Responder = dyn Fn(&RecordedRequest) -> Reply + Send + Sync;
+
+pub(crate) struct Shared {
+    inner: Mutex<Inner>,
+    received: watch::Sender<usize>,
+    finished: watch::Sender<usize>,
+}
+
+struct Inner {
+    queue: VecDeque<Reply>,
+    repeat: bool,
+    responder: Option<Arc<Responder>>,
+    api_key: Option<String>,
+    records: Vec<RecordedRequest>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panicking responder must not take the whole server down with a poisoned lock.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    pub(crate) fn finish(&self, index: usize, outcome: Outcome) {
+        {
+            let mut inner = self.lock();
+            if let Some(rec) = inner.records.get_mut(index) {
+                rec.outcome = outcome;
+                rec.finished_at = Some(Instant::now());
+            }
+        }
+        self.finished.send_modify(|n| *n += 1);
+    }
+}
+
+/// A scriptable DeepSeek-shaped HTTP server on an ephemeral 127.0.0.1 port.
+///
+/// Queue mode (default): each chat request takes the next queued [`Reply`]; when none is left the
+/// request gets a 500 whose body says "no scripted response left". Responder mode
+/// ([`MockServer::set_responder`]): a function of the recorded request picks every reply.
+///
+/// Every request is recorded (see [`RecordedRequest`]). Dropping the server stops it and aborts
+/// every connection task, including stalled ones.
+pub struct MockServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl fmt::Debug for MockServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MockServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl MockServer {
+    /// Starts a server on `127.0.0.1:0` with an empty queue.
+    ///
+    /// # Panics
+    /// If no local port can be bound (a broken test environment); use [`MockServer::bind`] to
+    /// handle that as an error.
+    pub async fn start() -> Self {
+        match Self::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await {
+            Ok(server) => server,
+            Err(err) => panic!("dsh-testkit: cannot bind 127.0.0.1:0: {err}"),
+        }
+    }
+
+    /// Starts a server on `127.0.0.1:0` with `replies` queued in order.
+    pub async fn start_with(replies: impl IntoIterator<Item = Reply>) -> Self {
+        let server = Self::start().await;
+        server.push_all(replies);
+        server
+    }
+
+    /// Starts a server on `addr` (port 0 picks an ephemeral port). Must run inside a tokio runtime.
+    pub async fn bind(addr: SocketAddr) -> io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                queue: VecDeque::new(),
+                repeat: false,
+                responder: None,
+                api_key: None,
+                records: Vec::new(),
+            }),
+            received: watch::channel(0).0,
+            finished: watch::channel(0).0,
+        });
+        let task = tokio::spawn(accept_loop(listener, shared.clone()));
+        tracing::debug!(%addr, "dsh-testkit mock server listening");
+        Ok(Self { addr, shared, task })
+    }
+
+    /// The bound socket address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL, `http://127.0.0.1:<port>` (no trailing slash): what `DEEPSEEK_BASE_URL`
+    /// takes.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Same as [`MockServer::base_url`].
+    pub fn url(&self) -> String {
+        self.base_url()
+    }
+
+    /// The full chat-completions URL, `http://127.0.0.1:<port>/chat/completions`.
+    pub fn chat_url(&self) -> String {
+        format!("http://{}/chat/completions", self.addr)
+    }
+
+    /// Queues one reply (queue mode).
+    pub fn push(&self, reply: Reply) {
+        self.shared.lock().queue.push_back(reply);
+    }
+
+    /// Queues replies in order (queue mode).
+    pub fn push_all(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.shared.lock().queue.extend(replies);
+    }
+
+    /// Cycles through the queue forever instead of consuming it (a taken reply is re-queued at the
+    /// back). For benchmarks and manual runs.
+    pub fn set_repeat(&self, repeat: bool) {
+        self.shared.lock().repeat = repeat;
+    }
+
+    /// Number of queued replies not yet taken.
+    pub fn remaining(&self) -> usize {
+        self.shared.lock().queue.len()
+    }
+
+    /// Responder mode: `responder` picks the reply for every chat request from the recorded
+    /// request (its `index` counts all requests). The queue is ignored while a responder is set.
+    pub fn set_responder(
+        &self,
+        responder: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) {
+        self.shared.lock().responder = Some(Arc::new(responder));
+    }
+
+    /// Back to queue mode.
+    pub fn clear_responder(&self) {
+        self.shared.lock().responder = None;
+    }
+
+    /// Requires `authorization: Bearer <key>` on chat requests; others get DeepSeek's 401 body
+    /// (see [`deepseek::unauthorized`]) without consuming a scripted reply.
+    pub fn require_api_key(&self, key: impl Into<String>) {
+        self.shared.lock().api_key = Some(key.into());
+    }
+
+    /// Snapshot of every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().records.clone()
+    }
+
+    /// The request with this index, if it has arrived.
+    pub fn request(&self, index: usize) -> Option<RecordedRequest> {
+        self.shared.lock().records.get(index).cloned()
+    }
+
+    /// Number of requests received so far (all paths).
+    pub fn request_count(&self) -> usize {
+        self.shared.lock().records.len()
+    }
+
+    /// Waits until at least `n` requests have arrived (bodies fully read), then returns them all.
+    pub async fn wait_for_requests(&self, n: usize) -> Vec<RecordedRequest> {
+        let mut rx = self.shared.received.subscribe();
+        // The sender lives in `self.shared`, so the channel cannot close while we wait.
+        let _ = rx.wait_for(|count| *count >= n).await;
+        self.requests()
+    }
+
+    /// Waits until at least `n` responses have ended (completed, reset or dropped), then returns
+    /// every request.
+    pub async fn wait_for_finished(&self, n: usize) -> Vec<RecordedRequest> {
+        let mut rx = self.shared.finished.subscribe();
+        let _ = rx.wait_for(|count| *count >= n).await;
+        self.requests()
+    }
+
+    /// Stops the server: no new connections, every open connection (stalled ones included) is
+    /// aborted. Dropping the server does the same without waiting for the accept task to end.
+    pub async fn shutdown(mut self) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    // Dropping this set (when the accept task is aborted) aborts every connection task.
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => {
+                    conns.spawn(serve_connection(stream, shared.clone()));
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "dsh-testkit: accept failed");
+                    // Avoid a hot loop on persistent errors such as EMFILE.
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+    // Small scripted writes must leave immediately, not wait for Nagle.
+    let _ = stream.set_nodelay(true);
+    let kill = Arc::new(Notify::new());
+    let service_kill = kill.clone();
+    let service =
+        hyper::service::service_fn(move |req| handle(shared.clone(), service_kill.clone(), req));
+    let conn = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        result = conn => {
+            if let Err(err) = result {
+                tracing::debug!(%err, "dsh-testkit: connection ended with an error");
+            }
+        }
+        () = kill.notified() => {
+            tracing::debug!("dsh-testkit: scripted reset before the response head");
+        }
+    }
+}
+
+async fn read_body(mut body: Incoming) -> Result<Bytes, String> {
+    let mut buf = BytesMut::new();
+    while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let frame = frame.map_err(|err| format!("reading the request body failed: {err}"))?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > MAX_REQUEST_BODY {
+                return Err(format!("request body larger than {MAX_REQUEST_BODY} bytes"));
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
+}
+
+enum Choice {
+    Scripted(Reply),
+    Respond(Arc<Responder>),
+    Unscripted(Reply),
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    kill: Arc<Notify>,
+    req: Request<Incoming>,
+) -> Result<Response<ScriptBody>, Infallible> {
+    let arrived_at = Instant::now();
+    let (parts, body) = req.into_parts();
+    let method = parts.method.as_str().to_owned();
+    let path = parts.uri.path().to_owned();
+    let query = parts.uri.query().map(str::to_owned);
+    let headers = parts
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.as_str().to_owned(),
+                Bytes::copy_from_slice(value.as_bytes()),
+            )
+        })
+        .collect::<Vec<_>>();
+    let (body, body_error) = match read_body(body).await {
+        Ok(body) => (body, None),
+        Err(err) => (Bytes::new(), Some(err)),
+    };
+
+    let (record, choice) = {
+        let mut inner = shared.lock();
+        let index = inner.records.len();
+        let mut record = RecordedRequest {
+            index,
+            method,
+            path,
+            query,
+            headers,
+            body,
+            arrived_at,
+            finished_at: None,
+            outcome: Outcome::Pending,
+            scripted: false,
+        };
+        let choice = choose(&mut inner, &record, body_error);
+        record.scripted = !matches!(choice, Choice::Unscripted(_));
+        inner.records.push(record.clone());
+        (record, choice)
+    };
+    shared.received.send_modify(|n| *n += 1);
+
+    let reply = match choice {
+        Choice::Scripted(reply) | Choice::Unscripted(reply) => reply,
+        Choice::Respond(responder) => responder(&record),
+    };
+    tracing::debug!(
+        index = record.index,
+        method = %record.method,
+        path = %record.path,
+        status = reply.status,
+        "dsh-testkit: request"
+    );
+    Ok(play(shared, kill, record.index, reply).await)
+}
+
+fn choose(inner: &mut Inner, record: &RecordedRequest, body_error: Option<String>) -> Choice {
+    if let Some(err) = body_error {
+        return Choice::Unscripted(Reply::text(413, format!("dsh-testkit: {err}")));
+    }
+    if !CHAT_PATHS.contains(&record.path.as_str()) {
+        if record.method == "GET" && record.path == "/models" {
+            return Choice::Unscripted(Reply::json(200, deepseek::MODELS_BODY));
+        }
+        return Choice::Unscripted(Reply::text(
+            404,
+            format!(
+                "dsh-testkit: no route for {} {}; the mock serves POST {}",
+                record.method,
+                record.path,
+                CHAT_PATHS.join(", POST ")
+            ),
+        ));
+    }
+    if record.method != "POST" {
+        return Choice::Unscripted(
+            Reply::text(
+                405,
+                format!(
+                    "dsh-testkit: {} {} is not allowed; use POST",
+                    record.method, record.path
+                ),
+            )
+            .header("allow", "POST"),
+        );
+    }
+    if let Some(key) = &inner.api_key
+        && record.bearer() != Some(key.as_str())
+    {
+        return Choice::Unscripted(deepseek::unauthorized());
+    }
+    if let Some(responder) = &inner.responder {
+        return Choice::Respond(responder.clone());
+    }
+    match inner.queue.pop_front() {
+        Some(reply) => {
+            if inner.repeat {
+                inner.queue.push_back(reply.clone());
+            }
+            Choice::Scripted(reply)
+        }
+        None => Choice::Unscripted(deepseek::error_reply(
+            500,
+            &format!(
+                "dsh-testkit: no scripted response left for request #{} ({} {}); queue more \
+                 replies or set a responder",
+                record.index, record.method, record.path
+            ),
+            "testkit_error",
+            "no_scripted_response",
+        )),
+    }
+}
+
+async fn play(
+    shared: Arc<Shared>,
+    kill: Arc<Notify>,
+    index: usize,
+    reply: Reply,
+) -> Response<ScriptBody> {
+    let mut finisher = Finisher::new(shared, index);
+    for step in reply.before_head {
+        match step {
+            Step::Bytes(_) => {}
+            Step::Sleep(delay) => tokio::time::sleep(delay).await,
+            Step::Gate(gate) => gate.pass().await,
+            Step::Stall => futures::future::pending::<()>().await,
+            Step::Reset => {
+                finisher.finish(Outcome::Reset);
+                kill.notify_one();
+                // The connection task drops this future together with the connection.
+                futures::future::pending::<()>().await;
+            }
+        }
+    }
+
+    let Ok(status) = hyper::StatusCode::from_u16(reply.status) else {
+        return invalid_reply(
+            finisher,
+            format!("dsh-testkit: invalid scripted status {}", reply.status),
+        );
+    };
+    let mut builder = Response::builder().status(status);
+    for (name, value) in &reply.headers {
+        match (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            (Ok(name), Ok(value)) => builder = builder.header(name, value),
+            _ => {
+                return invalid_reply(
+                    finisher,
+                    format!("dsh-testkit: invalid scripted header {name:?}: {value:?}"),
+                );
+            }
+        }
+    }
+    let exact_len = reply.content_length.then(|| {
+        reply
+            .body
+            .iter()
+            .map(|step| match step {
+                Step::Bytes(b) => b.len() as u64,
+                _ => 0,
+            })
+            .sum()
+    });
+    let body = ScriptBody::new(reply.body, finisher, exact_len);
+    match builder.body(body) {
+        Ok(response) => response,
+        Err(err) => {
+            // Unreachable with validated parts; answer with a clear 500 rather than panic.
+            let mut response = Response::new(ScriptBody::empty());
+            *response.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+            tracing::warn!(%err, "dsh-testkit: cannot build the scripted response");
+            response
+        }
+    }
+}
+
+fn invalid_reply(finisher: Finisher, message: String) -> Response<ScriptBody> {
+    tracing::warn!("{message}");
+    let len = message.len() as u64;
+    let body = ScriptBody::new(vec![Step::Bytes(Bytes::from(message))], finisher, Some(len));
+    let mut response = Response::new(body);
+    *response.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+    response
+}
