@@ -1,0 +1,188 @@
+//! The session header (format §2): line 1 of every log.
+
+use serde_json::{Map, Value};
+
+use crate::json::{as_safe_i64, as_safe_u64};
+
+/// The format version dsh writes.
+pub const WRITE_VERSION: u64 = 4;
+
+/// The parsed header line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionHeader {
+    /// Format version (`4` written; `3` read and migrated).
+    pub version: u64,
+    /// The session id.
+    pub id: String,
+    /// Creation time, epoch ms.
+    pub created_at: i64,
+    /// Absolute working directory.
+    pub cwd: Option<String>,
+    /// Parent session id (subagent or fork child).
+    pub parent_session: Option<String>,
+    /// `true` iff the log starts with an inherited prefix (§12).
+    pub is_seeded: bool,
+    /// `Some("subagent")` for subagent children (presentation only).
+    pub origin: Option<String>,
+    /// 0 at top level, parent + 1 for a child.
+    pub delegation_depth: u64,
+    /// Composition preset id.
+    pub agent_preset: Option<String>,
+}
+
+impl SessionHeader {
+    /// A v4 header for a new top-level session.
+    pub fn new(id: impl Into<String>, created_at: i64, cwd: Option<String>) -> Self {
+        SessionHeader {
+            version: WRITE_VERSION,
+            id: id.into(),
+            created_at,
+            cwd,
+            parent_session: None,
+            is_seeded: false,
+            origin: None,
+            delegation_depth: 0,
+            agent_preset: None,
+        }
+    }
+
+    /// Serializes in writer key order.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("type".into(), "session".into());
+        m.insert("version".into(), self.version.into());
+        m.insert("id".into(), self.id.clone().into());
+        m.insert("createdAt".into(), self.created_at.into());
+        if let Some(cwd) = &self.cwd {
+            m.insert("cwd".into(), cwd.clone().into());
+        }
+        if let Some(p) = &self.parent_session {
+            m.insert("parentSession".into(), p.clone().into());
+        }
+        m.insert("isSeeded".into(), self.is_seeded.into());
+        if let Some(o) = &self.origin {
+            m.insert("origin".into(), o.clone().into());
+        }
+        m.insert("delegationDepth".into(), self.delegation_depth.into());
+        if let Some(a) = &self.agent_preset {
+            m.insert("agentPreset".into(), a.clone().into());
+        }
+        Value::Object(m)
+    }
+
+    /// The header as one JSON line (no `\n`).
+    pub fn to_json_line(&self) -> String {
+        self.to_json().to_string()
+    }
+
+    /// Validates the structure of a parsed header object whose version was already accepted.
+    pub fn from_json(value: &Value) -> Result<Self, String> {
+        let m = value
+            .as_object()
+            .ok_or("corrupt session log: first line is not a JSON object")?;
+        if m.get("type").and_then(Value::as_str) != Some("session") {
+            return Err("corrupt session log: first line is not a session header".into());
+        }
+        if m.contains_key("sandboxMode") || m.contains_key("approvalPolicy") {
+            return Err("session header uses retired policy baseline fields".into());
+        }
+        for key in m.keys() {
+            if !matches!(
+                key.as_str(),
+                "type"
+                    | "version"
+                    | "id"
+                    | "createdAt"
+                    | "cwd"
+                    | "parentSession"
+                    | "isSeeded"
+                    | "origin"
+                    | "delegationDepth"
+                    | "agentPreset"
+            ) {
+                return Err(format!("session header has unknown member \"{key}\""));
+            }
+        }
+        let version = m
+            .get("version")
+            .and_then(as_safe_u64)
+            .ok_or("session header lacks a numeric version")?;
+        let id = m
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or("session header lacks a string id")?
+            .to_string();
+        let created_at = m
+            .get("createdAt")
+            .and_then(as_safe_i64)
+            .filter(|t| *t >= 0)
+            .ok_or("session header createdAt must be a non-negative safe integer")?;
+        let opt_str = |k: &str| -> Result<Option<String>, String> {
+            match m.get(k) {
+                None => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(format!("session header {k} must be a string")),
+            }
+        };
+        let cwd = opt_str("cwd")?;
+        if let Some(c) = &cwd
+            && !(c.starts_with('/') || c.starts_with('\\') || c.get(1..3) == Some(":\\"))
+        {
+            return Err(format!(
+                "session header cwd \"{c}\" is not an absolute path"
+            ));
+        }
+        let parent_session = opt_str("parentSession")?;
+        let origin = opt_str("origin")?;
+        if let Some(o) = &origin
+            && o != "subagent"
+        {
+            return Err(format!("session header origin \"{o}\" is not \"subagent\""));
+        }
+        let agent_preset = opt_str("agentPreset")?;
+        let is_seeded = m
+            .get("isSeeded")
+            .and_then(Value::as_bool)
+            .ok_or("session header isSeeded must be a boolean")?;
+        let delegation_depth = m
+            .get("delegationDepth")
+            .and_then(as_safe_u64)
+            .ok_or("session header delegationDepth must be a non-negative safe integer")?;
+        Ok(SessionHeader {
+            version,
+            id,
+            created_at,
+            cwd,
+            parent_session,
+            is_seeded,
+            origin,
+            delegation_depth,
+            agent_preset,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_in_writer_order() {
+        let line = r#"{"type":"session","version":4,"id":"session-2","createdAt":1789000001000,"cwd":"/home/u/proj","parentSession":"session-1","isSeeded":false,"origin":"subagent","delegationDepth":1}"#;
+        let v: Value = serde_json::from_str(line).unwrap();
+        let h = SessionHeader::from_json(&v).unwrap();
+        assert_eq!(h.to_json_line(), line);
+    }
+
+    #[test]
+    fn refuses_retired_and_unknown_members() {
+        let v: Value = serde_json::from_str(r#"{"type":"session","version":4,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0,"sandboxMode":"x"}"#).unwrap();
+        assert_eq!(
+            SessionHeader::from_json(&v).unwrap_err(),
+            "session header uses retired policy baseline fields"
+        );
+        let v: Value = serde_json::from_str(r#"{"type":"session","version":4,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0,"seedLength":3}"#).unwrap();
+        assert!(SessionHeader::from_json(&v).is_err());
+    }
+}

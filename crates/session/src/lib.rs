@@ -1,0 +1,30 @@
+//! `dsh-session`: the session log of dsh — the single source of truth of the harness.
+//!
+//! - [`Event`] / [`NewEvent`]: the immutable, shared envelope (format §3) and what callers append.
+//! - [`SessionLog`]: admission (format §4), the incremental surface and `derive_messages()`
+//!   (§8), crash repair (§15) and fork seeds (§12).
+//! - [`data`]: typed payloads of the core events; [`stream`]: embedded stream records.
+//! - [`codec`]: reading stored bytes (header, torn tails, version refusal) and the v3→v4
+//!   conversion ([`migrate`]).
+//!
+//! The normative format is `shared/reference/session-format.md`.
+
+pub mod codec;
+pub mod data;
+pub mod error;
+pub mod event;
+pub mod header;
+pub mod json;
+pub mod log;
+pub mod migrate;
+pub mod seqs;
+pub mod stream;
+pub mod surface;
+pub mod validate;
+pub mod vocab;
+
+pub use error::{AppendError, LogError, SessionError};
+pub use event::{Event, NewEvent, SurfaceOp};
+pub use header::SessionHeader;
+pub use log::{CloseCause, PendingCall, SessionLog, TurnTracker, now_ms};
+pub use surface::{Node, Surface};

@@ -1,0 +1,347 @@
+//! Embedded stream records (format §3.4): lossless packing of an attempt's timed chunks, the
+//! inverse expansion, and validation.
+
+use dsh_llm::StreamChunk;
+use serde_json::{Map, Value, json};
+
+use crate::json::{MAX_SAFE_INTEGER, as_safe_i64, as_safe_u64};
+
+/// Packs timed chunks into stream records incrementally (one packer per attempt).
+#[derive(Debug, Default, Clone)]
+pub struct StreamPacker {
+    records: Vec<Value>,
+    last_time: i64,
+}
+
+impl StreamPacker {
+    /// An empty packer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one chunk received at `time` (epoch ms).
+    pub fn push(&mut self, time: i64, chunk: &StreamChunk) {
+        let dt = time - self.last_time;
+        match chunk {
+            StreamChunk::TextDelta { index, text } => {
+                self.push_run("text-chunks", *index, time, dt, text)
+            }
+            StreamChunk::ReasoningDelta { index, text } => {
+                self.push_run("reasoning-chunks", *index, time, dt, text)
+            }
+            StreamChunk::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments_delta,
+            } if !id.is_empty() && name.as_deref() != Some("") => {
+                let extends = self
+                    .records
+                    .last()
+                    .and_then(Value::as_object)
+                    .is_some_and(|prev| {
+                        prev.get("type").and_then(Value::as_str) == Some("tool-call-chunks")
+                            && prev.get("index").and_then(Value::as_u64) == Some(u64::from(*index))
+                            && prev.get("id").and_then(Value::as_str) == Some(id)
+                            && prev.get("name").and_then(Value::as_str) == name.as_deref()
+                    });
+                if extends {
+                    if let Some(Value::Object(prev)) = self.records.last_mut() {
+                        push_to(prev, "dt", dt.into());
+                        push_to(prev, "args", arguments_delta.clone().into());
+                    }
+                } else {
+                    let mut m = Map::new();
+                    m.insert("type".into(), "tool-call-chunks".into());
+                    m.insert("time0".into(), time.into());
+                    m.insert("index".into(), (*index).into());
+                    m.insert("dt".into(), json!([]));
+                    m.insert("id".into(), id.clone().into());
+                    if let Some(n) = name {
+                        m.insert("name".into(), n.clone().into());
+                    }
+                    m.insert("args".into(), json!([arguments_delta]));
+                    self.records.push(Value::Object(m));
+                }
+            }
+            other => {
+                let chunk = serde_json::to_value(other).unwrap_or(Value::Null);
+                self.records
+                    .push(json!({"type": "chunk", "time": time, "chunk": chunk}));
+            }
+        }
+        self.last_time = time;
+    }
+
+    fn push_run(&mut self, kind: &str, index: u32, time: i64, dt: i64, text: &str) {
+        if let Some(Value::Object(prev)) = self.records.last_mut()
+            && prev.get("type").and_then(Value::as_str) == Some(kind)
+            && prev.get("index").and_then(Value::as_u64) == Some(u64::from(index))
+        {
+            push_to(prev, "dt", dt.into());
+            push_to(prev, "texts", text.into());
+            return;
+        }
+        self.records
+            .push(json!({"type": kind, "time0": time, "index": index, "dt": [], "texts": [text]}));
+    }
+
+    /// The records so far.
+    pub fn records(&self) -> &[Value] {
+        &self.records
+    }
+
+    /// Takes the records.
+    pub fn finish(self) -> Vec<Value> {
+        self.records
+    }
+}
+
+fn push_to(m: &mut Map<String, Value>, key: &str, v: Value) {
+    if let Some(Value::Array(a)) = m.get_mut(key) {
+        a.push(v);
+    }
+}
+
+/// Expands stream records into `(time, chunk JSON)` pairs (the chunks as JSON, so plugin block
+/// tags survive). Fails on invalid records.
+pub fn expand_stream(records: &[Value]) -> Result<Vec<(i64, Value)>, String> {
+    let mut out = Vec::new();
+    for (i, rec) in records.iter().enumerate() {
+        let m = rec
+            .as_object()
+            .ok_or_else(|| format!("stream record {i} is not an object"))?;
+        let kind = m.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "chunk" => {
+                exact_keys(m, &["type", "time", "chunk"], &[], i)?;
+                let t = m
+                    .get("time")
+                    .and_then(as_safe_i64)
+                    .ok_or_else(|| format!("stream record {i}: bad time"))?;
+                let chunk = m.get("chunk").cloned().unwrap_or(Value::Null);
+                if !chunk.is_object() || chunk.get("type").and_then(Value::as_str).is_none() {
+                    return Err(format!("stream record {i}: chunk is not a typed object"));
+                }
+                out.push((t, chunk));
+            }
+            "text-chunks" | "reasoning-chunks" | "tool-call-chunks" => {
+                let tool = kind == "tool-call-chunks";
+                let (req, opt): (&[&str], &[&str]) = if tool {
+                    (&["type", "time0", "index", "dt", "id", "args"], &["name"])
+                } else {
+                    (&["type", "time0", "index", "dt", "texts"], &[])
+                };
+                exact_keys(m, req, opt, i)?;
+                let t0 = m
+                    .get("time0")
+                    .and_then(as_safe_i64)
+                    .ok_or_else(|| format!("stream record {i}: bad time0"))?;
+                let index = m
+                    .get("index")
+                    .and_then(as_safe_u64)
+                    .ok_or_else(|| format!("stream record {i}: bad index"))?;
+                let members = m
+                    .get(if tool { "args" } else { "texts" })
+                    .and_then(Value::as_array)
+                    .filter(|a| !a.is_empty() && a.iter().all(Value::is_string))
+                    .ok_or_else(|| {
+                        format!("stream record {i}: members must be a non-empty string array")
+                    })?;
+                let dt = m
+                    .get("dt")
+                    .and_then(Value::as_array)
+                    .ok_or_else(|| format!("stream record {i}: dt must be an array"))?;
+                if dt.len() + 1 != members.len() {
+                    return Err(format!("stream record {i}: dt length must be members - 1"));
+                }
+                let id = m.get("id").and_then(Value::as_str);
+                let name = m.get("name");
+                if tool {
+                    if id.is_none_or(str::is_empty) {
+                        return Err(format!(
+                            "stream record {i}: tool-call-chunks id must be non-empty"
+                        ));
+                    }
+                    if let Some(n) = name
+                        && n.as_str().is_none_or(str::is_empty)
+                    {
+                        return Err(format!(
+                            "stream record {i}: tool-call-chunks name must be non-empty"
+                        ));
+                    }
+                }
+                let mut t = t0;
+                for (k, member) in members.iter().enumerate() {
+                    if k > 0 {
+                        let d = as_safe_i64(&dt[k - 1])
+                            .ok_or_else(|| format!("stream record {i}: bad dt"))?;
+                        t = t
+                            .checked_add(d)
+                            .filter(|t| t.abs() <= MAX_SAFE_INTEGER)
+                            .ok_or_else(|| format!("stream record {i}: time overflow"))?;
+                    }
+                    let chunk = match kind {
+                        "text-chunks" => {
+                            json!({"type": "text-delta", "index": index, "text": member})
+                        }
+                        "reasoning-chunks" => {
+                            json!({"type": "reasoning-delta", "index": index, "text": member})
+                        }
+                        _ => {
+                            let mut c = Map::new();
+                            c.insert("type".into(), "tool-call-delta".into());
+                            c.insert("index".into(), index.into());
+                            c.insert("id".into(), id.unwrap_or_default().into());
+                            if let Some(n) = name {
+                                c.insert("name".into(), n.clone());
+                            }
+                            c.insert("argumentsDelta".into(), member.clone());
+                            Value::Object(c)
+                        }
+                    };
+                    out.push((t, chunk));
+                }
+            }
+            other => return Err(format!("stream record {i} has unknown type \"{other}\"")),
+        }
+    }
+    Ok(out)
+}
+
+fn exact_keys(m: &Map<String, Value>, req: &[&str], opt: &[&str], i: usize) -> Result<(), String> {
+    for k in req {
+        if !m.contains_key(*k) {
+            return Err(format!("stream record {i} lacks \"{k}\""));
+        }
+    }
+    for k in m.keys() {
+        if !req.contains(&k.as_str()) && !opt.contains(&k.as_str()) {
+            return Err(format!("stream record {i} has unknown member \"{k}\""));
+        }
+    }
+    Ok(())
+}
+
+/// Validates a stream (§3.4, §4.5): record shapes, and no retired `tool-result` or tool-change
+/// tags in `block-start`/`block-end`.
+pub fn validate_stream(stream: &Value) -> Result<(), String> {
+    let records = stream.as_array().ok_or("stream must be an array")?;
+    for (_, chunk) in expand_stream(records)? {
+        let tag = match chunk.get("type").and_then(Value::as_str) {
+            Some("block-start") => chunk.get("blockType").and_then(Value::as_str),
+            Some("block-end") => chunk.pointer("/block/type").and_then(Value::as_str),
+            _ => None,
+        };
+        if matches!(tag, Some("tool-result" | "tool-addition" | "tool-removal")) {
+            return Err(format!(
+                "stream holds a retired or misplaced \"{}\" block",
+                tag.unwrap_or_default()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_llm::{FinishReason, TokenUsage};
+
+    #[test]
+    fn packs_like_the_recorded_two_run_tool_call() {
+        let mut p = StreamPacker::new();
+        p.push(
+            0,
+            &StreamChunk::ToolCallDelta {
+                index: 0,
+                id: "advanced-code".into(),
+                name: Some("run_code".into()),
+                arguments_delta: String::new(),
+            },
+        );
+        p.push(
+            0,
+            &StreamChunk::ToolCallDelta {
+                index: 0,
+                id: "advanced-code".into(),
+                name: None,
+                arguments_delta: "{}".into(),
+            },
+        );
+        p.push(
+            0,
+            &StreamChunk::Usage {
+                usage: TokenUsage {
+                    input_tokens: 3,
+                    output_tokens: 3,
+                    ..Default::default()
+                },
+            },
+        );
+        p.push(0, &StreamChunk::finish(FinishReason::Stop));
+        let recs = p.finish();
+        assert_eq!(recs.len(), 4);
+        assert_eq!(
+            recs[0],
+            json!({"type":"tool-call-chunks","time0":0,"index":0,"dt":[],"id":"advanced-code","name":"run_code","args":[""]})
+        );
+        assert_eq!(
+            recs[1],
+            json!({"type":"tool-call-chunks","time0":0,"index":0,"dt":[],"id":"advanced-code","args":["{}"]})
+        );
+        assert!(validate_stream(&Value::Array(recs)).is_ok());
+    }
+
+    #[test]
+    fn text_runs_expand_with_times() {
+        let mut p = StreamPacker::new();
+        p.push(
+            100,
+            &StreamChunk::TextDelta {
+                index: 0,
+                text: "a".into(),
+            },
+        );
+        p.push(
+            103,
+            &StreamChunk::TextDelta {
+                index: 0,
+                text: "".into(),
+            },
+        );
+        p.push(
+            110,
+            &StreamChunk::TextDelta {
+                index: 0,
+                text: "c".into(),
+            },
+        );
+        let recs = p.finish();
+        assert_eq!(
+            recs,
+            vec![
+                json!({"type":"text-chunks","time0":100,"index":0,"dt":[3,7],"texts":["a","","c"]})
+            ]
+        );
+        let exp = expand_stream(&recs).unwrap();
+        assert_eq!(
+            exp.iter().map(|(t, _)| *t).collect::<Vec<_>>(),
+            vec![100, 103, 110]
+        );
+    }
+
+    #[test]
+    fn rejects_bad_records() {
+        for bad in [
+            json!([{"type":"text-chunks","time0":0,"index":0,"dt":[1],"texts":["a"]}]),
+            json!([{"type":"text-chunks","time0":0,"index":0,"dt":[],"texts":[]}]),
+            json!([{"type":"tool-call-chunks","time0":0,"index":0,"dt":[],"id":"","args":["a"]}]),
+            json!([{"type":"chunk","time":0,"chunk":{"type":"block-start","index":0,"blockType":"tool-result"}}]),
+            json!([{"type":"chunk","time":0}]),
+            json!([{"type":"mystery"}]),
+        ] {
+            assert!(validate_stream(&bad).is_err(), "{bad}");
+        }
+    }
+}

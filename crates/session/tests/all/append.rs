@@ -1,0 +1,416 @@
+//! Item 7: append validation (each rejection rule) and immutability.
+
+use std::sync::Arc;
+
+use dsh_session::{NewEvent, SessionHeader, SessionLog, SurfaceOp};
+use serde_json::json;
+
+use crate::common::*;
+
+fn opened() -> SessionLog {
+    let mut log = new_log();
+    log.append(turn_start(1)).unwrap();
+    log.append(step_start(1, 1)).unwrap();
+    log.append(system(1, 1, "s", "sys")).unwrap(); // 2
+    log.append(user("u1", "hi")).unwrap(); // 3
+    log
+}
+
+fn rejects(log: &mut SessionLog, ev: NewEvent, needle: &str) {
+    let before = log.len();
+    let gens = (
+        log.surface().replace_generation(),
+        log.surface().content_generation(),
+    );
+    let err = log.append(ev).expect_err("must be rejected");
+    assert!(err.reason.contains(needle), "expected {needle:?} in {err}");
+    assert_eq!(log.len(), before, "nothing committed");
+    assert_eq!(
+        gens,
+        (
+            log.surface().replace_generation(),
+            log.surface().content_generation()
+        )
+    );
+}
+
+#[test]
+fn seq_is_contiguous_and_time_assigned() {
+    let mut log = opened();
+    let ev = log.append(user("u2", "x").at(42)).unwrap();
+    assert_eq!(ev.seq(), 4);
+    assert_eq!(ev.time(), 42);
+    let ev = log.append(user("u3", "x")).unwrap();
+    assert!(ev.time() > 1_700_000_000_000);
+    for (i, e) in log.events().iter().enumerate() {
+        assert_eq!(e.seq(), i as u64);
+    }
+}
+
+#[test]
+fn lossless_data_is_required() {
+    let mut log = opened();
+    let neg_zero: serde_json::Value = serde_json::from_str("{\"x\":-0.0}").unwrap();
+    rejects(&mut log, NewEvent::new("dsh/x", neg_zero), "negative zero");
+    rejects(
+        &mut log,
+        NewEvent::new("dsh/x", json!({"n": 9_007_199_254_740_993_u64})),
+        "safe range",
+    );
+    rejects(&mut log, user("u9", "x").at(i64::MAX), "time");
+}
+
+#[test]
+fn surface_metadata_rules() {
+    let mut log = opened();
+    let mut no_op = user("u2", "x");
+    no_op.surface_op = None;
+    rejects(&mut log, no_op, "must carry surfaceOp");
+    rejects(
+        &mut log,
+        turn_end(1).with_surface_op(SurfaceOp::Append),
+        "only surface events",
+    );
+    rejects(
+        &mut log,
+        NewEvent::new("request/context", json!({"provider":"p","model":"m"})).with_sources(vec![1]),
+        "only surface events",
+    );
+    rejects(
+        &mut log,
+        assistant(1, 1, "a", "x", &[]).with_sources(vec![3]),
+        "assistant/message must not carry",
+    );
+    rejects(
+        &mut log,
+        NewEvent::new("dsh/note", json!({})).with_surface_op(SurfaceOp::Append),
+        "plugin-owned",
+    );
+    rejects(
+        &mut log,
+        user("u2", "x").with_sources(vec![7]),
+        "not earlier",
+    );
+    rejects(&mut log, user("u2", "x").with_sources(vec![]), "empty");
+    rejects(
+        &mut log,
+        user("u2", "x").with_sources(vec![1, 1]),
+        "repeats",
+    );
+}
+
+#[test]
+fn unknown_types_need_ignorable_and_plugin_types_get_it() {
+    let mut log = opened();
+    let mut required = NewEvent::new("acme/thing", json!({}));
+    required.ignorable = false;
+    rejects(&mut log, required, "unknown required event type");
+    let ev = log
+        .append(NewEvent::new("dsh/turn-budget", json!({"steps": 3})))
+        .unwrap();
+    assert!(ev.ignorable());
+    assert!(ev.to_json_line().contains("\"ignorable\":true"));
+}
+
+#[test]
+fn message_slot_rules() {
+    let mut log = opened();
+    rejects(
+        &mut log,
+        NewEvent::new(
+            "user/message",
+            json!({"role":"user","content":[],"source":{"kind":"user"},"id":""}),
+        ),
+        "id",
+    );
+    rejects(
+        &mut log,
+        NewEvent::new(
+            "user/message",
+            json!({"role":"assistant","content":[],"source":{"kind":"user"},"id":"x"}),
+        ),
+        "role",
+    );
+    rejects(
+        &mut log,
+        NewEvent::new(
+            "user/message",
+            json!({"role":"user","content":[],"source":{"kind":"plugin","plugin":"x"},"id":"x"}),
+        ),
+        "plugin",
+    );
+    rejects(
+        &mut log,
+        NewEvent::new(
+            "user/message",
+            json!({"role":"user","content":[{"type":"tool-result","toolCallId":"c","content":[]}],"source":{"kind":"user"},"id":"x"}),
+        ),
+        "retired",
+    );
+    rejects(
+        &mut log,
+        NewEvent::new(
+            "user/message",
+            json!({"role":"user","content":[{"type":"tool-addition","toolName":"t"}],"source":{"kind":"user"},"id":"x"}),
+        ),
+        "developer role",
+    );
+}
+
+#[test]
+fn replace_rules() {
+    let mut log = opened();
+    log.append(assistant(1, 1, "a1", "hello", &[])).unwrap(); // 4
+    log.append(user("u2", "more")).unwrap(); // 5
+    // span must exist in the current surface
+    rejects(
+        &mut log,
+        user("c", "sum").replacing(0, 3).with_sources(vec![0, 3]),
+        "not a current surface node",
+    );
+    // in order
+    rejects(
+        &mut log,
+        user("c", "sum").replacing(5, 3).with_sources(vec![3, 4, 5]),
+        "reversed",
+    );
+    // covered by the sources
+    rejects(
+        &mut log,
+        user("c", "sum").replacing(3, 5).with_sources(vec![3, 5]),
+        "cover shadowed node 4",
+    );
+    // the system head rule
+    rejects(
+        &mut log,
+        user("c", "sum").replacing(2, 3).with_sources(vec![2, 3]),
+        "protected system head",
+    );
+    rejects(
+        &mut log,
+        system(1, 1, "s2", "new")
+            .replacing(2, 3)
+            .with_sources(vec![2, 3]),
+        "protected system head",
+    );
+    // assistant never replaces
+    rejects(
+        &mut log,
+        assistant(1, 1, "a9", "x", &[]).replacing(4, 4),
+        "never replaces",
+    );
+    // a valid compaction-like replacement
+    let ev = log
+        .append(user("c", "sum").replacing(3, 5).with_sources(vec![3, 4, 5]))
+        .unwrap();
+    assert_eq!(roles(&log), format!("system@2 user@{}", ev.seq()));
+    assert_eq!(log.surface().replace_generation(), 1);
+    // replaced nodes are gone from the surface
+    rejects(
+        &mut log,
+        user("c2", "sum").replacing(4, 4).with_sources(vec![4]),
+        "not a current surface node",
+    );
+    // the head may be replaced by one system message
+    log.append(system(1, 1, "s3", "").replacing(2, 2).with_sources(vec![2]))
+        .unwrap();
+    assert_eq!(roles(&log), format!("user@{}", ev.seq()));
+}
+
+#[test]
+fn tool_result_replacement_is_content_only() {
+    let mut log = opened();
+    log.append(assistant(1, 1, "a1", "", &["c1"])).unwrap(); // 4
+    log.append(tool_call(1, 1, "c1")).unwrap(); // 5
+    log.append(tool_result(1, 1, "r1", "c1", "long output").with_sources(vec![5]))
+        .unwrap(); // 6
+    let mut other = tool_result(1, 1, "r-other", "c1", "short")
+        .replacing(6, 6)
+        .with_sources(vec![6]);
+    rejects(&mut log, other.clone(), "only in message.content");
+    other = tool_result(1, 1, "r1", "c1", "short")
+        .replacing(3, 3)
+        .with_sources(vec![3]);
+    rejects(&mut log, other, "exactly one tool/result");
+    let ok = tool_result(1, 1, "r1", "c1", "short")
+        .replacing(6, 6)
+        .with_sources(vec![6]);
+    log.append(ok).unwrap();
+    let last = log.derive_messages().last().cloned().unwrap();
+    assert_eq!(last.text(), "short");
+}
+
+#[test]
+fn turn_and_tool_relationships() {
+    let mut log = new_log();
+    rejects(&mut log, step_start(1, 1), "outside an open turn");
+    rejects(&mut log, turn_end(1), "not the open turn");
+    log.append(turn_start(1)).unwrap();
+    rejects(&mut log, turn_start(2), "already open");
+    rejects(
+        &mut log,
+        assistant(1, 1, "a", "x", &[]),
+        "not the open step",
+    );
+    log.append(step_start(1, 1)).unwrap();
+    rejects(&mut log, turn_end(1), "step is open");
+    log.append(assistant(1, 1, "a", "", &["c1", "c2"])).unwrap();
+    rejects(
+        &mut log,
+        assistant(1, 1, "a2", "", &["c1"]),
+        "advertised twice",
+    );
+    rejects(&mut log, tool_call(1, 1, "nope"), "no advertised");
+    rejects(
+        &mut log,
+        NewEvent::new(
+            "tool/call",
+            json!({"turn":1,"step":1,"callId":"c1","name":"other","arguments":"{}"}),
+        ),
+        "repeat the block",
+    );
+    rejects(
+        &mut log,
+        tool_result(1, 1, "r", "c1", "x"),
+        "precedes its tool/call",
+    );
+    rejects(&mut log, step_end(1, 1), "unresolved");
+    let c = log.append(tool_call(1, 1, "c1")).unwrap();
+    rejects(&mut log, tool_call(1, 1, "c1"), "twice");
+    log.append(tool_result(1, 1, "r1", "c1", "x").with_sources(vec![c.seq()]))
+        .unwrap();
+    rejects(
+        &mut log,
+        tool_result(1, 1, "r1b", "c1", "x"),
+        "settles no pending",
+    );
+    let c2 = log.append(tool_call(1, 1, "c2")).unwrap();
+    log.append(tool_result(1, 1, "r2", "c2", "x").with_sources(vec![c2.seq()]))
+        .unwrap();
+    log.append(step_end(1, 1)).unwrap();
+    log.append(turn_end(1)).unwrap();
+    rejects(&mut log, turn_start(1), "does not follow");
+    rejects(
+        &mut log,
+        NewEvent::new("request/context", json!({"provider":"p","model":"m"})),
+        "outside an open turn",
+    );
+}
+
+#[test]
+fn request_header_and_developer_rules() {
+    let mut log = opened();
+    let hdr = |extra: serde_json::Value| {
+        let mut d = json!({"header": {"config": {"provider": "p", "model": "m"}, "tools": [{"name":"t1","description":"d","parameters":{"type":"object"}}]}, "reason": "initial"});
+        for (k, v) in extra.as_object().unwrap() {
+            d["header"][k] = v.clone();
+        }
+        NewEvent::new("request/header", d)
+    };
+    rejects(&mut log, hdr(json!({"system": "x"})), "header.system");
+    rejects(&mut log, hdr(json!({"tools": []})), "omitted when empty");
+    rejects(
+        &mut log,
+        hdr(json!({"adapterDefaults": {}})),
+        "adapterDefaults",
+    );
+    rejects(
+        &mut log,
+        hdr(json!({"tools": "{{tools}}"})),
+        "must be an array",
+    );
+    let h = log.append(hdr(json!({}))).unwrap();
+    let dev = |header_seq: Option<u64>, name: &str| {
+        let mut d = json!({"turn":1,"step":1,"message":{"source":{"kind":"tool-registry"},"content":[{"type":"tool-addition","toolName":name}],"role":"developer","id":"d1"}});
+        if let Some(s) = header_seq {
+            d["headerSeq"] = json!(s);
+        }
+        NewEvent::new("developer/message", d)
+    };
+    rejects(&mut log, dev(None, "t1"), "headerSeq exactly when");
+    rejects(&mut log, dev(Some(3), "t1"), "earlier request/header");
+    rejects(&mut log, dev(Some(h.seq()), "t9"), "exactly one tool");
+    log.append(dev(Some(h.seq()), "t1")).unwrap();
+}
+
+#[test]
+fn seeds_need_a_seeded_header() {
+    let mut log = opened();
+    rejects(
+        &mut log,
+        NewEvent::new("session/end-seed", json!({"inherited": true})),
+        "isSeeded",
+    );
+    rejects(
+        &mut log,
+        NewEvent::new("session/end-seed", json!({"x": 1})),
+        "{}",
+    );
+    log.append(NewEvent::new("session/end-seed", json!({})))
+        .unwrap();
+    let mut h = SessionHeader::new("s", 1, None);
+    h.is_seeded = true;
+    let err = SessionLog::replay(h, Vec::new()).unwrap_err();
+    assert!(err.to_string().contains("isSeeded"));
+}
+
+#[test]
+fn events_are_immutable_and_shared() {
+    let mut log = opened();
+    let mut data = msg("user", "u2", "original");
+    let ev = log
+        .append(NewEvent::new("user/message", data.clone()))
+        .unwrap();
+    // Mutating the caller's value afterwards does not change the log.
+    data["content"][0]["text"] = json!("changed");
+    assert_eq!(log.events()[4].data()["content"][0]["text"], "original");
+    // Readers share the committed event (no copy).
+    assert!(Arc::ptr_eq(&ev, &log.events()[4]));
+    let snapshot: Vec<_> = log.events().to_vec();
+    log.append(user("u3", "later")).unwrap();
+    assert!(Arc::ptr_eq(&snapshot[4], &log.events()[4]));
+    assert_eq!(Arc::strong_count(&ev), 3);
+}
+
+#[test]
+fn image_offload_projection() {
+    let mut log = opened();
+    let img = json!({"type":"image","attachment":{"attachmentId":"sha256:ab","mediaType":"image/png","width":1,"height":1,"bytes":3}});
+    let m = json!({"role":"user","content":[img.clone(), {"type":"text","text":"see"}, img],"source":{"kind":"user"},"id":"ui"});
+    let node = log.append(NewEvent::new("user/message", m)).unwrap();
+    let off = |t: serde_json::Value| NewEvent::new("image/offload", json!({"targets": t}));
+    rejects(
+        &mut log,
+        off(json!([{"seq": 2, "imageIndexes": [0]}])),
+        "not a user/message",
+    );
+    rejects(
+        &mut log,
+        off(json!([{"seq": node.seq(), "imageIndexes": [2]}])),
+        "does not have",
+    );
+    rejects(
+        &mut log,
+        off(json!([{"seq": node.seq(), "imageIndexes": [1, 0]}])),
+        "strictly increasing",
+    );
+    log.append(off(json!([{"seq": node.seq(), "imageIndexes": [1]}])))
+        .unwrap();
+    rejects(
+        &mut log,
+        off(json!([{"seq": node.seq(), "imageIndexes": [1]}])),
+        "already offloaded",
+    );
+    assert_eq!(log.surface().content_generation(), 1);
+    assert_eq!(log.surface().replace_generation(), 0);
+    let derived = log.derive_messages();
+    let v = serde_json::to_value(&*derived[2]).unwrap();
+    assert_eq!(v["content"][2]["offloaded"], true);
+    assert!(v["content"][0].get("offloaded").is_none());
+    // the stored event is untouched
+    assert!(
+        log.events()[node.seq() as usize].data()["content"][2]
+            .get("offloaded")
+            .is_none()
+    );
+}

@@ -1,0 +1,7 @@
+//! Integration tests of dsh-session (one binary).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod append;
+mod common;
+mod fixtures;
+mod repair;
