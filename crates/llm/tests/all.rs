@@ -1,4 +1,6 @@
 //! Integration tests of `dsh-llm` (one binary).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod assembler;
+mod framer;
 mod vocabulary;
