@@ -9,6 +9,7 @@
 //! [`Notify`] (synchronous fan-out with contained failures), [`Hook`] (waterfall middleware with
 //! a by-value [`Next`]) or [`Parallel`] (awaited fan-out with aggregated errors).
 
+mod compose;
 mod ctx;
 mod error;
 mod events;
@@ -18,6 +19,7 @@ mod plugin;
 mod scope;
 mod service;
 
+pub use compose::{ComposeError, ComposeReport, ComposedRow, Composer, Composition, Layer, Row};
 pub use ctx::{Ctx, Registration};
 pub use error::{BoxError, KernelError, ListenerFailure};
 pub use events::{Hook, HookOptions, Next, Notify, Parallel};

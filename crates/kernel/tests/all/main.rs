@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod compose;
 mod config;
 mod events;
 mod lifecycle;

@@ -1,0 +1,270 @@
+//! Composition: YAML rows `{id, name, config, disabled, group}` layered in order and mounted by
+//! plugin name, with a diff by `id` when the composition changes.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::ctx::Ctx;
+use crate::error::KernelError;
+use crate::kernel::FiberHandle;
+use crate::plugin::PluginRegistry;
+
+/// One row of a composition file.
+#[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Row {
+    /// Identity of the row across layers and edits; defaults to `name`.
+    #[serde(default)]
+    pub id: String,
+    /// The plugin to mount.
+    pub name: String,
+    /// The plugin's config (`null` or absent means `{}`).
+    #[serde(default)]
+    pub config: serde_json::Value,
+    /// `true` removes the row (and any earlier row with the same id) from the composition.
+    #[serde(default)]
+    pub disabled: bool,
+    /// Free-form grouping label (shown by `dsh config dump`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LayerFile {
+    #[serde(default)]
+    plugins: Vec<Row>,
+}
+
+/// A parsed layer: where it came from and its rows in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layer {
+    /// The file path, or a label such as `preset:headless`.
+    pub source: String,
+    /// Its rows, in file order.
+    pub rows: Vec<Row>,
+}
+
+/// An error in a composition; it names the file, the row and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum ComposeError {
+    /// The YAML does not parse or does not have the shape of a composition file.
+    #[error("{source_name}: {message}")]
+    Syntax {
+        /// The file.
+        source_name: String,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// A row is invalid (unknown plugin, bad config, duplicate id within one file).
+    #[error("{source_name}: row `{row}`: {error}")]
+    Row {
+        /// The file.
+        source_name: String,
+        /// The row id.
+        row: String,
+        /// What is wrong.
+        error: Box<KernelError>,
+    },
+    /// The same id twice in one file.
+    #[error("{source_name}: duplicate row id `{row}`")]
+    DuplicateId {
+        /// The file.
+        source_name: String,
+        /// The id.
+        row: String,
+    },
+}
+
+impl Layer {
+    /// Parses a composition file: a mapping with a `plugins:` list of rows.
+    pub fn parse(source: impl Into<String>, yaml: &str) -> Result<Self, ComposeError> {
+        let source = source.into();
+        let file: LayerFile = if yaml.trim().is_empty() {
+            LayerFile {
+                plugins: Vec::new(),
+            }
+        } else {
+            yaml_serde::from_str(yaml).map_err(|e| ComposeError::Syntax {
+                source_name: source.clone(),
+                message: e.to_string(),
+            })?
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut rows = file.plugins;
+        for row in &mut rows {
+            if row.id.is_empty() {
+                row.id = row.name.clone();
+            }
+            if !seen.insert(row.id.clone()) {
+                return Err(ComposeError::DuplicateId {
+                    source_name: source,
+                    row: row.id.clone(),
+                });
+            }
+        }
+        Ok(Self { source, rows })
+    }
+}
+
+/// One row of the composed tree with the layer it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ComposedRow {
+    /// The row as it stands after all layers.
+    pub row: Row,
+    /// The layer that last set it.
+    pub source: String,
+}
+
+/// The composed tree: rows in first-appearance order, later layers replacing by id.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Composition {
+    /// Enabled rows.
+    pub rows: Vec<ComposedRow>,
+}
+
+impl Composition {
+    /// Applies layers in order. A row with an existing id replaces that row (its whole config);
+    /// `disabled: true` removes it. Every enabled row is validated against `registry`.
+    pub fn compose(layers: &[Layer], registry: &PluginRegistry) -> Result<Self, ComposeError> {
+        let mut rows: Vec<ComposedRow> = Vec::new();
+        for layer in layers {
+            for row in &layer.rows {
+                let pos = rows.iter().position(|r| r.row.id == row.id);
+                match (pos, row.disabled) {
+                    (Some(i), true) => {
+                        rows.remove(i);
+                    }
+                    (None, true) => {}
+                    (Some(i), false) => {
+                        rows[i] = ComposedRow {
+                            row: row.clone(),
+                            source: layer.source.clone(),
+                        }
+                    }
+                    (None, false) => rows.push(ComposedRow {
+                        row: row.clone(),
+                        source: layer.source.clone(),
+                    }),
+                }
+            }
+        }
+        for r in &rows {
+            registry
+                .validate(&r.row.name, &r.row.config)
+                .map_err(|error| ComposeError::Row {
+                    source_name: r.source.clone(),
+                    row: r.row.id.clone(),
+                    error,
+                })?;
+        }
+        Ok(Self { rows })
+    }
+}
+
+/// What one [`Composer::apply`] changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ComposeReport {
+    /// Rows mounted for the first time.
+    pub mounted: Vec<String>,
+    /// Rows whose config (or plugin) changed and were restarted or updated in place.
+    pub updated: Vec<String>,
+    /// Rows removed.
+    pub removed: Vec<String>,
+}
+
+/// Keeps the mounted tree in step with a [`Composition`]: rows are diffed by id and only changed
+/// rows are touched.
+pub struct Composer {
+    ctx: Ctx,
+    mounted: BTreeMap<String, (Row, FiberHandle)>,
+    order: Vec<String>,
+}
+
+impl Composer {
+    /// A composer that mounts through `ctx` (usually `kernel.root()`).
+    pub fn new(ctx: Ctx) -> Self {
+        Self {
+            ctx,
+            mounted: BTreeMap::new(),
+            order: Vec::new(),
+        }
+    }
+
+    /// The handle of a mounted row.
+    pub fn fiber(&self, id: &str) -> Option<&FiberHandle> {
+        self.mounted.get(id).map(|(_, h)| h)
+    }
+
+    /// Every mounted row id in mount order.
+    pub fn ids(&self) -> &[String] {
+        &self.order
+    }
+
+    /// Brings the mounted tree to `composition`. The composition was validated when composed, so
+    /// this only fails if the registry changed underneath; rows already handled stay as they are.
+    pub async fn apply(&mut self, composition: &Composition) -> Result<ComposeReport, KernelError> {
+        let mut report = ComposeReport::default();
+        let wanted: BTreeMap<&str, &Row> = composition
+            .rows
+            .iter()
+            .map(|r| (r.row.id.as_str(), &r.row))
+            .collect();
+        // Remove rows that are gone, newest first.
+        for id in self.order.clone().iter().rev() {
+            if !wanted.contains_key(id.as_str()) {
+                if let Some((_, handle)) = self.mounted.remove(id) {
+                    handle.dispose().await;
+                }
+                self.order.retain(|o| o != id);
+                report.removed.push(id.clone());
+            }
+        }
+        for composed in &composition.rows {
+            let row = &composed.row;
+            match self.mounted.get(&row.id) {
+                Some((old, _)) if old == row => {}
+                Some((old, handle)) if old.name == row.name => {
+                    handle.update_config(row.config.clone()).await?;
+                    let handle = handle.clone();
+                    self.mounted.insert(row.id.clone(), (row.clone(), handle));
+                    report.updated.push(row.id.clone());
+                }
+                Some(_) => {
+                    if let Some((_, handle)) = self.mounted.remove(&row.id) {
+                        handle.dispose().await;
+                    }
+                    let handle = self.ctx.mount(&row.name, row.config.clone())?;
+                    self.mounted.insert(row.id.clone(), (row.clone(), handle));
+                    report.updated.push(row.id.clone());
+                }
+                None => {
+                    let handle = self.ctx.mount(&row.name, row.config.clone())?;
+                    self.mounted.insert(row.id.clone(), (row.clone(), handle));
+                    self.order.push(row.id.clone());
+                    report.mounted.push(row.id.clone());
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Waits until every mounted row is active; fails on the first that failed.
+    pub async fn ready(&self) -> Result<(), KernelError> {
+        for id in &self.order {
+            if let Some((_, h)) = self.mounted.get(id) {
+                h.ready().await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Composer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Composer")
+            .field("rows", &self.order)
+            .finish()
+    }
+}
