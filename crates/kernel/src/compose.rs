@@ -156,7 +156,7 @@ impl Composition {
                 .map_err(|error| ComposeError::Row {
                     source_name: r.source.clone(),
                     row: r.row.id.clone(),
-                    error,
+                    error: Box::new(error),
                 })?;
         }
         Ok(Self { rows })
