@@ -1,0 +1,29 @@
+//! `dsh-tools`: the Tools service of dsh.
+//!
+//! A tool is a name, a description, a JSON Schema for its arguments, an async body returning
+//! JSON, a renderer to content blocks, an optional time budget and a per-call concurrency
+//! classification ([`Tool`]). The [`Tools`] service (provided by [`ToolsPlugin`]) owns the
+//! registry — registrations are effects of the caller's fiber, scoped registrations shadow
+//! global ones, per-scope allow/deny filters and deny-only [`Guard`]s — and runs each call
+//! through the pipeline: validation ([`schema`]), `tools/pre-execute`, guards,
+//! `tools/execute` around the body, rendering, `tools/post-execute` and the `tools/result`
+//! notification. Every failure becomes an error result with a code ([`ToolError`], [`codes`]).
+//! [`ToolTimeoutPlugin`] enforces tool budgets on `tools/execute`.
+
+pub mod def;
+pub mod error;
+pub mod pipeline;
+pub mod registry;
+pub mod schema;
+pub mod service;
+
+pub use def::{Concurrency, FnTool, Tool, ToolContext, ToolOutput, ToolResult, render_default};
+pub use error::{ToolError, codes};
+pub use pipeline::{
+    ApprovalOutcome, Approvals, CallInfo, ExecuteInput, PostDecision, PostExecuteInput,
+    PreDecision, ToolRequest, ToolsExecute, ToolsPostExecute, ToolsPreExecute, ToolsResultEvent,
+};
+pub use registry::{Guard, ToolFilter, ToolSchema, ToolsError, valid_tool_name};
+pub use service::{
+    ToolTimeoutConfig, ToolTimeoutPlugin, Tools, ToolsConfig, ToolsPlugin, ToolsService,
+};

@@ -1,0 +1,225 @@
+//! The registry of tools, guards and per-scope restrictions, and the schema view sent to the model.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use dsh_kernel::ScopeKey;
+use futures::future::BoxFuture;
+use parking_lot::RwLock;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::def::Tool;
+use crate::error::ToolError;
+use crate::pipeline::CallInfo;
+
+/// Why a registration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolsError {
+    /// The tool name is not `^[a-zA-Z0-9_-]{1,64}$`.
+    #[error("invalid tool name {0:?}: use 1 to 64 characters from [a-zA-Z0-9_-]")]
+    InvalidName(String),
+    /// The parameter schema is outside the supported subset.
+    #[error("tool \"{name}\" has an invalid parameter schema: {message}")]
+    InvalidSchema {
+        /// The tool.
+        name: String,
+        /// What is wrong, and where.
+        message: String,
+    },
+    /// A tool of that name already exists in the same scope.
+    #[error("tool \"{name}\" is already registered {where_} by `{owner}`")]
+    Duplicate {
+        /// The tool.
+        name: String,
+        /// `globally` or `in scope <key>`.
+        where_: String,
+        /// The plugin that registered it first.
+        owner: String,
+    },
+    /// The kernel refused the effect (e.g. the registering fiber is unloading).
+    #[error(transparent)]
+    Kernel(#[from] dsh_kernel::KernelError),
+}
+
+/// One tool as sent to the model: only `name`, `description` and `parameters`, in that order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolSchema {
+    /// The tool name.
+    pub name: String,
+    /// The description.
+    pub description: String,
+    /// The parameter schema, byte-stable (key order as declared).
+    pub parameters: Value,
+}
+
+/// A deny-only check run after `tools/pre-execute` and before the body: `Ok(())` lets the call
+/// through, an error denies it (and becomes the result, code included).
+pub trait Guard: Send + Sync + 'static {
+    /// Check one call (arguments already validated).
+    fn check<'a>(&'a self, call: &'a CallInfo) -> BoxFuture<'a, Result<(), ToolError>>;
+}
+
+/// A per-scope restriction of the visible tools: an optional allow-list and a deny-list.
+/// Several restrictions combine: a tool is visible only if every one admits it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolFilter {
+    /// When set, only these names are visible.
+    pub allow: Option<BTreeSet<String>>,
+    /// These names are never visible.
+    pub deny: BTreeSet<String>,
+}
+
+impl ToolFilter {
+    /// Only the given tools.
+    pub fn allow<I: IntoIterator<Item = S>, S: Into<String>>(names: I) -> Self {
+        Self {
+            allow: Some(names.into_iter().map(Into::into).collect()),
+            deny: BTreeSet::new(),
+        }
+    }
+
+    /// Everything but the given tools.
+    pub fn deny<I: IntoIterator<Item = S>, S: Into<String>>(names: I) -> Self {
+        Self {
+            allow: None,
+            deny: names.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    fn admits(&self, name: &str) -> bool {
+        !self.deny.contains(name) && self.allow.as_ref().is_none_or(|a| a.contains(name))
+    }
+}
+
+pub(crate) struct ToolEntry {
+    pub(crate) id: u64,
+    pub(crate) scope: Option<ScopeKey>,
+    pub(crate) owner: String,
+    pub(crate) tool: Arc<dyn Tool>,
+    pub(crate) schema: ToolSchema,
+}
+
+pub(crate) struct GuardEntry {
+    pub(crate) id: u64,
+    pub(crate) scope: Option<ScopeKey>,
+    pub(crate) guard: Arc<dyn Guard>,
+}
+
+pub(crate) struct FilterEntry {
+    pub(crate) id: u64,
+    pub(crate) scope: Option<ScopeKey>,
+    pub(crate) filter: ToolFilter,
+}
+
+/// The shared state behind the `Tools` service.
+#[derive(Default)]
+pub(crate) struct Registry {
+    pub(crate) tools: RwLock<Vec<ToolEntry>>,
+    pub(crate) guards: RwLock<Vec<GuardEntry>>,
+    pub(crate) filters: RwLock<Vec<FilterEntry>>,
+    pub(crate) order: Vec<String>,
+}
+
+/// `^[a-zA-Z0-9_-]{1,64}$`
+pub fn valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn applies(entry_scope: &Option<ScopeKey>, scope: Option<&ScopeKey>) -> bool {
+    match entry_scope {
+        None => true,
+        Some(s) => Some(s) == scope,
+    }
+}
+
+impl Registry {
+    pub(crate) fn new(order: Vec<String>) -> Self {
+        Self {
+            order,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn admitted(&self, scope: Option<&ScopeKey>, name: &str) -> bool {
+        self.filters
+            .read()
+            .iter()
+            .filter(|f| applies(&f.scope, scope))
+            .all(|f| f.filter.admits(name))
+    }
+
+    /// The tool `name` as the scope sees it: its own registration shadows a global one.
+    pub(crate) fn resolve(&self, scope: Option<&ScopeKey>, name: &str) -> Option<Arc<dyn Tool>> {
+        if !self.admitted(scope, name) {
+            return None;
+        }
+        let tools = self.tools.read();
+        let scoped = scope.and_then(|s| {
+            tools
+                .iter()
+                .find(|t| t.scope.as_ref() == Some(s) && t.schema.name == name)
+        });
+        scoped
+            .or_else(|| {
+                tools
+                    .iter()
+                    .find(|t| t.scope.is_none() && t.schema.name == name)
+            })
+            .map(|t| t.tool.clone())
+    }
+
+    pub(crate) fn schemas(&self, scope: Option<&ScopeKey>) -> Vec<ToolSchema> {
+        let mut visible: Vec<ToolSchema> = Vec::new();
+        {
+            let tools = self.tools.read();
+            for t in tools.iter().filter(|t| applies(&t.scope, scope)) {
+                let shadowed = t.scope.is_none()
+                    && scope.is_some()
+                    && tools
+                        .iter()
+                        .any(|o| o.scope.as_ref() == scope && o.schema.name == t.schema.name);
+                if !shadowed {
+                    visible.push(t.schema.clone());
+                }
+            }
+        }
+        visible.retain(|s| self.admitted(scope, &s.name));
+        let rank = |name: &str| {
+            self.order
+                .iter()
+                .position(|o| o == name)
+                .unwrap_or(usize::MAX)
+        };
+        visible.sort_by(|a, b| {
+            rank(&a.name)
+                .cmp(&rank(&b.name))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        visible
+    }
+
+    pub(crate) fn guards(&self, scope: Option<&ScopeKey>) -> Vec<Arc<dyn Guard>> {
+        self.guards
+            .read()
+            .iter()
+            .filter(|g| applies(&g.scope, scope))
+            .map(|g| g.guard.clone())
+            .collect()
+    }
+
+    pub(crate) fn remove_tool(&self, id: u64) {
+        self.tools.write().retain(|t| t.id != id);
+    }
+
+    pub(crate) fn remove_guard(&self, id: u64) {
+        self.guards.write().retain(|g| g.id != id);
+    }
+
+    pub(crate) fn remove_filter(&self, id: u64) {
+        self.filters.write().retain(|f| f.id != id);
+    }
+}

@@ -1,0 +1,253 @@
+//! The `Tools` service and the plugins that provide and police it.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use dsh_kernel::{BoxError, Ctx, Plugin, ScopeKey, Service};
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::def::{Concurrency, Tool, ToolResult};
+use crate::error::ToolError;
+use crate::pipeline::{ExecuteInput, ToolRequest, ToolsExecute, run_call};
+use crate::registry::{
+    FilterEntry, Guard, GuardEntry, Registry, ToolEntry, ToolFilter, ToolSchema, ToolsError,
+    valid_tool_name,
+};
+use crate::schema;
+
+/// The tool registry and execution pipeline, as a kernel service.
+///
+/// Every registration takes the caller's `&Ctx` and is an effect of the caller's fiber: it is
+/// removed when that fiber (or scope) unloads. A registration through a scope context
+/// (`ctx.scope_key()` is `Some`) is visible only to that scope and shadows a global tool of the
+/// same name.
+pub trait Tools: Send + Sync + 'static {
+    /// Register a tool (name and schema are checked first).
+    fn register(&self, ctx: &Ctx, tool: Arc<dyn Tool>) -> Result<(), ToolsError>;
+
+    /// Register a deny-only guard for calls in `ctx`'s scope (all scopes when global).
+    fn guard(&self, ctx: &Ctx, guard: Arc<dyn Guard>) -> Result<(), ToolsError>;
+
+    /// Restrict the tools visible in `ctx`'s scope (every scope when global).
+    fn restrict(&self, ctx: &Ctx, filter: ToolFilter) -> Result<(), ToolsError>;
+
+    /// The schemas visible to `scope`, in canonical order (configured order first, then
+    /// lexicographic), exposing only name, description and parameters. Byte-stable.
+    fn schemas(&self, scope: Option<&ScopeKey>) -> Vec<ToolSchema>;
+
+    /// The tool `name` as `scope` sees it.
+    fn lookup(&self, scope: Option<&ScopeKey>, name: &str) -> Option<Arc<dyn Tool>>;
+
+    /// Whether a call may run in parallel: only when the tool says so for these arguments;
+    /// unknown tools, invalid arguments and panics give `Exclusive`.
+    fn concurrency(&self, scope: Option<&ScopeKey>, name: &str, arguments: &str) -> Concurrency;
+
+    /// Run one call through the pipeline. Never fails: failures are error results.
+    fn execute(&self, request: ToolRequest) -> BoxFuture<'static, ToolResult>;
+}
+
+impl Service for dyn Tools {
+    const NAME: &'static str = "tools";
+}
+
+/// The default implementation behind [`ToolsPlugin`].
+pub struct ToolsService {
+    ctx: Ctx,
+    registry: Arc<Registry>,
+    ids: AtomicU64,
+}
+
+impl std::fmt::Debug for ToolsService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolsService").finish_non_exhaustive()
+    }
+}
+
+impl ToolsService {
+    /// A service dispatching its hooks through `ctx`; `order` names tools listed first.
+    pub fn new(ctx: Ctx, order: Vec<String>) -> Self {
+        Self {
+            ctx,
+            registry: Arc::new(Registry::new(order)),
+            ids: AtomicU64::new(1),
+        }
+    }
+
+    fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+impl Tools for ToolsService {
+    fn register(&self, ctx: &Ctx, tool: Arc<dyn Tool>) -> Result<(), ToolsError> {
+        let name = tool.name().to_owned();
+        if !valid_tool_name(&name) {
+            return Err(ToolsError::InvalidName(name));
+        }
+        schema::check_schema(tool.parameters()).map_err(|message| ToolsError::InvalidSchema {
+            name: name.clone(),
+            message,
+        })?;
+        let scope = ctx.scope_key();
+        let id = self.next_id();
+        {
+            let mut tools = self.registry.tools.write();
+            if let Some(existing) = tools
+                .iter()
+                .find(|t| t.scope == scope && t.schema.name == name)
+            {
+                return Err(ToolsError::Duplicate {
+                    name,
+                    where_: match &scope {
+                        None => "globally".to_owned(),
+                        Some(s) => format!("in scope {s}"),
+                    },
+                    owner: existing.owner.clone(),
+                });
+            }
+            let schema = ToolSchema {
+                name: name.clone(),
+                description: tool.description().to_owned(),
+                parameters: tool.parameters().clone(),
+            };
+            tools.push(ToolEntry {
+                id,
+                scope,
+                owner: ctx.owner_name().to_owned(),
+                tool,
+                schema,
+            });
+        }
+        let registry = Arc::downgrade(&self.registry);
+        ctx.on_dispose(move || {
+            if let Some(r) = registry.upgrade() {
+                r.remove_tool(id);
+            }
+        })?;
+        Ok(())
+    }
+
+    fn guard(&self, ctx: &Ctx, guard: Arc<dyn Guard>) -> Result<(), ToolsError> {
+        let id = self.next_id();
+        self.registry.guards.write().push(GuardEntry {
+            id,
+            scope: ctx.scope_key(),
+            guard,
+        });
+        let registry = Arc::downgrade(&self.registry);
+        ctx.on_dispose(move || {
+            if let Some(r) = registry.upgrade() {
+                r.remove_guard(id);
+            }
+        })?;
+        Ok(())
+    }
+
+    fn restrict(&self, ctx: &Ctx, filter: ToolFilter) -> Result<(), ToolsError> {
+        let id = self.next_id();
+        self.registry.filters.write().push(FilterEntry {
+            id,
+            scope: ctx.scope_key(),
+            filter,
+        });
+        let registry = Arc::downgrade(&self.registry);
+        ctx.on_dispose(move || {
+            if let Some(r) = registry.upgrade() {
+                r.remove_filter(id);
+            }
+        })?;
+        Ok(())
+    }
+
+    fn schemas(&self, scope: Option<&ScopeKey>) -> Vec<ToolSchema> {
+        self.registry.schemas(scope)
+    }
+
+    fn lookup(&self, scope: Option<&ScopeKey>, name: &str) -> Option<Arc<dyn Tool>> {
+        self.registry.resolve(scope, name)
+    }
+
+    fn concurrency(&self, scope: Option<&ScopeKey>, name: &str, arguments: &str) -> Concurrency {
+        let Some(tool) = self.registry.resolve(scope, name) else {
+            return Concurrency::Exclusive;
+        };
+        let args = schema::parse_arguments(arguments);
+        if !schema::validate(tool.parameters(), &args).is_empty() {
+            return Concurrency::Exclusive;
+        }
+        std::panic::catch_unwind(AssertUnwindSafe(|| tool.concurrency(&args)))
+            .unwrap_or(Concurrency::Exclusive)
+    }
+
+    fn execute(&self, request: ToolRequest) -> BoxFuture<'static, ToolResult> {
+        Box::pin(run_call(self.ctx.clone(), self.registry.clone(), request))
+    }
+}
+
+/// Config of [`ToolsPlugin`].
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ToolsConfig {
+    /// Tool names listed first in `schemas()`, in this order; the rest follow sorted by name.
+    #[serde(default)]
+    pub order: Vec<String>,
+}
+
+/// Provides the [`Tools`] service.
+#[derive(Debug)]
+pub struct ToolsPlugin;
+
+impl Plugin for ToolsPlugin {
+    const NAME: &'static str = "tools";
+    type Config = ToolsConfig;
+
+    async fn apply(ctx: Ctx, config: ToolsConfig) -> Result<(), BoxError> {
+        let service = ToolsService::new(ctx.clone(), config.order);
+        ctx.provide::<dyn Tools>(Arc::new(service) as Arc<dyn Tools>)?;
+        Ok(())
+    }
+}
+
+/// Config of [`ToolTimeoutPlugin`].
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ToolTimeoutConfig {
+    /// Budget for tools that declare none (milliseconds); absent: no limit for them.
+    #[serde(default)]
+    pub default_ms: Option<u64>,
+}
+
+/// The timeout policy on `tools/execute`: arms the tool's deadline; when it passes, cancels
+/// the body's token, awaits the body, and answers `TOOL_TIMEOUT`.
+#[derive(Debug)]
+pub struct ToolTimeoutPlugin;
+
+impl Plugin for ToolTimeoutPlugin {
+    const NAME: &'static str = "tool-timeout";
+    type Config = ToolTimeoutConfig;
+
+    async fn apply(ctx: Ctx, config: ToolTimeoutConfig) -> Result<(), BoxError> {
+        let default = config.default_ms.map(Duration::from_millis);
+        ctx.hook::<ToolsExecute, _, _>(move |input: ExecuteInput, next| async move {
+            let Some(budget) = input.timeout.or(default) else {
+                return next.run(input).await;
+            };
+            let token = input.ctx.cancel_token().clone();
+            let mut inner = next.run(input);
+            tokio::select! {
+                out = &mut inner => out,
+                () = tokio::time::sleep(budget) => {
+                    token.cancel();
+                    // Never abandon the body: await it, then report the timeout.
+                    let _ = inner.await;
+                    Err(ToolError::timeout(budget.as_millis()))
+                }
+            }
+        })?;
+        Ok(())
+    }
+}

@@ -1,0 +1,445 @@
+//! The execution pipeline: validation, hooks, guards, failures, cancellation, timeouts.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use dsh_kernel::ScopeKey;
+use dsh_llm::ContentBlock;
+use dsh_tools::{
+    ApprovalOutcome, Approvals, CallInfo, FnTool, Guard, PostDecision, PreDecision, ToolError,
+    ToolOutput, ToolTimeoutPlugin, ToolsExecute, ToolsPostExecute, ToolsPreExecute,
+    ToolsResultEvent, codes,
+};
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use crate::common::{echo, env, req, text_schema};
+
+#[tokio::test]
+async fn success_and_argument_validation() {
+    let e = env().await;
+    e.tools.register(&e.root, echo("echo", ">")).unwrap();
+    let ok = e.tools.execute(req("echo", r#"{"text":"hi"}"#)).await;
+    assert!(!ok.is_error);
+    assert_eq!(ok.content, vec![ContentBlock::text(">hi")]);
+    assert_eq!(ok.value, Some(json!(">hi")));
+
+    let missing = e.tools.execute(req("echo", "")).await;
+    assert!(missing.is_error);
+    assert_eq!(missing.code(), Some(codes::INVALID_ARGS));
+    assert_eq!(
+        missing.text(),
+        "Error: invalid arguments: missing required property \"text\""
+    );
+    assert_eq!(missing.error.as_ref().unwrap().name, "InvalidArgsError");
+
+    let bad_json = e.tools.execute(req("echo", "{\"text\": ")).await;
+    assert_eq!(
+        bad_json.text(),
+        "Error: invalid arguments: \"arguments\" must be an object"
+    );
+    let wrong = e.tools.execute(req("echo", r#"{"text":5}"#)).await;
+    assert_eq!(
+        wrong.text(),
+        "Error: invalid arguments: \"text\" must be a string"
+    );
+
+    let noargs = Arc::new(FnTool::new(
+        "noargs",
+        "takes nothing",
+        json!({"type":"object","properties":{}}),
+        |_, args| async move { Ok(ToolOutput::json(args)) },
+    ));
+    e.tools.register(&e.root, noargs).unwrap();
+    let empty = e.tools.execute(req("noargs", "")).await;
+    assert_eq!(empty.text(), "{}");
+
+    let unknown = e.tools.execute(req("nope", "{}")).await;
+    assert_eq!(unknown.text(), "Error: unknown tool \"nope\"");
+    assert_eq!(unknown.code(), Some(codes::UNKNOWN_TOOL));
+}
+
+#[tokio::test]
+async fn body_errors_and_panics_become_results() {
+    let e = env().await;
+    let failing = Arc::new(FnTool::new("fail", "fails", text_schema(), |_, _| async {
+        Err::<ToolOutput, _>(ToolError::new("MY_CODE", "it broke"))
+    }));
+    let panicking = Arc::new(FnTool::new(
+        "boom",
+        "panics",
+        text_schema(),
+        |_, args| async move {
+            if args["text"] == "x" {
+                panic!("kaboom");
+            }
+            Ok(ToolOutput::text("fine"))
+        },
+    ));
+    e.tools.register(&e.root, failing).unwrap();
+    e.tools.register(&e.root, panicking).unwrap();
+    let r = e.tools.execute(req("fail", r#"{"text":"x"}"#)).await;
+    assert_eq!(r.text(), "Error: it broke");
+    assert_eq!(
+        r.error.as_ref().map(|e| (e.name.as_str(), e.code.as_str())),
+        Some(("MyCodeError", "MY_CODE"))
+    );
+    assert!(r.value.is_none());
+    let r = e.tools.execute(req("boom", r#"{"text":"x"}"#)).await;
+    assert!(r.is_error);
+    assert_eq!(r.code(), Some(codes::TOOL_FAILED));
+    assert_eq!(r.text(), "Error: tool \"boom\" panicked: kaboom");
+    // The service still works afterwards.
+    assert_eq!(
+        e.tools.execute(req("boom", r#"{"text":"y"}"#)).await.text(),
+        "fine"
+    );
+}
+
+#[tokio::test]
+async fn pre_execute_allow_deny_and_panics() {
+    let e = env().await;
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = ran.clone();
+    let tool = Arc::new(FnTool::new("t", "counts", text_schema(), move |_, _| {
+        let counter = counter.clone();
+        async move {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok(ToolOutput::text("ran"))
+        }
+    }));
+    e.tools.register(&e.root, tool).unwrap();
+    e.root
+        .hook::<ToolsPreExecute, _, _>(|call: Arc<CallInfo>, next| async move {
+            match call.args["text"].as_str() {
+                Some("deny") => PreDecision::Deny {
+                    reason: "not today".into(),
+                },
+                Some("panic") => panic!("listener exploded"),
+                _ => next.run(call).await,
+            }
+        })
+        .unwrap();
+    let r = e.tools.execute(req("t", r#"{"text":"deny"}"#)).await;
+    assert_eq!(r.text(), "Error: not today");
+    assert_eq!(r.code(), Some(codes::TOOL_DENIED));
+    let r = e.tools.execute(req("t", r#"{"text":"panic"}"#)).await;
+    assert_eq!(r.code(), Some(codes::TOOL_FAILED));
+    assert_eq!(
+        r.text(),
+        "Error: tools/pre-execute failed: listener exploded"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    let r = e.tools.execute(req("t", r#"{"text":"go"}"#)).await;
+    assert_eq!(r.text(), "ran");
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
+struct Approver(ApprovalOutcome);
+impl Approvals for Approver {
+    fn ask<'a>(
+        &'a self,
+        _call: &'a CallInfo,
+        _reason: Option<&'a str>,
+    ) -> BoxFuture<'a, ApprovalOutcome> {
+        Box::pin(async move { self.0 })
+    }
+}
+
+#[tokio::test]
+async fn ask_goes_to_the_approval_service_or_is_denied() {
+    let e = env().await;
+    e.tools.register(&e.root, echo("t", "")).unwrap();
+    e.root
+        .hook::<ToolsPreExecute, _, _>(|_call, _next| async move {
+            PreDecision::Ask {
+                reason: Some("writes files".into()),
+            }
+        })
+        .unwrap();
+    let r = e.tools.execute(req("t", r#"{"text":"x"}"#)).await;
+    assert_eq!(r.code(), Some(codes::TOOL_DENIED));
+    assert_eq!(
+        r.text(),
+        "Error: tool \"t\" requires approval (writes files), but no approval service is available"
+    );
+
+    for (outcome, text) in [
+        (ApprovalOutcome::AllowedOnce, "x"),
+        (
+            ApprovalOutcome::Rejected,
+            "Error: the user rejected tool \"t\"; its body was not executed",
+        ),
+        (
+            ApprovalOutcome::Cancelled,
+            "Error: approval for tool \"t\" was cancelled; its body was not executed",
+        ),
+        (
+            ApprovalOutcome::Unavailable,
+            "Error: approval for tool \"t\" is unavailable; its body was not executed",
+        ),
+    ] {
+        let scope = e.root.scope(format!("{outcome:?}")).unwrap();
+        let approvals: Arc<dyn Approvals> = Arc::new(Approver(outcome));
+        scope.ctx().provide::<dyn Approvals>(approvals).unwrap();
+        let r = e.tools.execute(req("t", r#"{"text":"x"}"#)).await;
+        assert_eq!(r.text(), text, "{outcome:?}");
+        scope.dispose().await;
+    }
+}
+
+struct DenyWrites;
+impl Guard for DenyWrites {
+    fn check<'a>(&'a self, call: &'a CallInfo) -> BoxFuture<'a, Result<(), ToolError>> {
+        Box::pin(async move {
+            if call.args["text"] == "write" {
+                Err(ToolError::new("NO_WRITES", "writes are not allowed here"))
+            } else {
+                Ok(())
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn guards_deny_within_their_scope() {
+    let e = env().await;
+    e.tools.register(&e.root, echo("t", "")).unwrap();
+    let scope = e.root.scope("guarded").unwrap();
+    e.tools.guard(scope.ctx(), Arc::new(DenyWrites)).unwrap();
+    let mut r = req("t", r#"{"text":"write"}"#);
+    r.scope = Some(ScopeKey::new("guarded"));
+    let res = e.tools.execute(r).await;
+    assert_eq!(res.text(), "Error: writes are not allowed here");
+    assert_eq!(res.code(), Some("NO_WRITES"));
+    assert_eq!(
+        e.tools
+            .execute(req("t", r#"{"text":"write"}"#))
+            .await
+            .text(),
+        "write"
+    );
+    scope.dispose().await;
+}
+
+#[tokio::test]
+async fn post_execute_accepts_replaces_and_blocks() {
+    let e = env().await;
+    let tool = Arc::new(FnTool::new(
+        "t",
+        "with meta",
+        text_schema(),
+        |_, args| async move {
+            let mut out = ToolOutput::text(args["text"].as_str().unwrap_or_default().to_owned())
+                .with_meta(json!({"m": 1}));
+            out.contexts.push("from tool".into());
+            Ok(out)
+        },
+    ));
+    e.tools.register(&e.root, tool).unwrap();
+    e.root
+        .hook::<ToolsPostExecute, _, _>(|input: dsh_tools::PostExecuteInput, next| async move {
+            let ctx = |v: &str| vec![v.to_owned()];
+            match input.result.text().as_str() {
+                "content" => PostDecision::Accept {
+                    content: Some(vec![ContentBlock::text("replaced")]),
+                    value: None,
+                    additional_contexts: ctx("from post"),
+                },
+                "value" => PostDecision::Accept {
+                    content: None,
+                    value: Some(json!("new value")),
+                    additional_contexts: vec![],
+                },
+                "both" => PostDecision::Accept {
+                    content: Some(vec![]),
+                    value: Some(json!(1)),
+                    additional_contexts: vec![],
+                },
+                "block" => PostDecision::Block {
+                    feedback: "blocked by policy".into(),
+                },
+                _ => next.run(input).await,
+            }
+        })
+        .unwrap();
+    let r = e.tools.execute(req("t", r#"{"text":"content"}"#)).await;
+    assert_eq!(r.text(), "replaced");
+    assert_eq!(r.value, Some(json!("content")));
+    assert_eq!(r.meta, Some(json!({"m": 1})));
+    assert_eq!(r.contexts, ["from tool", "from post"]);
+    let r = e.tools.execute(req("t", r#"{"text":"value"}"#)).await;
+    assert_eq!(
+        (r.text().as_str(), r.value.clone()),
+        ("new value", Some(json!("new value")))
+    );
+    let r = e.tools.execute(req("t", r#"{"text":"both"}"#)).await;
+    assert_eq!(r.code(), Some(codes::INVALID_TOOL_OUTPUT));
+    let r = e.tools.execute(req("t", r#"{"text":"block"}"#)).await;
+    assert_eq!(r.text(), "Error: blocked by policy");
+    assert_eq!(r.code(), Some(codes::TOOL_BLOCKED));
+    assert!(r.value.is_none() && r.contexts.is_empty());
+    let r = e.tools.execute(req("t", r#"{"text":"plain"}"#)).await;
+    assert_eq!((r.text().as_str(), r.is_error), ("plain", false));
+}
+
+#[tokio::test]
+async fn tools_result_is_notified_for_every_call() {
+    let e = env().await;
+    e.tools.register(&e.root, echo("t", "")).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    e.root
+        .on::<ToolsResultEvent>(move |ev| {
+            sink.lock().push((
+                ev.call.name.clone(),
+                ev.result.is_error,
+                ev.call.args.clone(),
+            ));
+            Ok(())
+        })
+        .unwrap();
+    e.tools.execute(req("t", r#"{"text":"a"}"#)).await;
+    e.tools.execute(req("missing", "{}")).await;
+    assert_eq!(
+        *seen.lock(),
+        vec![
+            ("t".to_owned(), false, json!({"text":"a"})),
+            ("missing".to_owned(), true, json!(null))
+        ]
+    );
+}
+
+/// A tool that signals when it starts, then waits for its token; `text` picks what it returns.
+fn waiter(
+    started: Arc<Mutex<Option<oneshot::Sender<()>>>>,
+    finished: Arc<AtomicBool>,
+) -> Arc<FnTool> {
+    Arc::new(FnTool::new(
+        "wait",
+        "waits for cancellation",
+        text_schema(),
+        move |ctx, args| {
+            let started = started.clone();
+            let finished = finished.clone();
+            async move {
+                if let Some(tx) = started.lock().take() {
+                    let _ = tx.send(());
+                }
+                ctx.cancel_token().cancelled().await;
+                finished.store(true, Ordering::SeqCst);
+                if args["text"] == "specific" {
+                    Err(ToolError::new("SPECIFIC", "body failed in its own way"))
+                } else {
+                    Ok(ToolOutput::text("late success"))
+                }
+            }
+        },
+    ))
+}
+
+#[tokio::test]
+async fn cancellation_before_and_after_dispatch() {
+    let e = env().await;
+    let (tx, rx) = oneshot::channel();
+    let started = Arc::new(Mutex::new(Some(tx)));
+    let finished = Arc::new(AtomicBool::new(false));
+    e.tools
+        .register(&e.root, waiter(started.clone(), finished.clone()))
+        .unwrap();
+
+    let r = req("wait", r#"{"text":"x"}"#);
+    r.cancel.cancel();
+    let res = e.tools.execute(r).await;
+    assert_eq!(res.text(), "Error: tool call aborted before dispatch");
+    assert_eq!(
+        res.error.as_ref().map(|e| e.name.as_str()),
+        Some("AbortError")
+    );
+    assert_eq!(res.code(), Some(codes::ABORTED_BEFORE_DISPATCH));
+    assert!(!finished.load(Ordering::SeqCst));
+
+    let r = req("wait", r#"{"text":"x"}"#);
+    let token = r.cancel.clone();
+    let running = tokio::spawn(e.tools.execute(r));
+    rx.await.unwrap();
+    token.cancel();
+    let res = running.await.unwrap();
+    assert_eq!(res.text(), "Error: tool call aborted");
+    assert_eq!(res.code(), Some(codes::ABORTED));
+    assert!(finished.load(Ordering::SeqCst), "the body was awaited");
+
+    let (tx, rx) = oneshot::channel();
+    *started.lock() = Some(tx);
+    let r = req("wait", r#"{"text":"specific"}"#);
+    let token = r.cancel.clone();
+    let running = tokio::spawn(e.tools.execute(r));
+    rx.await.unwrap();
+    token.cancel();
+    assert_eq!(running.await.unwrap().code(), Some("SPECIFIC"));
+}
+
+#[tokio::test]
+async fn timeout_policy_cancels_and_awaits_the_body() {
+    let e = env().await;
+    let fiber = e
+        .kernel
+        .mount_plugin::<ToolTimeoutPlugin>(Default::default())
+        .unwrap();
+    fiber.ready().await.unwrap();
+    let finished = Arc::new(AtomicBool::new(false));
+    let (tx, _rx) = oneshot::channel();
+    let tool = waiter(Arc::new(Mutex::new(Some(tx))), finished.clone());
+    let tool = Arc::new(
+        Arc::try_unwrap(tool)
+            .ok()
+            .unwrap()
+            .with_timeout(Duration::from_millis(50)),
+    );
+    e.tools.register(&e.root, tool).unwrap();
+    let res = e.tools.execute(req("wait", r#"{"text":"x"}"#)).await;
+    assert_eq!(res.text(), "Error: tool call timed out after 50ms");
+    let err = res.error.unwrap();
+    assert_eq!(
+        (err.name.as_str(), err.code.as_str()),
+        ("ToolTimeoutError", codes::TOOL_TIMEOUT)
+    );
+    assert!(
+        finished.load(Ordering::SeqCst),
+        "the body was awaited, not abandoned"
+    );
+    // A fast tool is unaffected.
+    e.tools.register(&e.root, echo("fast", "")).unwrap();
+    assert_eq!(
+        e.tools
+            .execute(req("fast", r#"{"text":"ok"}"#))
+            .await
+            .text(),
+        "ok"
+    );
+}
+
+#[tokio::test]
+async fn execute_wrappers_see_the_call_and_their_panics_are_contained() {
+    let e = env().await;
+    e.tools.register(&e.root, echo("t", "")).unwrap();
+    e.root
+        .hook::<ToolsExecute, _, _>(|input: dsh_tools::ExecuteInput, next| async move {
+            if input.call.args["text"] == "panic" {
+                panic!("wrapper exploded");
+            }
+            assert_eq!(input.ctx.session_id(), "sess-1");
+            assert_eq!(input.ctx.tool_name(), "t");
+            let mut out = next.run(input).await?;
+            out.contexts.push("from wrapper".into());
+            Ok(out)
+        })
+        .unwrap();
+    let r = e.tools.execute(req("t", r#"{"text":"panic"}"#)).await;
+    assert_eq!(r.text(), "Error: tools/execute failed: wrapper exploded");
+    let r = e.tools.execute(req("t", r#"{"text":"ok"}"#)).await;
+    assert_eq!(r.contexts, ["from wrapper"]);
+}
