@@ -40,6 +40,8 @@ pub struct RecordedRequest {
     pub finished_at: Option<Instant>,
     /// How the response ended.
     pub outcome: Outcome,
+    /// The status of the response (0 until the reply is chosen).
+    pub status: u16,
     /// Whether the request got a scripted response (`false` for 404s and for the
     /// "no scripted response left" 500).
     pub scripted: bool,

@@ -340,6 +340,7 @@ async fn handle(
             arrived_at,
             finished_at: None,
             outcome: Outcome::Pending,
+            status: 0,
             scripted: false,
         };
         let choice = choose(&mut inner, &record, body_error);
@@ -347,12 +348,32 @@ async fn handle(
         inner.records.push(record.clone());
         (record, choice)
     };
-    shared.received.send_modify(|n| *n += 1);
 
     let reply = match choice {
         Choice::Scripted(reply) | Choice::Unscripted(reply) => reply,
-        Choice::Respond(responder) => responder(&record),
+        Choice::Respond(responder) => {
+            let picked =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| responder(&record)));
+            match picked {
+                Ok(reply) => reply,
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    if let Some(rec) = shared.lock().records.get_mut(record.index) {
+                        rec.scripted = false;
+                    }
+                    Reply::text(500, format!("dsh-testkit: the responder panicked: {what}"))
+                }
+            }
+        }
     };
+    if let Some(rec) = shared.lock().records.get_mut(record.index) {
+        rec.status = reply.status;
+    }
+    shared.received.send_modify(|n| *n += 1);
     tracing::debug!(
         index = record.index,
         method = %record.method,

@@ -5,6 +5,8 @@
 mod common;
 #[path = "all/errors.rs"]
 mod errors;
+#[path = "all/scenario.rs"]
+mod scenario;
 #[path = "all/server.rs"]
 mod server;
 #[path = "all/sse.rs"]

@@ -413,3 +413,15 @@ async fn keep_alive_connections_serve_several_requests() {
         assert!(text.contains(expected));
     }
 }
+
+#[tokio::test]
+async fn a_panicking_responder_gives_a_500_not_a_hang() {
+    let server = MockServer::start().await;
+    server.set_responder(|_| panic!("boom in responder"));
+    let resp = post(&server.base_url(), "{}").await;
+    assert_eq!(resp.status(), 500);
+    assert!(resp.text().await.unwrap().contains("boom in responder"));
+    let reqs = server.wait_for_finished(1).await;
+    assert_eq!(reqs[0].status, 500);
+    assert!(!reqs[0].scripted);
+}
