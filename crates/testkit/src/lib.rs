@@ -9,6 +9,7 @@
 //!   calls, usage, finish reason), shaped like `shared/fixtures/deepseek/*.sse`.
 //! - [`deepseek`]: DeepSeek's HTTP error replies (401, 402, 429 + `retry-after`, 400 context, 5xx).
 //! - [`scenario`]: JSON/YAML scenario files, served by the `dsh-mock-llm` binary.
+//! - [`validate`]: DeepSeek's request checks (opt-in on the server) and dsh's request rules.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -29,6 +30,7 @@ mod reply;
 pub mod scenario;
 mod server;
 mod sse;
+pub mod validate;
 
 pub use record::{Outcome, RecordedRequest};
 pub use reply::{

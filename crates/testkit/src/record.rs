@@ -42,6 +42,10 @@ pub struct RecordedRequest {
     pub outcome: Outcome,
     /// The status of the response (0 until the reply is chosen).
     pub status: u16,
+    /// Longest common byte prefix of this body with an earlier chat request's body (the last 32
+    /// are compared): a stand-in for DeepSeek's prefix cache. Divide by ~4 for tokens, e.g.
+    /// `Usage::new(..).cache_hit(req.cached_prefix_bytes as u64 / 4)` in a responder.
+    pub cached_prefix_bytes: usize,
     /// Whether the request got a scripted response (`false` for 404s and for the
     /// "no scripted response left" 500).
     pub scripted: bool,
@@ -64,6 +68,11 @@ impl RecordedRequest {
     /// The body parsed as JSON.
     pub fn body_json(&self) -> Result<serde_json::Value, serde_json::Error> {
         serde_json::from_slice(&self.body)
+    }
+
+    /// Whether this is a `POST` to one of the chat-completions paths.
+    pub fn is_chat(&self) -> bool {
+        self.method == "POST" && crate::server::CHAT_PATHS.contains(&self.path.as_str())
     }
 
     /// The bearer token from `authorization: Bearer <token>`, if present.

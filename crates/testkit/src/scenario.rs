@@ -57,6 +57,8 @@ pub struct Scenario {
     pub repeat: bool,
     /// Answer chat requests without `authorization: Bearer <key>` with DeepSeek's 401.
     pub require_api_key: Option<String>,
+    /// Reject requests DeepSeek would reject (see [`MockServer::validate_requests`]).
+    pub validate_requests: bool,
     /// The replies in order.
     pub replies: Vec<Reply>,
 }
@@ -111,6 +113,7 @@ impl Scenario {
         Ok(Self {
             repeat: spec.repeat,
             require_api_key: spec.require_api_key,
+            validate_requests: spec.validate_requests,
             replies,
         })
     }
@@ -119,6 +122,7 @@ impl Scenario {
     pub fn apply(&self, server: &MockServer) {
         server.push_all(self.replies.iter().cloned());
         server.set_repeat(self.repeat);
+        server.validate_requests(self.validate_requests);
         if let Some(key) = &self.require_api_key {
             server.require_api_key(key.clone());
         }
@@ -132,6 +136,8 @@ struct ScenarioSpec {
     repeat: bool,
     #[serde(default)]
     require_api_key: Option<String>,
+    #[serde(default)]
+    validate_requests: bool,
     responses: Vec<ResponseSpec>,
 }
 

@@ -48,6 +48,7 @@ struct Inner {
     repeat: bool,
     responder: Option<Arc<Responder>>,
     api_key: Option<String>,
+    validate: bool,
     records: Vec<RecordedRequest>,
 }
 
@@ -129,6 +130,7 @@ impl MockServer {
                 repeat: false,
                 responder: None,
                 api_key: None,
+                validate: false,
                 records: Vec::new(),
             }),
             received: watch::channel(0).0,
@@ -199,6 +201,30 @@ impl MockServer {
     /// (see [`deepseek::unauthorized`]) without consuming a scripted reply.
     pub fn require_api_key(&self, key: impl Into<String>) {
         self.shared.lock().api_key = Some(key.into());
+    }
+
+    /// Rejects chat requests that DeepSeek would reject (unknown model, missing
+    /// `reasoning_content` on a tool-call turn in thinking mode, tool-message order, bad
+    /// `reasoning_effort`, …) with DeepSeek's 400/422 bodies, without consuming a scripted reply.
+    /// See [`crate::validate::validate_request`].
+    pub fn validate_requests(&self, on: bool) {
+        self.shared.lock().validate = on;
+    }
+
+    /// dsh's own request rules over every chat request so far, taken as ONE session in arrival
+    /// order: key order, no `content: null`, and each request byte-extends the previous one
+    /// (see [`crate::validate::dsh_rule_violations`]). Empty when all is well.
+    pub fn dsh_rule_violations(&self) -> Vec<String> {
+        let records = self.requests();
+        let chats: Vec<&RecordedRequest> = records.iter().filter(|r| r.is_chat()).collect();
+        let mut out = Vec::new();
+        for (i, req) in chats.iter().enumerate() {
+            let previous = i.checked_sub(1).map(|p| &chats[p].body[..]);
+            for v in crate::validate::dsh_rule_violations(&req.body, previous) {
+                out.push(format!("request #{}: {v}", req.index));
+            }
+        }
+        out
     }
 
     /// Snapshot of every request received so far, in arrival order.
@@ -342,7 +368,9 @@ async fn handle(
             outcome: Outcome::Pending,
             status: 0,
             scripted: false,
+            cached_prefix_bytes: 0,
         };
+        record.cached_prefix_bytes = cached_prefix(&inner.records, &record);
         let choice = choose(&mut inner, &record, body_error);
         record.scripted = !matches!(choice, Choice::Unscripted(_));
         inner.records.push(record.clone());
@@ -384,6 +412,25 @@ async fn handle(
     Ok(play(shared, kill, record.index, reply).await)
 }
 
+/// How many earlier chat requests the prefix-cache estimate looks at.
+const PREFIX_WINDOW: usize = 32;
+
+/// Longest common byte prefix of this chat request's body with the last [`PREFIX_WINDOW`]
+/// earlier chat requests (0 for non-chat requests).
+fn cached_prefix(earlier: &[RecordedRequest], record: &RecordedRequest) -> usize {
+    if !record.is_chat() {
+        return 0;
+    }
+    earlier
+        .iter()
+        .rev()
+        .filter(|r| r.is_chat())
+        .take(PREFIX_WINDOW)
+        .map(|r| crate::validate::common_prefix_len(&r.body, &record.body))
+        .max()
+        .unwrap_or(0)
+}
+
 fn choose(inner: &mut Inner, record: &RecordedRequest, body_error: Option<String>) -> Choice {
     if let Some(err) = body_error {
         return Choice::Unscripted(Reply::text(413, format!("dsh-testkit: {err}")));
@@ -418,6 +465,11 @@ fn choose(inner: &mut Inner, record: &RecordedRequest, body_error: Option<String
         && record.bearer() != Some(key.as_str())
     {
         return Choice::Unscripted(deepseek::unauthorized());
+    }
+    if inner.validate
+        && let Err(reply) = crate::validate::validate_request(&record.body)
+    {
+        return Choice::Unscripted(reply);
     }
     if let Some(responder) = &inner.responder {
         return Choice::Respond(responder.clone());

@@ -11,3 +11,5 @@ mod scenario;
 mod server;
 #[path = "all/sse.rs"]
 mod sse;
+#[path = "all/validate.rs"]
+mod validate;
