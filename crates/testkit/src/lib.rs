@@ -34,7 +34,8 @@ pub mod validate;
 
 pub use record::{Outcome, RecordedRequest};
 pub use reply::{
-    Gate, KEEP_ALIVE, Reply, SSE_CONTENT_TYPE, Split, Step, split_events, split_every, split_sizes,
+    Gate, KEEP_ALIVE, Reply, SSE_CONTENT_TYPE, Split, Step, random_sizes, split_events,
+    split_every, split_sizes,
 };
 pub use server::{CHAT_PATHS, MAX_REQUEST_BODY, MockServer, Responder};
 pub use sse::{

@@ -44,6 +44,13 @@ pub enum Split {
     Every(usize),
     /// Writes of these sizes in order; the remainder is one final write.
     Sizes(Vec<usize>),
+    /// Writes of pseudo-random sizes in `1..=max` (0 is treated as 1), reproducible from `seed`.
+    Random {
+        /// Seed of the size sequence.
+        seed: u64,
+        /// Largest write.
+        max: usize,
+    },
 }
 
 impl Split {
@@ -55,6 +62,9 @@ impl Split {
             Split::PerEvent => split_events(bytes),
             Split::Every(n) => split_every(bytes, *n),
             Split::Sizes(sizes) => split_sizes(bytes, sizes),
+            Split::Random { seed, max } => {
+                split_sizes(bytes, &random_sizes(bytes.len(), *seed, *max))
+            }
         }
     }
 }
@@ -256,6 +266,25 @@ impl Reply {
         }
         Bytes::from(out)
     }
+}
+
+/// Pseudo-random sizes in `1..=max` covering at least `total` bytes (a SplitMix64 sequence).
+pub fn random_sizes(total: usize, seed: u64, max: usize) -> Vec<usize> {
+    let max = max.max(1) as u64;
+    let mut state = seed;
+    let mut sizes = Vec::new();
+    let mut covered = 0;
+    while covered < total {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let size = (z % max) as usize + 1;
+        sizes.push(size);
+        covered += size;
+    }
+    sizes
 }
 
 /// Splits `bytes` into pieces of the given sizes; the remainder (if any) is the last piece.

@@ -161,6 +161,11 @@ enum SplitSpec {
     PerEvent,
     Every(usize),
     Sizes(Vec<usize>),
+    Random {
+        #[serde(default)]
+        seed: u64,
+        max: usize,
+    },
 }
 
 impl SplitSpec {
@@ -170,6 +175,10 @@ impl SplitSpec {
             SplitSpec::PerEvent => Split::PerEvent,
             SplitSpec::Every(n) => Split::Every(*n),
             SplitSpec::Sizes(sizes) => Split::Sizes(sizes.clone()),
+            SplitSpec::Random { seed, max } => Split::Random {
+                seed: *seed,
+                max: *max,
+            },
         }
     }
 }

@@ -237,9 +237,22 @@ async fn served_fixture_streams_arrive_intact_at_any_split() {
         Split::Every(1),
         Split::Every(13),
         Split::Sizes(vec![3, 500, 2]),
+        Split::Random { seed: 7, max: 40 },
     ] {
         let server = MockServer::start_with([parallel_fixture().reply_split(&split)]).await;
         let got = frames(post(&server.base_url(), "{}").await).await;
         assert_eq!(concat(&got), fixture("parallel-tools.sse"), "{split:?}");
     }
+}
+
+#[test]
+fn random_splits_are_reproducible_and_lossless() {
+    let data = parallel_fixture().to_bytes();
+    let a = Split::Random { seed: 42, max: 9 }.apply(&data);
+    let b = Split::Random { seed: 42, max: 9 }.apply(&data);
+    let c = Split::Random { seed: 43, max: 9 }.apply(&data);
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    assert!(a.iter().all(|p| !p.is_empty() && p.len() <= 9));
+    assert_eq!(concat(&a), data.to_vec());
 }
