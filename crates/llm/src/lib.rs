@@ -7,18 +7,27 @@
 //! - [`assemble`]: [`BlockAssembler`], the one fold of chunks into blocks and a message.
 //! - [`sse`]: [`SseFramer`], the byte-level SSE framer shared by adapters.
 //!
-//! This crate's vocabulary has no kernel dependency so that session and tool crates can use it
-//! without pulling the runtime in.
+//! - [`adapter`]: the [`LlmAdapter`] trait (one `stream()` = one attempt) and model resolution.
+//! - [`service`]: the [`Llm`] kernel service ([`LlmRouter`], provided by [`LlmPlugin`]): routes
+//!   owned by the registering fiber, `prepare_call`, and streaming through the `llm/stream` hook.
+//!
+//! The vocabulary modules (`message`, `chunk`, `assemble`, `sse`) do not use the kernel.
 
+pub mod adapter;
 pub mod assemble;
 pub mod chunk;
 pub mod message;
+pub mod service;
 pub mod sse;
 
+pub use adapter::{ChunkStream, LlmAdapter, LlmRequest, Modality, ModelInfo, ToolSpec};
 pub use assemble::{Assembled, BlockAssembler, ProtocolViolation};
 pub use chunk::{BlockKind, FinishReason, LlmFailure, StreamChunk, TokenUsage, codes};
 pub use message::{
     ContentBlock, Dimensions, FileRef, ImageRef, Message, MessageSource, Role, ToolCall,
     ToolResultBlock,
+};
+pub use service::{
+    CallSettings, Defaulted, Llm, LlmError, LlmPlugin, LlmRouter, LlmStream, PreparedCall,
 };
 pub use sse::{SseError, SseEvent, SseFramer, SseItem};

@@ -3,4 +3,5 @@
 
 mod assembler;
 mod framer;
+mod service;
 mod vocabulary;
