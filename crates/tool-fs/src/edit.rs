@@ -1,0 +1,146 @@
+//! The `edit` tool: literal string replacement in a text file.
+
+use std::path::Path;
+
+use dsh_tools::{ToolContext, ToolError, ToolOutput};
+use serde_json::{Value, json};
+
+use crate::args::{opt_bool, required_path};
+use crate::paths::{atomic_write, codes, current_version, io_error};
+use crate::write::write_target;
+
+/// The JSON Schema of `edit`'s arguments.
+pub fn schema() -> Value {
+    json!({"type":"object","properties":{
+        "file_path":{"type":"string","description":"Path of the file to edit, absolute or relative to the working directory."},
+        "old_string":{"type":"string","description":"The exact text to replace (literal, not a regex)."},
+        "new_string":{"type":"string","description":"The replacement text (empty deletes old_string)."},
+        "replace_all":{"type":"boolean","description":"Replace every occurrence (default false: old_string must match exactly once)."}},
+      "required":["file_path","old_string","new_string"]})
+}
+
+/// The description sent to the model.
+pub const DESCRIPTION: &str = "Replace text in a file. old_string is matched literally and must \
+occur exactly once unless replace_all is true; include enough surrounding context to make it \
+unique. Line endings are normalised for matching and the file keeps its own style. The file \
+must have been read first (and not changed since).";
+
+/// Run `edit`.
+pub async fn run(ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+    let path = required_path(&ctx, &args, "file_path")?;
+    let old = match args.get("old_string").and_then(Value::as_str) {
+        Some(s) if !s.is_empty() => s.to_owned(),
+        _ => {
+            return Err(ToolError::invalid_args(
+                "old_string must be a non-empty string",
+            ));
+        }
+    };
+    let new = args
+        .get("new_string")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ToolError::invalid_args("new_string must be a string"))?
+        .to_owned();
+    if old == new {
+        return Err(ToolError::invalid_args(
+            "old_string and new_string must differ",
+        ));
+    }
+    let replace_all = opt_bool(&args, "replace_all");
+    tokio::task::spawn_blocking(move || edit_file(&path, &old, &new, replace_all))
+        .await
+        .map_err(|e| ToolError::failed(format!("edit task failed: {e}")))?
+}
+
+fn edit_file(
+    path: &Path,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+) -> Result<ToolOutput, ToolError> {
+    let p = path.display();
+    let target = write_target(path);
+    let meta = std::fs::metadata(&target).map_err(|e| io_error("edit", path, &e))?;
+    if !meta.is_file() {
+        return Err(ToolError::new(
+            codes::FS_NOT_A_FILE,
+            format!("cannot edit \"{p}\": not a regular file"),
+        ));
+    }
+    let bytes = std::fs::read(&target).map_err(|e| io_error("edit", path, &e))?;
+    if bytes.contains(&0) {
+        return Err(ToolError::new(
+            codes::FS_NOT_TEXT,
+            format!("cannot edit \"{p}\": binary file"),
+        ));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        ToolError::new(
+            codes::FS_NOT_TEXT,
+            format!("cannot edit \"{p}\": invalid UTF-8 text"),
+        )
+    })?;
+    let crlf = prefers_crlf(&text);
+    let normalized = text.replace("\r\n", "\n");
+    let old_n = old.replace("\r\n", "\n");
+    let new_n = new.replace("\r\n", "\n");
+    let count = normalized.matches(old_n.as_str()).count();
+    if count == 0 {
+        return Err(ToolError::new(
+            codes::FS_EDIT_NOT_FOUND,
+            format!("old_string was not found in \"{p}\""),
+        ));
+    }
+    if count > 1 && !replace_all {
+        return Err(ToolError::new(
+            codes::FS_AMBIGUOUS_EDIT,
+            format!(
+                "old_string matched {count} times in \"{p}\"; provide a more specific old_string or set replace_all to true"
+            ),
+        ));
+    }
+    let replaced = if replace_all {
+        normalized.replace(old_n.as_str(), &new_n)
+    } else {
+        normalized.replacen(old_n.as_str(), &new_n, 1)
+    };
+    let out = if crlf {
+        replaced.replace('\n', "\r\n")
+    } else {
+        replaced
+    };
+    atomic_write(&target, out.as_bytes()).map_err(|e| io_error("edit", path, &e))?;
+    let version = current_version(&target)
+        .map_err(|e| io_error("edit", path, &e))?
+        .unwrap_or_default();
+    let text = if replace_all {
+        format!("The file {p} has been updated. All occurrences were successfully replaced.")
+    } else {
+        format!("The file {p} has been updated successfully.")
+    };
+    Ok(ToolOutput::text(text).with_meta(json!({
+        "path": path.to_string_lossy(),
+        "replacements": count,
+        "version": version,
+    })))
+}
+
+/// CRLF style when CRLF pairs outnumber bare LFs in the first 4096 characters.
+fn prefers_crlf(text: &str) -> bool {
+    let head: String = text.chars().take(4096).collect();
+    let crlf = head.matches("\r\n").count();
+    let lf = head.matches('\n').count() - crlf;
+    crlf > lf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefers_crlf;
+
+    #[test]
+    fn line_ending_style() {
+        assert!(prefers_crlf("a\r\nb\r\nc\n"));
+        assert!(!prefers_crlf("a\r\nb\nc\n"));
+        assert!(!prefers_crlf("no newline"));
+    }
+}

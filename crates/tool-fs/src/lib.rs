@@ -1,0 +1,22 @@
+//! `dsh-tool-fs`: the file tools `read`, `write`, `edit`, `glob` and `grep`, and the
+//! read-before-write policy.
+//!
+//! [`FsToolsPlugin`] registers the tools on the `Tools` service; [`ReadBeforeWritePlugin`]
+//! adds the observation policy (a guard plus a `tools/result` listener). Relative paths
+//! resolve against the session's working directory ([`dsh_tools::ToolContext::cwd`]); results
+//! show absolute paths (glob and grep list paths relative to the working directory when
+//! inside it). Texts and limits follow `upstream-behaviours.md` §6 and §19.
+
+pub mod args;
+pub mod edit;
+pub mod glob;
+pub mod grep;
+pub mod paths;
+pub mod plugin;
+pub mod policy;
+pub mod read;
+pub mod write;
+
+pub use paths::codes;
+pub use plugin::{FsTool, FsToolsPlugin};
+pub use policy::{Observations, ReadBeforeWritePlugin};

@@ -1,0 +1,127 @@
+//! The five fs tools as [`Tool`]s, and the plugin that registers them.
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin};
+use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput, Tools};
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::{edit, glob, grep, read, write};
+
+/// One of the fs tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsTool {
+    /// `read`
+    Read,
+    /// `write`
+    Write,
+    /// `edit`
+    Edit,
+    /// `glob`
+    Glob,
+    /// `grep`
+    Grep,
+}
+
+static SCHEMAS: LazyLock<[Value; 5]> = LazyLock::new(|| {
+    [
+        read::schema(),
+        write::schema(),
+        edit::schema(),
+        glob::schema(),
+        grep::schema(),
+    ]
+});
+
+impl FsTool {
+    /// All five, in catalog order.
+    pub const ALL: [FsTool; 5] = [
+        FsTool::Read,
+        FsTool::Write,
+        FsTool::Edit,
+        FsTool::Glob,
+        FsTool::Grep,
+    ];
+
+    fn index(self) -> usize {
+        match self {
+            FsTool::Read => 0,
+            FsTool::Write => 1,
+            FsTool::Edit => 2,
+            FsTool::Glob => 3,
+            FsTool::Grep => 4,
+        }
+    }
+}
+
+impl Tool for FsTool {
+    fn name(&self) -> &str {
+        ["read", "write", "edit", "glob", "grep"][self.index()]
+    }
+
+    fn description(&self) -> &str {
+        match self {
+            FsTool::Read => read::DESCRIPTION,
+            FsTool::Write => write::DESCRIPTION,
+            FsTool::Edit => edit::DESCRIPTION,
+            FsTool::Glob => glob::DESCRIPTION,
+            FsTool::Grep => grep::DESCRIPTION,
+        }
+    }
+
+    fn parameters(&self) -> &Value {
+        &SCHEMAS[self.index()]
+    }
+
+    fn execute<'a>(
+        &'a self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        match self {
+            FsTool::Read => Box::pin(read::run(ctx, args)),
+            FsTool::Write => Box::pin(write::run(ctx, args)),
+            FsTool::Edit => Box::pin(edit::run(ctx, args)),
+            FsTool::Glob => Box::pin(glob::run(ctx, args)),
+            FsTool::Grep => Box::pin(grep::run(ctx, args)),
+        }
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        match self {
+            FsTool::Glob => Some(glob::TIMEOUT),
+            FsTool::Grep => Some(grep::TIMEOUT),
+            _ => None,
+        }
+    }
+
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        match self {
+            FsTool::Read => read::concurrency(),
+            _ => Concurrency::Exclusive,
+        }
+    }
+}
+
+/// Registers `read`, `write`, `edit`, `glob` and `grep` on the `Tools` service.
+#[derive(Debug)]
+pub struct FsToolsPlugin;
+
+impl Plugin for FsToolsPlugin {
+    const NAME: &'static str = "tool-fs";
+    type Config = EmptyConfig;
+
+    fn deps() -> Vec<Dep> {
+        vec![Dep::on::<dyn Tools>()]
+    }
+
+    async fn apply(ctx: Ctx, _config: EmptyConfig) -> Result<(), BoxError> {
+        let tools = ctx.dep::<dyn Tools>()?;
+        for tool in FsTool::ALL {
+            tools.register(&ctx, Arc::new(tool))?;
+        }
+        Ok(())
+    }
+}

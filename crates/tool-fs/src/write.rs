@@ -1,0 +1,79 @@
+//! The `write` tool: create or replace a whole file, atomically.
+
+use std::path::{Path, PathBuf};
+
+use dsh_tools::{ToolContext, ToolError, ToolOutput};
+use serde_json::{Value, json};
+
+use crate::args::required_path;
+use crate::paths::{atomic_write, codes, current_version, io_error};
+
+/// The JSON Schema of `write`'s arguments.
+pub fn schema() -> Value {
+    json!({"type":"object","properties":{
+        "file_path":{"type":"string","description":"Path of the file to write, absolute or relative to the working directory."},
+        "content":{"type":"string","description":"The complete new content of the file (may be empty)."}},
+      "required":["file_path","content"]})
+}
+
+/// The description sent to the model.
+pub const DESCRIPTION: &str = "Create a file or replace its whole content. Parent directories \
+are created. An existing file must have been read first (and not changed since), otherwise \
+the write is refused. Prefer edit for changing part of a file. The file content is not echoed.";
+
+/// Run `write`.
+pub async fn run(ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+    let path = required_path(&ctx, &args, "file_path")?;
+    let content = args
+        .get("content")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ToolError::invalid_args("content must be a string"))?
+        .to_owned();
+    tokio::task::spawn_blocking(move || write_file(&path, content.as_bytes()))
+        .await
+        .map_err(|e| ToolError::failed(format!("write task failed: {e}")))?
+}
+
+/// Resolve a final-component symlink so the link's target is replaced, not the link.
+pub(crate) fn write_target(path: &Path) -> PathBuf {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+        }
+        _ => path.to_path_buf(),
+    }
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<ToolOutput, ToolError> {
+    let target = write_target(path);
+    let existed = match std::fs::metadata(&target) {
+        Ok(m) if m.is_file() => true,
+        Ok(_) => {
+            return Err(ToolError::new(
+                codes::FS_NOT_A_FILE,
+                format!("cannot write \"{}\": not a regular file", path.display()),
+            ));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(io_error("write", path, &e)),
+    };
+    atomic_write(&target, bytes).map_err(|e| io_error("write", path, &e))?;
+    let version = current_version(&target)
+        .map_err(|e| io_error("write", path, &e))?
+        .unwrap_or_default();
+    let verb = if existed {
+        "Updated file"
+    } else {
+        "Created file"
+    };
+    Ok(ToolOutput::text(format!(
+        "<path>{}</path>\n<type>file</type>\n<content>\n{verb}\n</content>",
+        path.display()
+    ))
+    .with_meta(json!({
+        "path": path.to_string_lossy(),
+        "created": !existed,
+        "bytes": bytes.len(),
+        "version": version,
+    })))
+}

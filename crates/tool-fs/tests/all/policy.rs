@@ -1,0 +1,150 @@
+//! The read-before-write policy (FS_NOT_OBSERVED, FS_STALE_VERSION) through the pipeline.
+
+use serde_json::json;
+
+use crate::common::{env, env_opts};
+
+#[tokio::test]
+async fn overwrite_needs_a_read_of_the_current_version() {
+    let e = env().await;
+    let p = e.file("exists.txt", "v1\n");
+    let r = e
+        .call(
+            "write",
+            json!({"file_path": "exists.txt", "content": "v2\n"}),
+        )
+        .await;
+    assert_eq!(r.code(), Some("FS_NOT_OBSERVED"));
+    assert_eq!(
+        r.text(),
+        format!(
+            "Error: cannot overwrite existing \"{}\" without reading it first — read the file, then retry",
+            p.display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "v1\n");
+
+    // A windowed read authorizes the write.
+    e.call(
+        "read",
+        json!({"file_path": "exists.txt", "offset": 1, "limit": 1}),
+    )
+    .await;
+    let r = e
+        .call(
+            "write",
+            json!({"file_path": "exists.txt", "content": "v2\n"}),
+        )
+        .await;
+    assert!(!r.is_error, "{}", r.text());
+
+    // Changed behind our back: refused with the remedy.
+    std::fs::write(&p, "changed elsewhere\n").unwrap();
+    let r = e
+        .call(
+            "write",
+            json!({"file_path": "exists.txt", "content": "v3\n"}),
+        )
+        .await;
+    assert_eq!(r.code(), Some("FS_STALE_VERSION"));
+    assert_eq!(
+        r.text(),
+        format!(
+            "Error: cannot write \"{}\": file changed since it was read — re-read the file, then retry",
+            p.display()
+        )
+    );
+    let r = e
+        .call(
+            "edit",
+            json!({"file_path": "exists.txt", "old_string": "changed", "new_string": "x"}),
+        )
+        .await;
+    assert_eq!(
+        r.text(),
+        format!(
+            "Error: cannot edit \"{}\": file changed since it was read — re-read the file, then retry",
+            p.display()
+        )
+    );
+    e.call("read", json!({"file_path": "exists.txt"})).await;
+    let r = e
+        .call(
+            "edit",
+            json!({"file_path": "exists.txt", "old_string": "changed", "new_string": "x"}),
+        )
+        .await;
+    assert!(!r.is_error, "{}", r.text());
+
+    // Deleted since read.
+    std::fs::remove_file(&p).unwrap();
+    let r = e
+        .call(
+            "write",
+            json!({"file_path": "exists.txt", "content": "v4\n"}),
+        )
+        .await;
+    assert_eq!(
+        r.text(),
+        format!(
+            "Error: cannot write \"{}\": file no longer exists — re-read the file, then retry",
+            p.display()
+        )
+    );
+}
+
+#[tokio::test]
+async fn edit_requires_a_read_and_new_files_are_free() {
+    let e = env().await;
+    let p = e.file("e.txt", "abc\n");
+    let r = e
+        .call(
+            "edit",
+            json!({"file_path": "e.txt", "old_string": "abc", "new_string": "x"}),
+        )
+        .await;
+    assert_eq!(r.code(), Some("FS_NOT_OBSERVED"));
+    assert_eq!(
+        r.text(),
+        format!(
+            "Error: edit requires reading \"{}\" first — read the file, then retry",
+            p.display()
+        )
+    );
+    // Never seen and absent: created without a read.
+    let r = e
+        .call("write", json!({"file_path": "fresh.txt", "content": "new"}))
+        .await;
+    assert!(!r.is_error);
+    // Absent and never read: edit says not found.
+    let r = e
+        .call(
+            "edit",
+            json!({"file_path": "nope.txt", "old_string": "a", "new_string": "b"}),
+        )
+        .await;
+    assert_eq!(r.code(), Some("FS_NOT_FOUND"));
+}
+
+#[tokio::test]
+async fn observations_are_per_session() {
+    let mut e = env().await;
+    e.file("shared.txt", "x\n");
+    e.call("read", json!({"file_path": "shared.txt"})).await;
+    e.session = "other-session".into();
+    let r = e
+        .call("write", json!({"file_path": "shared.txt", "content": "y"}))
+        .await;
+    assert_eq!(r.code(), Some("FS_NOT_OBSERVED"));
+}
+
+#[tokio::test]
+async fn without_the_policy_plugin_writes_are_unchecked() {
+    let e = env_opts(false).await;
+    let p = e.file("free.txt", "x\n");
+    let r = e
+        .call("write", json!({"file_path": "free.txt", "content": "y"}))
+        .await;
+    assert!(!r.is_error);
+    assert_eq!(std::fs::read_to_string(p).unwrap(), "y");
+}
