@@ -4,4 +4,5 @@
 mod append;
 mod common;
 mod fixtures;
+mod prop;
 mod repair;

@@ -1,0 +1,5 @@
+//! Integration tests of dsh-session-jsonl (one binary).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod kernel;
+mod store;

@@ -1,0 +1,213 @@
+//! [`Session`]: a shared, thread-safe handle on one open session log, and the [`SessionSink`]
+//! that receives committed events (the `session/event` notification) and flush requests (the
+//! `session/flush` barrier).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use dsh_llm::Message;
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+
+use crate::error::SessionError;
+use crate::event::{Event, NewEvent};
+use crate::header::SessionHeader;
+use crate::log::SessionLog;
+use crate::persist::SessionPersistence;
+
+/// Receives every committed event in seq order, and makes a session durable on flush.
+pub trait SessionSink: Send + Sync + 'static {
+    /// Called once per committed event, in commit order, outside the log's lock.
+    fn event(&self, session_id: &Arc<str>, event: &Arc<Event>);
+    /// The durability barrier: resolves when every event notified so far is durable.
+    fn flush(&self, session_id: &Arc<str>) -> BoxFuture<'static, Result<(), SessionError>>;
+}
+
+/// A sink that drops everything (in-memory sessions).
+#[derive(Debug, Default)]
+pub struct NullSink;
+
+impl SessionSink for NullSink {
+    fn event(&self, _: &Arc<str>, _: &Arc<Event>) {}
+    fn flush(&self, _: &Arc<str>) -> BoxFuture<'static, Result<(), SessionError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A sink that writes straight to a persistence backend (no kernel): events are buffered by the
+/// backend, flush makes them durable. A buffering failure is reported by the next flush.
+pub struct DirectSink {
+    persistence: Arc<dyn SessionPersistence>,
+    failed: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for DirectSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectSink").finish_non_exhaustive()
+    }
+}
+
+impl DirectSink {
+    /// A sink over `persistence`.
+    pub fn new(persistence: Arc<dyn SessionPersistence>) -> Self {
+        DirectSink {
+            persistence,
+            failed: Mutex::new(None),
+        }
+    }
+}
+
+impl SessionSink for DirectSink {
+    fn event(&self, session_id: &Arc<str>, event: &Arc<Event>) {
+        if let Err(e) = self
+            .persistence
+            .append(session_id, std::slice::from_ref(event))
+        {
+            tracing::error!(session = %session_id, seq = event.seq(), "persisting event failed: {e}");
+            self.failed.lock().get_or_insert_with(|| e.to_string());
+        }
+    }
+    fn flush(&self, session_id: &Arc<str>) -> BoxFuture<'static, Result<(), SessionError>> {
+        let failed = self.failed.lock().take();
+        let result = match failed {
+            Some(e) => Err(SessionError::Io(format!(
+                "an earlier append was not persisted: {e}"
+            ))),
+            None => self.persistence.flush(session_id),
+        };
+        Box::pin(async move { result })
+    }
+}
+
+/// One open session: the log behind a lock, plus ordered delivery of committed events to the
+/// sink. Cheap to share (`Arc<Session>`); events are shared, never copied.
+pub struct Session {
+    id: Arc<str>,
+    log: Mutex<SessionLog>,
+    queue: Mutex<VecDeque<Arc<Event>>>,
+    draining: Mutex<()>,
+    sink: Arc<dyn SessionSink>,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Wraps a log; committed events go to `sink`.
+    pub fn new(log: SessionLog, sink: Arc<dyn SessionSink>) -> Self {
+        Session {
+            id: Arc::from(log.header().id.as_str()),
+            log: Mutex::new(log),
+            queue: Mutex::new(VecDeque::new()),
+            draining: Mutex::new(()),
+            sink,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The header.
+    pub fn header(&self) -> SessionHeader {
+        self.log.lock().header().clone()
+    }
+
+    /// Validates and commits one event, then notifies the sink (`session/event`).
+    pub fn append(&self, event: NewEvent) -> Result<Arc<Event>, SessionError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(SessionError::Closed(self.id.to_string()));
+        }
+        let ev = {
+            let mut log = self.log.lock();
+            let ev = log.append(event)?;
+            self.queue.lock().push_back(Arc::clone(&ev));
+            ev
+        };
+        self.drain();
+        Ok(ev)
+    }
+
+    /// Commits several events in order; stops at the first rejection (earlier ones stay).
+    pub fn append_all(&self, events: Vec<NewEvent>) -> Result<Vec<Arc<Event>>, SessionError> {
+        events.into_iter().map(|e| self.append(e)).collect()
+    }
+
+    /// Delivers queued events in commit order. A listener that appends re-enters: its event is
+    /// queued and delivered by the outer drain, after the current one.
+    fn drain(&self) {
+        loop {
+            let Some(_guard) = self.draining.try_lock() else {
+                return;
+            };
+            while let Some(ev) = self.queue.lock().pop_front() {
+                self.sink.event(&self.id, &ev);
+            }
+            drop(_guard);
+            if self.queue.lock().is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// The durability barrier (`session/flush`): resolves when every committed event is durable.
+    pub async fn flush(&self) -> Result<(), SessionError> {
+        self.drain();
+        self.sink.flush(&self.id).await
+    }
+
+    /// Runs `f` with read access to the log (no copy).
+    pub fn with_log<R>(&self, f: impl FnOnce(&SessionLog) -> R) -> R {
+        f(&self.log.lock())
+    }
+
+    /// A snapshot of all events (shared `Arc`s).
+    pub fn events(&self) -> Vec<Arc<Event>> {
+        self.log.lock().events().to_vec()
+    }
+
+    /// Events with `seq >= from`.
+    pub fn events_since(&self, from: u64) -> Vec<Arc<Event>> {
+        let log = self.log.lock();
+        let from = (from as usize).min(log.events().len());
+        log.events()[from..].to_vec()
+    }
+
+    /// Number of committed events (= next seq).
+    pub fn len(&self) -> u64 {
+        self.log.lock().len()
+    }
+
+    /// Whether no event is committed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The model history (format §8.3).
+    pub fn derive_messages(&self) -> Vec<Arc<Message>> {
+        self.log.lock().derive_messages()
+    }
+
+    /// The surface's content generation (moves when model-visible history changed).
+    pub fn content_generation(&self) -> u64 {
+        self.log.lock().surface().content_generation()
+    }
+
+    pub(crate) fn mark_closed(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// Whether the session was closed.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
