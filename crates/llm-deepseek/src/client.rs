@@ -1,0 +1,592 @@
+//! The DeepSeek adapter: one HTTP attempt per `stream()`, with timeouts and cancellation.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Once};
+use std::time::{Duration, SystemTime};
+
+use dsh_llm::{
+    ChunkStream, FinishReason, LlmAdapter, LlmFailure, LlmRequest, Modality, ModelInfo, SseError,
+    SseFramer, SseItem, StreamChunk, codes,
+};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
+use secrecy::{ExposeSecret, SecretString};
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{
+    API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL, DEFAULT_MODEL, DeepSeekConfig, ModelEntry,
+    ThinkingMode, default_catalog,
+};
+use crate::errors::classify;
+use crate::request::{BodyOptions, body};
+use crate::translate::{Progress, Translator, malformed};
+
+/// Reads an environment variable (injectable for tests).
+pub type EnvFn = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// The process environment.
+pub fn process_env() -> EnvFn {
+    Arc::new(|name| std::env::var(name).ok())
+}
+
+/// The four time budgets of an attempt (`deepseek-wire.md` §13).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP/TLS connect.
+    pub connect: Duration,
+    /// Idle read watchdog, re-armed by any byte (comments included); also bounds the wait for
+    /// the response head.
+    pub idle: Duration,
+    /// Progress deadline, re-armed by data events only.
+    pub progress: Duration,
+    /// Total attempt deadline from send; nothing extends it.
+    pub total: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(10),
+            idle: Duration::from_secs(300),
+            progress: Duration::from_secs(660),
+            total: Duration::from_secs(3600),
+        }
+    }
+}
+
+const EFFORTS: [&str; 4] = ["off", "low", "high", "max"];
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// Installs rustls' `ring` provider once per process (idempotent; a provider installed by
+/// someone else is kept).
+pub fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+struct Inner {
+    client: reqwest::Client,
+    base_url: String,
+    endpoint: String,
+    key: Option<SecretString>,
+    key_env: String,
+    env: EnvFn,
+    default_model: String,
+    catalog: Vec<ModelEntry>,
+    thinking_locked: bool,
+    options: BodyOptions,
+    timeouts: Timeouts,
+    max_event_bytes: usize,
+}
+
+/// The DeepSeek chat-completions adapter (route `deepseek`).
+#[derive(Clone)]
+pub struct DeepSeekAdapter {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for DeepSeekAdapter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeepSeekAdapter")
+            .field("endpoint", &self.inner.endpoint)
+            .field("key", &self.inner.key.as_ref().map(|_| "[redacted]"))
+            .field("key_env", &self.inner.key_env)
+            .field("timeouts", &self.inner.timeouts)
+            .finish()
+    }
+}
+
+fn ms(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+impl DeepSeekAdapter {
+    /// Builds the adapter from its config, reading `DEEPSEEK_BASE_URL` from the process
+    /// environment when the config has no base URL.
+    pub fn new(config: &DeepSeekConfig) -> Result<Self, LlmFailure> {
+        Self::with_env(config, process_env())
+    }
+
+    /// Like [`DeepSeekAdapter::new`] with an injected environment (the key is looked up in it
+    /// on every request).
+    pub fn with_env(config: &DeepSeekConfig, env: EnvFn) -> Result<Self, LlmFailure> {
+        install_crypto_provider();
+        let d = Timeouts::default();
+        let dur = |v: Option<u64>, def: Duration| v.map(Duration::from_millis).unwrap_or(def);
+        let timeouts = Timeouts {
+            connect: dur(config.connect_timeout_ms, d.connect),
+            idle: dur(config.idle_timeout_ms, d.idle),
+            progress: dur(config.progress_timeout_ms, d.progress),
+            total: dur(config.total_timeout_ms, d.total),
+        };
+        let base = config
+            .base_url
+            .clone()
+            .filter(|b| !b.is_empty())
+            .or_else(|| env(BASE_URL_ENV).filter(|b| !b.is_empty()))
+            .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+        let base_url = base.strip_suffix('/').unwrap_or(&base).to_owned();
+        let endpoint = format!("{base_url}/chat/completions");
+        reqwest::Url::parse(&endpoint).map_err(|e| {
+            LlmFailure::new(
+                codes::INVALID_REQUEST,
+                format!("invalid DeepSeek base URL `{base_url}`: {e}"),
+            )
+        })?;
+        let client = reqwest::Client::builder()
+            .connect_timeout(timeouts.connect)
+            .build()
+            .map_err(|e| {
+                LlmFailure::new(
+                    codes::TRANSPORT,
+                    format!("cannot build the HTTP client: {e}"),
+                )
+            })?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                base_url,
+                endpoint,
+                key: config.api_key.as_ref().map(|k| k.0.clone()),
+                key_env: config
+                    .api_key_env
+                    .clone()
+                    .unwrap_or_else(|| API_KEY_ENV.to_owned()),
+                env,
+                default_model: config
+                    .default_model
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
+                catalog: config.models.clone().unwrap_or_else(default_catalog),
+                thinking_locked: config.thinking == Some(ThinkingMode::Disabled),
+                options: BodyOptions {
+                    reasoning_placeholder: config.reasoning_placeholder,
+                },
+                timeouts,
+                max_event_bytes: config
+                    .max_event_bytes
+                    .unwrap_or(dsh_llm::sse::DEFAULT_MAX_EVENT_BYTES),
+            }),
+        })
+    }
+
+    /// The endpoint requests go to (`<base>/chat/completions`).
+    pub fn endpoint(&self) -> &str {
+        &self.inner.endpoint
+    }
+
+    /// The effective time budgets.
+    pub fn timeouts(&self) -> Timeouts {
+        self.inner.timeouts
+    }
+}
+
+impl Inner {
+    /// The key from config, else from the environment; never echoed.
+    fn credential(&self) -> Result<(SecretString, HeaderValue), LlmFailure> {
+        let key = match &self.key {
+            Some(k) if !k.expose_secret().is_empty() => k.clone(),
+            _ => match (self.env)(&self.key_env).filter(|k| !k.is_empty()) {
+                Some(k) => SecretString::from(k),
+                None => {
+                    return Err(LlmFailure::new(
+                        codes::MISSING_CREDENTIAL,
+                        format!(
+                            "no DeepSeek API key: set {} or the plugin's `apiKey`",
+                            self.key_env
+                        ),
+                    ));
+                }
+            },
+        };
+        let mut value =
+            HeaderValue::from_str(&format!("Bearer {}", key.expose_secret())).map_err(|_| {
+                LlmFailure::new(
+                    codes::INVALID_CREDENTIAL,
+                    "the DeepSeek API key contains characters that cannot be sent in a header",
+                )
+            })?;
+        value.set_sensitive(true);
+        Ok((key, value))
+    }
+
+    fn model_info(&self, model: &str) -> ModelInfo {
+        let entry = self.catalog.iter().find(|m| m.id == model);
+        let efforts: Vec<String> = if self.thinking_locked {
+            vec!["off".to_owned()]
+        } else {
+            EFFORTS.iter().map(|e| (*e).to_owned()).collect()
+        };
+        let default_effort = if self.thinking_locked { "off" } else { "high" };
+        let mut modalities = vec![Modality::Text];
+        if entry.is_some_and(|e| e.vision) {
+            modalities.push(Modality::Image);
+        }
+        ModelInfo {
+            id: model.to_owned(),
+            context_window: entry.map_or(1_000_000, |e| e.context_window),
+            default_max_tokens: entry.map_or(256_000, |e| e.default_max_tokens),
+            max_output_tokens: entry.map_or(Some(393_216), |e| e.max_output_tokens),
+            reasoning_efforts: efforts,
+            default_effort: Some(default_effort.to_owned()),
+            input_modalities: modalities,
+        }
+    }
+}
+
+/// Removes every occurrence of the key from a message (defence in depth: a proxy might echo it).
+fn redact(mut failure: LlmFailure, key: &SecretString) -> LlmFailure {
+    let k = key.expose_secret();
+    if k.len() >= 4 && failure.message.contains(k) {
+        failure.message = failure.message.replace(k, "[redacted]");
+    }
+    failure
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+fn request_id(headers: &HeaderMap) -> Option<String> {
+    ["x-ds-trace-id", "x-request-id", "x-deepseek-request-id"]
+        .iter()
+        .find_map(|h| {
+            headers
+                .get(*h)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        })
+}
+
+fn aborted() -> LlmFailure {
+    LlmFailure::new(codes::ABORTED, "DeepSeek request aborted by caller")
+}
+
+fn idle_timeout(idle: Duration) -> LlmFailure {
+    LlmFailure::new(
+        codes::TIMEOUT,
+        format!("DeepSeek stream idle timeout after {}ms", ms(idle)),
+    )
+}
+
+fn total_timeout(total: Duration) -> LlmFailure {
+    LlmFailure::new(
+        codes::TIMEOUT,
+        format!(
+            "DeepSeek attempt exceeded its total deadline of {}ms",
+            ms(total)
+        ),
+    )
+}
+
+fn progress_timeout(p: Duration) -> LlmFailure {
+    LlmFailure::new(
+        codes::TIMEOUT,
+        format!(
+            "DeepSeek stream made no progress (no data event) for {}ms",
+            ms(p)
+        ),
+    )
+}
+
+fn one_chunk(reason: FinishReason) -> ChunkStream {
+    futures::stream::iter([StreamChunk::finish(reason)]).boxed()
+}
+
+/// Deadlines shared by the head and body phases.
+#[derive(Clone, Copy)]
+struct Clock {
+    timeouts: Timeouts,
+    total_at: Instant,
+    progress_at: Instant,
+}
+
+enum Wait<T> {
+    Done(T),
+    Cancelled,
+    Timeout(LlmFailure),
+}
+
+impl Clock {
+    /// Awaits `fut` under cancel, total, progress and idle (armed now) budgets; cancel wins.
+    async fn wait<T>(&self, cancel: &CancellationToken, fut: impl Future<Output = T>) -> Wait<T> {
+        let idle_at = Instant::now() + self.timeouts.idle;
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Wait::Cancelled,
+            _ = sleep_until(self.total_at) => Wait::Timeout(total_timeout(self.timeouts.total)),
+            _ = sleep_until(self.progress_at) => Wait::Timeout(progress_timeout(self.timeouts.progress)),
+            _ = sleep_until(idle_at) => Wait::Timeout(idle_timeout(self.timeouts.idle)),
+            v = fut => Wait::Done(v),
+        }
+    }
+}
+
+impl LlmAdapter for DeepSeekAdapter {
+    fn default_model(&self) -> String {
+        self.inner.default_model.clone()
+    }
+
+    fn resolve_model(&self, model: &str) -> ModelInfo {
+        self.inner.model_info(model)
+    }
+
+    fn stream(&self, req: LlmRequest) -> BoxFuture<'static, Result<ChunkStream, LlmFailure>> {
+        let inner = self.inner.clone();
+        Box::pin(async move { attempt(inner, req).await })
+    }
+}
+
+async fn attempt(inner: Arc<Inner>, req: LlmRequest) -> Result<ChunkStream, LlmFailure> {
+    // Everything that can fail without I/O fails first.
+    let (key, auth) = inner.credential()?;
+    if let Some(e) = &req.effort {
+        let info = inner.model_info(&req.model);
+        if !info.reasoning_efforts.iter().any(|x| x == e) {
+            return Err(LlmFailure::new(
+                codes::UNSUPPORTED_REASONING_EFFORT,
+                format!(
+                    "reasoning effort `{e}` is not available on this DeepSeek route (supported: {})",
+                    info.reasoning_efforts.join(", ")
+                ),
+            ));
+        }
+    }
+    let bytes = body(&req, inner.options)?;
+    if req.cancel.is_cancelled() {
+        return Ok(one_chunk(FinishReason::Aborted { failure: aborted() }));
+    }
+    tracing::debug!(endpoint = %inner.endpoint, model = %req.model, bytes = bytes.len(), "DeepSeek request");
+    let now = Instant::now();
+    let t = inner.timeouts;
+    let clock = Clock {
+        timeouts: t,
+        total_at: now + t.total,
+        progress_at: now + t.progress,
+    };
+    let send = inner
+        .client
+        .post(&inner.endpoint)
+        .header(AUTHORIZATION, auth)
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "text/event-stream")
+        .header(USER_AGENT, concat!("dsh/", env!("CARGO_PKG_VERSION")))
+        .body(bytes)
+        .send();
+    let response = match clock.wait(&req.cancel, send).await {
+        Wait::Cancelled => return Ok(one_chunk(FinishReason::Aborted { failure: aborted() })),
+        Wait::Timeout(f) => return Err(f),
+        Wait::Done(Err(e)) => {
+            let f = if e.is_timeout() || e.is_connect() && error_chain(&e).contains("timed out") {
+                LlmFailure::new(
+                    codes::TIMEOUT,
+                    format!(
+                        "DeepSeek API request to {} failed: connect timeout after {}ms",
+                        inner.base_url,
+                        ms(t.connect)
+                    ),
+                )
+            } else {
+                LlmFailure::new(
+                    codes::TRANSPORT,
+                    format!(
+                        "DeepSeek API request to {} failed: {}",
+                        inner.base_url,
+                        error_chain(&e)
+                    ),
+                )
+            };
+            tracing::debug!(code = %f.code, message = %f.message, "DeepSeek request failed");
+            return Err(redact(f, &key));
+        }
+        Wait::Done(Ok(r)) => r,
+    };
+    let status = response.status().as_u16();
+    let rid = request_id(response.headers());
+    if !response.status().is_success() {
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let mut response = response;
+        let mut body = Vec::new();
+        loop {
+            match clock.wait(&req.cancel, response.chunk()).await {
+                Wait::Done(Ok(Some(b))) => {
+                    let room = MAX_ERROR_BODY.saturating_sub(body.len());
+                    body.extend_from_slice(&b[..b.len().min(room)]);
+                    if room <= b.len() {
+                        break;
+                    }
+                }
+                Wait::Done(Ok(None) | Err(_)) | Wait::Timeout(_) => break,
+                Wait::Cancelled => {
+                    return Ok(one_chunk(FinishReason::Aborted { failure: aborted() }));
+                }
+            }
+        }
+        let f = classify(
+            status,
+            &body,
+            retry_after.as_deref(),
+            rid,
+            SystemTime::now(),
+        );
+        tracing::debug!(status, code = %f.code, "DeepSeek HTTP error");
+        return Err(redact(f, &key));
+    }
+    let state = BodyState {
+        response: Some(response),
+        framer: SseFramer::with_max_event_bytes(inner.max_event_bytes),
+        translator: Translator::new(),
+        pending: VecDeque::new(),
+        items: Vec::new(),
+        out: Vec::new(),
+        finished: false,
+        saw_bytes: false,
+        cancel: req.cancel.clone(),
+        clock,
+        base_url: inner.base_url.clone(),
+        request_id: rid,
+        key,
+    };
+    Ok(futures::stream::unfold(state, BodyState::next).boxed())
+}
+
+struct BodyState {
+    response: Option<reqwest::Response>,
+    framer: SseFramer,
+    translator: Translator,
+    pending: VecDeque<StreamChunk>,
+    items: Vec<SseItem>,
+    out: Vec<StreamChunk>,
+    finished: bool,
+    saw_bytes: bool,
+    cancel: CancellationToken,
+    clock: Clock,
+    base_url: String,
+    request_id: Option<String>,
+    key: SecretString,
+}
+
+impl BodyState {
+    async fn next(mut self) -> Option<(StreamChunk, Self)> {
+        loop {
+            if let Some(c) = self.pending.pop_front() {
+                return Some((c, self));
+            }
+            if self.finished {
+                return None;
+            }
+            self.read().await;
+        }
+    }
+
+    /// Ends the attempt with `reason`: the connection is dropped now.
+    fn end(&mut self, reason: FinishReason) {
+        self.response = None;
+        self.finished = true;
+        let reason = match reason {
+            FinishReason::Error { failure } => FinishReason::Error {
+                failure: redact(failure, &self.key).with_request_id(self.request_id.clone()),
+            },
+            other => other,
+        };
+        self.pending.push_back(StreamChunk::finish(reason));
+    }
+
+    async fn read(&mut self) {
+        let Some(response) = self.response.as_mut() else {
+            self.finished = true;
+            return;
+        };
+        let clock = self.clock;
+        match clock.wait(&self.cancel, response.chunk()).await {
+            Wait::Cancelled => self.end(FinishReason::Aborted { failure: aborted() }),
+            Wait::Timeout(f) => self.end(FinishReason::error(f)),
+            Wait::Done(Err(e)) => self.end(FinishReason::error(LlmFailure::new(
+                codes::TRANSPORT,
+                format!(
+                    "DeepSeek API stream from {} failed: {}",
+                    self.base_url,
+                    error_chain(&e)
+                ),
+            ))),
+            Wait::Done(Ok(None)) => {
+                let f = if self.translator.events_seen() > 0 || !self.framer.is_idle() {
+                    LlmFailure::new(codes::STREAM_CLOSED, "SSE stream ended without [DONE]")
+                } else if self.saw_bytes {
+                    LlmFailure::new(
+                        codes::TRANSPORT,
+                        format!(
+                            "DeepSeek API stream from {} closed before any event",
+                            self.base_url
+                        ),
+                    )
+                } else {
+                    LlmFailure::new(
+                        codes::EMPTY_RESPONSE,
+                        "DeepSeek API returned no response body",
+                    )
+                };
+                self.end(FinishReason::error(f));
+            }
+            Wait::Done(Ok(Some(bytes))) => {
+                self.saw_bytes |= !bytes.is_empty();
+                self.feed(&bytes);
+            }
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        self.items.clear();
+        let framed = self.framer.push(bytes, &mut self.items);
+        let items = std::mem::take(&mut self.items);
+        for item in &items {
+            let SseItem::Event(ev) = item else { continue };
+            self.clock.progress_at = Instant::now() + self.clock.timeouts.progress;
+            self.out.clear();
+            let r = self.translator.event(&ev.data, &mut self.out);
+            self.pending.extend(self.out.drain(..));
+            match r {
+                Ok(Progress::Continue) => {}
+                Ok(Progress::Done) => {
+                    self.response = None;
+                    self.finished = true;
+                    self.items = items;
+                    return;
+                }
+                Err(f) => {
+                    self.end(FinishReason::error(f));
+                    self.items = items;
+                    return;
+                }
+            }
+        }
+        self.items = items;
+        if let Err(e) = framed {
+            let f = match e {
+                SseError::TooLarge { limit } => malformed(&format!("event exceeds {limit} bytes")),
+                SseError::InvalidUtf8 => malformed("invalid UTF-8"),
+                SseError::Truncated => malformed("truncated"),
+            };
+            self.end(FinishReason::error(f));
+        }
+    }
+}

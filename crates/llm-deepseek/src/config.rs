@@ -1,0 +1,142 @@
+//! Plugin configuration, credentials and the model catalog (configuration data, never an enum).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use secrecy::SecretString;
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Default base URL.
+pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
+/// Environment variable holding the API key (unless the config names another).
+pub const API_KEY_ENV: &str = "DEEPSEEK_API_KEY";
+/// Environment variable overriding the base URL.
+pub const BASE_URL_ENV: &str = "DEEPSEEK_BASE_URL";
+/// Default route.
+pub const DEFAULT_ROUTE: &str = "deepseek";
+/// Default model id.
+pub const DEFAULT_MODEL: &str = "deepseek-flash";
+
+/// An API key from the config file: held as a [`SecretString`], never printed.
+#[derive(Clone)]
+pub struct ApiKey(pub SecretString);
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey([redacted])")
+    }
+}
+
+impl<'de> Deserialize<'de> for ApiKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        Ok(ApiKey(SecretString::from(s)))
+    }
+}
+
+impl JsonSchema for ApiKey {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> Cow<'static, str> {
+        "ApiKey".into()
+    }
+    fn json_schema(_generator: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "string", "description": "DeepSeek API key (prefer the environment)."})
+    }
+}
+
+/// `thinking: disabled` locks the route to effort `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ThinkingMode {
+    /// Efforts `off|low|high|max` (default `high`).
+    Enabled,
+    /// Only `off` is accepted; other efforts fail with `UNSUPPORTED_REASONING_EFFORT`.
+    Disabled,
+}
+
+/// One catalog entry.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ModelEntry {
+    /// Model id sent on the wire.
+    pub id: String,
+    /// Context window in tokens.
+    pub context_window: u64,
+    /// `max_tokens` sent when the caller sets none.
+    pub default_max_tokens: u64,
+    /// Largest accepted `max_tokens`.
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
+    /// Whether the model accepts images.
+    #[serde(default)]
+    pub vision: bool,
+}
+
+/// The default catalog (`deepseek-wire.md` §2): 1M context, 384K output, upstream's 256000
+/// default `max_tokens`; images on `deepseek-flash` only.
+pub fn default_catalog() -> Vec<ModelEntry> {
+    vec![
+        ModelEntry {
+            id: "deepseek-flash".into(),
+            context_window: 1_000_000,
+            default_max_tokens: 256_000,
+            max_output_tokens: Some(393_216),
+            vision: true,
+        },
+        ModelEntry {
+            id: "deepseek-v4-pro".into(),
+            context_window: 1_000_000,
+            default_max_tokens: 256_000,
+            max_output_tokens: Some(393_216),
+            vision: false,
+        },
+    ]
+}
+
+/// Configuration of the `deepseek` plugin. Every field is optional.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeepSeekConfig {
+    /// Provider route to register (default `deepseek`).
+    #[serde(default)]
+    pub route: Option<String>,
+    /// API key; default: the environment variable `apiKeyEnv`, read per request.
+    #[serde(default)]
+    pub api_key: Option<ApiKey>,
+    /// Environment variable holding the key (default `DEEPSEEK_API_KEY`).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Base URL; default `DEEPSEEK_BASE_URL`, else `https://api.deepseek.com`.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// Model used when the caller names none (default `deepseek-flash`).
+    #[serde(default)]
+    pub default_model: Option<String>,
+    /// Model catalog; replaces the default catalog when set. Unknown ids still pass through.
+    #[serde(default)]
+    pub models: Option<Vec<ModelEntry>>,
+    /// Deployment lock: `disabled` allows only effort `off`.
+    #[serde(default)]
+    pub thinking: Option<ThinkingMode>,
+    /// Send `reasoning_content: ""` on assistant messages without reasoning in thinking mode.
+    #[serde(default)]
+    pub reasoning_placeholder: bool,
+    /// Connect timeout (default 10 000 ms).
+    #[serde(default)]
+    pub connect_timeout_ms: Option<u64>,
+    /// Idle read watchdog, re-armed by any byte (default 300 000 ms).
+    #[serde(default)]
+    pub idle_timeout_ms: Option<u64>,
+    /// Progress deadline, re-armed by data events only (default 660 000 ms).
+    #[serde(default)]
+    pub progress_timeout_ms: Option<u64>,
+    /// Total attempt deadline from send, never extended (default 3 600 000 ms).
+    #[serde(default)]
+    pub total_timeout_ms: Option<u64>,
+    /// Cap on one SSE event (default 8 MiB).
+    #[serde(default)]
+    pub max_event_bytes: Option<usize>,
+}

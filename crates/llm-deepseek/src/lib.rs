@@ -1,0 +1,24 @@
+//! `dsh-llm-deepseek`: the DeepSeek chat-completions adapter, hand-written over reqwest.
+//!
+//! - [`request`]: byte-deterministic request bodies (`reasoning_content` replayed verbatim,
+//!   `content` never null, tool results as `tool` messages).
+//! - [`translate`]: DeepSeek SSE chunks → [`dsh_llm::StreamChunk`]s.
+//! - [`errors`]: HTTP failure classification and `Retry-After`.
+//! - [`client`]: [`DeepSeekAdapter`]: credentials (never printed), base URL, connect timeout, idle
+//!   watchdog, progress and total deadlines, prompt cancellation.
+//! - [`plugin`]: [`DeepSeekPlugin`], registering route `deepseek` on the `llm` service.
+//!
+//! Wire reference: `shared/reference/deepseek-wire.md`.
+
+pub mod client;
+pub mod config;
+pub mod errors;
+pub mod plugin;
+pub mod request;
+pub mod translate;
+
+pub use client::{DeepSeekAdapter, EnvFn, Timeouts, install_crypto_provider, process_env};
+pub use config::{ApiKey, DeepSeekConfig, ModelEntry, ThinkingMode, default_catalog};
+pub use plugin::DeepSeekPlugin;
+pub use request::BodyOptions;
+pub use translate::{Progress, Translator};

@@ -1,0 +1,298 @@
+//! Request body serialisation (`deepseek-wire.md` §3–§5).
+//!
+//! Byte-deterministic: the same request gives the same bytes, keys in the fixed order
+//! `model, messages, stream, stream_options, thinking, reasoning_effort, tools, temperature,
+//! max_tokens, stop`, absent optional fields omitted (never `null`), and the messages of history
+//! N+1 byte-extend those of history N (each message serialises independently of what follows).
+
+use dsh_llm::{ContentBlock, LlmFailure, LlmRequest, Message, Role, codes};
+use serde::Serialize;
+use serde_json::Value;
+
+/// Serialisation switches that come from the adapter's configuration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BodyOptions {
+    /// Send `"reasoning_content":""` on assistant messages without reasoning while thinking is
+    /// enabled (`deepseek-wire.md` §5, off by default).
+    pub reasoning_placeholder: bool,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    max_tokens: u64,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionDecl<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunctionDecl<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireMessage<'a> {
+    Plain {
+        role: &'static str,
+        content: String,
+    },
+    Assistant {
+        role: &'static str,
+        content: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<String>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireCall<'a>>,
+    },
+    Tool {
+        role: &'static str,
+        tool_call_id: &'a str,
+        content: String,
+    },
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireCallFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireCallFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+/// `sha256:<8 hex>` identity of an attachment (characters 7..15 of its id).
+fn short_hash(attachment_id: &str) -> &str {
+    attachment_id.get(7..15).unwrap_or(attachment_id)
+}
+
+/// The text a block contributes to a user/tool/system message (`session-format.md` §9.7).
+fn push_block_text(out: &mut String, block: &ContentBlock) {
+    match block {
+        ContentBlock::Text { text } => out.push_str(text),
+        ContentBlock::File { attachment } => out.push_str(&format!(
+            "[File \"{}\" ({} bytes, sha256:{}) was uploaded, but the current execution environment cannot access a readable path. Report that limitation if its contents are needed; do not claim to have read it.]",
+            attachment.name,
+            attachment.bytes,
+            short_hash(&attachment.attachment_id)
+        )),
+        ContentBlock::Image { attachment, offloaded: Some(true) } => {
+            let identity = match &attachment.name {
+                Some(n) => format!(
+                    "{} ({})",
+                    serde_json::to_string(n).unwrap_or_default(),
+                    attachment.attachment_id
+                ),
+                None => attachment.attachment_id.clone(),
+            };
+            out.push_str(&format!(
+                "[image omitted to fit request image limits; {identity}. No local normalized image path is available; ask the user to attach it again if needed.]"
+            ));
+        }
+        ContentBlock::Image { attachment, .. } => out.push_str(&format!(
+            "[image omitted because this model accepts text only; attachment sha256:{}]",
+            short_hash(&attachment.attachment_id)
+        )),
+        _ => {}
+    }
+}
+
+fn text_of(m: &Message) -> String {
+    let mut s = String::new();
+    for b in &m.content {
+        push_block_text(&mut s, b);
+    }
+    s
+}
+
+fn tool_content(text: String) -> String {
+    if text.is_empty() {
+        "(no output)".to_owned()
+    } else {
+        text
+    }
+}
+
+fn push_messages<'a>(
+    m: &'a Message,
+    thinking_enabled: bool,
+    opts: BodyOptions,
+    out: &mut Vec<WireMessage<'a>>,
+) {
+    match m.role {
+        Role::System => out.push(WireMessage::Plain {
+            role: "system",
+            content: text_of(m),
+        }),
+        Role::Developer => {} // No tool-update capability on this route: dropped (§9.7).
+        Role::User => {
+            let results: Vec<_> = m
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolResult(r) => Some(r),
+                    _ => None,
+                })
+                .collect();
+            let text = text_of(m);
+            if results.is_empty() || !text.is_empty() {
+                out.push(WireMessage::Plain {
+                    role: "user",
+                    content: text,
+                });
+            }
+            for r in results {
+                let mut s = String::new();
+                for b in &r.content {
+                    push_block_text(&mut s, b);
+                }
+                out.push(WireMessage::Tool {
+                    role: "tool",
+                    tool_call_id: &r.tool_call_id,
+                    content: tool_content(s),
+                });
+            }
+        }
+        Role::Assistant => {
+            let mut content = String::new();
+            let mut reasoning = String::new();
+            let mut tool_calls = Vec::new();
+            for b in &m.content {
+                match b {
+                    ContentBlock::Text { text } => content.push_str(text),
+                    ContentBlock::Reasoning { text } => reasoning.push_str(text),
+                    ContentBlock::ToolCall(c) => tool_calls.push(WireCall {
+                        id: &c.id,
+                        kind: "function",
+                        function: WireCallFunction {
+                            name: &c.name,
+                            arguments: &c.arguments,
+                        },
+                    }),
+                    _ => {}
+                }
+            }
+            let reasoning_content = if !reasoning.is_empty() {
+                Some(reasoning)
+            } else if opts.reasoning_placeholder && thinking_enabled {
+                Some(String::new())
+            } else {
+                None
+            };
+            out.push(WireMessage::Assistant {
+                role: "assistant",
+                content,
+                reasoning_content,
+                tool_calls,
+            });
+        }
+        Role::Tool => {
+            let id = m
+                .tool_call_id
+                .as_deref()
+                .or_else(|| m.source.call_id())
+                .unwrap_or("");
+            out.push(WireMessage::Tool {
+                role: "tool",
+                tool_call_id: id,
+                content: tool_content(text_of(m)),
+            });
+        }
+    }
+}
+
+/// Whether a request enables thinking: an effort other than `off`, and not a title call.
+pub fn thinking_enabled(req: &LlmRequest) -> Option<bool> {
+    if req.purpose.as_deref() == Some("session-title") {
+        return Some(false);
+    }
+    req.effort.as_deref().map(|e| e != "off")
+}
+
+/// Serialises the request body. Fails (before any I/O) only for values JSON cannot carry.
+pub fn body(req: &LlmRequest, opts: BodyOptions) -> Result<Vec<u8>, LlmFailure> {
+    if req.temperature.is_some_and(|t| !t.is_finite()) {
+        return Err(LlmFailure::new(
+            codes::INVALID_REQUEST,
+            "temperature must be a finite number",
+        ));
+    }
+    let thinking = thinking_enabled(req);
+    let mut messages = Vec::with_capacity(req.messages.len() + 2);
+    for m in &req.messages {
+        push_messages(m, thinking == Some(true), opts, &mut messages);
+    }
+    let body = Body {
+        model: &req.model,
+        messages,
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        thinking: thinking.map(|on| Thinking {
+            kind: if on { "enabled" } else { "disabled" },
+        }),
+        reasoning_effort: if thinking == Some(true) {
+            req.effort.as_deref()
+        } else {
+            None
+        },
+        tools: req
+            .tools
+            .iter()
+            .map(|t| WireTool {
+                kind: "function",
+                function: WireFunctionDecl {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                },
+            })
+            .collect(),
+        temperature: req.temperature,
+        max_tokens: req.max_tokens,
+        stop: &req.stop,
+    };
+    serde_json::to_vec(&body).map_err(|e| {
+        LlmFailure::new(
+            codes::INVALID_REQUEST,
+            format!("cannot serialise request: {e}"),
+        )
+    })
+}

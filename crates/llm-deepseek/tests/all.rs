@@ -1,0 +1,6 @@
+//! Integration tests of `dsh-llm-deepseek` (one binary).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod request;
+mod translate;

@@ -1,0 +1,211 @@
+//! Request bodies: golden bytes, append-only extension, effort and tool mapping.
+
+use dsh_llm::{ContentBlock, LlmRequest, Message, MessageSource, Role, ToolSpec};
+use dsh_llm_deepseek::BodyOptions;
+use dsh_llm_deepseek::request::body;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const C0: &str = "call_00_JQSxFX1xOHGH6ajdpN88RMXO";
+const C1: &str = "call_01_L8UtYbkfaMFr7hzsToGPWGfI";
+
+fn assistant(id: &str, content: Vec<ContentBlock>) -> Message {
+    Message::new(
+        id,
+        Role::Assistant,
+        content,
+        MessageSource::model("deepseek", "deepseek-flash", None),
+    )
+}
+
+fn history() -> Vec<Message> {
+    vec![
+        Message::system("m0", "You are dsh."),
+        Message::new(
+            "m1",
+            Role::User,
+            vec![
+                ContentBlock::text("Read "),
+                ContentBlock::text("both files."),
+            ],
+            MessageSource::user(),
+        ),
+        assistant(
+            "m2",
+            vec![
+                ContentBlock::reasoning("Need both files; read them in parallel."),
+                ContentBlock::text("Reading both files."),
+                ContentBlock::tool_call(C0, "read", "{\"file_path\": \"src/main.rs\"}"),
+                ContentBlock::tool_call(C1, "read", "{\"file_path\": \"Cargo.toml\"}"),
+            ],
+        ),
+        Message::tool_result("m3", C0, vec![ContentBlock::text("fn main() {}\n")], false),
+        Message::tool_result("m4", C1, vec![], false),
+        assistant(
+            "m5",
+            vec![
+                ContentBlock::reasoning("Both read. \"Quote\" \\ é"),
+                ContentBlock::text("Done."),
+            ],
+        ),
+        Message::user_text("m6", "Thanks"),
+        assistant(
+            "m7",
+            vec![ContentBlock::tool_call("call_00_x", "bash", "{not json")],
+        ),
+        Message::tool_result(
+            "m8",
+            "call_00_x",
+            vec![ContentBlock::text("Error: bad")],
+            true,
+        ),
+    ]
+}
+
+fn request(messages: Vec<Message>, effort: Option<&str>) -> LlmRequest {
+    LlmRequest {
+        provider: "deepseek".into(),
+        model: "deepseek-flash".into(),
+        messages,
+        tools: vec![ToolSpec {
+            name: "read".into(),
+            description: "Read a file.".into(),
+            parameters: json!({"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}),
+        }],
+        effort: effort.map(Into::into),
+        max_tokens: 256000,
+        temperature: None,
+        stop: vec![],
+        purpose: None,
+        cancel: CancellationToken::new(),
+    }
+}
+
+const GOLDEN: &str = concat!(
+    r#"{"model":"deepseek-flash","messages":["#,
+    r#"{"role":"system","content":"You are dsh."},"#,
+    r#"{"role":"user","content":"Read both files."},"#,
+    r#"{"role":"assistant","content":"Reading both files.","reasoning_content":"Need both files; read them in parallel.","tool_calls":[{"id":"call_00_JQSxFX1xOHGH6ajdpN88RMXO","type":"function","function":{"name":"read","arguments":"{\"file_path\": \"src/main.rs\"}"}},{"id":"call_01_L8UtYbkfaMFr7hzsToGPWGfI","type":"function","function":{"name":"read","arguments":"{\"file_path\": \"Cargo.toml\"}"}}]},"#,
+    r#"{"role":"tool","tool_call_id":"call_00_JQSxFX1xOHGH6ajdpN88RMXO","content":"fn main() {}\n"},"#,
+    r#"{"role":"tool","tool_call_id":"call_01_L8UtYbkfaMFr7hzsToGPWGfI","content":"(no output)"},"#,
+    r#"{"role":"assistant","content":"Done.","reasoning_content":"Both read. \"Quote\" \\ é"},"#,
+    r#"{"role":"user","content":"Thanks"},"#,
+    r#"{"role":"assistant","content":"","tool_calls":[{"id":"call_00_x","type":"function","function":{"name":"bash","arguments":"{not json"}}]},"#,
+    r#"{"role":"tool","tool_call_id":"call_00_x","content":"Error: bad"}"#,
+    r#"],"stream":true,"stream_options":{"include_usage":true},"thinking":{"type":"enabled"},"reasoning_effort":"high","#,
+    r#""tools":[{"type":"function","function":{"name":"read","description":"Read a file.","parameters":{"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}}}],"#,
+    r#""max_tokens":256000}"#,
+);
+
+#[test]
+fn golden_body_for_a_multi_turn_history() {
+    let bytes = body(&request(history(), Some("high")), BodyOptions::default()).unwrap();
+    assert_eq!(String::from_utf8(bytes).unwrap(), GOLDEN);
+}
+
+#[test]
+fn the_same_history_gives_the_same_bytes_and_n_plus_1_extends_n() {
+    let opts = BodyOptions::default();
+    let full = history();
+    let mut prev: Option<String> = None;
+    for n in 1..=full.len() {
+        let a = String::from_utf8(body(&request(full[..n].to_vec(), Some("max")), opts).unwrap())
+            .unwrap();
+        let b = String::from_utf8(body(&request(full[..n].to_vec(), Some("max")), opts).unwrap())
+            .unwrap();
+        assert_eq!(a, b);
+        let messages_part = a.split("],\"stream\":").next().unwrap().to_owned();
+        if let Some(p) = prev {
+            assert!(
+                messages_part.starts_with(&p),
+                "history {n} does not extend history {}",
+                n - 1
+            );
+        }
+        prev = Some(messages_part);
+    }
+}
+
+#[test]
+fn effort_mapping_tools_omitted_and_optional_fields() {
+    let opts = BodyOptions::default();
+    let v = |r: &LlmRequest| -> serde_json::Value {
+        serde_json::from_slice(&body(r, opts).unwrap()).unwrap()
+    };
+    let mut r = request(vec![Message::user_text("u", "hi")], Some("off"));
+    r.tools.clear();
+    let off = v(&r);
+    assert_eq!(off["thinking"], json!({"type":"disabled"}));
+    assert!(off.get("reasoning_effort").is_none());
+    assert!(off.get("tools").is_none());
+    for e in ["low", "high", "max"] {
+        let x = v(&request(vec![Message::user_text("u", "hi")], Some(e)));
+        assert_eq!(
+            (x["thinking"].clone(), x["reasoning_effort"].clone()),
+            (json!({"type":"enabled"}), json!(e))
+        );
+    }
+    let none = v(&request(vec![Message::user_text("u", "hi")], None));
+    assert!(none.get("thinking").is_none() && none.get("reasoning_effort").is_none());
+
+    // Title calls always disable thinking.
+    let mut t = request(vec![Message::user_text("u", "hi")], Some("max"));
+    t.purpose = Some("session-title".into());
+    assert_eq!(v(&t)["thinking"], json!({"type":"disabled"}));
+
+    let mut s = request(vec![Message::user_text("u", "hi")], Some("high"));
+    s.temperature = Some(0.5);
+    s.stop = vec!["END".into()];
+    let bytes = String::from_utf8(body(&s, opts).unwrap()).unwrap();
+    assert!(
+        bytes.ends_with(r#""temperature":0.5,"max_tokens":256000,"stop":["END"]}"#),
+        "{bytes}"
+    );
+    s.temperature = Some(f64::NAN);
+    assert_eq!(body(&s, opts).unwrap_err().code, "INVALID_REQUEST");
+}
+
+#[test]
+fn placeholder_and_v3_tool_result_wrappers() {
+    let msgs = vec![
+        assistant("a", vec![ContentBlock::text("hi")]),
+        Message::new(
+            "u",
+            Role::User,
+            vec![
+                ContentBlock::text("also this"),
+                ContentBlock::ToolResult(dsh_llm::ToolResultBlock {
+                    tool_call_id: "c1".into(),
+                    content: vec![],
+                    is_error: None,
+                }),
+            ],
+            MessageSource::tool("c1"),
+        ),
+        Message::new(
+            "d",
+            Role::Developer,
+            vec![],
+            MessageSource::new("tool-registry"),
+        ),
+    ];
+    let on = BodyOptions {
+        reasoning_placeholder: true,
+    };
+    let v: serde_json::Value =
+        serde_json::from_slice(&body(&request(msgs.clone(), Some("high")), on).unwrap()).unwrap();
+    assert_eq!(
+        v["messages"],
+        json!([
+            {"role":"assistant","content":"hi","reasoning_content":""},
+            {"role":"user","content":"also this"},
+            {"role":"tool","tool_call_id":"c1","content":"(no output)"}
+        ])
+    );
+    let off: serde_json::Value =
+        serde_json::from_slice(&body(&request(msgs, Some("off")), on).unwrap()).unwrap();
+    assert_eq!(
+        off["messages"][0],
+        json!({"role":"assistant","content":"hi"})
+    );
+}
