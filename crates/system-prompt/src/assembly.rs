@@ -1,0 +1,148 @@
+//! The result of an assembly, its hook, its errors, and tool ordering.
+
+use dsh_kernel::Hook;
+use dsh_tools::ToolSchema;
+
+use crate::section::{AssembleContext, ContextSection, RenderedSection};
+use crate::template::TemplateError;
+
+/// The `toolOrder` entry that stands for every tool not listed by name.
+pub const UNLISTED_TOOLS: &str = "<unlisted-tools>";
+
+/// What the model is told for one step: the prompt sections, the tool schemas and the runtime
+/// context. The output of the `system-prompt/assemble` hook is authoritative.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PromptAssembly {
+    /// The rendered, non-empty prompt sections in order (one when a complete section won).
+    pub sections: Vec<RenderedSection>,
+    /// The tool schemas offered to the model, in canonical order.
+    pub tools: Vec<ToolSchema>,
+    /// The rendered runtime-context sections, in order (see [`crate::runtime_context`]).
+    pub runtime_context: Vec<ContextSection>,
+}
+
+impl PromptAssembly {
+    /// The system prompt: the section texts joined with one blank line (`""` when none).
+    pub fn prompt(&self) -> String {
+        let mut out = String::new();
+        for s in &self.sections {
+            if !out.is_empty() {
+                out.push_str("\n\n");
+            }
+            out.push_str(&s.text);
+        }
+        out
+    }
+
+    /// The names of the offered tools, in order.
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.tools.iter().map(|t| t.name.as_str()).collect()
+    }
+}
+
+/// Why an assembly failed. The loop fails the turn with it; the loop keeps serving.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SystemPromptError {
+    /// A section's template used an unknown or valueless variable.
+    #[error("system prompt section `{section}`: {error}")]
+    Template {
+        /// The section.
+        section: String,
+        /// What was wrong.
+        error: TemplateError,
+    },
+    /// A computed section returned an error or panicked.
+    #[error("system prompt section `{section}` failed: {message}")]
+    Section {
+        /// The section.
+        section: String,
+        /// The error text.
+        message: String,
+    },
+    /// Two complete sections are active at once.
+    #[error("two complete system prompt sections are active: `{first}` and `{second}`")]
+    MultipleComplete {
+        /// The first (in order).
+        first: String,
+        /// The second.
+        second: String,
+    },
+    /// `toolOrder` names a tool that is not offered to this agent.
+    #[error("toolOrder names `{0}`, which is not a registered tool")]
+    UnknownToolInOrder(String),
+    /// A hook listener of `system-prompt/assemble` panicked.
+    #[error("a system-prompt/assemble listener panicked: {0}")]
+    Panicked(String),
+    /// A registration was refused.
+    #[error("{0}")]
+    Registration(String),
+}
+
+impl SystemPromptError {
+    /// The machine code a failed turn records.
+    pub fn code(&self) -> &'static str {
+        "SYSTEM_PROMPT"
+    }
+}
+
+/// The `system-prompt/assemble` waterfall. The input is the assembly context (listeners may
+/// rewrite it before `next.run`); the terminal is the default assembly; listeners may edit the
+/// output (add or drop sections or tools) or replace it. Dispatched in the context's scope.
+#[derive(Debug)]
+pub struct SystemPromptAssemble;
+
+impl Hook for SystemPromptAssemble {
+    const NAME: &'static str = "system-prompt/assemble";
+    type Input = AssembleContext;
+    type Output = Result<PromptAssembly, SystemPromptError>;
+}
+
+/// Applies a `toolOrder` to `tools` (already in the Tools service's canonical order): listed
+/// names first in the listed order, with the rest (in their given order) at the position of
+/// [`UNLISTED_TOOLS`], or at the end when it is absent. A listed name that is not among `tools`
+/// is an error.
+pub fn order_tools(
+    tools: Vec<ToolSchema>,
+    tool_order: &[String],
+) -> Result<Vec<ToolSchema>, SystemPromptError> {
+    if tool_order.is_empty() {
+        return Ok(tools);
+    }
+    let mut slots: Vec<Option<ToolSchema>> = tools.into_iter().map(Some).collect();
+    let mut head = Vec::with_capacity(slots.len());
+    let mut tail = Vec::new();
+    let mut seen_rest = false;
+    for name in tool_order {
+        if name == UNLISTED_TOOLS {
+            seen_rest = true;
+            continue;
+        }
+        let found = slots
+            .iter_mut()
+            .find(|s| s.as_ref().is_some_and(|t| &t.name == name))
+            .and_then(Option::take)
+            .ok_or_else(|| SystemPromptError::UnknownToolInOrder(name.clone()))?;
+        if seen_rest {
+            tail.push(found);
+        } else {
+            head.push(found);
+        }
+    }
+    head.extend(slots.into_iter().flatten());
+    head.extend(tail);
+    Ok(head)
+}
+
+/// Checks a `toolOrder` config: no empty or duplicate names, at most one [`UNLISTED_TOOLS`].
+pub fn check_tool_order(tool_order: &[String]) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, name) in tool_order.iter().enumerate() {
+        if name.trim().is_empty() {
+            return Err(format!("toolOrder[{i}]: empty tool name"));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(format!("toolOrder[{i}]: `{name}` is listed twice"));
+        }
+    }
+    Ok(())
+}
