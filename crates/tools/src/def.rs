@@ -143,7 +143,7 @@ impl ToolContext {
     }
 }
 
-fn default_scratch_dir(session_id: &str) -> PathBuf {
+pub(crate) fn default_scratch_dir(session_id: &str) -> PathBuf {
     let safe: String = session_id
         .chars()
         .map(|c| {
@@ -163,7 +163,7 @@ fn default_scratch_dir(session_id: &str) -> PathBuf {
         })
 }
 
-fn create_private_file(
+pub(crate) fn create_private_file(
     dir: &Path,
     stem: &str,
     call_id: &str,

@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod registry;
 pub mod schema;
 pub mod service;
+mod spill;
 
 pub use def::{Concurrency, FnTool, Tool, ToolContext, ToolOutput, ToolResult, render_default};
 pub use error::{ToolError, codes};
@@ -25,5 +26,6 @@ pub use pipeline::{
 };
 pub use registry::{Guard, ToolFilter, ToolSchema, ToolsError, valid_tool_name};
 pub use service::{
-    ToolTimeoutConfig, ToolTimeoutPlugin, Tools, ToolsConfig, ToolsPlugin, ToolsService,
+    DEFAULT_MAX_INLINE_BYTES, ToolTimeoutConfig, ToolTimeoutPlugin, Tools, ToolsConfig,
+    ToolsPlugin, ToolsService,
 };

@@ -257,7 +257,10 @@ pub(crate) async fn run_call(ctx: Ctx, registry: Arc<Registry>, req: ToolRequest
         scope: scope.clone(),
     };
     let result = match prepare(&ctx, &registry, &req, &mut call).await {
-        Ok((tool, call)) => dispatch(&ctx, &req, tool, call).await,
+        Ok((tool, call)) => {
+            let result = dispatch(&ctx, &req, tool, call).await;
+            crate::spill::apply(&req, registry.max_inline_bytes, result)
+        }
         Err(err) => ToolResult::failure(&req.call_id, &req.name, err),
     };
     let event = ToolsResultEvent {

@@ -119,6 +119,8 @@ pub(crate) struct Registry {
     pub(crate) guards: RwLock<Vec<GuardEntry>>,
     pub(crate) filters: RwLock<Vec<FilterEntry>>,
     pub(crate) order: Vec<String>,
+    /// Inline byte cap of all-text results (0: off).
+    pub(crate) max_inline_bytes: usize,
 }
 
 /// `^[a-zA-Z0-9_-]{1,64}$`
@@ -137,9 +139,10 @@ fn applies(entry_scope: &Option<ScopeKey>, scope: Option<&ScopeKey>) -> bool {
 }
 
 impl Registry {
-    pub(crate) fn new(order: Vec<String>) -> Self {
+    pub(crate) fn new(order: Vec<String>, max_inline_bytes: usize) -> Self {
         Self {
             order,
+            max_inline_bytes,
             ..Self::default()
         }
     }

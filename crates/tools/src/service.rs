@@ -68,11 +68,12 @@ impl std::fmt::Debug for ToolsService {
 }
 
 impl ToolsService {
-    /// A service dispatching its hooks through `ctx`; `order` names tools listed first.
-    pub fn new(ctx: Ctx, order: Vec<String>) -> Self {
+    /// A service dispatching its hooks through `ctx`; `order` names tools listed first;
+    /// all-text results over `max_inline_bytes` are spilled (0: never).
+    pub fn new(ctx: Ctx, order: Vec<String>, max_inline_bytes: usize) -> Self {
         Self {
             ctx,
-            registry: Arc::new(Registry::new(order)),
+            registry: Arc::new(Registry::new(order, max_inline_bytes)),
             ids: AtomicU64::new(1),
         }
     }
@@ -195,7 +196,14 @@ pub struct ToolsConfig {
     /// Tool names listed first in `schemas()`, in this order; the rest follow sorted by name.
     #[serde(default)]
     pub order: Vec<String>,
+    /// Inline byte cap of an accepted all-text result before it is spilled to a file and
+    /// replaced by a head+tail preview (default 50000; 0 disables). Never applied to `read`.
+    #[serde(default)]
+    pub max_inline_bytes: Option<usize>,
 }
+
+/// Default of [`ToolsConfig::max_inline_bytes`].
+pub const DEFAULT_MAX_INLINE_BYTES: usize = 50_000;
 
 /// Provides the [`Tools`] service.
 #[derive(Debug)]
@@ -206,7 +214,8 @@ impl Plugin for ToolsPlugin {
     type Config = ToolsConfig;
 
     async fn apply(ctx: Ctx, config: ToolsConfig) -> Result<(), BoxError> {
-        let service = ToolsService::new(ctx.clone(), config.order);
+        let cap = config.max_inline_bytes.unwrap_or(DEFAULT_MAX_INLINE_BYTES);
+        let service = ToolsService::new(ctx.clone(), config.order, cap);
         ctx.provide::<dyn Tools>(Arc::new(service) as Arc<dyn Tools>)?;
         Ok(())
     }

@@ -443,3 +443,65 @@ async fn execute_wrappers_see_the_call_and_their_panics_are_contained() {
     let r = e.tools.execute(req("t", r#"{"text":"ok"}"#)).await;
     assert_eq!(r.contexts, ["from wrapper"]);
 }
+
+fn big_tool(name: &str, size: usize) -> Arc<FnTool> {
+    Arc::new(FnTool::new(
+        name,
+        "big output",
+        text_schema(),
+        move |_, _| async move {
+            let mut s = String::from("HEAD");
+            s.push_str(&"x".repeat(size));
+            s.push_str("TAIL");
+            Ok(ToolOutput::text(s))
+        },
+    ))
+}
+
+#[tokio::test]
+async fn oversized_text_results_are_spilled_with_a_preview() {
+    let e = env().await;
+    let scratch = tempfile::tempdir().unwrap();
+    e.tools.register(&e.root, big_tool("big", 60_000)).unwrap();
+    e.tools.register(&e.root, big_tool("read", 60_000)).unwrap();
+    e.tools.register(&e.root, big_tool("small", 100)).unwrap();
+    let call = |name: &str| {
+        let mut r = req(name, r#"{"text":"x"}"#);
+        r.scratch_dir = Some(scratch.path().to_path_buf());
+        e.tools.execute(r)
+    };
+    let r = call("big").await;
+    let text = r.text();
+    assert!(text.len() <= 50_000, "{}", text.len());
+    assert!(text.starts_with("HEADxxx") && text.ends_with("xxxTAIL"));
+    let start = text.find("Full formatted result stored at: ").unwrap() + 33;
+    let path = &text[start..start + text[start..].find(". Use read").unwrap()];
+    assert!(text.contains(&format!(
+        " bytes. Full formatted result stored at: {path}. Use read with offset/limit, or grep this path to search within it.)"
+    )));
+    assert_eq!(std::fs::read_to_string(path).unwrap().len(), 60_008);
+    assert_eq!(
+        r.value.as_ref().and_then(|v| v.as_str()).map(str::len),
+        Some(60_008)
+    );
+    // `read` is never spilled (no read → spill → read loop); small results stay inline.
+    assert_eq!(call("read").await.text().len(), 60_008);
+    assert_eq!(call("small").await.text().len(), 108);
+
+    let off = crate::common::env_with(dsh_tools::ToolsConfig {
+        order: vec![],
+        max_inline_bytes: Some(0),
+    })
+    .await;
+    off.tools
+        .register(&off.root, big_tool("big", 60_000))
+        .unwrap();
+    assert_eq!(
+        off.tools
+            .execute(req("big", r#"{"text":"x"}"#))
+            .await
+            .text()
+            .len(),
+        60_008
+    );
+}

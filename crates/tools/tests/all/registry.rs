@@ -33,6 +33,7 @@ async fn schemas_are_sorted_minimal_and_byte_stable() {
 async fn configured_order_comes_first() {
     let e = env_with(ToolsConfig {
         order: vec!["zeta".into(), "mid".into()],
+        max_inline_bytes: None,
     })
     .await;
     for n in ["alpha", "mid", "zeta", "beta"] {
