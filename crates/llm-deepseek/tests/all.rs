@@ -2,5 +2,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod http;
+mod plugin;
 mod request;
+mod secrets;
 mod translate;

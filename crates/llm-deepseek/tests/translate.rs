@@ -47,7 +47,7 @@ fn usage(input: u64, output: u64, cache: u64, reasoning: Option<u64>) -> StreamC
     }
 }
 
-fn expected(name: &str) -> Vec<StreamChunk> {
+pub fn expected(name: &str) -> Vec<StreamChunk> {
     const C0: &str = "call_00_JQSxFX1xOHGH6ajdpN88RMXO";
     const C1: &str = "call_01_L8UtYbkfaMFr7hzsToGPWGfI";
     match name {
@@ -106,7 +106,7 @@ fn expected(name: &str) -> Vec<StreamChunk> {
     }
 }
 
-const FIXTURES: [&str; 3] = ["text.sse", "reasoning-text.sse", "parallel-tools.sse"];
+pub const FIXTURES: [&str; 3] = ["text.sse", "reasoning-text.sse", "parallel-tools.sse"];
 
 #[test]
 fn every_fixture_decodes_to_the_expected_chunks() {

@@ -1,0 +1,376 @@
+//! The adapter against a real HTTP server on 127.0.0.1 (dsh-testkit).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsh_llm::{
+    ChunkStream, FinishReason, LlmAdapter, LlmFailure, LlmRequest, Message, StreamChunk,
+};
+use dsh_llm_deepseek::{DeepSeekAdapter, DeepSeekConfig, EnvFn};
+use dsh_testkit::{Gate, MockServer, Outcome, Reply, Split};
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::fixture;
+use crate::translate::{FIXTURES, expected};
+
+pub const KEY: &str = "sk-test-S3CRETKEY-0123456789";
+const SAFETY: Duration = Duration::from_secs(10);
+
+pub fn env_with_key(key: Option<&'static str>) -> EnvFn {
+    Arc::new(move |name| match name {
+        "DEEPSEEK_API_KEY" => key.map(str::to_owned),
+        _ => None,
+    })
+}
+
+pub fn config(server: &MockServer) -> DeepSeekConfig {
+    DeepSeekConfig {
+        base_url: Some(format!("{}/", server.base_url())),
+        ..Default::default()
+    }
+}
+
+pub fn adapter(cfg: &DeepSeekConfig) -> DeepSeekAdapter {
+    DeepSeekAdapter::with_env(cfg, env_with_key(Some(KEY))).unwrap()
+}
+
+pub fn request(cancel: CancellationToken) -> LlmRequest {
+    LlmRequest {
+        provider: "deepseek".into(),
+        model: "deepseek-flash".into(),
+        messages: vec![Message::user_text("m1", "hi")],
+        tools: vec![],
+        effort: Some("high".into()),
+        max_tokens: 1000,
+        temperature: None,
+        stop: vec![],
+        purpose: None,
+        cancel,
+    }
+}
+
+async fn collect(s: ChunkStream) -> Vec<StreamChunk> {
+    tokio::time::timeout(SAFETY, s.collect())
+        .await
+        .expect("stream did not end")
+}
+
+/// Runs one attempt; returns the chunks, or the failure returned before streaming.
+pub async fn run(a: &DeepSeekAdapter) -> Result<Vec<StreamChunk>, LlmFailure> {
+    let s = tokio::time::timeout(SAFETY, a.stream(request(CancellationToken::new())))
+        .await
+        .expect("stream() did not return")?;
+    Ok(collect(s).await)
+}
+
+fn finish_failure(chunks: &[StreamChunk]) -> LlmFailure {
+    match chunks.last() {
+        Some(StreamChunk::Finish {
+            reason: FinishReason::Error { failure },
+            ..
+        }) => failure.clone(),
+        other => panic!("expected an error finish, got {other:?}"),
+    }
+}
+
+fn data_event(i: usize) -> String {
+    format!(
+        "data: {{\"id\":\"x\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"t{i}\"}},\"finish_reason\":null}}],\"usage\":null}}\n\n"
+    )
+}
+
+#[tokio::test]
+async fn fixtures_over_http_at_several_splits() {
+    let server = MockServer::start().await;
+    let a = adapter(&config(&server));
+    for name in FIXTURES {
+        for split in [
+            Split::Whole,
+            Split::PerEvent,
+            Split::Every(1),
+            Split::Every(7),
+        ] {
+            server.push(Reply::sse().split(fixture(name), &split));
+            assert_eq!(run(&a).await.unwrap(), expected(name), "{name} {split:?}");
+        }
+    }
+    let req = &server.requests()[0];
+    assert_eq!(req.path, "/chat/completions");
+    assert_eq!(req.bearer(), Some(KEY));
+    assert_eq!(req.header("accept"), Some("text/event-stream"));
+    assert_eq!(req.header("content-type"), Some("application/json"));
+    assert!(req.header("user-agent").unwrap().starts_with("dsh/"));
+    assert_eq!(
+        req.body_json().unwrap()["stream_options"]["include_usage"],
+        true
+    );
+}
+
+#[tokio::test]
+async fn http_errors_map_to_codes_and_keep_the_message() {
+    let server = MockServer::start().await;
+    let a = adapter(&config(&server));
+    let cases = [
+        (
+            401,
+            "http-401.json",
+            "AUTH",
+            "Authentication Fails, Your api key: ****abcd is invalid",
+        ),
+        (402, "http-402.json", "QUOTA", "Insufficient Balance"),
+        (429, "http-429.json", "RATE_LIMIT", "Rate Limit Reached"),
+        (
+            400,
+            "http-400-context.json",
+            "CONTEXT_WINDOW_EXCEEDED",
+            "This model's maximum context length is 1048576 tokens. However, you requested 1333908 tokens (1325716 in the messages, 8192 in the completion). Please reduce the length of the messages or completion.",
+        ),
+    ];
+    for (status, file, code, message) in cases {
+        server.push(Reply::json(status, fixture(file)).header("x-ds-trace-id", "trace-7"));
+        let f = run(&a).await.unwrap_err();
+        assert_eq!(
+            (f.code.as_str(), f.message.as_str(), f.status),
+            (code, message, Some(status))
+        );
+        assert_eq!(f.request_id.as_deref(), Some("trace-7"));
+        assert_eq!(f.provider_retry_after_ms, None);
+    }
+    server.push(Reply::text(503, "Server Overloaded"));
+    let f = run(&a).await.unwrap_err();
+    assert_eq!(
+        (f.code.as_str(), f.message.as_str()),
+        ("SERVER", "DeepSeek API error (HTTP 503)")
+    );
+}
+
+#[tokio::test]
+async fn retry_after_in_seconds_and_as_an_http_date() {
+    let server = MockServer::start().await;
+    let a = adapter(&config(&server));
+    let future = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(120));
+    let past = httpdate::fmt_http_date(std::time::SystemTime::now() - Duration::from_secs(120));
+    for (value, want) in [
+        ("2", Some(2000)),
+        ("0", None),
+        ("soon", None),
+        (past.as_str(), None),
+    ] {
+        server.push(Reply::json(429, fixture("http-429.json")).header("retry-after", value));
+        let f = run(&a).await.unwrap_err();
+        assert_eq!(
+            (f.code.as_str(), f.provider_retry_after_ms),
+            ("RATE_LIMIT", want),
+            "{value}"
+        );
+    }
+    server.push(Reply::json(429, fixture("http-429.json")).header("retry-after", future));
+    let ms = run(&a).await.unwrap_err().provider_retry_after_ms.unwrap();
+    assert!((100_000..=120_000).contains(&ms), "{ms}");
+}
+
+#[tokio::test]
+async fn missing_and_invalid_credentials_fail_before_any_io() {
+    let server = MockServer::start().await;
+    let a = DeepSeekAdapter::with_env(&config(&server), env_with_key(None)).unwrap();
+    let f = run(&a).await.unwrap_err();
+    assert_eq!(f.code, "MISSING_CREDENTIAL");
+    assert!(f.message.contains("DEEPSEEK_API_KEY"), "{}", f.message);
+    let bad =
+        DeepSeekAdapter::with_env(&config(&server), env_with_key(Some("sk-bad\nkey"))).unwrap();
+    let f = run(&bad).await.unwrap_err();
+    assert_eq!(f.code, "INVALID_CREDENTIAL");
+    assert!(!f.message.contains("sk-bad"));
+    assert_eq!(server.request_count(), 0);
+    // A config key wins over the environment.
+    let mut cfg = config(&server);
+    cfg.api_key = serde_json::from_value(serde_json::json!("sk-from-config")).unwrap();
+    server.push(Reply::sse().bytes(fixture("text.sse")));
+    run(&DeepSeekAdapter::with_env(&cfg, env_with_key(Some(KEY))).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(server.requests()[0].bearer(), Some("sk-from-config"));
+}
+
+#[tokio::test]
+async fn a_stall_trips_the_idle_watchdog() {
+    let server = MockServer::start().await;
+    let mut cfg = config(&server);
+    cfg.idle_timeout_ms = Some(300);
+    let a = adapter(&cfg);
+    server.push(Reply::sse().bytes(data_event(0)).stall());
+    let started = Instant::now();
+    let chunks = run(&a).await.unwrap();
+    let f = finish_failure(&chunks);
+    assert_eq!(
+        (f.code.as_str(), f.message.as_str()),
+        ("TIMEOUT", "DeepSeek stream idle timeout after 300ms")
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    // A server that never sends its head is bounded by the same watchdog.
+    server.push(Reply::sse().stall_head());
+    assert_eq!(run(&a).await.unwrap_err().code, "TIMEOUT");
+}
+
+#[tokio::test]
+async fn endless_keep_alives_trip_the_total_deadline_not_the_idle_watchdog() {
+    let server = MockServer::start().await;
+    let mut cfg = config(&server);
+    cfg.idle_timeout_ms = Some(300);
+    cfg.total_timeout_ms = Some(700);
+    let a = adapter(&cfg);
+    let mut reply = Reply::sse().bytes(data_event(0));
+    for _ in 0..200 {
+        reply = reply.keep_alive().sleep(Duration::from_millis(50));
+    }
+    server.push(reply);
+    let started = Instant::now();
+    let chunks = run(&a).await.unwrap();
+    let f = finish_failure(&chunks);
+    assert_eq!(f.code, "TIMEOUT");
+    assert!(
+        f.message.contains("total deadline of 700ms"),
+        "{}",
+        f.message
+    );
+    assert!(started.elapsed() >= Duration::from_millis(700));
+    // Comments never become chunks: only the text block and the finish.
+    assert!(matches!(chunks[0], StreamChunk::BlockStart { .. }));
+    assert_eq!(chunks.len(), 3);
+
+    // The progress deadline (data events only) catches the same pattern with a long total.
+    let mut cfg = config(&server);
+    cfg.idle_timeout_ms = Some(300);
+    cfg.progress_timeout_ms = Some(600);
+    let a = adapter(&cfg);
+    let mut reply = Reply::sse();
+    for _ in 0..200 {
+        reply = reply.keep_alive().sleep(Duration::from_millis(50));
+    }
+    server.push(reply);
+    let f = finish_failure(&run(&a).await.unwrap());
+    assert!(f.message.contains("no progress"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn truncations_resets_and_bad_payloads() {
+    let server = MockServer::start().await;
+    let a = adapter(&config(&server));
+    let text = fixture("text.sse");
+    let code = |chunks: Vec<StreamChunk>| finish_failure(&chunks).code;
+
+    // Reset mid-stream.
+    server.push(Reply::sse().bytes(text[..300].to_vec()).reset());
+    let c = code(run(&a).await.unwrap());
+    assert!(c == "STREAM_CLOSED" || c == "TRANSPORT", "{c}");
+    // Clean EOF without [DONE]; [DONE] without its blank line.
+    server.push(Reply::sse().bytes(data_event(0)));
+    assert_eq!(code(run(&a).await.unwrap()), "STREAM_CLOSED");
+    server.push(Reply::sse().bytes(text[..text.len() - 1].to_vec()));
+    assert_eq!(code(run(&a).await.unwrap()), "STREAM_CLOSED");
+    // Only keep-alives, then EOF: nothing was delivered, retryable transport failure.
+    server.push(Reply::sse().keep_alive().keep_alive());
+    assert_eq!(code(run(&a).await.unwrap()), "TRANSPORT");
+    // 200 with no body at all.
+    server.push(Reply::sse());
+    assert_eq!(code(run(&a).await.unwrap()), "EMPTY_RESPONSE");
+    // Not JSON.
+    server.push(Reply::sse().bytes("data: {not json}\n\n"));
+    let f = finish_failure(&run(&a).await.unwrap());
+    assert_eq!(
+        (f.code.as_str(), f.message.as_str()),
+        ("MALFORMED_RESPONSE", "malformed SSE payload: {not json}")
+    );
+    // Oversized event.
+    let mut cfg = config(&server);
+    cfg.max_event_bytes = Some(64);
+    server.push(Reply::sse().bytes(fixture("text.sse")));
+    let f = finish_failure(&run(&adapter(&cfg)).await.unwrap());
+    assert_eq!(f.code, "MALFORMED_RESPONSE");
+}
+
+#[tokio::test]
+async fn connection_refused_is_transport_naming_the_endpoint() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let cfg = DeepSeekConfig {
+        base_url: Some(format!("http://{addr}")),
+        ..Default::default()
+    };
+    let f = run(&adapter(&cfg)).await.unwrap_err();
+    assert_eq!(f.code, "TRANSPORT");
+    assert!(
+        f.message
+            .starts_with(&format!("DeepSeek API request to http://{addr} failed")),
+        "{}",
+        f.message
+    );
+    assert!(!f.message.contains(KEY));
+}
+
+#[tokio::test]
+async fn cancel_mid_stream_returns_within_100ms_and_closes_the_connection() {
+    let server = MockServer::start().await;
+    let a = adapter(&config(&server));
+    let gate = Gate::new();
+    server.push(
+        Reply::sse()
+            .bytes(data_event(0))
+            .gate(&gate)
+            .bytes(data_event(1)),
+    );
+    let cancel = CancellationToken::new();
+    let mut s = a.stream(request(cancel.clone())).await.unwrap();
+    // The first delta arrived; the server now holds the stream open at the gate.
+    assert!(matches!(
+        s.next().await,
+        Some(StreamChunk::BlockStart { .. })
+    ));
+    assert!(matches!(
+        s.next().await,
+        Some(StreamChunk::TextDelta { .. })
+    ));
+    gate.wait_reached(1).await;
+    let started = Instant::now();
+    cancel.cancel();
+    let rest: Vec<StreamChunk> = collect(s).await;
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_millis(100), "{elapsed:?}");
+    match rest.as_slice() {
+        [
+            StreamChunk::Finish {
+                reason: FinishReason::Aborted { failure },
+                ..
+            },
+        ] => {
+            assert_eq!(failure.code, "ABORTED");
+        }
+        other => panic!("{other:?}"),
+    }
+    let reqs = server.wait_for_finished(1).await;
+    assert_eq!(reqs[0].outcome, Outcome::Dropped);
+
+    // Cancelled while waiting for the head: an aborted finish, promptly.
+    server.push(Reply::sse().stall_head());
+    let cancel = CancellationToken::new();
+    let fut = a.stream(request(cancel.clone()));
+    let c2 = cancel.clone();
+    let waiter = tokio::spawn(async move {
+        let s = fut.await.unwrap();
+        s.collect::<Vec<_>>().await
+    });
+    server.wait_for_requests(2).await;
+    let started = Instant::now();
+    c2.cancel();
+    let chunks = tokio::time::timeout(SAFETY, waiter).await.unwrap().unwrap();
+    assert!(started.elapsed() < Duration::from_millis(100));
+    assert!(matches!(
+        chunks.as_slice(),
+        [StreamChunk::Finish {
+            reason: FinishReason::Aborted { .. },
+            ..
+        }]
+    ));
+}

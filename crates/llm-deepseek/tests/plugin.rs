@@ -1,0 +1,86 @@
+//! The `deepseek` plugin on a real kernel, streaming through the `llm` service.
+
+use dsh_kernel::{Kernel, PluginRegistry};
+use dsh_llm::{BlockAssembler, CallSettings, Llm, LlmPlugin, Message, codes};
+use dsh_llm_deepseek::DeepSeekPlugin;
+use dsh_testkit::{MockServer, Reply};
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::fixture;
+
+#[tokio::test]
+async fn plugin_registers_route_deepseek_and_streams_through_the_service() {
+    let server = MockServer::start().await;
+    let mut reg = PluginRegistry::new();
+    reg.register::<LlmPlugin>().register::<DeepSeekPlugin>();
+    let kernel = Kernel::new(reg);
+    kernel.mount("llm", serde_json::json!({})).unwrap();
+    let fiber = kernel
+        .mount(
+            "deepseek",
+            serde_json::json!({"baseUrl": server.base_url(), "apiKey": "sk-plugin", "thinking": "disabled"}),
+        )
+        .unwrap();
+    fiber.ready().await.unwrap();
+    let root = kernel.root();
+    let llm = root.get::<dyn Llm>().unwrap();
+    assert_eq!(llm.routes(), vec!["deepseek".to_owned()]);
+
+    let call = llm
+        .prepare_call(&CallSettings {
+            provider: "deepseek".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(call.model.id, "deepseek-flash");
+    assert_eq!(call.model.context_window, 1_000_000);
+    assert_eq!(
+        (call.effort.as_deref(), call.max_tokens),
+        (Some("off"), 256_000)
+    );
+    assert!(call.defaulted.model && call.defaulted.effort && call.defaulted.max_tokens);
+    // The deployment lock refuses thinking before any I/O.
+    let err = llm
+        .prepare_call(&CallSettings {
+            provider: "deepseek".into(),
+            effort: Some("high".into()),
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert_eq!(err.code, codes::UNSUPPORTED_REASONING_EFFORT);
+    // Unknown model ids pass through.
+    let other = llm
+        .prepare_call(&CallSettings {
+            provider: "deepseek".into(),
+            model: Some("deepseek-next".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(other.model.id, "deepseek-next");
+
+    server.push(Reply::sse().bytes(fixture("text.sse")));
+    let req = call.request(
+        vec![Message::user_text("m1", "hi")],
+        vec![],
+        CancellationToken::new(),
+    );
+    let chunks: Vec<_> = llm.stream(&root, req).await.unwrap().collect().await;
+    let mut a = BlockAssembler::new();
+    for c in &chunks {
+        a.push(c).unwrap();
+    }
+    let msg = a
+        .finish()
+        .unwrap()
+        .into_message("m2", "deepseek", "deepseek-flash");
+    assert_eq!(msg.text(), "Hello! How can I help you today?");
+    let sent = server.requests()[0].body_json().unwrap();
+    assert_eq!(sent["thinking"], serde_json::json!({"type":"disabled"}));
+    assert_eq!(sent["max_tokens"], 256_000);
+    assert_eq!(server.requests()[0].bearer(), Some("sk-plugin"));
+
+    fiber.dispose().await;
+    assert!(llm.routes().is_empty());
+    kernel.dispose().await;
+}
