@@ -1,6 +1,7 @@
 //! `LocalShell`: runs `bash --noprofile --norc -c <command>` as a local process group.
 
 use std::ffi::OsString;
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::pin::pin;
 use std::process::{ExitStatus, Stdio};
@@ -18,7 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capture::{SpillTarget, capture, spill_stem};
 use crate::env::EnvPolicy;
-use crate::group::{group_alive, signal_group, signal_name, wait_group_gone};
+use crate::group::{
+    group_alive, pipe_holders, pipe_id, signal_group, signal_name, terminate_pids, wait_group_gone,
+};
 
 /// How long `run` waits, after SIGKILL, for the group to disappear before giving up (a process
 /// in uninterruptible sleep can outlive SIGKILL for a while).
@@ -209,6 +212,14 @@ impl LocalShell {
         let cap = self.options.stream_capture_bytes;
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
+        let pipes: Vec<String> = [
+            stdout.as_ref().map(AsRawFd::as_raw_fd),
+            stderr.as_ref().map(AsRawFd::as_raw_fd),
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(pipe_id)
+        .collect();
         let stdout = tokio::spawn(read_pipe(stdout, cap, target("stdout"), stop.clone()));
         let stderr = tokio::spawn(read_pipe(stderr, cap, target("stderr"), stop.clone()));
         let mut readers = pin!(futures::future::join(stdout, stderr));
@@ -263,13 +274,30 @@ impl LocalShell {
             Some(done) => Ok(done),
             None => tokio::time::timeout(self.options.drain_window, &mut readers).await,
         };
+        let collected = match collected {
+            Ok(done) => Ok(done),
+            Err(_) => {
+                // Processes that left the group (setsid) but kept our pipes: find them by the
+                // pipes they hold and terminate them too.
+                let holders = pipe_holders(&pipes);
+                tracing::warn!(
+                    pid,
+                    ?holders,
+                    "output pipes still open after the process group ended; \
+                     terminating the processes that left the group and hold them"
+                );
+                if !holders.is_empty() {
+                    terminate_pids(&holders, grace).await;
+                }
+                tokio::time::timeout(self.options.drain_window, &mut readers).await
+            }
+        };
         let (stdout, stderr) = match collected {
             Ok(done) => done,
             Err(_) => {
                 tracing::warn!(
                     pid,
-                    "output pipes still open after the process group ended; \
-                         a process left the group"
+                    "output pipes still open; keeping the output read so far"
                 );
                 stop.cancel();
                 readers.await

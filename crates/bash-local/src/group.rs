@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tokio::time::Instant;
 
@@ -70,6 +70,76 @@ fn parse_stat(stat: &str) -> Option<(char, i32)> {
     let _ppid = fields.next()?;
     let pgrp = fields.next()?.parse().ok()?;
     Some((state, pgrp))
+}
+
+/// The identity of the pipe behind our file descriptor `fd` (`pipe:[<inode>]` on Linux).
+pub(crate) fn pipe_id(fd: i32) -> Option<String> {
+    let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
+    let target = target.to_str()?;
+    target.starts_with("pipe:").then(|| target.to_owned())
+}
+
+/// Processes other than this one that hold any of the pipes in `ids` open: processes that
+/// left the run's process group (`setsid`) but still write to its output. Linux only (empty
+/// elsewhere).
+pub(crate) fn pipe_holders(ids: &[String]) -> Vec<i32> {
+    let me = std::process::id().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut holders = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name == me || !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(pid) = name.parse::<i32>() else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .ok()
+                .and_then(|t| t.to_str().map(|t| ids.iter().any(|id| id == t)))
+                .unwrap_or(false)
+        });
+        if holds {
+            holders.push(pid);
+        }
+    }
+    holders
+}
+
+/// True while `pid` exists and is not a zombie.
+fn pid_alive(pid: i32) -> bool {
+    if kill(Pid::from_raw(pid), None).is_err() {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => parse_stat(&stat).is_some_and(|(state, _)| state != 'Z' && state != 'X'),
+        Err(_) => false,
+    }
+}
+
+/// SIGTERM to each of `pids`, up to `grace` for them to die, then SIGKILL to the survivors.
+pub(crate) async fn terminate_pids(pids: &[i32], grace: Duration) {
+    for pid in pids {
+        let _ = kill(Pid::from_raw(*pid), Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    let mut pause = Duration::from_millis(1);
+    while pids.iter().any(|p| pid_alive(*p)) && Instant::now() < deadline {
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(25));
+    }
+    for pid in pids {
+        if pid_alive(*pid) {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+    }
 }
 
 /// Waits (polling with backoff) until the group has no live member or `deadline` passes.

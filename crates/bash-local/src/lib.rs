@@ -6,6 +6,8 @@
 //! terminate the whole group (SIGTERM, grace, SIGKILL), per-stream output caps that keep the
 //! tail, and private spill files holding the full output.
 //!
+//! [`LocalShellPlugin`] (plugin name `bash-local`) provides it as the kernel's `shell` service.
+//!
 //! Consumers never name this crate: they look up `dyn ShellExecutor`. Only the composition
 //! root (`dsh-cli`) and tests depend on it.
 
@@ -13,5 +15,7 @@ mod capture;
 pub mod env;
 mod executor;
 mod group;
+mod plugin;
 
 pub use executor::{LocalShell, LocalShellOptions};
+pub use plugin::{LocalShellConfig, LocalShellPlugin};

@@ -15,6 +15,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use dsh_kernel::Service;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
@@ -217,4 +218,9 @@ pub trait ShellExecutor: Send + Sync + 'static {
 
     /// Runs `request` to completion (exit, deadline or cancellation).
     fn run(&self, request: ShellRequest) -> BoxFuture<'_, Result<ShellOutcome, ShellError>>;
+}
+
+/// The kernel service key: `ctx.provide::<dyn ShellExecutor>(..)` / `ctx.dep::<dyn ShellExecutor>()`.
+impl Service for dyn ShellExecutor {
+    const NAME: &'static str = "shell";
 }

@@ -6,3 +6,4 @@ mod common;
 mod executor;
 mod hostile;
 mod lifecycle;
+mod plugin;
