@@ -1,0 +1,5 @@
+//! Integration tests of dsh-llm-retry (one binary).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod policy;
