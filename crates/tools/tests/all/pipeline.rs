@@ -505,3 +505,41 @@ async fn oversized_text_results_are_spilled_with_a_preview() {
         60_008
     );
 }
+
+#[tokio::test]
+async fn timeout_default_applies_to_tools_without_a_budget() {
+    let e = env().await;
+    let fiber = e
+        .kernel
+        .mount_plugin::<ToolTimeoutPlugin>(dsh_tools::ToolTimeoutConfig {
+            default_ms: Some(30),
+        })
+        .unwrap();
+    fiber.ready().await.unwrap();
+    let finished = Arc::new(AtomicBool::new(false));
+    let (tx, _rx) = oneshot::channel();
+    e.tools
+        .register(
+            &e.root,
+            waiter(Arc::new(Mutex::new(Some(tx))), finished.clone()),
+        )
+        .unwrap();
+    let res = e.tools.execute(req("wait", r#"{"text":"x"}"#)).await;
+    assert_eq!(res.text(), "Error: tool call timed out after 30ms");
+    assert!(finished.load(Ordering::SeqCst));
+}
+
+#[test]
+fn spill_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let scratch = dir.path().join("scratch");
+    let ctx = dsh_tools::ToolContext::new("call/1", "s", "/").with_scratch_dir(&scratch);
+    let (_f, a) = ctx.create_spill_file("out", "txt").unwrap();
+    let (_g, b) = ctx.create_spill_file("out", "txt").unwrap();
+    assert_ne!(a, b);
+    assert_eq!(a.file_name().unwrap(), "out-call_1-0.txt");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&a), 0o600);
+    assert_eq!(mode(&scratch), 0o700);
+}
