@@ -1,12 +1,16 @@
 //! The model-facing `bash` tool.
 //!
-//! A consumer of the shell seam: it depends on `dsh-shell` (the `ShellExecutor` service and its
-//! vocabulary) and never on an implementation. [`args`] holds the argument schema and the
-//! checks beyond it; [`format`] renders a [`dsh_shell::ShellOutcome`] as the reference result
-//! text (stdout, `[stderr]` section, truncation notes, markers, `(no output)`).
+//! A consumer of the shell seam: it depends on `dsh-shell` (the `shell` service and its
+//! vocabulary) and `dsh-tools` (the `tools` service), never on an implementation.
+//! [`BashToolPlugin`] (plugin name `tool-bash`) registers [`BashTool`] with the `tools`
+//! service and runs its commands on whichever `shell` provider is mounted (`bash-local`
+//! today). [`args`] holds the argument schema and the checks beyond it; [`format`] renders a
+//! [`dsh_shell::ShellOutcome`] as the reference result text.
 
 pub mod args;
 pub mod format;
+mod tool;
 
 pub use args::BashArgs;
 pub use format::format_result;
+pub use tool::{BashTool, BashToolPlugin, DESCRIPTION, NAME, SPAWN_FAILED};

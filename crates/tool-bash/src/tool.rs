@@ -1,0 +1,181 @@
+//! `BashTool`: the `bash` tool over the `shell` service, and the plugin that registers it.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin};
+use dsh_shell::{ShellError, ShellExecutor, ShellOutcome, ShellRequest, limits};
+use dsh_tools::{Tool, ToolContext, ToolError, ToolOutput, Tools};
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use crate::args::{BashArgs, parameters};
+use crate::format::format_result;
+
+/// The tool's name as the model calls it.
+pub const NAME: &str = "bash";
+
+/// The description sent to the model. Part of the cached prompt prefix: keep it stable.
+pub const DESCRIPTION: &str = "Run a bash command and return its output.\n\
+\n\
+Each call starts a fresh `bash -c` process (no rc files, no state kept between calls) in the \
+session's working directory: use `workdir` instead of `cd`, and chain dependent steps with `&&`. \
+stdin is /dev/null, so interactive programs cannot be used. Processes left running in the \
+background are stopped when the command finishes.\n\
+\n\
+The result is stdout, then stderr after a `[stderr]` line, or `(no output)`. A non-zero exit adds \
+`[exit code: N]`; a timeout adds `[timed out after <ms>ms]`; a process killed by a signal adds \
+`[killed by signal: <SIG>]`. Each stream keeps only its last 64000 bytes: when output is cut, a \
+note names a file holding the full output (use read with offset/limit, or grep, on that path).\n\
+\n\
+`timeoutMs` defaults to 120000 and is capped at 600000. The environment has DSH_SHELL=1 and \
+DSH_SESSION_ID set; secrets such as API keys are removed from it.";
+
+/// Code of a result whose shell process could not be started.
+pub const SPAWN_FAILED: &str = "BASH_SPAWN_FAILED";
+
+/// The `bash` tool. Exclusive (never runs in parallel with other calls).
+pub struct BashTool {
+    shell: Arc<dyn ShellExecutor>,
+    parameters: Value,
+}
+
+impl std::fmt::Debug for BashTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BashTool")
+            .field("shell", &self.shell.name())
+            .finish()
+    }
+}
+
+impl BashTool {
+    /// A `bash` tool running its commands on `shell`.
+    pub fn new(shell: Arc<dyn ShellExecutor>) -> Self {
+        Self {
+            shell,
+            parameters: parameters(),
+        }
+    }
+
+    async fn call(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let args = BashArgs::parse(&args).map_err(ToolError::invalid_args)?;
+        let workdir = args.resolve_workdir(ctx.cwd());
+        let request = ShellRequest::new(args.command.clone(), workdir.clone())
+            .with_timeout(args.timeout)
+            .with_session_id(ctx.session_id())
+            .with_spill_dir(ctx.scratch_dir())
+            .with_cancel(ctx.cancel_token().child_token());
+        let outcome = self
+            .shell
+            .run(request)
+            .await
+            .map_err(|error| shell_error(error, args.workdir.as_deref()))?;
+        if outcome.cancelled {
+            return Err(ToolError::aborted());
+        }
+        tracing::debug!(
+            termination = %outcome.termination,
+            timed_out = outcome.timed_out,
+            elapsed_ms = outcome.elapsed.as_millis() as u64,
+            "bash call finished"
+        );
+        Ok(ToolOutput::text(format_result(&outcome)).with_meta(meta(&outcome, &workdir, &args)))
+    }
+}
+
+/// Maps an infrastructure failure to an error result the model can act on.
+fn shell_error(error: ShellError, workdir: Option<&str>) -> ToolError {
+    match error {
+        ShellError::WorkingDirectory { path, reason } => match workdir {
+            Some(_) => ToolError::invalid_args(format!(
+                "invalid workdir: {} is unusable: {reason}",
+                path.display()
+            )),
+            None => ToolError::failed(format!(
+                "the session's working directory {} is unusable: {reason}",
+                path.display()
+            )),
+        },
+        ShellError::InvalidRequest(message) => {
+            ToolError::invalid_args(format!("invalid command: {message}"))
+        }
+        error @ ShellError::Spawn { .. } => ToolError::new(SPAWN_FAILED, error.to_string()),
+        error => ToolError::failed(error.to_string()),
+    }
+}
+
+/// Structured facts for `tool/result.meta` (UI, logs; not model-visible).
+fn meta(outcome: &ShellOutcome, workdir: &Path, args: &BashArgs) -> Value {
+    let spill = |s: &dsh_shell::CapturedStream| {
+        s.spill_path
+            .as_ref()
+            .map(|p| Value::String(p.display().to_string()))
+            .unwrap_or(Value::Null)
+    };
+    json!({
+        "description": args.description,
+        "workdir": workdir.display().to_string(),
+        "exitCode": outcome.termination.code(),
+        "signal": outcome.termination.signal_name(),
+        "timedOut": outcome.timed_out,
+        "timeoutMs": outcome.timeout.as_millis() as u64,
+        "truncated": outcome.truncated(),
+        "stdoutBytes": outcome.stdout.total_bytes,
+        "stderrBytes": outcome.stderr.total_bytes,
+        "stdoutSpill": spill(&outcome.stdout),
+        "stderrSpill": spill(&outcome.stderr),
+        "durationMs": outcome.elapsed.as_millis() as u64,
+    })
+}
+
+impl Tool for BashTool {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    fn execute<'a>(
+        &'a self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(self.call(ctx, args))
+    }
+
+    /// A safety net only: the command's own deadline (`timeoutMs`, at most 600 s) plus the
+    /// kill grace always ends the run first, and a timeout there is a marker in a normal
+    /// result, not a `TOOL_TIMEOUT` error. Declared so a pipeline-wide default budget never
+    /// cuts a long `timeoutMs` short.
+    fn timeout(&self) -> Option<Duration> {
+        Some(limits::MAX_TIMEOUT + limits::KILL_GRACE + Duration::from_secs(30))
+    }
+}
+
+/// The `tool-bash` plugin: registers [`BashTool`] with the `tools` service, running commands
+/// on whatever `shell` service is mounted.
+#[derive(Debug)]
+pub struct BashToolPlugin;
+
+impl Plugin for BashToolPlugin {
+    const NAME: &'static str = "tool-bash";
+    type Config = EmptyConfig;
+
+    fn deps() -> Vec<Dep> {
+        vec![Dep::on::<dyn Tools>(), Dep::on::<dyn ShellExecutor>()]
+    }
+
+    async fn apply(ctx: Ctx, _config: EmptyConfig) -> Result<(), BoxError> {
+        let tools = ctx.dep::<dyn Tools>()?;
+        let shell = ctx.dep::<dyn ShellExecutor>()?;
+        tools.register(&ctx, Arc::new(BashTool::new(shell)))?;
+        Ok(())
+    }
+}
