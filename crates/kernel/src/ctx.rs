@@ -111,6 +111,11 @@ impl Ctx {
             .map_err(|state| self.inactive(what, state))
     }
 
+    /// Whether both contexts belong to the same fiber (any activation).
+    pub fn same_fiber(&self, other: &Ctx) -> bool {
+        Arc::ptr_eq(&self.fiber, &other.fiber)
+    }
+
     /// Name of the owning plugin (for errors and logs).
     pub fn owner_name(&self) -> &str {
         &self.fiber.name

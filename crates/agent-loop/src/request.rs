@@ -1,0 +1,261 @@
+//! Request bookkeeping (`session-format.md` §9) and system prompt reconciliation (§10.2).
+
+use std::sync::Arc;
+
+use dsh_llm::service::PreparedCall;
+use dsh_llm::{ContentBlock, Message, MessageSource, Role};
+use dsh_session::data::{
+    DeveloperMessage, EpochHeader, RequestConfig, RequestContext, RequestHeader, SystemMessage,
+    ToolSchema,
+};
+use dsh_session::{Event, NewEvent, Session, SessionError};
+use serde_json::{Map, Value};
+
+/// Per loop-instance request state.
+pub(crate) struct RequestState {
+    /// Whether this loop instance has logged a header yet.
+    header_logged: bool,
+    /// `content_generation` at attachment, then after every built request.
+    pub(crate) request_surface_generation: u64,
+    /// The latest `request/context` data in the log.
+    last_context: Option<Value>,
+}
+
+impl RequestState {
+    /// State of a loop attaching to `session` (fresh or resumed).
+    pub(crate) fn attach(session: &Session) -> Self {
+        let (generation, last_context) = session.with_log(|l| {
+            let ctx = l
+                .events()
+                .iter()
+                .rev()
+                .find(|e| e.kind() == "request/context")
+                .map(|e| e.data().clone());
+            (l.surface().content_generation(), ctx)
+        });
+        Self {
+            header_logged: false,
+            request_surface_generation: generation,
+            last_context,
+        }
+    }
+}
+
+pub(crate) fn new_id() -> String {
+    format!("m-{}", uuid::Uuid::now_v7())
+}
+
+/// Text of a system node: `Some("")` empty, `Some(t)` one text block, `None` anything else (⊥).
+fn node_text(message: &Message) -> Option<&str> {
+    match message.content.as_slice() {
+        [] => Some(""),
+        [ContentBlock::Text { text }] => Some(text.as_str()),
+        _ => None,
+    }
+}
+
+fn system_event(turn: u64, step: u64, text: &str) -> Result<NewEvent, SessionError> {
+    let content = if text.is_empty() {
+        Vec::new()
+    } else {
+        vec![ContentBlock::text(text)]
+    };
+    let message = Message::new(
+        new_id(),
+        Role::System,
+        content,
+        MessageSource::system_prompt(),
+    );
+    NewEvent::typed(&SystemMessage {
+        turn,
+        step,
+        message,
+    })
+    .map_err(|e| SessionError::Io(format!("system/message: {e}")))
+}
+
+/// Reconciles the rendered prompt with the surviving system nodes (§10.2) and appends the
+/// resulting `system/message` events.
+pub(crate) fn reconcile_prompt(
+    session: &Session,
+    rendered: &str,
+    in_history: bool,
+    starts_series: bool,
+    turn: u64,
+    step: u64,
+) -> Result<(), SessionError> {
+    let nodes: Vec<(u64, Option<String>)> = session.with_log(|l| {
+        l.surface()
+            .nodes()
+            .iter()
+            .filter(|n| n.kind == "system/message")
+            .map(|n| (n.seq, node_text(&n.message).map(str::to_owned)))
+            .collect()
+    });
+    let Some((head_seq, head_text)) = nodes.first().cloned() else {
+        session.append(system_event(turn, step, rendered)?)?;
+        return Ok(());
+    };
+    if !in_history || starts_series || rendered.is_empty() {
+        for (seq, text) in nodes.iter().skip(1) {
+            if text.as_deref() != Some("") {
+                session.append(
+                    system_event(turn, step, "")?
+                        .replacing(*seq, *seq)
+                        .with_sources(vec![*seq]),
+                )?;
+            }
+        }
+        if head_text.as_deref() != Some(rendered) {
+            session.append(
+                system_event(turn, step, rendered)?
+                    .replacing(head_seq, head_seq)
+                    .with_sources(vec![head_seq]),
+            )?;
+        }
+        return Ok(());
+    }
+    let latest = nodes
+        .iter()
+        .rev()
+        .find(|(_, t)| t.as_deref() != Some(""))
+        .unwrap_or(&nodes[0]);
+    if latest.1.as_deref() == Some(rendered) {
+        return Ok(());
+    }
+    session.append(system_event(turn, step, rendered)?)?;
+    Ok(())
+}
+
+/// The canonical header of a prepared call and the assembled tools.
+pub(crate) fn header_of(prepared: &PreparedCall, tools: &[ToolSchema]) -> EpochHeader {
+    let mut defaults = Map::new();
+    if prepared.defaulted.effort && prepared.effort.is_some() {
+        defaults.insert("reasoningEffort".into(), Value::Bool(true));
+    }
+    if prepared.defaulted.max_tokens {
+        defaults.insert("maxTokens".into(), Value::Bool(true));
+    }
+    EpochHeader {
+        config: RequestConfig {
+            provider: prepared.provider.clone(),
+            model: prepared.model.id.clone(),
+            reasoning_effort: prepared.effort.clone(),
+            temperature: prepared.temperature,
+            max_tokens: Some(prepared.max_tokens),
+            stop: (!prepared.stop.is_empty()).then(|| prepared.stop.clone()),
+        },
+        adapter_defaults: (!defaults.is_empty()).then_some(Value::Object(defaults)),
+        tools: (!tools.is_empty()).then(|| tools.to_vec()),
+    }
+}
+
+fn latest_header(session: &Session) -> Option<(u64, RequestHeader)> {
+    session.with_log(|l| {
+        let ev: &Arc<Event> = l.latest_request_header()?;
+        ev.data_as::<RequestHeader>().ok().map(|h| (ev.seq(), h))
+    })
+}
+
+/// Whether the assembled tools differ from the latest header's tools.
+pub(crate) fn tools_changed(session: &Session, tools: &[ToolSchema]) -> bool {
+    match latest_header(session) {
+        Some((_, h)) => h.header.tools.as_deref().unwrap_or(&[]) != tools,
+        None => false,
+    }
+}
+
+fn names(tools: &Option<Vec<ToolSchema>>) -> Vec<String> {
+    tools
+        .as_deref()
+        .unwrap_or(&[])
+        .iter()
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+/// Logs `request/header` (§9.2), `developer/message` (§9.4) and `request/context` (§9.5) as
+/// needed for this attempt.
+pub(crate) fn log_request(
+    session: &Session,
+    state: &mut RequestState,
+    header: EpochHeader,
+    context: RequestContext,
+    starts_pre_step: bool,
+    turn: u64,
+    step: u64,
+) -> Result<(), SessionError> {
+    let generation = session.content_generation();
+    let starts = starts_pre_step || state.request_surface_generation != generation;
+    let baseline = latest_header(session);
+    let reason = if !state.header_logged {
+        Some(if baseline.is_some() {
+            "resume"
+        } else {
+            "initial"
+        })
+    } else if baseline.as_ref().is_none_or(|(_, b)| b.header != header) {
+        Some("change")
+    } else if starts {
+        Some("series")
+    } else {
+        None
+    };
+    if let Some(reason) = reason {
+        let data = RequestHeader {
+            header: header.clone(),
+            reason: reason.to_owned(),
+            starts_series: (starts && reason != "series").then_some(true),
+        };
+        let ev = session.append(
+            NewEvent::typed(&data).map_err(|e| SessionError::Io(format!("request/header: {e}")))?,
+        )?;
+        state.header_logged = true;
+        if let (Some((_, base)), "resume" | "change") = (&baseline, reason) {
+            let prev = names(&base.header.tools);
+            let cur = names(&header.tools);
+            let mut content = Vec::new();
+            let mut additions = false;
+            for n in &cur {
+                if !prev.contains(n) {
+                    additions = true;
+                    content.push(ContentBlock::ToolAddition {
+                        tool_name: n.clone(),
+                    });
+                }
+            }
+            for n in &prev {
+                if !cur.contains(n) {
+                    content.push(ContentBlock::ToolRemoval {
+                        tool_name: n.clone(),
+                    });
+                }
+            }
+            if !content.is_empty() {
+                let message = Message::new(
+                    new_id(),
+                    Role::Developer,
+                    content,
+                    MessageSource::new("tool-registry"),
+                );
+                let data = DeveloperMessage {
+                    turn,
+                    step,
+                    message,
+                    header_seq: additions.then_some(ev.seq()),
+                };
+                session.append(
+                    NewEvent::typed(&data)
+                        .map_err(|e| SessionError::Io(format!("developer/message: {e}")))?,
+                )?;
+            }
+        }
+    }
+    let value = serde_json::to_value(&context)
+        .map_err(|e| SessionError::Io(format!("request/context: {e}")))?;
+    if state.last_context.as_ref() != Some(&value) {
+        session.append(NewEvent::new("request/context", value.clone()))?;
+        state.last_context = Some(value);
+    }
+    Ok(())
+}

@@ -1,0 +1,450 @@
+//! The turn and step machine (`session-format.md` §9.1).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use dsh_agent::events::AgentErrorEvent;
+use dsh_agent::hooks::{
+    AgentRequest, AgentRequestError, PreStep, PreStepDecision, PreStepInput, RequestErrorDecision,
+    RequestErrorInput, RequestInput, TurnStopping, TurnStoppingInput,
+};
+use dsh_agent::{Agent, Target};
+use dsh_kernel::{CancellationToken, Hook};
+use dsh_llm::adapter::ToolSpec;
+use dsh_llm::service::CallSettings;
+use dsh_llm::{FinishReason, LlmFailure, Message, Role};
+use dsh_session::data::{
+    RequestContext, StepEnd, StepStart, ToolSchema, TurnEnd, TurnEndReason, TurnStart,
+};
+use dsh_session::{CloseCause, NewEvent, SessionError};
+use dsh_system_prompt::runtime_context::{OwnedContextMessage, RetainedContext, propose};
+use dsh_system_prompt::{AssembleContext, ContextSection, SystemPrompt};
+use futures::FutureExt;
+
+use crate::agent::LoopAgent;
+use crate::attempt::{AttemptOutcome, run_attempt};
+use crate::request::{
+    RequestState, header_of, log_request, new_id, reconcile_prompt, tools_changed,
+};
+use crate::tools::{context_message, run_tools};
+
+/// A failure that ends the turn with `{kind: error}`.
+struct TurnError(LlmFailure);
+
+impl From<SessionError> for TurnError {
+    fn from(e: SessionError) -> Self {
+        TurnError(LlmFailure::new("UNKNOWN", e.to_string()))
+    }
+}
+
+fn unknown(message: impl Into<String>) -> TurnError {
+    TurnError(LlmFailure::new("UNKNOWN", message))
+}
+
+fn append<T: dsh_session::data::EventData>(agent: &LoopAgent, data: &T) -> Result<(), TurnError> {
+    let ev = NewEvent::typed(data).map_err(|e| unknown(format!("{}: {e}", T::TYPE)))?;
+    agent.session.append(ev)?;
+    Ok(())
+}
+
+/// Runs a hook with panic containment: a panicking listener fails the turn, never the loop.
+async fn call_hook<H: Hook, T, Fut>(
+    agent: &LoopAgent,
+    input: H::Input,
+    terminal: T,
+) -> Result<H::Output, TurnError>
+where
+    T: FnOnce(H::Input) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = H::Output> + Send + 'static,
+{
+    let fut = agent.scope_ctx().call::<H, T, Fut>(input, terminal);
+    AssertUnwindSafe(fut)
+        .catch_unwind()
+        .await
+        .map_err(|_| unknown(format!("a `{}` listener panicked", H::NAME)))
+}
+
+/// One turn: `turn/start` … `turn/end`, then the durability barrier.
+pub(crate) async fn run_turn(agent: &Arc<LoopAgent>, rs: &mut RequestState) {
+    let token = agent.turn_token();
+    let turn = agent.session.with_log(|l| l.tracker().last_turn()) + 1;
+    if let Err(TurnError(e)) = append(agent, &TurnStart { turn }) {
+        tracing::error!(agent = %agent.id, error = %e.message, "could not open a turn");
+        return;
+    }
+    let reason = match run_steps(agent, rs, &token, turn).await {
+        Ok(reason) => reason,
+        Err(TurnError(failure)) => TurnEndReason::Error { error: failure },
+    };
+    if let TurnEndReason::Error { error } = &reason {
+        tracing::warn!(agent = %agent.id, turn, code = %error.code, error = %error.message, "turn failed");
+        agent.scope_ctx().emit(&AgentErrorEvent {
+            agent_id: agent.id.clone(),
+            turn,
+            error: error.clone(),
+        });
+    }
+    if let Err(TurnError(e)) = append(agent, &TurnEnd { turn, reason }) {
+        tracing::error!(agent = %agent.id, error = %e.message, "could not close the turn");
+    }
+    if let Err(e) = agent.session.flush().await {
+        tracing::error!(agent = %agent.id, error = %e, "session flush failed at turn end");
+    }
+}
+
+enum StepOutcome {
+    /// Tool calls ran: another step is owed.
+    Continue,
+    /// The model answered without tool calls.
+    Stop,
+    /// The output hit the token cap.
+    MaxTokens,
+    /// Cancelled.
+    Aborted,
+}
+
+fn aborted(agent: &LoopAgent) -> TurnEndReason {
+    TurnEndReason::Aborted {
+        reason: agent.cancel_cause().into(),
+    }
+}
+
+/// Prompt, tools (header and wire forms) and runtime-context sections of one step.
+struct Assembly {
+    prompt: String,
+    tools: Vec<ToolSchema>,
+    specs: Vec<ToolSpec>,
+    runtime: Vec<ContextSection>,
+}
+
+async fn assemble(agent: &LoopAgent, provider: &str, model: &str) -> Result<Assembly, TurnError> {
+    let scope = agent.scope_ctx().scope_key();
+    let (prompt, tools, runtime) = match agent.shared.ctx.get::<dyn SystemPrompt>() {
+        Some(sp) => {
+            let cwd = agent.options.lock().cwd.to_string_lossy().into_owned();
+            let context = AssembleContext::new(provider, model, cwd)
+                .with_scope(scope)
+                .with_agent_id(agent.id.clone());
+            let a = sp
+                .assemble(context)
+                .await
+                .map_err(|e| unknown(e.to_string()))?;
+            (a.prompt(), a.tools, a.runtime_context)
+        }
+        None => (
+            String::new(),
+            agent.shared.tools.schemas(scope.as_ref()),
+            Vec::new(),
+        ),
+    };
+    let specs = tools
+        .iter()
+        .map(|t| ToolSpec {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            parameters: t.parameters.clone(),
+        })
+        .collect();
+    let tools = tools
+        .into_iter()
+        .map(|t| ToolSchema {
+            name: t.name,
+            description: t.description,
+            parameters: t.parameters,
+            defer_loading: None,
+        })
+        .collect();
+    Ok(Assembly {
+        prompt,
+        tools,
+        specs,
+        runtime,
+    })
+}
+
+/// The retained runtime-context snapshot of the log (format §10.3).
+fn retained_context(agent: &LoopAgent) -> RetainedContext {
+    agent.session.with_log(|l| {
+        let owned = l.events().iter().rev().filter_map(|e| {
+            if e.kind() != "user/message" {
+                return None;
+            }
+            let data = e.data();
+            let kind = data.get("source")?.get("kind")?.as_str()?;
+            if kind != dsh_system_prompt::runtime_context::SOURCE_KIND {
+                return None;
+            }
+            let text = data
+                .get("content")?
+                .as_array()?
+                .iter()
+                .filter_map(|b| b.get("text").and_then(|t| t.as_str()))
+                .collect::<String>();
+            Some(OwnedContextMessage {
+                seq: e.seq(),
+                text,
+                current: l.surface().contains(e.seq()),
+            })
+        });
+        RetainedContext::scan(owned)
+    })
+}
+
+async fn run_steps(
+    agent: &Arc<LoopAgent>,
+    rs: &mut RequestState,
+    token: &CancellationToken,
+    turn: u64,
+) -> Result<TurnEndReason, TurnError> {
+    let handle = agent.handle().ok_or_else(|| unknown("agent dropped"))?;
+    let mut step = 0u64;
+    loop {
+        step += 1;
+        let mut batch = agent.claim(step == 1).map_err(|e| unknown(e.to_string()))?;
+        if token.is_cancelled() {
+            return Ok(aborted(agent));
+        }
+        let options = agent.options.lock().clone();
+        let provider = options
+            .provider
+            .clone()
+            .ok_or_else(|| unknown("no provider is configured for this agent"))?;
+        let model = match options.model.clone() {
+            Some(m) => m,
+            None => match agent.shared.llm.adapter(&provider) {
+                Some(a) => a.default_model(),
+                None => {
+                    return Err(TurnError(LlmFailure::new(
+                        dsh_llm::codes::NO_ADAPTER,
+                        format!("no adapter is registered for provider `{provider}`"),
+                    )));
+                }
+            },
+        };
+        let assembly = assemble(agent, &provider, &model).await?;
+        if let Some(p) = propose(&retained_context(agent), &assembly.runtime) {
+            batch.push(Message::new(new_id(), Role::User, p.content(), p.source));
+        }
+        let input = PreStepInput {
+            agent: handle.clone(),
+            turn,
+            step,
+            batch,
+            starts_request_series: false,
+        };
+        let decision = call_hook::<PreStep, _, _>(agent, input, |i: PreStepInput| async move {
+            PreStepDecision::Enter {
+                batch: i.batch,
+                starts_request_series: i.starts_request_series,
+            }
+        })
+        .await?;
+        let (batch, starts) = match decision {
+            PreStepDecision::Reject { reason } => {
+                tracing::info!(agent = %agent.id, turn, %reason, "pre-step rejected the turn");
+                return Ok(TurnEndReason::Blocked);
+            }
+            PreStepDecision::Enter {
+                batch,
+                starts_request_series,
+            } => (batch, starts_request_series),
+        };
+        if step == 1 && batch.is_empty() {
+            return Ok(TurnEndReason::Completed);
+        }
+        if token.is_cancelled() {
+            return Ok(aborted(agent));
+        }
+        append(agent, &StepStart { turn, step })?;
+        let outcome = run_step(
+            agent, &handle, rs, token, turn, step, batch, starts, &model, assembly,
+        )
+        .await;
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                close_failed_step(agent, turn, step);
+                return Err(e);
+            }
+        };
+        append(agent, &StepEnd { turn, step })?;
+        match outcome {
+            StepOutcome::Aborted => return Ok(aborted(agent)),
+            // Sticky for the turn: a truncated step ends it `max-tokens`.
+            StepOutcome::MaxTokens => return Ok(TurnEndReason::MaxTokens),
+            StepOutcome::Continue => {
+                if token.is_cancelled() {
+                    return Ok(aborted(agent));
+                }
+                continue;
+            }
+            StepOutcome::Stop => {
+                if agent.has_next_step() {
+                    continue;
+                }
+                let input = TurnStoppingInput {
+                    agent: handle.clone(),
+                    turn,
+                    step,
+                };
+                call_hook::<TurnStopping, _, _>(agent, input, |_| async {}).await?;
+                if agent.has_next_step() && !token.is_cancelled() {
+                    continue;
+                }
+                if token.is_cancelled() {
+                    return Ok(aborted(agent));
+                }
+                return Ok(TurnEndReason::Completed);
+            }
+        }
+    }
+}
+
+/// Failed-step recovery: one error result per unanswered call, then `step/end`.
+fn close_failed_step(agent: &LoopAgent, turn: u64, step: u64) {
+    let closers = agent
+        .session
+        .with_log(|l| l.closers(CloseCause::Interrupted));
+    let results: Vec<NewEvent> = closers
+        .into_iter()
+        .filter(|e| e.kind == "tool/result")
+        .collect();
+    if let Err(e) = agent.session.append_all(results) {
+        tracing::error!(agent = %agent.id, error = %e, "could not record recovery results");
+    }
+    if let Err(TurnError(e)) = append(agent, &StepEnd { turn, step }) {
+        tracing::error!(agent = %agent.id, error = %e.message, "could not close the failed step");
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_step(
+    agent: &Arc<LoopAgent>,
+    handle: &Arc<dyn Agent>,
+    rs: &mut RequestState,
+    token: &CancellationToken,
+    turn: u64,
+    step: u64,
+    batch: Vec<Message>,
+    starts: bool,
+    model: &str,
+    assembly: Assembly,
+) -> Result<StepOutcome, TurnError> {
+    let options = agent.options.lock().clone();
+    let proposed = CallSettings {
+        provider: options.provider.clone().unwrap_or_default(),
+        model: Some(model.to_owned()),
+        effort: options.reasoning_effort.clone(),
+        max_tokens: options.max_tokens,
+        temperature: options.temperature,
+        stop: Vec::new(),
+        purpose: None,
+    };
+    let input = RequestInput {
+        agent: handle.clone(),
+        turn,
+        step,
+        settings: proposed,
+    };
+    let settings =
+        call_hook::<AgentRequest, _, _>(agent, input, |i: RequestInput| async move { i.settings })
+            .await?;
+    let mut attempt = 1u32;
+    loop {
+        if token.is_cancelled() {
+            return Ok(StepOutcome::Aborted);
+        }
+        let failure = match agent.shared.llm.prepare_call(&settings) {
+            Err(failure) => failure,
+            Ok(prepared) => {
+                let session = &agent.session;
+                let generation = session.content_generation();
+                // The DeepSeek route declares neither in-history prompts nor tool updates.
+                let starts_recon = (attempt == 1 && starts)
+                    || rs.request_surface_generation != generation
+                    || tools_changed(session, &assembly.tools);
+                reconcile_prompt(session, &assembly.prompt, false, starts_recon, turn, step)?;
+                if attempt == 1 {
+                    for message in &batch {
+                        session.append(NewEvent::new(
+                            "user/message",
+                            serde_json::to_value(message).map_err(|e| unknown(e.to_string()))?,
+                        ))?;
+                    }
+                }
+                let header = header_of(&prepared, &assembly.tools);
+                let context = RequestContext {
+                    provider: prepared.provider.clone(),
+                    model: prepared.model.id.clone(),
+                    context_window: Some(prepared.model.context_window),
+                    system_prompt_update: None,
+                };
+                log_request(
+                    session,
+                    rs,
+                    header,
+                    context,
+                    attempt == 1 && starts,
+                    turn,
+                    step,
+                )?;
+                let messages: Vec<Message> = session
+                    .derive_messages()
+                    .iter()
+                    .filter(|m| m.role != Role::Developer)
+                    .map(|m| (**m).clone())
+                    .collect();
+                rs.request_surface_generation = session.content_generation();
+                let request = prepared.request(messages, assembly.specs.clone(), token.clone());
+                match run_attempt(agent, &prepared, request, token, turn, step).await? {
+                    AttemptOutcome::Done { finish, tool_calls } => {
+                        if finish == FinishReason::MaxTokens {
+                            return Ok(StepOutcome::MaxTokens);
+                        }
+                        if tool_calls.is_empty() {
+                            return Ok(StepOutcome::Stop);
+                        }
+                        let contexts = run_tools(agent, tool_calls, token, turn, step).await?;
+                        for text in contexts {
+                            if let Err(e) =
+                                agent.send(context_message(text), Target::NextStep, false)
+                            {
+                                tracing::warn!(agent = %agent.id, error = %e, "tool context dropped");
+                            }
+                        }
+                        if token.is_cancelled() {
+                            return Ok(StepOutcome::Aborted);
+                        }
+                        return Ok(StepOutcome::Continue);
+                    }
+                    AttemptOutcome::Cancelled => return Ok(StepOutcome::Aborted),
+                    AttemptOutcome::Failed(failure) => failure,
+                }
+            }
+        };
+        if token.is_cancelled() {
+            return Ok(StepOutcome::Aborted);
+        }
+        let input = RequestErrorInput {
+            agent: handle.clone(),
+            turn,
+            step,
+            attempt,
+            provider: settings.provider.clone(),
+            model: settings.model.clone().unwrap_or_default(),
+            failure: failure.clone(),
+            cancel: token.clone(),
+        };
+        let decision = call_hook::<AgentRequestError, _, _>(agent, input, |_| async {
+            RequestErrorDecision::Fail
+        })
+        .await?;
+        if token.is_cancelled() {
+            return Ok(StepOutcome::Aborted);
+        }
+        match decision {
+            RequestErrorDecision::Retry => attempt += 1,
+            RequestErrorDecision::Fail => return Err(TurnError(failure)),
+        }
+    }
+}

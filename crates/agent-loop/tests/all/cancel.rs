@@ -1,0 +1,187 @@
+//! Cancellation: delivered text kept, tools drained, undispatched calls answered.
+
+use std::sync::Arc;
+
+use dsh_agent::CancelCause;
+use dsh_agent::events::AgentStreamChunk;
+use dsh_llm::StreamChunk;
+use dsh_tools::{FnTool, ToolOutput};
+use serde_json::json;
+use tokio::sync::Notify;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn cancel_mid_stream_keeps_the_delivered_text_as_an_interrupted_message() {
+    let h = Harness::new().await;
+    let mut partial = text("Before sign-out");
+    partial.truncate(2); // block-start + delta, then the stream hangs
+    h.llm.push(Script::ChunksThenHang(partial));
+    h.llm.push(Script::Chunks(text("resumed")));
+    let delivered = Arc::new(Notify::new());
+    let d = delivered.clone();
+    h.kernel
+        .root()
+        .on::<AgentStreamChunk>(move |e| {
+            if matches!(e.chunk, StreamChunk::TextDelta { .. }) {
+                d.notify_one();
+            }
+            Ok(())
+        })
+        .unwrap();
+    let agent = h.agent().await;
+    agent.followup(user("talk")).unwrap();
+    // Cancel once the text was delivered to listeners (what a user saw).
+    delivered.notified().await;
+    agent.cancel(CancelCause::User, false);
+    idle(&agent).await;
+    let msg = &data_of(&agent, "assistant/message")[0];
+    assert_eq!(msg["interrupted"], true);
+    assert_eq!(
+        msg["message"]["content"],
+        json!([{"type": "text", "text": "Before sign-out"}])
+    );
+    assert_eq!(
+        data_of(&agent, "turn/end")[0]["reason"],
+        json!({"kind": "aborted", "reason": {"kind": "user"}})
+    );
+    // The next request contains exactly what the user saw.
+    agent.followup(user("again")).unwrap();
+    idle(&agent).await;
+    let texts: Vec<String> = h.llm.requests.lock()[1]
+        .messages
+        .iter()
+        .map(|m| m.text())
+        .collect();
+    assert_eq!(texts, vec!["talk", "Before sign-out", "again"]);
+    h.kernel.dispose().await;
+}
+
+#[tokio::test]
+async fn cancel_during_a_tool_drains_it_and_answers_undispatched_calls() {
+    let h = Harness::new().await;
+    let started = Arc::new(Notify::new());
+    let s = started.clone();
+    h.register_tool(FnTool::new(
+        "wait",
+        "Wait.",
+        json!({"type": "object"}),
+        move |ctx, _a| {
+            let s = s.clone();
+            async move {
+                s.notify_one();
+                ctx.cancel_token().cancelled().await;
+                Ok(ToolOutput::text("never"))
+            }
+        },
+    ));
+    h.llm.push(Script::Chunks(calls(&[
+        ("call_wait", "wait", "{}"),
+        ("call_skipped", "wait", "{}"),
+    ])));
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    started.notified().await;
+    agent.cancel(CancelCause::User, false);
+    idle(&agent).await;
+    let k = kinds(&agent);
+    let tail: Vec<&str> = k[k.len() - 6..].iter().map(String::as_str).collect();
+    assert_eq!(
+        tail,
+        vec![
+            "tool/call",
+            "tool/result",
+            "tool/call",
+            "tool/result",
+            "step/end",
+            "turn/end"
+        ]
+    );
+    let results = data_of(&agent, "tool/result");
+    assert_eq!(results[0]["error"]["code"], "ABORTED");
+    assert_eq!(
+        results[0]["message"]["content"][0]["text"],
+        "Error: tool call aborted"
+    );
+    assert_eq!(
+        results[1]["error"],
+        json!({"name": "AbortError", "code": "ABORTED_BEFORE_DISPATCH"})
+    );
+    assert_eq!(
+        results[1]["message"]["content"][0]["text"],
+        "Error: tool call aborted before dispatch"
+    );
+    h.kernel.dispose().await;
+}
+
+#[tokio::test]
+async fn cancel_without_keep_inbox_discards_queued_input_and_keep_inbox_parks_it() {
+    let h = Harness::new().await;
+    let mut partial = text("x");
+    partial.truncate(2);
+    h.llm.push(Script::ChunksThenHang(partial.clone()));
+    h.llm.push(Script::ChunksThenHang(partial));
+    h.llm.push(Script::Chunks(text("parked ran")));
+    let agent = h.agent().await;
+    agent.followup(user("one")).unwrap();
+    agent.followup(user("queued")).unwrap();
+    h.llm.wait_requests(1).await;
+    agent.cancel(CancelCause::User, false);
+    idle(&agent).await;
+    let splices = data_of(&agent, "agent/inbox/spliced");
+    assert!(
+        splices.iter().any(|s| s["outcome"] == "canceled"),
+        "{splices:?}"
+    );
+    assert_eq!(data_of(&agent, "turn/start").len(), 1);
+
+    agent.followup(user("two")).unwrap();
+    agent.followup(user("kept")).unwrap();
+    h.llm.wait_requests(2).await;
+    agent.cancel(CancelCause::User, true);
+    idle(&agent).await;
+    // The parked message ran in its own turn.
+    assert_eq!(data_of(&agent, "turn/start").len(), 3);
+    assert_eq!(
+        h.llm.requests.lock()[2].messages.last().unwrap().text(),
+        "kept"
+    );
+    h.kernel.dispose().await;
+}
+
+#[tokio::test]
+async fn cancelling_an_idle_agent_is_a_no_op() {
+    let h = Harness::new().await;
+    h.llm.push(Script::Chunks(text("fine")));
+    let agent = h.agent().await;
+    agent.cancel(CancelCause::User, false);
+    agent.followup(user("hi")).unwrap();
+    idle(&agent).await;
+    assert_eq!(
+        data_of(&agent, "turn/end")[0]["reason"]["kind"],
+        "completed"
+    );
+    h.kernel.dispose().await;
+}
+
+#[tokio::test]
+async fn disposal_mid_turn_ends_it_aborted_disposed_with_balanced_brackets() {
+    let h = Harness::new().await;
+    let mut partial = text("x");
+    partial.truncate(1);
+    h.llm.push(Script::ChunksThenHang(partial));
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    h.llm.wait_requests(1).await;
+    agent.dispose().await;
+    let k = kinds(&agent);
+    assert_eq!(k.last().unwrap(), "turn/end");
+    assert!(k.contains(&"step/end".to_owned()));
+    assert_eq!(
+        data_of(&agent, "turn/end")[0]["reason"],
+        json!({"kind": "aborted", "reason": {"kind": "disposed"}})
+    );
+    assert_eq!(agent.status(), dsh_agent::AgentStatus::Disposed);
+    assert!(h.agents().get(agent.id()).is_none());
+    h.kernel.dispose().await;
+}

@@ -1,0 +1,10 @@
+//! Integration tests of the agent loop.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod cancel;
+mod inbox;
+mod lifecycle;
+mod tools;
