@@ -9,6 +9,9 @@ use crate::args::{opt_bool, required_path};
 use crate::paths::{atomic_write, codes, current_version, io_error};
 use crate::write::write_target;
 
+/// Largest file `edit` loads (it holds the text a few times over while replacing).
+pub const MAX_EDIT_BYTES: u64 = 64 * 1024 * 1024;
+
 /// The JSON Schema of `edit`'s arguments.
 pub fn schema() -> Value {
     json!({"type":"object","properties":{
@@ -65,6 +68,15 @@ fn edit_file(
         return Err(ToolError::new(
             codes::FS_NOT_A_FILE,
             format!("cannot edit \"{p}\": not a regular file"),
+        ));
+    }
+    if meta.len() > MAX_EDIT_BYTES {
+        return Err(ToolError::new(
+            codes::FS_TOO_LARGE,
+            format!(
+                "cannot edit \"{p}\": file too large ({} bytes; the limit is {MAX_EDIT_BYTES})",
+                meta.len()
+            ),
         ));
     }
     let bytes = std::fs::read(&target).map_err(|e| io_error("edit", path, &e))?;

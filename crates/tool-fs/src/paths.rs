@@ -101,6 +101,8 @@ pub mod codes {
     pub const FS_IO_ERROR: &str = "FS_IO_ERROR";
     /// The file changed (or vanished) since it was last observed.
     pub const FS_STALE_VERSION: &str = "FS_STALE_VERSION";
+    /// `edit`: the file is over the size `edit` will load.
+    pub const FS_TOO_LARGE: &str = "FS_TOO_LARGE";
     /// `edit`: `old_string` not found.
     pub const FS_EDIT_NOT_FOUND: &str = "FS_EDIT_NOT_FOUND";
     /// `edit`: `old_string` matched several times without `replace_all`.

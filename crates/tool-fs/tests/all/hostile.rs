@@ -78,3 +78,25 @@ async fn many_lines_read_is_windowed() {
             .ends_with("99999: l\n100000: l\n\n(End of file - total 100000 lines)\n</content>")
     );
 }
+
+#[tokio::test]
+async fn edit_refuses_huge_files() {
+    let e = crate::common::env_opts(false).await;
+    let p = e.path("huge.txt");
+    let f = std::fs::File::create(&p).unwrap();
+    f.set_len(dsh_tool_fs::edit::MAX_EDIT_BYTES + 1).unwrap(); // sparse: no disk cost
+    let r = e
+        .call(
+            "edit",
+            json!({"file_path": "huge.txt", "old_string": "a", "new_string": "b"}),
+        )
+        .await;
+    assert_eq!(r.code(), Some("FS_TOO_LARGE"));
+    assert_eq!(
+        r.text(),
+        format!(
+            "Error: cannot edit \"{}\": file too large (67108865 bytes; the limit is 67108864)",
+            p.display()
+        )
+    );
+}
