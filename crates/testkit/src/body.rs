@@ -10,7 +10,7 @@ use futures::stream::BoxStream;
 use hyper::body::{Body, Frame, SizeHint};
 
 use crate::record::Outcome;
-use crate::reply::Step;
+use crate::reply::{KEEP_ALIVE, Step};
 use crate::server::Shared;
 
 /// Error a script body yields to make hyper abort the connection mid-body.
@@ -77,6 +77,12 @@ async fn next_frame(st: &mut State) -> Option<Result<Frame<Bytes>, ScriptedReset
             Some(Step::Sleep(delay)) => tokio::time::sleep(delay).await,
             Some(Step::Gate(gate)) => gate.pass().await,
             Some(Step::Stall) => futures::future::pending::<()>().await,
+            Some(Step::KeepAliveEvery(interval)) => {
+                tokio::time::sleep(interval).await;
+                st.steps.push_front(Step::KeepAliveEvery(interval));
+                st.just_sent = true;
+                return Some(Ok(Frame::data(Bytes::from_static(KEEP_ALIVE))));
+            }
             Some(Step::Reset) => {
                 st.steps.clear();
                 st.finisher.finish(Outcome::Reset);

@@ -31,6 +31,9 @@ pub enum Step {
     Reset,
     /// Never send anything again. Ends only when the client goes away or the server is dropped.
     Stall,
+    /// Send `: keep-alive\n\n` after every interval, forever (a request that never gets
+    /// capacity). Ends like [`Step::Stall`]. Before the head it behaves like a stall.
+    KeepAliveEvery(Duration),
 }
 
 /// How a byte stream is cut into writes.
@@ -226,6 +229,12 @@ impl Reply {
     /// Appends an abrupt connection teardown: the client sees a body error, not a clean end.
     pub fn reset(mut self) -> Self {
         self.body.push(Step::Reset);
+        self
+    }
+
+    /// Appends endless keep-alive comments, one per `interval` (ends like a stall).
+    pub fn keep_alive_every(mut self, interval: Duration) -> Self {
+        self.body.push(Step::KeepAliveEvery(interval));
         self
     }
 

@@ -288,6 +288,7 @@ enum StepSpec {
     },
     SleepMs(u64),
     KeepAlive,
+    KeepAliveEveryMs(u64),
     Reset,
     Stall,
 }
@@ -490,6 +491,9 @@ impl RawSpec {
                 }
                 StepSpec::SleepMs(ms) => reply.sleep(Duration::from_millis(ms)),
                 StepSpec::KeepAlive => reply.keep_alive(),
+                StepSpec::KeepAliveEveryMs(ms) => {
+                    reply.keep_alive_every(Duration::from_millis(ms.max(1)))
+                }
                 StepSpec::Reset => reply.reset(),
                 StepSpec::Stall => reply.stall(),
             };

@@ -506,7 +506,7 @@ async fn play(
             Step::Bytes(_) => {}
             Step::Sleep(delay) => tokio::time::sleep(delay).await,
             Step::Gate(gate) => gate.pass().await,
-            Step::Stall => futures::future::pending::<()>().await,
+            Step::Stall | Step::KeepAliveEvery(_) => futures::future::pending::<()>().await,
             Step::Reset => {
                 finisher.finish(Outcome::Reset);
                 kill.notify_one();

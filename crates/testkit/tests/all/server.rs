@@ -425,3 +425,28 @@ async fn a_panicking_responder_gives_a_500_not_a_hang() {
     assert_eq!(reqs[0].status, 500);
     assert!(!reqs[0].scripted);
 }
+
+#[tokio::test]
+async fn endless_keep_alives_keep_coming_until_the_client_leaves() {
+    let server = MockServer::start_with([Reply::sse()
+        .bytes("data: {}\n\n")
+        .keep_alive_every(Duration::from_millis(5))])
+    .await;
+    let resp = post(&server.base_url(), "{}").await;
+    let mut stream = resp.bytes_stream();
+    let mut got = Vec::new();
+    while got.len() < 10 + 14 * 5 {
+        got.extend_from_slice(&stream.next().await.unwrap().unwrap());
+    }
+    let text = String::from_utf8(got).unwrap();
+    assert!(
+        text.starts_with("data: {}\n\n: keep-alive\n\n: keep-alive\n\n"),
+        "{text:?}"
+    );
+    assert_eq!(server.requests()[0].outcome, Outcome::Pending);
+    drop(stream);
+    let reqs = tokio::time::timeout(SAFETY, server.wait_for_finished(1))
+        .await
+        .unwrap();
+    assert_eq!(reqs[0].outcome, Outcome::Dropped);
+}
