@@ -278,18 +278,20 @@ impl LocalShell {
             Ok(done) => Ok(done),
             Err(_) => {
                 // Processes that left the group (setsid) but kept our pipes: find them by the
-                // pipes they hold and terminate them too.
+                // pipes they hold and terminate them too. When none is found the pipes are
+                // already at EOF and the readers only need to be scheduled (under heavy load
+                // that can take a while): give them a generous bound, never cut them short.
                 let holders = pipe_holders(&pipes);
-                tracing::warn!(
-                    pid,
-                    ?holders,
-                    "output pipes still open after the process group ended; \
-                     terminating the processes that left the group and hold them"
-                );
                 if !holders.is_empty() {
+                    tracing::warn!(
+                        pid,
+                        ?holders,
+                        "processes that left the process group still hold its output pipes; \
+                         terminating them"
+                    );
                     terminate_pids(&holders, grace).await;
                 }
-                tokio::time::timeout(self.options.drain_window, &mut readers).await
+                tokio::time::timeout(KILL_WAIT, &mut readers).await
             }
         };
         let (stdout, stderr) = match collected {

@@ -8,7 +8,7 @@ use dsh_bash_local::{LocalShell, LocalShellOptions};
 use dsh_shell::{ShellExecutor, ShellOutcome, ShellRequest};
 
 /// Safety net for waits that should end far sooner.
-pub const SAFETY: Duration = Duration::from_secs(20);
+pub const SAFETY: Duration = Duration::from_secs(60);
 
 /// Options with short grace and drain windows so termination tests stay quick, and a base
 /// environment with a planted secret.

@@ -101,7 +101,7 @@ async fn both_streams_flooded_at_once() {
     let out = run(
         &shell(&spill),
         ShellRequest::new(
-            "for i in $(seq 1 2000); do head -c 1000 /dev/zero; head -c 1000 /dev/zero >&2; done",
+            "head -c 2000000 /dev/zero & head -c 2000000 /dev/zero >&2; wait",
             dir.path(),
         ),
     )

@@ -11,7 +11,7 @@ use dsh_tools::{ToolRequest, ToolResult, Tools, ToolsPlugin};
 use serde_json::{Value, json};
 
 /// Safety net for waits that should end far sooner.
-pub const SAFETY: Duration = Duration::from_secs(30);
+pub const SAFETY: Duration = Duration::from_secs(60);
 
 pub struct Harness {
     pub kernel: Kernel,
