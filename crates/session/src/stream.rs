@@ -107,7 +107,18 @@ fn push_to(m: &mut Map<String, Value>, key: &str, v: Value) {
 /// tags survive). Fails on invalid records.
 pub fn expand_stream(records: &[Value]) -> Result<Vec<(i64, Value)>, String> {
     let mut out = Vec::new();
+    walk(records, 0, Some(&mut out))?;
+    Ok(out)
+}
+
+/// Validates (and, with `out`, expands) records; `base` offsets record numbers in errors.
+fn walk(
+    records: &[Value],
+    base: usize,
+    mut out: Option<&mut Vec<(i64, Value)>>,
+) -> Result<(), String> {
     for (i, rec) in records.iter().enumerate() {
+        let i = i + base;
         let m = rec
             .as_object()
             .ok_or_else(|| format!("stream record {i} is not an object"))?;
@@ -119,11 +130,14 @@ pub fn expand_stream(records: &[Value]) -> Result<Vec<(i64, Value)>, String> {
                     .get("time")
                     .and_then(as_safe_i64)
                     .ok_or_else(|| format!("stream record {i}: bad time"))?;
-                let chunk = m.get("chunk").cloned().unwrap_or(Value::Null);
+                let chunk = m.get("chunk").unwrap_or(&Value::Null);
                 if !chunk.is_object() || chunk.get("type").and_then(Value::as_str).is_none() {
                     return Err(format!("stream record {i}: chunk is not a typed object"));
                 }
-                out.push((t, chunk));
+                let chunk = chunk.clone();
+                if let Some(out) = out.as_deref_mut() {
+                    out.push((t, chunk));
+                }
             }
             "text-chunks" | "reasoning-chunks" | "tool-call-chunks" => {
                 let tool = kind == "tool-call-chunks";
@@ -181,6 +195,9 @@ pub fn expand_stream(records: &[Value]) -> Result<Vec<(i64, Value)>, String> {
                             .filter(|t| t.abs() <= MAX_SAFE_INTEGER)
                             .ok_or_else(|| format!("stream record {i}: time overflow"))?;
                     }
+                    let Some(out) = out.as_deref_mut() else {
+                        continue;
+                    };
                     let chunk = match kind {
                         "text-chunks" => {
                             json!({"type": "text-delta", "index": index, "text": member})
@@ -206,7 +223,7 @@ pub fn expand_stream(records: &[Value]) -> Result<Vec<(i64, Value)>, String> {
             other => return Err(format!("stream record {i} has unknown type \"{other}\"")),
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn exact_keys(m: &Map<String, Value>, req: &[&str], opt: &[&str], i: usize) -> Result<(), String> {
@@ -223,21 +240,41 @@ fn exact_keys(m: &Map<String, Value>, req: &[&str], opt: &[&str], i: usize) -> R
     Ok(())
 }
 
-/// Validates a stream (§3.4, §4.5): record shapes, and no retired `tool-result` or tool-change
-/// tags in `block-start`/`block-end`.
+/// Validates a stream (§3.4, §4.5) without expanding it: record shapes and times, and no
+/// retired `tool-result` or tool-change tags in `block-start`/`block-end` chunks.
 pub fn validate_stream(stream: &Value) -> Result<(), String> {
     let records = stream.as_array().ok_or("stream must be an array")?;
-    for (_, chunk) in expand_stream(records)? {
-        let tag = match chunk.get("type").and_then(Value::as_str) {
-            Some("block-start") => chunk.get("blockType").and_then(Value::as_str),
-            Some("block-end") => chunk.pointer("/block/type").and_then(Value::as_str),
-            _ => None,
-        };
-        if matches!(tag, Some("tool-result" | "tool-addition" | "tool-removal")) {
-            return Err(format!(
-                "stream holds a retired or misplaced \"{}\" block",
-                tag.unwrap_or_default()
-            ));
+    for (i, rec) in records.iter().enumerate() {
+        let m = rec
+            .as_object()
+            .ok_or_else(|| format!("stream record {i} is not an object"))?;
+        match m.get("type").and_then(Value::as_str) {
+            Some("chunk") => {
+                exact_keys(m, &["type", "time", "chunk"], &[], i)?;
+                m.get("time")
+                    .and_then(as_safe_i64)
+                    .ok_or_else(|| format!("stream record {i}: bad time"))?;
+                let chunk = m
+                    .get("chunk")
+                    .and_then(Value::as_object)
+                    .ok_or_else(|| format!("stream record {i}: chunk is not an object"))?;
+                let tag = match chunk.get("type").and_then(Value::as_str) {
+                    Some("block-start") => chunk.get("blockType").and_then(Value::as_str),
+                    Some("block-end") => chunk
+                        .get("block")
+                        .and_then(|b| b.get("type"))
+                        .and_then(Value::as_str),
+                    Some(_) => None,
+                    None => return Err(format!("stream record {i}: chunk has no type")),
+                };
+                if let Some(t @ ("tool-result" | "tool-addition" | "tool-removal")) = tag {
+                    return Err(format!("stream holds a retired or misplaced \"{t}\" block"));
+                }
+            }
+            Some("text-chunks" | "reasoning-chunks" | "tool-call-chunks") => {
+                walk(std::slice::from_ref(rec), i, None)?;
+            }
+            other => return Err(format!("stream record {i} has unknown type {other:?}")),
         }
     }
     Ok(())
