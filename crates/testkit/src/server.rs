@@ -7,8 +7,8 @@ use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use hyper::body::{Body, Incoming};
@@ -39,8 +39,11 @@ pub type Responder = dyn Fn(&RecordedRequest) -> Reply + Send + Sync;
 
 pub(crate) struct Shared {
     inner: Mutex<Inner>,
+    /// Counters, bumped while `inner` is locked (so blocking waiters cannot miss a change).
     received: watch::Sender<usize>,
     finished: watch::Sender<usize>,
+    /// Notified on every counter change, for the blocking waits.
+    changed: Condvar,
 }
 
 struct Inner {
@@ -61,14 +64,41 @@ impl Shared {
     }
 
     pub(crate) fn finish(&self, index: usize, outcome: Outcome) {
-        {
-            let mut inner = self.lock();
-            if let Some(rec) = inner.records.get_mut(index) {
-                rec.outcome = outcome;
-                rec.finished_at = Some(Instant::now());
-            }
+        let mut inner = self.lock();
+        if let Some(rec) = inner.records.get_mut(index) {
+            rec.outcome = outcome;
+            rec.finished_at = Some(Instant::now());
         }
         self.finished.send_modify(|n| *n += 1);
+        drop(inner);
+        self.changed.notify_all();
+    }
+
+    fn received_one(&self) {
+        let inner = self.lock();
+        self.received.send_modify(|n| *n += 1);
+        drop(inner);
+        self.changed.notify_all();
+    }
+
+    /// Blocks until `done()` holds (checked under the lock) or `timeout` passes.
+    fn wait_blocking(
+        &self,
+        timeout: Duration,
+        done: impl Fn() -> bool,
+    ) -> Option<Vec<RecordedRequest>> {
+        let deadline = Instant::now() + timeout;
+        let mut inner = self.lock();
+        loop {
+            if done() {
+                return Some(inner.records.clone());
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            inner = match self.changed.wait_timeout(inner, left) {
+                Ok((guard, _)) => guard,
+                Err(poison) => poison.into_inner().0,
+            };
+        }
     }
 }
 
@@ -84,6 +114,13 @@ pub struct MockServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
     task: JoinHandle<()>,
+    thread: Option<ServerThread>,
+}
+
+/// The dedicated thread (and runtime) of a server started with [`MockServer::start_blocking`].
+struct ServerThread {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl fmt::Debug for MockServer {
@@ -97,6 +134,15 @@ impl fmt::Debug for MockServer {
 impl Drop for MockServer {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some(thread) = &mut self.thread {
+            if let Some(stop) = thread.stop.take() {
+                let _ = stop.send(());
+            }
+            // Dropping that runtime drops every connection task; the thread then ends.
+            if let Some(handle) = thread.handle.take() {
+                let _ = handle.join();
+            }
+        }
     }
 }
 
@@ -135,10 +181,67 @@ impl MockServer {
             }),
             received: watch::channel(0).0,
             finished: watch::channel(0).0,
+            changed: Condvar::new(),
         });
         let task = tokio::spawn(accept_loop(listener, shared.clone()));
         tracing::debug!(%addr, "dsh-testkit mock server listening");
-        Ok(Self { addr, shared, task })
+        Ok(Self {
+            addr,
+            shared,
+            task,
+            thread: None,
+        })
+    }
+
+    /// Starts a server on `127.0.0.1:0` on its own thread with its own tokio runtime, for
+    /// synchronous tests (a plain `#[test]` that runs the `dsh` binary with `std::process`, or a
+    /// test whose runtime would be blocked while the client runs). Dropping the server stops that
+    /// thread.
+    ///
+    /// # Panics
+    /// If no local port can be bound or the thread cannot start; see
+    /// [`MockServer::bind_blocking`].
+    pub fn start_blocking() -> Self {
+        match Self::bind_blocking(SocketAddr::from(([127, 0, 0, 1], 0))) {
+            Ok(server) => server,
+            Err(err) => panic!("dsh-testkit: cannot start a server thread: {err}"),
+        }
+    }
+
+    /// [`MockServer::start_blocking`] on an explicit address.
+    pub fn bind_blocking(addr: SocketAddr) -> io::Result<Self> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<io::Result<MockServer>>();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let handle = std::thread::Builder::new()
+            .name("dsh-testkit-server".to_owned())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(err) => {
+                        let _ = ready_tx.send(Err(err));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let server = MockServer::bind(addr).await;
+                    let ok = server.is_ok();
+                    let _ = ready_tx.send(server);
+                    if ok {
+                        let _ = stop_rx.await;
+                    }
+                });
+            })?;
+        let mut server = ready_rx
+            .recv()
+            .map_err(|_| io::Error::other("dsh-testkit: the server thread ended early"))??;
+        server.thread = Some(ServerThread {
+            stop: Some(stop_tx),
+            handle: Some(handle),
+        });
+        Ok(server)
     }
 
     /// The bound socket address.
@@ -256,6 +359,29 @@ impl MockServer {
         let mut rx = self.shared.finished.subscribe();
         let _ = rx.wait_for(|count| *count >= n).await;
         self.requests()
+    }
+
+    /// Blocking [`MockServer::wait_for_requests`] for synchronous tests: `None` if fewer than `n`
+    /// requests arrived within `timeout`. Do not call it on the runtime thread that runs this
+    /// server (use a [`MockServer::start_blocking`] server from synchronous code).
+    pub fn wait_for_requests_blocking(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Option<Vec<RecordedRequest>> {
+        self.shared
+            .wait_blocking(timeout, || *self.shared.received.borrow() >= n)
+    }
+
+    /// Blocking [`MockServer::wait_for_finished`]; `None` on timeout. Same caveat as
+    /// [`MockServer::wait_for_requests_blocking`].
+    pub fn wait_for_finished_blocking(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Option<Vec<RecordedRequest>> {
+        self.shared
+            .wait_blocking(timeout, || *self.shared.finished.borrow() >= n)
     }
 
     /// Stops the server: no new connections, every open connection (stalled ones included) is
@@ -401,7 +527,7 @@ async fn handle(
     if let Some(rec) = shared.lock().records.get_mut(record.index) {
         rec.status = reply.status;
     }
-    shared.received.send_modify(|n| *n += 1);
+    shared.received_one();
     tracing::debug!(
         index = record.index,
         method = %record.method,

@@ -450,3 +450,40 @@ async fn endless_keep_alives_keep_coming_until_the_client_leaves() {
         .unwrap();
     assert_eq!(reqs[0].outcome, Outcome::Dropped);
 }
+
+#[test]
+fn blocking_server_serves_synchronous_clients() {
+    use std::io::{Read, Write};
+    let server = MockServer::start_blocking();
+    server.push(Completion::new().text("sync").reply_split(&Split::PerEvent));
+    let mut sock = std::net::TcpStream::connect(server.addr()).unwrap();
+    sock.write_all(
+        b"POST /chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+    )
+    .unwrap();
+    let mut response = String::new();
+    sock.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(
+        response.contains("transfer-encoding: chunked"),
+        "{response}"
+    );
+    assert!(response.contains("\"content\":\"sync\""));
+    assert!(
+        response.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"),
+        "{response:?}"
+    );
+
+    let reqs = server.wait_for_requests_blocking(1, SAFETY).unwrap();
+    assert_eq!(reqs[0].body_text(), "{}");
+    let reqs = server.wait_for_finished_blocking(1, SAFETY).unwrap();
+    assert_eq!(reqs[0].outcome, Outcome::Completed);
+    assert!(
+        server
+            .wait_for_requests_blocking(2, Duration::from_millis(50))
+            .is_none()
+    );
+
+    // Dropping joins the server thread (its runtime and connection tasks are gone).
+    drop(server);
+}
