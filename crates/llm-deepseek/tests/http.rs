@@ -374,3 +374,42 @@ async fn cancel_mid_stream_returns_within_100ms_and_closes_the_connection() {
         }]
     ));
 }
+
+#[test]
+fn base_url_from_config_else_environment_else_default() {
+    let env: EnvFn = Arc::new(|name| {
+        (name == "DEEPSEEK_BASE_URL").then(|| "http://proxy.invalid:8080/".to_owned())
+    });
+    let none: EnvFn = Arc::new(|_| None);
+    let cfg = DeepSeekConfig::default();
+    assert_eq!(
+        DeepSeekAdapter::with_env(&cfg, none).unwrap().endpoint(),
+        "https://api.deepseek.com/chat/completions"
+    );
+    assert_eq!(
+        DeepSeekAdapter::with_env(&cfg, env.clone())
+            .unwrap()
+            .endpoint(),
+        "http://proxy.invalid:8080/chat/completions"
+    );
+    let explicit = DeepSeekConfig {
+        base_url: Some("http://a.invalid/v1".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        DeepSeekAdapter::with_env(&explicit, env)
+            .unwrap()
+            .endpoint(),
+        "http://a.invalid/v1/chat/completions"
+    );
+    let bad = DeepSeekConfig {
+        base_url: Some("not a url".into()),
+        ..Default::default()
+    };
+    let err = DeepSeekAdapter::with_env(&bad, Arc::new(|_| None)).unwrap_err();
+    assert!(
+        err.message.contains("invalid DeepSeek base URL"),
+        "{}",
+        err.message
+    );
+}
