@@ -37,7 +37,7 @@ pub use reply::{
     Gate, KEEP_ALIVE, Reply, SSE_CONTENT_TYPE, Split, Step, random_sizes, split_events,
     split_every, split_sizes,
 };
-pub use server::{CHAT_PATHS, MAX_REQUEST_BODY, MockServer, Responder};
+pub use server::{CHAT_PATHS, MAX_REQUEST_BODY, MockServer, Observer, Responder};
 pub use sse::{
     Completion, DONE_EVENT, Usage, UsagePlacement, data_event, split_chars, tool_call_id,
 };

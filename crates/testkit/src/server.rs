@@ -37,6 +37,9 @@ pub const MAX_REQUEST_BODY: usize = 64 * 1024 * 1024;
 /// Picks the reply for a request in responder mode.
 pub type Responder = dyn Fn(&RecordedRequest) -> Reply + Send + Sync;
 
+/// Sees every request (with its chosen status) before its response is played.
+pub type Observer = dyn Fn(&RecordedRequest) + Send + Sync;
+
 pub(crate) struct Shared {
     inner: Mutex<Inner>,
     /// Counters, bumped while `inner` is locked (so blocking waiters cannot miss a change).
@@ -50,6 +53,7 @@ struct Inner {
     queue: VecDeque<Reply>,
     repeat: bool,
     responder: Option<Arc<Responder>>,
+    observer: Option<Arc<Observer>>,
     api_key: Option<String>,
     validate: bool,
     records: Vec<RecordedRequest>,
@@ -175,6 +179,7 @@ impl MockServer {
                 queue: VecDeque::new(),
                 repeat: false,
                 responder: None,
+                observer: None,
                 api_key: None,
                 validate: false,
                 records: Vec::new(),
@@ -293,6 +298,13 @@ impl MockServer {
         responder: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
     ) {
         self.shared.lock().responder = Some(Arc::new(responder));
+    }
+
+    /// Calls `observer` for every request (all paths) once its reply is chosen and before the
+    /// reply is played, inline: a log line written here exists before the client sees any
+    /// response byte. Panics in the observer are caught and logged.
+    pub fn on_request(&self, observer: impl Fn(&RecordedRequest) + Send + Sync + 'static) {
+        self.shared.lock().observer = Some(Arc::new(observer));
     }
 
     /// Back to queue mode.
@@ -524,8 +536,23 @@ async fn handle(
             }
         }
     };
-    if let Some(rec) = shared.lock().records.get_mut(record.index) {
-        rec.status = reply.status;
+    let (snapshot, observer) = {
+        let mut inner = shared.lock();
+        let snapshot = inner.records.get_mut(record.index).map(|rec| {
+            rec.status = reply.status;
+            rec.clone()
+        });
+        (snapshot, inner.observer.clone())
+    };
+    if let (Some(observer), Some(snapshot)) = (observer, snapshot) {
+        let observed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| observer(&snapshot)));
+        if observed.is_err() {
+            tracing::warn!(
+                index = snapshot.index,
+                "dsh-testkit: the request observer panicked"
+            );
+        }
     }
     shared.received_one();
     tracing::debug!(

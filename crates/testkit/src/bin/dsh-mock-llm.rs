@@ -92,7 +92,7 @@ async fn main() -> ExitCode {
         Ok(scenario) => scenario,
         Err(err) => return fail(&err.to_string()),
     };
-    let mut log: Box<dyn Write + Send> = match &args.log {
+    let log: Box<dyn Write + Send> = match &args.log {
         Some(path) => match std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -111,6 +111,26 @@ async fn main() -> ExitCode {
     if args.repeat {
         server.set_repeat(true);
     }
+    // Log inline, before each response is played: a line exists before the client sees a byte.
+    let started = std::time::Instant::now();
+    let log = std::sync::Mutex::new(log);
+    let log_bodies = args.log_bodies;
+    server.on_request(move |req| {
+        let mut line = serde_json::json!({
+            "index": req.index,
+            "atMs": req.arrived_at.duration_since(started).as_secs_f64() * 1000.0,
+            "method": req.method,
+            "path": req.path,
+            "status": req.status,
+            "scripted": req.scripted,
+            "bodyBytes": req.body.len(),
+        });
+        if log_bodies {
+            line["body"] = serde_json::Value::String(req.body_text());
+        }
+        let mut log = log.lock().unwrap_or_else(|poison| poison.into_inner());
+        let _ = writeln!(log, "{line}").and_then(|()| log.flush());
+    });
     {
         let mut out = std::io::stdout().lock();
         if writeln!(out, "{}", server.base_url())
@@ -121,31 +141,7 @@ async fn main() -> ExitCode {
         }
     }
 
-    let started = std::time::Instant::now();
-    let logger = async {
-        let mut seen = 0;
-        loop {
-            let requests = server.wait_for_requests(seen + 1).await;
-            for req in &requests[seen..] {
-                let mut line = serde_json::json!({
-                    "index": req.index,
-                    "atMs": req.arrived_at.duration_since(started).as_secs_f64() * 1000.0,
-                    "method": req.method,
-                    "path": req.path,
-                    "status": req.status,
-                    "scripted": req.scripted,
-                    "bodyBytes": req.body.len(),
-                });
-                if args.log_bodies {
-                    line["body"] = serde_json::Value::String(req.body_text());
-                }
-                let _ = writeln!(log, "{line}").and_then(|()| log.flush());
-            }
-            seen = requests.len();
-        }
-    };
-    tokio::select! {
-        () = logger => ExitCode::SUCCESS,
-        _ = tokio::signal::ctrl_c() => ExitCode::SUCCESS,
-    }
+    let _ = tokio::signal::ctrl_c().await;
+    drop(server);
+    ExitCode::SUCCESS
 }

@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use dsh_testkit::MockServer;
 use dsh_testkit::scenario::{Format, Scenario, ScenarioError};
 
-use crate::common::{concat, fixture, frames, payloads, post};
+use crate::common::{client, concat, fixture, frames, payloads, post};
 
 fn example() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/example.yaml")
@@ -182,6 +182,40 @@ async fn mock_llm_binary_prints_its_url_and_logs_requests() {
     let second: serde_json::Value = serde_json::from_str(&lines[1]).unwrap();
     assert_eq!(second["status"], 429);
     assert_eq!(second["bodyBytes"], 2);
+}
+
+#[tokio::test]
+async fn mock_llm_binary_logs_to_a_file_before_answering() {
+    let log = std::env::temp_dir().join(format!("dsh-mock-llm-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let mut child = Child(
+        Command::new(env!("CARGO_BIN_EXE_dsh-mock-llm"))
+            .arg(example())
+            .args(["--log".as_ref(), log.as_os_str(), "--repeat".as_ref()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let url = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line.trim_end().to_owned()
+    })
+    .await
+    .unwrap();
+    let resp = client().get(format!("{url}/nope")).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+    // The line was written before the response head left the server.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(line["path"], "/nope");
+    assert_eq!(line["status"], 404);
+    assert_eq!(line["scripted"], false);
+    assert!(line.get("body").is_none());
+    drop(child);
+    let _ = std::fs::remove_file(&log);
 }
 
 #[test]

@@ -487,3 +487,18 @@ fn blocking_server_serves_synchronous_clients() {
     // Dropping joins the server thread (its runtime and connection tasks are gone).
     drop(server);
 }
+
+#[tokio::test]
+async fn on_request_sees_each_request_before_its_response() {
+    let server = MockServer::start_with([Reply::text(201, "ok")]).await;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    server.on_request(move |req| sink.lock().unwrap().push((req.path.clone(), req.status)));
+    let resp = post(&server.base_url(), "{}").await;
+    // Recorded before the head was sent, so it is visible as soon as the status is.
+    assert_eq!(resp.status(), 201);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [("/chat/completions".to_owned(), 201)]
+    );
+}
