@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin};
+use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin, Service};
 use dsh_tools::{CallInfo, Guard, ToolError, Tools, ToolsResultEvent};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
@@ -39,17 +39,29 @@ impl Observations {
 
     /// Record the observation a successful `read`/`write`/`edit` result reports.
     pub fn record_result(&self, ev: &ToolsResultEvent) {
-        if ev.result.is_error || !matches!(ev.call.name.as_str(), "read" | "write" | "edit") {
+        self.record_logged(
+            &ev.call.session_id,
+            &ev.call.name,
+            ev.result.is_error,
+            ev.result.meta.as_ref(),
+        );
+    }
+
+    /// Record the observation of a logged tool result (`name`, `isError`, `meta`), e.g. when a
+    /// resumed session replays its `tool/result` events. A version that no longer matches the
+    /// file is harmless: the next write or edit is refused as stale.
+    pub fn record_logged(&self, session: &str, name: &str, is_error: bool, meta: Option<&Value>) {
+        if is_error || !matches!(name, "read" | "write" | "edit") {
             return;
         }
-        let Some(meta) = ev.result.meta.as_ref() else {
+        let Some(meta) = meta else {
             return;
         };
         if let (Some(path), Some(version)) = (
             meta.get("path").and_then(Value::as_str),
             meta.get("version").and_then(Value::as_str),
         ) {
-            self.record(&ev.call.session_id, PathBuf::from(path), version.to_owned());
+            self.record(session, PathBuf::from(path), version.to_owned());
         }
     }
 
@@ -99,6 +111,10 @@ impl Observations {
     }
 }
 
+impl Service for Observations {
+    const NAME: &'static str = "fs-observations";
+}
+
 struct ObservationGuard(Arc<Observations>);
 
 impl Guard for ObservationGuard {
@@ -107,7 +123,8 @@ impl Guard for ObservationGuard {
     }
 }
 
-/// Mounts the read-before-write policy on the `Tools` service.
+/// Mounts the read-before-write policy on the `Tools` service, and provides its store as the
+/// `fs-observations` service (so a resume step can rebuild it from logged results).
 #[derive(Debug)]
 pub struct ReadBeforeWritePlugin;
 
@@ -122,6 +139,7 @@ impl Plugin for ReadBeforeWritePlugin {
     async fn apply(ctx: Ctx, _config: EmptyConfig) -> Result<(), BoxError> {
         let tools = ctx.dep::<dyn Tools>()?;
         let store = Arc::new(Observations::default());
+        ctx.provide::<Observations>(store.clone())?;
         tools.guard(&ctx, Arc::new(ObservationGuard(store.clone())))?;
         ctx.on::<ToolsResultEvent>(move |ev| {
             store.record_result(ev);

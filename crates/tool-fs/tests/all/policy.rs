@@ -148,3 +148,28 @@ async fn without_the_policy_plugin_writes_are_unchecked() {
     assert!(!r.is_error);
     assert_eq!(std::fs::read_to_string(p).unwrap(), "y");
 }
+
+#[tokio::test]
+async fn observations_can_be_rebuilt_from_logged_results() {
+    let e = env().await;
+    let p = e.file("resumed.txt", "v1\n");
+    // A result logged in an earlier run of this session (e.g. replayed on resume).
+    let logged = e.call("read", json!({"file_path": "resumed.txt"})).await;
+    let fresh = env().await; // a new process: empty observations
+    let store = fresh
+        ._kernel
+        .root()
+        .get::<dsh_tool_fs::Observations>()
+        .unwrap();
+    let write = json!({"file_path": p, "content": "v2\n"});
+    assert_eq!(
+        fresh.call("write", write.clone()).await.code(),
+        Some("FS_NOT_OBSERVED")
+    );
+    store.record_logged(&fresh.session, "read", false, logged.meta.as_ref());
+    let r = fresh.call("write", write).await;
+    assert!(!r.is_error, "{}", r.text());
+    // Failed or foreign results record nothing.
+    store.record_logged(&fresh.session, "bash", false, logged.meta.as_ref());
+    store.record_logged(&fresh.session, "read", true, logged.meta.as_ref());
+}
