@@ -217,8 +217,14 @@ fn main() {
     // surface, cached messages), measured with the counting allocator
     let before = LIVE.load(Ordering::Relaxed);
     let d = decode_jsonl(&bytes, 4, "bench", "bench").unwrap();
+    let mid = LIVE.load(Ordering::Relaxed);
     let log = SessionLog::replay(d.header, d.events).unwrap();
     let after = LIVE.load(Ordering::Relaxed);
+    println!(
+        "memory split: decoded events {:.0} bytes/event, admission (Arcs, surface, cached messages) {:.0} bytes/event",
+        (mid as f64 - before as f64) / count as f64,
+        (after as f64 - mid as f64) / count as f64
+    );
     let per = (after as f64 - before as f64) / count as f64;
     println!(
         "memory: {per:.0} bytes per stored event ({:.2}x its JSONL size; surface of {} nodes with cached messages)",

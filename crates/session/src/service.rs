@@ -64,6 +64,8 @@ pub trait Sessions: Send + Sync + 'static {
     fn read(&self, id: &str) -> Result<SessionLog, SessionError>;
     /// The session if it is open in this service.
     fn get(&self, id: &str) -> Option<Arc<Session>>;
+    /// Whether a session with this id is open here or stored.
+    fn exists(&self, id: &str) -> bool;
     /// Stored sessions, oldest first.
     fn list(&self) -> Result<Vec<SessionSummary>, SessionError>;
     /// The stored bytes, verbatim.
@@ -213,6 +215,10 @@ impl Sessions for SessionStore {
 
     fn get(&self, id: &str) -> Option<Arc<Session>> {
         self.open.lock().get(id).cloned()
+    }
+
+    fn exists(&self, id: &str) -> bool {
+        self.open.lock().contains_key(id) || self.backend().is_some_and(|p| p.exists(id))
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {

@@ -3,3 +3,4 @@
 
 mod kernel;
 mod store;
+mod v3;
