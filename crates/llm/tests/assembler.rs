@@ -192,3 +192,126 @@ fn protocol_violations_are_errors() {
         assert!(!want.to_string().is_empty());
     }
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Plan {
+        Text(Vec<String>),
+        Reasoning(Vec<String>),
+        Call(String, Vec<String>),
+    }
+
+    fn plan() -> impl Strategy<Value = Vec<Plan>> {
+        let pieces = || prop::collection::vec("[a-z{}\":é ]{0,6}", 0..5);
+        prop::collection::vec(
+            prop_oneof![
+                pieces().prop_map(Plan::Text),
+                pieces().prop_map(Plan::Reasoning),
+                ("call_[0-9]{2}", pieces()).prop_map(|(id, p)| Plan::Call(id, p)),
+            ],
+            0..6,
+        )
+    }
+
+    /// Chunks for a plan: all starts and deltas in order, then every block-end, usage, finish.
+    fn chunks_of(plan: &[Plan], finish: FinishReason) -> Vec<StreamChunk> {
+        let mut out = Vec::new();
+        let mut ends = Vec::new();
+        for (i, p) in plan.iter().enumerate() {
+            let i = i as u32;
+            match p {
+                Plan::Text(ps) => {
+                    out.push(start(i, BlockKind::Text));
+                    out.extend(ps.iter().map(|t| text(i, t)));
+                    ends.push(end(i, ContentBlock::text(ps.concat())));
+                }
+                Plan::Reasoning(ps) => {
+                    out.push(start(i, BlockKind::Reasoning));
+                    out.extend(ps.iter().map(|t| reasoning(i, t)));
+                    ends.push(end(i, ContentBlock::reasoning(ps.concat())));
+                }
+                Plan::Call(id, ps) => {
+                    out.push(start(i, BlockKind::ToolCall));
+                    out.extend(ps.iter().map(|a| call(i, id, Some("t"), a)));
+                    ends.push(end(
+                        i,
+                        ContentBlock::tool_call(id.clone(), "t", ps.concat()),
+                    ));
+                }
+            }
+        }
+        out.extend(ends);
+        out.push(usage());
+        out.push(StreamChunk::finish(finish));
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn folding_reproduces_the_plan(plan in plan(), max_tokens in any::<bool>()) {
+            let finish = if max_tokens { FinishReason::MaxTokens } else { FinishReason::ToolCalls };
+            let done = fold(&chunks_of(&plan, finish)).finish().unwrap();
+            let want: Vec<ContentBlock> = plan
+                .iter()
+                .filter_map(|p| match p {
+                    Plan::Text(ps) => Some(ContentBlock::text(ps.concat())),
+                    Plan::Reasoning(ps) => Some(ContentBlock::reasoning(ps.concat())),
+                    Plan::Call(id, ps) if !max_tokens => {
+                        Some(ContentBlock::tool_call(id.clone(), "t", ps.concat()))
+                    }
+                    Plan::Call(..) => None,
+                })
+                .collect();
+            prop_assert_eq!(done.content, want);
+            let calls = plan.iter().filter(|p| matches!(p, Plan::Call(..))).count();
+            prop_assert_eq!(done.dropped_tool_calls.len(), if max_tokens { calls } else { 0 });
+        }
+
+        #[test]
+        fn interrupted_prefix_is_what_was_delivered(plan in plan(), cut in any::<prop::sample::Index>()) {
+            let chunks = chunks_of(&plan, FinishReason::Stop);
+            let cut = cut.index(chunks.len() + 1);
+            let a = fold(&chunks[..cut]);
+            // Expected: per text/reasoning block, the concatenation of its deltas before the cut.
+            let mut want = Vec::new();
+            for (i, p) in plan.iter().enumerate() {
+                let delivered: String = chunks[..cut]
+                    .iter()
+                    .filter_map(|c| match c {
+                        StreamChunk::TextDelta { index, text }
+                        | StreamChunk::ReasoningDelta { index, text } if *index as usize == i => {
+                            Some(text.as_str())
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                match p {
+                    Plan::Text(_) if !delivered.is_empty() => want.push(ContentBlock::text(delivered)),
+                    Plan::Reasoning(_) if !delivered.is_empty() => {
+                        want.push(ContentBlock::reasoning(delivered))
+                    }
+                    _ => {}
+                }
+            }
+            prop_assert_eq!(a.interrupted_prefix(), want);
+        }
+
+        #[test]
+        fn arbitrary_chunk_sequences_never_panic(
+            plan in plan(),
+            picks in prop::collection::vec(any::<prop::sample::Index>(), 0..40),
+        ) {
+            // Shuffle-ish: pick chunks from a valid stream in arbitrary order and repetition.
+            let pool = chunks_of(&plan, FinishReason::Stop);
+            let mut a = BlockAssembler::new();
+            for p in picks {
+                let _ = a.push(&pool[p.index(pool.len())]);
+            }
+            let _ = a.interrupted_prefix();
+            let _ = a.finish();
+        }
+    }
+}
