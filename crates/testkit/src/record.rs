@@ -42,7 +42,7 @@ pub struct RecordedRequest {
     pub outcome: Outcome,
     /// The status of the response (0 until the reply is chosen).
     pub status: u16,
-    /// Longest common byte prefix of this body with an earlier chat request's body (the last 32
+    /// Longest common byte prefix of this body with an earlier chat request's body (the last 8
     /// are compared): a stand-in for DeepSeek's prefix cache. Divide by ~4 for tokens, e.g.
     /// `Usage::new(..).cache_hit(req.cached_prefix_bytes as u64 / 4)` in a responder.
     pub cached_prefix_bytes: usize,

@@ -566,7 +566,7 @@ async fn handle(
 }
 
 /// How many earlier chat requests the prefix-cache estimate looks at.
-const PREFIX_WINDOW: usize = 32;
+const PREFIX_WINDOW: usize = 8;
 
 /// Longest common byte prefix of this chat request's body with the last [`PREFIX_WINDOW`]
 /// earlier chat requests (0 for non-chat requests).

@@ -172,3 +172,16 @@ async fn server_reports_rule_violations_and_prefix_hits() {
         "{v:?}"
     );
 }
+
+#[test]
+fn common_prefix_len_handles_blocks_and_tails() {
+    let a = vec![7u8; 10_000];
+    let mut b = a.clone();
+    assert_eq!(common_prefix_len(&a, &b), 10_000);
+    b[9_000] = 8;
+    assert_eq!(common_prefix_len(&a, &b), 9_000);
+    b[4_096] = 8;
+    assert_eq!(common_prefix_len(&a, &b), 4_096);
+    assert_eq!(common_prefix_len(&a[..5], &b), 5);
+    assert_eq!(common_prefix_len(b"", &b), 0);
+}
