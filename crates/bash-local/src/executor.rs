@@ -182,9 +182,19 @@ impl LocalShell {
             .kill_on_drop(true);
 
         let started = Instant::now();
-        let mut child = command.spawn().map_err(|source| ShellError::Spawn {
-            program: self.options.program.display().to_string(),
-            source,
+        let mut child = command.spawn().map_err(|source| {
+            if source.raw_os_error() == Some(nix::errno::Errno::E2BIG as i32) {
+                ShellError::InvalidRequest(format!(
+                    "the command ({} bytes) is too long for one process argument; \
+                     write long scripts to a file and run the file",
+                    request.command.len()
+                ))
+            } else {
+                ShellError::Spawn {
+                    program: self.options.program.display().to_string(),
+                    source,
+                }
+            }
         })?;
         let pid = child.id().ok_or_else(|| ShellError::Process {
             context: "reading the process id",

@@ -166,6 +166,12 @@ async fn infrastructure_errors() {
         Err(ShellError::InvalidRequest(msg)) => assert!(msg.contains("NUL")),
         other => panic!("{other:?}"),
     }
+    // Linux limits one argument to 128 KiB: a clear message instead of a bare E2BIG.
+    let huge = format!("echo {}", "x".repeat(200_000));
+    match sh.run(ShellRequest::new(huge, dir.path())).await {
+        Err(ShellError::InvalidRequest(msg)) => assert!(msg.contains("too long"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
     let broken = LocalShell::new(LocalShellOptions {
         program: dir.path().join("no-such-bash"),
         ..options(dir.path())

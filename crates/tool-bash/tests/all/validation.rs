@@ -49,6 +49,12 @@ async fn checks_beyond_the_schema() {
     )
     .await;
     assert!(text.contains("background jobs are not available"), "{text}");
+    let long = json!({"command": format!("echo {}", "y".repeat(200_000)), "description": "d"});
+    let text = invalid(&h, &long.to_string()).await;
+    assert!(
+        text.starts_with("Error: invalid command: the command (200005 bytes) is too long"),
+        "{text}"
+    );
     let text = invalid(
         &h,
         &json!({"command": "ls", "description": "d", "workdir": "missing dir"}).to_string(),
