@@ -135,6 +135,11 @@ impl Event {
         }
     }
 
+    /// Renumbers the event (v3 conversion rule 7).
+    pub(crate) fn set_seq(&mut self, seq: u64) {
+        self.seq = seq;
+    }
+
     /// Replaces payload and metadata (used by the v3 conversion).
     pub(crate) fn set_parts(
         &mut self,

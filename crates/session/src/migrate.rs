@@ -1,14 +1,13 @@
 //! The v3 → v4 conversion (format §16.2), in memory. The v3 file is never modified.
 //!
-//! Implemented: rules 1–6, 8–9 (rule 8's isSeeded check and rule 11's validation run in
-//! [`crate::SessionLog::replay`]). Rule 7 (inserting a `turn/end` before an interrupted turn's
-//! successor) refuses the log instead of renumbering. Rule 10 (parent catalog completion from
-//! child sessions) is not applied: it needs the other sessions of the root.
+//! Implemented: rules 1–9 (rule 8's isSeeded check and rule 11's validation run in
+//! [`crate::SessionLog::replay`]). Rule 10 (parent catalog completion from child sessions) is not
+//! applied: it needs the other sessions of the root.
 
 use serde_json::{Map, Value};
 
 use crate::error::LogError;
-use crate::event::Event;
+use crate::event::{Event, SurfaceOp};
 use crate::header::SessionHeader;
 use crate::json::as_safe_u64;
 use crate::vocab::*;
@@ -21,7 +20,7 @@ fn unsupported(seq: u64, kind: &str, m: impl std::fmt::Display) -> LogError {
 
 /// Converts v3 events to v4 (rules 2–9).
 pub fn v3_to_v4(_header: &SessionHeader, events: Vec<Event>) -> Result<Vec<Event>, LogError> {
-    check_interrupted_turns(&events)?;
+    let events = insert_interrupted_turn_ends(events);
     let mut out = Vec::with_capacity(events.len());
     for mut ev in events {
         let seq = ev.seq();
@@ -52,31 +51,35 @@ pub fn v3_to_v4(_header: &SessionHeader, events: Vec<Event>) -> Result<Vec<Event
     Ok(out)
 }
 
-fn check_interrupted_turns(events: &[Event]) -> Result<(), LogError> {
-    let mut open_turn = false;
+/// Rule 7: before a `turn/start {t+1}` that directly follows a non-empty next-turn insertion
+/// while turn t is open without an open step, insert `turn/end {t, interrupted}` (with that
+/// `turn/start`'s time), renumber densely and remap the same-log seq references.
+fn insert_interrupted_turn_ends(events: Vec<Event>) -> Vec<Event> {
+    let mut inserts: Vec<(usize, u64, i64)> = Vec::new(); // (index, turn, time)
+    let mut open_turn: Option<u64> = None;
     let mut open_step = false;
-    let mut prev_next_turn_insert = false;
-    for ev in events {
+    let mut prev_insert = false;
+    for (i, ev) in events.iter().enumerate() {
         match ev.kind() {
             TURN_START => {
-                if open_turn && !open_step && prev_next_turn_insert {
-                    return Err(LogError::Unsupported(format!(
-                        "v3 session log needs an inserted turn/end before event {} (§16.2 rule 7), which dsh does not implement",
-                        ev.seq()
-                    )));
+                if let Some(t) = open_turn
+                    && !open_step
+                    && prev_insert
+                {
+                    inserts.push((i, t, ev.time()));
                 }
-                open_turn = true;
+                open_turn = ev.data().get("turn").and_then(as_safe_u64);
                 open_step = false;
             }
             TURN_END => {
-                open_turn = false;
+                open_turn = None;
                 open_step = false;
             }
             STEP_START => open_step = true,
             STEP_END => open_step = false,
             _ => {}
         }
-        prev_next_turn_insert = ev.kind() == INBOX_SPLICED
+        prev_insert = ev.kind() == INBOX_SPLICED
             && ev.data().get("target").and_then(Value::as_str) == Some("next-turn")
             && ev
                 .data()
@@ -84,7 +87,92 @@ fn check_interrupted_turns(events: &[Event]) -> Result<(), LogError> {
                 .and_then(Value::as_array)
                 .is_some_and(|a| !a.is_empty());
     }
-    Ok(())
+    if inserts.is_empty() {
+        return events;
+    }
+    // old seq -> new seq
+    let shift = |old: u64| -> u64 {
+        old + inserts.iter().filter(|(i, ..)| (*i as u64) <= old).count() as u64
+    };
+    let mut out = Vec::with_capacity(events.len() + inserts.len());
+    let mut next = inserts.iter().peekable();
+    for (i, mut ev) in events.into_iter().enumerate() {
+        while let Some((at, turn, time)) = next.peek().copied() {
+            if *at != i {
+                break;
+            }
+            let data = serde_json::json!({"turn": turn, "reason": {"kind": "interrupted"}});
+            out.push(Event::from_parts(
+                TURN_END,
+                out.len() as u64,
+                *time,
+                data,
+                None,
+                None,
+                false,
+            ));
+            next.next();
+        }
+        ev.set_seq(shift(ev.seq()));
+        let op = ev.surface_op().map(|op| match op {
+            SurfaceOp::Replace { start_seq, end_seq } => SurfaceOp::Replace {
+                start_seq: shift(start_seq),
+                end_seq: shift(end_seq),
+            },
+            other => other,
+        });
+        let sources = ev
+            .source_event_seqs()
+            .map(|s| s.iter().map(|x| shift(*x)).collect::<Vec<_>>());
+        let mut data = ev.data().clone();
+        remap_data(ev.kind(), &mut data, &shift);
+        ev.set_parts(None, Some(data), Some(op), Some(sources));
+        out.push(ev);
+    }
+    out
+}
+
+fn remap_data(kind: &str, data: &mut Value, shift: &dyn Fn(u64) -> u64) {
+    let fix = |v: &mut Value| {
+        if let Some(n) = as_safe_u64(v) {
+            *v = Value::from(shift(n));
+        }
+    };
+    let fix_all = |v: Option<&mut Value>| {
+        if let Some(Value::Array(a)) = v {
+            a.iter_mut().for_each(|x| {
+                if let Some(n) = as_safe_u64(x) {
+                    *x = Value::from(shift(n));
+                }
+            });
+        }
+    };
+    match kind {
+        "command/done" => {
+            if let Some(v) = data.get_mut("sourceEventSeq") {
+                fix(v);
+            }
+        }
+        "session/title" | "session/title-llm-request" => fix_all(data.get_mut("messageSeqs")),
+        "compaction/summary" | "compaction/prune" => {
+            for k in ["/shadowedRange/start", "/shadowedRange/end"] {
+                if let Some(v) = data.pointer_mut(k) {
+                    fix(v);
+                }
+            }
+            fix_all(data.get_mut("shadowedSeqs"));
+        }
+        IMAGE_OFFLOAD => {
+            if let Some(Value::Array(targets)) = data.get_mut("targets") {
+                for t in targets {
+                    if let Some(v) = t.get_mut("seq") {
+                        fix(v);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 fn convert_data(kind: &str, data: &mut Value, seq: u64) -> Result<(), String> {
@@ -373,5 +461,64 @@ fn rename_stream_tags(stream: &mut [Value]) {
         {
             *t = format!("plugin:{t}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(kind: &str, seq: u64, data: Value) -> Event {
+        Event::from_parts(kind, seq, 100 + seq as i64, data, None, None, false)
+    }
+
+    #[test]
+    fn rule_7_inserts_a_turn_end_and_remaps_references() {
+        let user = json!({"content":[{"type":"text","text":"x"}],"source":{"kind":"user"},"role":"user","id":"m1"});
+        let mut title = ev(
+            "session/title",
+            5,
+            json!({"title":"t","messageSeqs":[4],"source":{"kind":"fallback"}}),
+        );
+        title.set_parts(None, None, None, None);
+        let mut u = ev("user/message", 4, user.clone());
+        u.set_parts(None, None, Some(Some(SurfaceOp::Append)), None);
+        let events = vec![
+            ev("turn/start", 0, json!({"turn": 1})),
+            ev(
+                "agent/inbox/spliced",
+                1,
+                json!({"target":"next-turn","start":0,"inserted":[user]}),
+            ),
+            ev("turn/start", 2, json!({"turn": 2})),
+            ev("step/start", 3, json!({"turn": 2, "step": 1})),
+            u,
+            title,
+        ];
+        let header = SessionHeader::new("s", 1, None);
+        let out = v3_to_v4(&header, events).unwrap();
+        let kinds: Vec<_> = out.iter().map(|e| e.kind().to_string()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "turn/start",
+                "agent/inbox/spliced",
+                "turn/end",
+                "turn/start",
+                "step/start",
+                "user/message",
+                "session/title"
+            ]
+        );
+        assert_eq!(
+            out[2].data(),
+            &json!({"turn": 1, "reason": {"kind": "interrupted"}})
+        );
+        assert_eq!(out[2].time(), out[3].time());
+        for (i, e) in out.iter().enumerate() {
+            assert_eq!(e.seq(), i as u64);
+        }
+        assert_eq!(out[6].data()["messageSeqs"], json!([5]));
     }
 }
