@@ -140,6 +140,7 @@ impl DeepSeekAdapter {
         })?;
         let client = reqwest::Client::builder()
             .connect_timeout(timeouts.connect)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| {
                 LlmFailure::new(

@@ -95,19 +95,22 @@ pub fn classify(
         None => message.clone(),
     };
     let code = if status == 401 || status == 403 {
-        codes::AUTH
+        codes::AUTH.to_owned()
     } else if status == 413 {
-        codes::INVALID_REQUEST
+        codes::INVALID_REQUEST.to_owned()
     } else if status == 402 || matches(&QUOTA, &wording) {
-        codes::QUOTA
+        codes::QUOTA.to_owned()
     } else if status == 429 {
-        codes::RATE_LIMIT
+        codes::RATE_LIMIT.to_owned()
     } else if status == 400 && matches(&CONTEXT, &wording) {
-        codes::CONTEXT_WINDOW_EXCEEDED
+        codes::CONTEXT_WINDOW_EXCEEDED.to_owned()
     } else if status >= 500 {
-        codes::SERVER
+        codes::SERVER.to_owned()
+    } else if status >= 400 {
+        codes::INVALID_REQUEST.to_owned()
     } else {
-        codes::INVALID_REQUEST
+        // Redirects (never followed) and other non-success statuses.
+        format!("HTTP_{status}")
     };
     LlmFailure::new(code, message)
         .with_status(status)
@@ -169,6 +172,7 @@ mod tests {
         assert_eq!(c(404, ""), "INVALID_REQUEST");
         assert_eq!(c(500, "Server Error"), "SERVER");
         assert_eq!(c(503, ""), "SERVER");
+        assert_eq!(c(302, ""), "HTTP_302");
         let f = classify(503, b"", Some("3"), Some("rid".into()), now);
         assert_eq!(f.message, "DeepSeek API error (HTTP 503)");
         assert_eq!(

@@ -231,7 +231,11 @@ async fn endless_keep_alives_trip_the_total_deadline_not_the_idle_watchdog() {
     let chunks = run(&a).await.unwrap();
     let f = finish_failure(&chunks);
     assert_eq!(f.code, "TIMEOUT");
-    assert!(f.message.contains("total deadline of 1200ms"), "{}", f.message);
+    assert!(
+        f.message.contains("total deadline of 1200ms"),
+        "{}",
+        f.message
+    );
     assert!(started.elapsed() >= Duration::from_millis(1200));
     // Comments never become chunks: only the text block and the finish.
     assert!(matches!(chunks[0], StreamChunk::BlockStart { .. }));
@@ -262,6 +266,12 @@ async fn truncations_resets_and_bad_payloads() {
     server.push(Reply::sse().bytes(text[..300].to_vec()).reset());
     let c = code(run(&a).await.unwrap());
     assert!(c == "STREAM_CLOSED" || c == "TRANSPORT", "{c}");
+    // Reset before the head: transport failure before streaming.
+    server.push(Reply::sse().reset_head());
+    assert_eq!(run(&a).await.unwrap_err().code, "TRANSPORT");
+    // Redirects are not followed (the key is never replayed elsewhere).
+    server.push(Reply::status(307).header("location", "http://127.0.0.1:9/chat/completions"));
+    assert_eq!(run(&a).await.unwrap_err().code, "HTTP_307");
     // Clean EOF without [DONE]; [DONE] without its blank line.
     server.push(Reply::sse().bytes(data_event(0)));
     assert_eq!(code(run(&a).await.unwrap()), "STREAM_CLOSED");
