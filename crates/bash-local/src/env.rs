@@ -5,8 +5,9 @@
 //! (case-insensitive), every name in the configured scrub list (always including
 //! `DEEPSEEK_API_KEY`, and `BASH_ENV`/`ENV` so no startup file runs), and every inherited
 //! `DSH_*` variable; then set `NO_COLOR=1`,
-//! `TERM=dumb`, `PAGER=cat`, `GIT_PAGER=cat`; then the managed facts `DSH_SHELL=1` and
-//! `DSH_SESSION_ID` (when the run has a session); then the request's own extra variables.
+//! `TERM=dumb`, `PAGER=cat`, `GIT_PAGER=cat`; then the managed facts `DSH_HOME` (the harness's
+//! `DSH_HOME`, else `$HOME/.dsh`), `DSH_SHELL=1` and `DSH_SESSION_ID` (when the run has a
+//! session); then the request's own extra variables.
 
 use std::ffi::{OsStr, OsString};
 
@@ -50,23 +51,42 @@ impl EnvPolicy {
         session_id: Option<&str>,
         extra: &[(String, String)],
     ) -> Vec<(OsString, OsString)> {
+        let inherited: Vec<(OsString, OsString)> = inherited.into_iter().collect();
+        let lookup = |name: &str| {
+            inherited
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        // The harness's home, re-exported as a managed fact (the inherited DSH_* are dropped).
+        let dsh_home = lookup("DSH_HOME").or_else(|| {
+            lookup("HOME").map(|home| {
+                let mut path = std::path::PathBuf::from(home);
+                path.push(".dsh");
+                path.into_os_string()
+            })
+        });
         let mut out: Vec<(OsString, OsString)> = inherited
-            .into_iter()
+            .iter()
             .filter(|(name, _)| !self.is_scrubbed(name))
+            .cloned()
             .collect();
-        let mut set = |name: &str, value: &str| {
+        let mut set = |name: &str, value: &OsStr| {
             out.retain(|(n, _)| n != name);
-            out.push((name.into(), value.into()));
+            out.push((name.into(), value.to_os_string()));
         };
         for (name, value) in QUIET_DEFAULTS {
-            set(name, value);
+            set(name, OsStr::new(value));
         }
-        set("DSH_SHELL", "1");
+        if let Some(home) = &dsh_home {
+            set("DSH_HOME", home);
+        }
+        set("DSH_SHELL", OsStr::new("1"));
         if let Some(id) = session_id {
-            set("DSH_SESSION_ID", id);
+            set("DSH_SESSION_ID", OsStr::new(id));
         }
         for (name, value) in extra {
-            set(name, value);
+            set(name, OsStr::new(value));
         }
         out
     }
@@ -119,12 +139,16 @@ mod tests {
             "MyPassword",
             "AWS_SECRET_ACCESS_KEY",
             "CORP_LOGIN",
-            "DSH_HOME",
             "BASH_ENV",
         ] {
             assert_eq!(get(&env, gone), None, "{gone} leaked");
         }
         assert_eq!(get(&env, "DSH_SESSION_ID"), Some(OsStr::new("s-1")));
+        assert_eq!(
+            get(&env, "DSH_HOME"),
+            Some(OsStr::new("/h")),
+            "managed, re-exported"
+        );
         assert_eq!(get(&env, "DSH_SHELL"), Some(OsStr::new("1")));
         assert_eq!(get(&env, "TERM"), Some(OsStr::new("dumb")));
         assert_eq!(get(&env, "NO_COLOR"), Some(OsStr::new("1")));
@@ -136,5 +160,13 @@ mod tests {
     fn no_session_means_no_session_var() {
         let env = EnvPolicy::default().build(vars(&[("DSH_SESSION_ID", "x")]), None, &[]);
         assert_eq!(get(&env, "DSH_SESSION_ID"), None);
+        assert_eq!(get(&env, "DSH_HOME"), None, "no DSH_HOME and no HOME");
+    }
+
+    #[test]
+    fn dsh_home_defaults_under_home() {
+        let env = EnvPolicy::default().build(vars(&[("HOME", "/u")]), None, &[]);
+        assert_eq!(get(&env, "DSH_HOME"), Some(OsStr::new("/u/.dsh")));
+        assert_eq!(env.iter().filter(|(n, _)| n == "DSH_HOME").count(), 1);
     }
 }
