@@ -298,7 +298,10 @@ impl Sessions for SessionStore {
         Box::pin(async move {
             let mut result = Ok(());
             if let Some(s) = session {
-                result = s.flush().await;
+                // An untouched new session stays unmaterialized (nothing on disk).
+                if !s.is_empty() {
+                    result = s.flush().await;
+                }
                 s.mark_closed();
             }
             if let Some(p) = backend {

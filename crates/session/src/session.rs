@@ -149,7 +149,11 @@ impl Session {
             let Some(_guard) = self.draining.try_lock() else {
                 return;
             };
-            while let Some(ev) = self.queue.lock().pop_front() {
+            loop {
+                // Pop in its own statement: the queue lock must not be held while the sink runs
+                // (a listener may append to this session).
+                let next = self.queue.lock().pop_front();
+                let Some(ev) = next else { break };
                 self.sink.event(&self.id, &ev);
             }
             drop(_guard);

@@ -6,3 +6,4 @@ mod common;
 mod fixtures;
 mod prop;
 mod repair;
+mod service;
