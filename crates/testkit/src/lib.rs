@@ -25,6 +25,7 @@
 
 mod body;
 pub mod deepseek;
+pub mod fixtures;
 mod record;
 mod reply;
 pub mod scenario;

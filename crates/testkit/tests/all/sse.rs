@@ -256,3 +256,11 @@ fn random_splits_are_reproducible_and_lossless() {
     assert!(a.iter().all(|p| !p.is_empty() && p.len() <= 9));
     assert_eq!(concat(&a), data.to_vec());
 }
+
+#[test]
+fn fixtures_module_reads_the_shared_fixtures() {
+    let text = dsh_testkit::fixtures::read_fixture("deepseek/text.sse").unwrap();
+    assert_eq!(text.to_vec(), fixture("text.sse"));
+    let err = dsh_testkit::fixtures::read_fixture("deepseek/nope.sse").unwrap_err();
+    assert!(err.to_string().contains("deepseek/nope.sse"), "{err}");
+}
