@@ -130,4 +130,50 @@ fn main() {
         "grep -rnE",
         time(|| external("grep", &["-rnE", PATTERN], root).unwrap_or(0)),
     );
+    pipeline_overhead(root);
+}
+
+/// Median wall time of one `read` call of a small file through the whole Tools pipeline
+/// (validation, hooks, guard of the read-before-write policy, rendering, notification).
+fn pipeline_overhead(root: &Path) {
+    use dsh_kernel::{Kernel, PluginRegistry};
+    use dsh_tool_fs::{FsToolsPlugin, ReadBeforeWritePlugin};
+    use dsh_tools::{ToolRequest, Tools, ToolsPlugin};
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let kernel = Kernel::new(PluginRegistry::new());
+        let fibers = [
+            kernel.mount_plugin::<ToolsPlugin>(Default::default()).unwrap(),
+            kernel.mount_plugin::<FsToolsPlugin>(Default::default()).unwrap(),
+            kernel
+                .mount_plugin::<ReadBeforeWritePlugin>(Default::default())
+                .unwrap(),
+        ];
+        for f in &fibers {
+            f.ready().await.unwrap();
+        }
+        let tools = kernel.root().get::<dyn Tools>().unwrap();
+        let file = root.join("small.txt");
+        std::fs::write(&file, "one\ntwo\nthree\n").unwrap();
+        let args = format!("{{\"file_path\":{:?}}}", file.display().to_string());
+        let mut samples = Vec::with_capacity(2000);
+        for i in 0..2000 {
+            let req = ToolRequest::new(format!("c{i}"), "read", args.clone(), "bench", root);
+            let t = Instant::now();
+            let r = tools.execute(req).await;
+            samples.push(t.elapsed());
+            assert!(!r.is_error, "{}", r.text());
+        }
+        samples.sort();
+        println!(
+            "\npipeline: `read` of a 3-line file through Tools::execute: median {:.1} µs, p90 {:.1} µs (2000 calls)",
+            samples[1000].as_secs_f64() * 1e6,
+            samples[1800].as_secs_f64() * 1e6
+        );
+        kernel.dispose().await;
+    });
 }
