@@ -67,7 +67,8 @@ pub enum SystemPromptError {
         /// The second.
         second: String,
     },
-    /// `toolOrder` names a tool that is not offered to this agent.
+    /// `toolOrder` names a tool that is not registered (neither offered to this agent nor
+    /// hidden from it by a filter).
     #[error("toolOrder names `{0}`, which is not a registered tool")]
     UnknownToolInOrder(String),
     /// A hook listener of `system-prompt/assemble` panicked.
@@ -105,6 +106,16 @@ pub fn order_tools(
     tools: Vec<ToolSchema>,
     tool_order: &[String],
 ) -> Result<Vec<ToolSchema>, SystemPromptError> {
+    order_tools_hiding(tools, tool_order, &|_| false)
+}
+
+/// [`order_tools`], where a listed name missing from `tools` is skipped when `hidden(name)`
+/// (a registered tool that this agent's filters hide) instead of failing.
+pub fn order_tools_hiding(
+    tools: Vec<ToolSchema>,
+    tool_order: &[String],
+    hidden: &dyn Fn(&str) -> bool,
+) -> Result<Vec<ToolSchema>, SystemPromptError> {
     if tool_order.is_empty() {
         return Ok(tools);
     }
@@ -117,11 +128,16 @@ pub fn order_tools(
             seen_rest = true;
             continue;
         }
-        let found = slots
+        let Some(found) = slots
             .iter_mut()
             .find(|s| s.as_ref().is_some_and(|t| &t.name == name))
             .and_then(Option::take)
-            .ok_or_else(|| SystemPromptError::UnknownToolInOrder(name.clone()))?;
+        else {
+            if hidden(name) {
+                continue;
+            }
+            return Err(SystemPromptError::UnknownToolInOrder(name.clone()));
+        };
         if seen_rest {
             tail.push(found);
         } else {

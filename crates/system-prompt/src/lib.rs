@@ -22,7 +22,7 @@ pub mod template;
 
 pub use assembly::{
     PromptAssembly, SystemPromptAssemble, SystemPromptError, UNLISTED_TOOLS, check_tool_order,
-    order_tools,
+    order_tools, order_tools_hiding,
 };
 pub use runtime_context::{OwnedContextMessage, RetainedContext, RuntimeContextProposal};
 pub use section::{

@@ -1,5 +1,6 @@
 //! The `SystemPrompt` service, its default implementation and the plugin providing it.
 
+use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +15,7 @@ use serde::Deserialize;
 
 use crate::assembly::{
     PromptAssembly, SystemPromptAssemble, SystemPromptError, check_tool_order, order_tools,
+    order_tools_hiding,
 };
 use crate::section::{
     AssembleContext, ContextSection, RenderedSection, Section, SectionContent, order,
@@ -284,6 +286,12 @@ impl Inner {
     ) -> Result<PromptAssembly, SystemPromptError> {
         let scope = context.scope.as_ref();
         let tools = match self.ctx.get::<dyn Tools>() {
+            Some(t) if scope.is_some() && !self.tool_order.is_empty() => {
+                // A listed tool that this agent's filters hide is skipped, not an error.
+                let global: BTreeSet<String> =
+                    t.schemas(None).into_iter().map(|s| s.name).collect();
+                order_tools_hiding(t.schemas(scope), &self.tool_order, &|n| global.contains(n))?
+            }
             Some(t) => order_tools(t.schemas(scope), &self.tool_order)?,
             None if self.tool_order.is_empty() => Vec::new(),
             None => order_tools(Vec::new(), &self.tool_order)?,
@@ -394,7 +402,7 @@ pub struct SystemPromptConfig {
     #[serde(default = "yes")]
     pub include_harness_identity: bool,
     /// Canonical tool order: these names first, `<unlisted-tools>` marking where the rest go
-    /// (at the end when absent). Naming a tool that is not offered fails the assembly.
+    /// (at the end when absent). Naming a tool that is not registered fails the assembly.
     #[serde(default)]
     pub tool_order: Vec<String>,
 }

@@ -474,3 +474,24 @@ async fn a_plugin_section_goes_away_when_the_plugin_unloads() {
     assert_eq!(e.prompt.assemble(cx()).await.unwrap().prompt(), "");
     e.kernel.dispose().await;
 }
+
+#[tokio::test]
+async fn tool_order_skips_tools_an_agent_filter_hides() {
+    let e = ordered_env(json!(["bash", "<unlisted-tools>", "read"])).await;
+    let scope = e.root.scope("sandboxed").unwrap();
+    e.tools
+        .restrict(scope.ctx(), ToolFilter::deny(["bash"]))
+        .unwrap();
+    let global = e.prompt.assemble(cx()).await.unwrap();
+    assert_eq!(
+        global.tool_names(),
+        ["bash", "edit", "grep", "write", "read"]
+    );
+    let scoped = e
+        .prompt
+        .assemble(cx().with_scope(scope.ctx().scope_key()))
+        .await
+        .unwrap();
+    assert_eq!(scoped.tool_names(), ["edit", "grep", "write", "read"]);
+    e.kernel.dispose().await;
+}
