@@ -11,8 +11,10 @@ use dsh_llm::{
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
+use parking_lot::Mutex;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
 use secrecy::{ExposeSecret, SecretString};
+use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
@@ -84,19 +86,30 @@ struct Inner {
     max_event_bytes: usize,
 }
 
+struct Shared {
+    current: Mutex<Arc<Inner>>,
+    env: EnvFn,
+    updates: Option<Mutex<watch::Receiver<DeepSeekConfig>>>,
+}
+
 /// The DeepSeek chat-completions adapter (route `deepseek`).
+///
+/// Its settings can change while it is registered: [`DeepSeekAdapter::reconfigure`] (or a
+/// followed config watch, see [`DeepSeekAdapter::follow`]) swaps them for the next request; an
+/// invalid snapshot is refused and the last good one (URL and key together) stays.
 #[derive(Clone)]
 pub struct DeepSeekAdapter {
-    inner: Arc<Inner>,
+    shared: Arc<Shared>,
 }
 
 impl fmt::Debug for DeepSeekAdapter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.shared.current.lock().clone();
         f.debug_struct("DeepSeekAdapter")
-            .field("endpoint", &self.inner.endpoint)
-            .field("key", &self.inner.key.as_ref().map(|_| "[redacted]"))
-            .field("key_env", &self.inner.key_env)
-            .field("timeouts", &self.inner.timeouts)
+            .field("endpoint", &inner.endpoint)
+            .field("key", &inner.key.as_ref().map(|_| "[redacted]"))
+            .field("key_env", &inner.key_env)
+            .field("timeouts", &inner.timeouts)
             .finish()
     }
 }
@@ -115,6 +128,64 @@ impl DeepSeekAdapter {
     /// Like [`DeepSeekAdapter::new`] with an injected environment (the key is looked up in it
     /// on every request).
     pub fn with_env(config: &DeepSeekConfig, env: EnvFn) -> Result<Self, LlmFailure> {
+        let inner = Inner::build(config, &env)?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                current: Mutex::new(Arc::new(inner)),
+                env,
+                updates: None,
+            }),
+        })
+    }
+
+    /// Follows a config watch (the kernel's live config): before each request, a changed
+    /// snapshot is applied; an invalid one is logged and the last good settings stay.
+    pub fn follow(self, updates: watch::Receiver<DeepSeekConfig>) -> Self {
+        let shared = Shared {
+            current: Mutex::new(self.shared.current.lock().clone()),
+            env: self.shared.env.clone(),
+            updates: Some(Mutex::new(updates)),
+        };
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// Replaces the settings for the next request. On error nothing changes.
+    pub fn reconfigure(&self, config: &DeepSeekConfig) -> Result<(), LlmFailure> {
+        let inner = Inner::build(config, &self.shared.env)?;
+        *self.shared.current.lock() = Arc::new(inner);
+        Ok(())
+    }
+
+    /// The current settings, after applying a pending config update if there is one.
+    fn inner(&self) -> Arc<Inner> {
+        if let Some(updates) = &self.shared.updates {
+            let mut rx = updates.lock();
+            if rx.has_changed().unwrap_or(false) {
+                let config = rx.borrow_and_update().clone();
+                drop(rx);
+                if let Err(f) = self.reconfigure(&config) {
+                    tracing::warn!(error = %f, "DeepSeek config update refused; keeping the last good settings");
+                }
+            }
+        }
+        self.shared.current.lock().clone()
+    }
+
+    /// The endpoint requests go to (`<base>/chat/completions`).
+    pub fn endpoint(&self) -> String {
+        self.inner().endpoint.clone()
+    }
+
+    /// The effective time budgets.
+    pub fn timeouts(&self) -> Timeouts {
+        self.inner().timeouts
+    }
+}
+
+impl Inner {
+    fn build(config: &DeepSeekConfig, env: &EnvFn) -> Result<Self, LlmFailure> {
         install_crypto_provider();
         let d = Timeouts::default();
         let dur = |v: Option<u64>, def: Duration| v.map(Duration::from_millis).unwrap_or(def);
@@ -148,46 +219,32 @@ impl DeepSeekAdapter {
                     format!("cannot build the HTTP client: {e}"),
                 )
             })?;
-        Ok(Self {
-            inner: Arc::new(Inner {
-                client,
-                base_url,
-                endpoint,
-                key: config.api_key.as_ref().map(|k| k.0.clone()),
-                key_env: config
-                    .api_key_env
-                    .clone()
-                    .unwrap_or_else(|| API_KEY_ENV.to_owned()),
-                env,
-                default_model: config
-                    .default_model
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
-                catalog: config.models.clone().unwrap_or_else(default_catalog),
-                thinking_locked: config.thinking == Some(ThinkingMode::Disabled),
-                options: BodyOptions {
-                    reasoning_placeholder: config.reasoning_placeholder,
-                },
-                timeouts,
-                max_event_bytes: config
-                    .max_event_bytes
-                    .unwrap_or(dsh_llm::sse::DEFAULT_MAX_EVENT_BYTES),
-            }),
+        Ok(Inner {
+            client,
+            base_url,
+            endpoint,
+            key: config.api_key.as_ref().map(|k| k.0.clone()),
+            key_env: config
+                .api_key_env
+                .clone()
+                .unwrap_or_else(|| API_KEY_ENV.to_owned()),
+            env: env.clone(),
+            default_model: config
+                .default_model
+                .clone()
+                .unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
+            catalog: config.models.clone().unwrap_or_else(default_catalog),
+            thinking_locked: config.thinking == Some(ThinkingMode::Disabled),
+            options: BodyOptions {
+                reasoning_placeholder: config.reasoning_placeholder,
+            },
+            timeouts,
+            max_event_bytes: config
+                .max_event_bytes
+                .unwrap_or(dsh_llm::sse::DEFAULT_MAX_EVENT_BYTES),
         })
     }
 
-    /// The endpoint requests go to (`<base>/chat/completions`).
-    pub fn endpoint(&self) -> &str {
-        &self.inner.endpoint
-    }
-
-    /// The effective time budgets.
-    pub fn timeouts(&self) -> Timeouts {
-        self.inner.timeouts
-    }
-}
-
-impl Inner {
     /// The key from config, else from the environment; never echoed.
     fn credential(&self) -> Result<(SecretString, HeaderValue), LlmFailure> {
         let key = match &self.key {
@@ -340,15 +397,15 @@ impl Clock {
 
 impl LlmAdapter for DeepSeekAdapter {
     fn default_model(&self) -> String {
-        self.inner.default_model.clone()
+        self.inner().default_model.clone()
     }
 
     fn resolve_model(&self, model: &str) -> ModelInfo {
-        self.inner.model_info(model)
+        self.inner().model_info(model)
     }
 
     fn stream(&self, req: LlmRequest) -> BoxFuture<'static, Result<ChunkStream, LlmFailure>> {
-        let inner = self.inner.clone();
+        let inner = self.inner();
         Box::pin(async move { attempt(inner, req).await })
     }
 }

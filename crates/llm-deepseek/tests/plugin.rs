@@ -80,6 +80,52 @@ async fn plugin_registers_route_deepseek_and_streams_through_the_service() {
     assert_eq!(sent["max_tokens"], 256_000);
     assert_eq!(server.requests()[0].bearer(), Some("sk-plugin"));
 
+    // Live config: the next request uses the new settings, without re-registration.
+    let before = llm.adapter("deepseek").unwrap();
+    let second = MockServer::start().await;
+    fiber
+        .update_config(serde_json::json!({"baseUrl": second.base_url(), "apiKey": "sk-two"}))
+        .await
+        .unwrap();
+    second.push(Reply::sse().bytes(fixture("text.sse")));
+    let call = llm
+        .prepare_call(&CallSettings {
+            provider: "deepseek".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        call.effort.as_deref(),
+        Some("high"),
+        "the thinking lock was lifted"
+    );
+    let req = call.request(
+        vec![Message::user_text("m1", "hi")],
+        vec![],
+        CancellationToken::new(),
+    );
+    let _: Vec<_> = llm.stream(&root, req).await.unwrap().collect().await;
+    assert_eq!(second.requests()[0].bearer(), Some("sk-two"));
+    assert!(std::sync::Arc::ptr_eq(
+        &before,
+        &llm.adapter("deepseek").unwrap()
+    ));
+
+    // An invalid snapshot is refused: URL and key stay those of the last good one.
+    fiber
+        .update_config(serde_json::json!({"baseUrl": "not a url", "apiKey": "sk-three"}))
+        .await
+        .unwrap();
+    second.push(Reply::sse().bytes(fixture("text.sse")));
+    let req = call.request(
+        vec![Message::user_text("m1", "hi")],
+        vec![],
+        CancellationToken::new(),
+    );
+    let _: Vec<_> = llm.stream(&root, req).await.unwrap().collect().await;
+    assert_eq!(second.requests()[1].bearer(), Some("sk-two"));
+    assert_eq!(server.request_count(), 1);
+
     fiber.dispose().await;
     assert!(llm.routes().is_empty());
     kernel.dispose().await;
