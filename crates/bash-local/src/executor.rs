@@ -158,6 +158,14 @@ impl LocalShell {
                 });
             }
         }
+        // Resolving `<dir>/.` needs search permission on the directory, exactly like the
+        // child's chdir: a clear error here instead of an ambiguous spawn failure.
+        if let Err(error) = tokio::fs::metadata(request.cwd.join(".")).await {
+            return Err(ShellError::WorkingDirectory {
+                path: request.cwd.clone(),
+                reason: format!("cannot enter the directory: {error}"),
+            });
+        }
         let timeout = limits::clamp_timeout(request.timeout);
         let inherited = match &self.options.base_env {
             Some(base) => base.clone(),

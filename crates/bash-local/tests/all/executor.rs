@@ -1,5 +1,6 @@
 //! Plain runs: output, exit codes, signals, working directories, environment, errors.
 
+use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use dsh_bash_local::{LocalShell, LocalShellOptions};
@@ -162,6 +163,20 @@ async fn infrastructure_errors() {
         Err(ShellError::WorkingDirectory { reason, .. }) => assert_eq!(reason, "not a directory"),
         other => panic!("{other:?}"),
     }
+    // A directory without search permission. Root (as in CI) bypasses permissions: then the
+    // run simply succeeds, which is also what the kernel would allow.
+    let locked = dir.path().join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let privileged = std::fs::metadata(locked.join(".")).is_ok();
+    match sh.run(ShellRequest::new("true", &locked)).await {
+        Err(ShellError::WorkingDirectory { reason, .. }) if !privileged => {
+            assert!(reason.contains("Permission denied"), "{reason}");
+        }
+        Ok(out) if privileged => assert!(out.termination.success()),
+        other => panic!("privileged={privileged}: {other:?}"),
+    }
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
     match sh.run(ShellRequest::new("echo a\0b", dir.path())).await {
         Err(ShellError::InvalidRequest(msg)) => assert!(msg.contains("NUL")),
         other => panic!("{other:?}"),
