@@ -83,26 +83,31 @@ pub fn decode_jsonl(
     }
     let mut header = SessionHeader::from_json(&header_value).map_err(|m| corrupt(&m))?;
 
-    let mut events = Vec::new();
-    let mut pos = nl + 1;
-    let mut committed_len = pos;
-    let mut torn = false;
-    while pos < bytes.len() {
-        let Some(rel) = bytes[pos..].iter().position(|b| *b == b'\n') else {
-            torn = true; // last line lacks its '\n'
-            break;
-        };
-        let line = &bytes[pos..pos + rel];
+    // Split into complete lines (a last line without '\n' is a torn tail), parse them in
+    // parallel, then admit envelopes in order.
+    let body = &bytes[nl + 1..];
+    let mut lines: Vec<(usize, usize)> = Vec::new(); // (start, end) offsets into `bytes`
+    let mut start = nl + 1;
+    for (i, b) in body.iter().enumerate() {
+        if *b == b'\n' {
+            lines.push((start, nl + 1 + i));
+            start = nl + 2 + i;
+        }
+    }
+    let mut torn = start < bytes.len();
+    let parsed = parse_lines(bytes, &lines);
+    let mut events = Vec::with_capacity(lines.len());
+    let mut committed_len = nl + 1;
+    for (value, (_, end)) in parsed.into_iter().zip(&lines) {
         let seq = events.len() as u64;
-        match decode_row(line, seq) {
+        match value.and_then(|v| Event::from_json(v, seq)) {
             Ok(ev) => {
                 events.push(ev);
-                pos += rel + 1;
-                committed_len = pos;
+                committed_len = end + 1;
             }
             Err(reason) => {
                 // A broken row is a torn tail only if no later row decodes as a turn/end.
-                if later_turn_end(&bytes[pos + rel + 1..]) {
+                if later_turn_end(&bytes[end + 1..]) {
                     return Err(corrupt(&format!(
                         "corrupt session log: event {seq} is malformed ({reason}) and a later turn/end was committed"
                     )));
@@ -126,9 +131,36 @@ pub fn decode_jsonl(
     })
 }
 
-fn decode_row(line: &[u8], seq: u64) -> Result<Event, String> {
-    let v: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
-    Event::from_json(v, seq)
+/// Parses lines into JSON values, on up to 4 threads for large logs.
+fn parse_lines(bytes: &[u8], lines: &[(usize, usize)]) -> Vec<Result<Value, String>> {
+    let parse = |(s, e): &(usize, usize)| {
+        serde_json::from_slice::<Value>(&bytes[*s..*e]).map_err(|err| format!("not JSON: {err}"))
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(4);
+    if threads < 2 || lines.len() < 2048 {
+        return lines.iter().map(parse).collect();
+    }
+    let chunk = lines.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = lines
+            .chunks(chunk)
+            .map(|part| {
+                (
+                    part.len(),
+                    scope.spawn(move || part.iter().map(parse).collect::<Vec<_>>()),
+                )
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|(n, h)| {
+                h.join()
+                    .unwrap_or_else(|_| vec![Err("parser thread panicked".to_string()); n])
+            })
+            .collect()
+    })
 }
 
 fn later_turn_end(rest: &[u8]) -> bool {
