@@ -6,6 +6,7 @@
 //! `usage`, then `finish`.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use dsh_llm::{BlockKind, ContentBlock, FinishReason, LlmFailure, StreamChunk, TokenUsage, codes};
 use serde::Deserialize;
@@ -131,8 +132,8 @@ pub struct Translator {
     blocks: Vec<Block>,
     reasoning_block: Option<usize>,
     text_block: Option<usize>,
-    /// Wire tool-call index → position in `blocks` (small; linear scan).
-    tool_blocks: Vec<(u32, usize)>,
+    /// Wire tool-call index → position in `blocks`.
+    tool_blocks: BTreeMap<u32, usize>,
     last_wire_index: Option<u32>,
     finish_reason: Option<String>,
     usage: Option<TokenUsage>,
@@ -243,8 +244,8 @@ impl Translator {
     fn tool_fragment(&mut self, call: &WireToolCall<'_>, out: &mut Vec<StreamChunk>) {
         let wire = call.index.or(self.last_wire_index).unwrap_or(0);
         self.last_wire_index = Some(wire);
-        let pos = match self.tool_blocks.iter().find(|(w, _)| *w == wire) {
-            Some((_, p)) => *p,
+        let pos = match self.tool_blocks.get(&wire) {
+            Some(p) => *p,
             None => {
                 let p = self.blocks.len();
                 self.blocks.push(Block::Tool {
@@ -253,7 +254,7 @@ impl Translator {
                     name: String::new(),
                     arguments: String::new(),
                 });
-                self.tool_blocks.push((wire, p));
+                self.tool_blocks.insert(wire, p);
                 out.push(StreamChunk::BlockStart {
                     index: idx(p),
                     block_type: BlockKind::ToolCall,

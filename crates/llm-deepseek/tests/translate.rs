@@ -322,3 +322,34 @@ fn malformed_payload_is_an_error_with_the_payload_head() {
         format!("malformed SSE payload: {}", &long[..120])
     );
 }
+
+proptest! {
+    #[test]
+    fn hostile_payloads_never_panic(
+        payloads in prop::collection::vec(
+            prop_oneof![
+                "[{}\\[\\]\":,a-z0-9_ ]{0,40}",
+                (0u32..5, "[a-z\"{}]{0,5}", prop::option::of("[a-z_]{0,8}")).prop_map(|(i, a, f)| {
+                    delta(
+                        json!({"tool_calls":[{"index":i,"function":{"arguments":a}}],"content":a}),
+                        f.as_deref(),
+                    )
+                    .to_string()
+                }),
+            ],
+            0..12,
+        ),
+    ) {
+        let mut tr = dsh_llm_deepseek::Translator::new();
+        let mut out = Vec::new();
+        for p in &payloads {
+            let _ = tr.event(p, &mut out);
+        }
+        let _ = tr.event("[DONE]", &mut out);
+        // Whatever came in, the output keeps the chunk contract.
+        let mut a = BlockAssembler::new();
+        for c in &out {
+            prop_assert!(a.push(c).is_ok(), "{:?}", c);
+        }
+    }
+}
