@@ -244,4 +244,27 @@ mod tests {
             Err(LogError::Corrupt(_))
         ));
     }
+
+    #[test]
+    fn large_logs_parse_in_parallel_with_the_same_tail_rules() {
+        let mut b = format!("{H}\n");
+        for i in 0..3000 {
+            if i == 2500 {
+                b.push_str(
+                    "{\"type\":\"dsh/x\",\"data\":{},\"seq\":2500,\"time\":0,\"bogus\":1}\n",
+                );
+            } else {
+                b.push_str(&format!("{{\"type\":\"dsh/x\",\"data\":{{}},\"ignorable\":true,\"seq\":{i},\"time\":0}}\n"));
+            }
+        }
+        let d = decode_jsonl(b.as_bytes(), 4, "p", "s").unwrap();
+        assert_eq!(d.events.len(), 2500);
+        assert!(d.torn);
+        b.push_str(r#"{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}},"seq":3000,"time":1}"#);
+        b.push('\n');
+        assert!(matches!(
+            decode_jsonl(b.as_bytes(), 4, "p", "s"),
+            Err(LogError::Corrupt(_))
+        ));
+    }
 }
