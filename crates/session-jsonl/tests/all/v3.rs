@@ -10,10 +10,19 @@ use serde_json::{Value, json};
 
 /// Loads a fixture with the README's recipe (placeholders filled, seq/time added).
 fn fixture_bytes(rel: &str) -> Vec<u8> {
-    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/upstream-sessions")).join(rel);
+    let path = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures/upstream-sessions"
+    ))
+    .join(rel);
     let text = std::fs::read_to_string(path).unwrap();
-    let text = text.replace("\"{{tools}}\"", r#"[{"name":"bash","description":"d","parameters":{"type":"object"}}]"#);
-    let text = text.replace("{{cwd}}", "/w").replace("{{session:1}}", "v3-session");
+    let text = text.replace(
+        "\"{{tools}}\"",
+        r#"[{"name":"bash","description":"d","parameters":{"type":"object"}}]"#,
+    );
+    let text = text
+        .replace("{{cwd}}", "/w")
+        .replace("{{session:1}}", "v3-session");
     let mut out = Vec::new();
     let mut created = 0;
     for (i, line) in text.lines().enumerate() {
@@ -58,11 +67,18 @@ fn v3_is_read_in_memory_and_a_write_open_publishes_v4() {
     let read = sessions.read("v3-session").unwrap();
     assert_eq!(read.header().version, 4);
     assert_eq!(read.events()[15].data()["message"]["role"], "tool");
-    assert!(!dir.join("session.v4.jsonl").exists(), "a read open writes nothing");
+    assert!(
+        !dir.join("session.v4.jsonl").exists(),
+        "a read open writes nothing"
+    );
 
     let s = sessions.open("v3-session").unwrap();
     futures::executor::block_on(sessions.close("v3-session")).unwrap();
-    assert_eq!(std::fs::read(dir.join("session.v3.jsonl")).unwrap(), v3, "v3 stays byte-identical");
+    assert_eq!(
+        std::fs::read(dir.join("session.v3.jsonl")).unwrap(),
+        v3,
+        "v3 stays byte-identical"
+    );
     let v4 = std::fs::read_to_string(dir.join("session.v4.jsonl")).unwrap();
     assert!(v4.starts_with(r#"{"type":"session","version":4,"id":"v3-session""#));
     assert_eq!(v4.lines().count(), 1 + s.events().len());
