@@ -421,3 +421,56 @@ fn base_url_from_config_else_environment_else_default() {
         err.message
     );
 }
+
+#[tokio::test]
+async fn testkit_completions_round_trip_through_the_adapter() {
+    use dsh_llm::{BlockAssembler, ContentBlock, TokenUsage};
+    use dsh_testkit::{Completion, Usage, UsagePlacement};
+
+    let server = MockServer::start().await;
+    let a = adapter(&config(&server));
+    for placement in [
+        UsagePlacement::FinishChunk,
+        UsagePlacement::TrailingEmptyChoices,
+        UsagePlacement::TrailingNullChoices,
+    ] {
+        let c = Completion::new()
+            .thinking(true)
+            .keep_alives(2)
+            .reasoning("Think ✓ about ünïcode.")
+            .text("Answer: 😀 done.")
+            .tool_call_with_id("call_00_a", "read", "{\"file_path\": \"a.rs\"}")
+            .tool_call_with_id("call_01_b", "bash", "{\"command\": \"ls\"}")
+            .usage(Usage::new(306, 85).cache_hit(256).reasoning(31))
+            .usage_placement(placement)
+            .chars_per_delta(3);
+        server.push(c.reply_split(&Split::Every(1)));
+        let chunks = run(&a).await.unwrap();
+        let mut asm = BlockAssembler::new();
+        for ch in &chunks {
+            asm.push(ch).unwrap();
+        }
+        let done = asm.finish().unwrap();
+        assert_eq!(done.finish, FinishReason::ToolCalls);
+        assert_eq!(
+            done.content,
+            vec![
+                ContentBlock::reasoning("Think ✓ about ünïcode."),
+                ContentBlock::text("Answer: 😀 done."),
+                ContentBlock::tool_call("call_00_a", "read", "{\"file_path\": \"a.rs\"}"),
+                ContentBlock::tool_call("call_01_b", "bash", "{\"command\": \"ls\"}"),
+            ]
+        );
+        assert_eq!(
+            done.usage,
+            Some(TokenUsage {
+                input_tokens: 50,
+                output_tokens: 85,
+                cache_read_tokens: Some(256),
+                reasoning_tokens: Some(31),
+                ..Default::default()
+            }),
+            "{placement:?}"
+        );
+    }
+}
