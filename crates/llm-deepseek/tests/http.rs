@@ -474,3 +474,40 @@ async fn testkit_completions_round_trip_through_the_adapter() {
         );
     }
 }
+
+#[tokio::test]
+async fn connect_timeout_when_the_server_never_completes_the_handshake() {
+    // A listener that never accepts: once its accept queue is full, the kernel drops further
+    // SYNs, so a new connection hangs in the handshake.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut held = Vec::new();
+    let full = loop {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(s) => held.push(s),
+            Err(_) => break true,
+        }
+        if held.len() > 4096 {
+            break false;
+        }
+    };
+    if !full {
+        // This kernel never refuses: nothing to test here.
+        return;
+    }
+    let cfg = DeepSeekConfig {
+        base_url: Some(format!("http://{addr}")),
+        connect_timeout_ms: Some(300),
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let f = run(&adapter(&cfg)).await.unwrap_err();
+    assert_eq!(f.code, "TIMEOUT", "{}", f.message);
+    assert!(
+        f.message.contains("connect timeout after 300ms"),
+        "{}",
+        f.message
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    drop(held);
+}
