@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dsh_session::codec::{DecodedLog, check_generation, decode_jsonl, encode_jsonl};
+use dsh_session::codec::{DecodedLog, check_generation, decode_jsonl};
 use dsh_session::{
     Event, LogError, SessionError, SessionHeader, SessionPersistence, SessionSummary,
 };
@@ -30,6 +30,27 @@ struct Writer {
     len: u64,
     /// Serialized, not yet durable lines.
     buffer: Vec<u8>,
+    /// A torn tail to truncate away before the first append (deferred so that a log refused by
+    /// admission is never modified).
+    truncate_to: Option<u64>,
+    /// v3 write open: the converted events, published with the header as `session.v4.jsonl` at
+    /// the first flush (format §16.3), and the v3 file's (length, mtime) that must not change.
+    successor: Option<(Vec<u8>, PathBuf, u64, Option<std::time::SystemTime>)>,
+}
+
+impl Writer {
+    fn new(dir: PathBuf, header: SessionHeader) -> Self {
+        Writer {
+            dir,
+            header,
+            file: None,
+            lock: None,
+            len: 0,
+            buffer: Vec::new(),
+            truncate_to: None,
+            successor: None,
+        }
+    }
 }
 
 /// The JSONL persistence backend: `<root>/--<projectKey(cwd)>--/<encodeSegment(id)>/session.v4.jsonl`.
@@ -220,6 +241,20 @@ impl Writer {
             }
             let mut bytes = self.header.to_json_line().into_bytes();
             bytes.push(b'\n');
+            if let Some((events, v3, len, mtime)) = &self.successor {
+                let meta = fs::metadata(v3).map_err(|e| io(v3, e))?;
+                if meta.len() != *len || meta.modified().ok() != *mtime {
+                    return Err(SessionError::Io(format!(
+                        "{} changed since it was opened; refusing to publish its v4 successor",
+                        v3.display()
+                    )));
+                }
+                bytes.extend_from_slice(events);
+                let check = decode_jsonl(&bytes, VERSION, "v4 successor", &self.header.id)?;
+                if check.torn {
+                    return Err(SessionError::Io("the v4 successor did not verify".into()));
+                }
+            }
             bytes.extend_from_slice(&self.buffer);
             let file = publish(
                 &self.dir,
@@ -230,7 +265,16 @@ impl Writer {
             self.len = bytes.len() as u64;
             self.file = Some(file);
             self.buffer.clear();
+            self.successor = None;
             return Ok(());
+        }
+        if let (Some(len), Some(file)) = (self.truncate_to, self.file.as_mut()) {
+            let path = self.dir.join(generation_file(VERSION));
+            file.set_len(len)
+                .and_then(|()| file.sync_all())
+                .map_err(|e| io(&path, e))?;
+            tracing::warn!(session = %self.header.id, path = %path.display(), "dropped a torn tail");
+            self.truncate_to = None;
         }
         if self.buffer.is_empty() {
             return Ok(());
@@ -258,17 +302,7 @@ impl SessionPersistence for JsonlStore {
             return Err(SessionError::Exists(header.id.clone()));
         }
         let dir = self.session_dir(header);
-        open.insert(
-            header.id.clone(),
-            Writer {
-                dir,
-                header: header.clone(),
-                file: None,
-                lock: None,
-                len: 0,
-                buffer: Vec::new(),
-            },
-        );
+        open.insert(header.id.clone(), Writer::new(dir, header.clone()));
         Ok(())
     }
 
@@ -283,49 +317,27 @@ impl SessionPersistence for JsonlStore {
         // Select again under the lock: a concurrent writer may have published meanwhile.
         let sel = select(&dir)?.unwrap_or(sel);
         let decoded = self.read_log(id, &sel)?;
-        let (file, len) = if decoded.source_version == VERSION {
-            let mut file = OpenOptions::new()
+        let mut w = Writer::new(dir, decoded.header.clone());
+        w.lock = Some(lock);
+        if decoded.source_version == VERSION {
+            let file = OpenOptions::new()
                 .append(true)
                 .open(&sel.path)
                 .map_err(|e| io(&sel.path, e))?;
-            let len = decoded.committed_len as u64;
-            if decoded.torn {
-                file.set_len(len).map_err(|e| io(&sel.path, e))?;
-                file.sync_all().map_err(|e| io(&sel.path, e))?;
-                tracing::warn!(session = id, path = %sel.path.display(), "dropped a torn tail");
-            }
-            file.flush().map_err(|e| io(&sel.path, e))?;
-            (file, len)
+            w.len = decoded.committed_len as u64;
+            w.truncate_to = decoded.torn.then_some(w.len);
+            w.file = Some(file);
         } else {
-            // v3: publish the v4 successor (format §16.3); the v3 file stays byte-identical.
-            let before = fs::metadata(&sel.path).map_err(|e| io(&sel.path, e))?;
-            let events: Vec<Arc<Event>> = decoded.events.iter().cloned().map(Arc::new).collect();
-            let bytes = encode_jsonl(&decoded.header, &events);
-            let check = decode_jsonl(&bytes, VERSION, "successor", id)?;
-            if check.events.len() != decoded.events.len() {
-                return Err(SessionError::Io("v4 successor did not verify".into()));
+            // v3: the v4 successor is published at the first flush; the v3 file stays as it is.
+            let meta = fs::metadata(&sel.path).map_err(|e| io(&sel.path, e))?;
+            let mut events = Vec::new();
+            for e in &decoded.events {
+                events.extend_from_slice(e.to_json_line().as_bytes());
+                events.push(b'\n');
             }
-            let after = fs::metadata(&sel.path).map_err(|e| io(&sel.path, e))?;
-            if before.len() != after.len() || before.modified().ok() != after.modified().ok() {
-                return Err(SessionError::Io(format!(
-                    "{} changed while converting",
-                    sel.path.display()
-                )));
-            }
-            let file = publish(&dir, &generation_file(VERSION), &bytes, id)?;
-            (file, bytes.len() as u64)
-        };
-        open.insert(
-            id.to_string(),
-            Writer {
-                dir,
-                header: decoded.header.clone(),
-                file: Some(file),
-                lock: Some(lock),
-                len,
-                buffer: Vec::new(),
-            },
-        );
+            w.successor = Some((events, sel.path.clone(), meta.len(), meta.modified().ok()));
+        }
+        open.insert(id.to_string(), w);
         Ok(decoded)
     }
 
@@ -389,10 +401,12 @@ impl SessionPersistence for JsonlStore {
         let Some(mut w) = open.remove(id) else {
             return Ok(());
         };
-        let result = if w.file.is_some() || !w.buffer.is_empty() {
-            w.flush()
-        } else {
+        // Only pending appends are written: closing a refused or untouched session changes
+        // nothing on disk (no torn-tail truncation, no v3 successor, no header-only file).
+        let result = if w.buffer.is_empty() {
             Ok(())
+        } else {
+            w.flush()
         };
         drop(w); // releases the flock
         result

@@ -444,3 +444,22 @@ fn fork_boundaries() {
     assert_eq!(reopened.inherited_cut(), Some(12));
     assert_eq!(reopened.derive_messages().len(), 4);
 }
+
+#[test]
+fn a_refused_log_is_never_modified_by_a_write_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("--x--").join("s-refused");
+    std::fs::create_dir_all(&dir).unwrap();
+    // a well-formed row that violates the rules (a step outside any turn), then a torn tail
+    let bytes = b"{\"type\":\"session\",\"version\":4,\"id\":\"s-refused\",\"createdAt\":1,\"isSeeded\":false,\"delegationDepth\":0}\n{\"type\":\"step/start\",\"data\":{\"turn\":1,\"step\":1},\"seq\":0,\"time\":1}\n{\"type\":\"turn/st";
+    std::fs::write(dir.join("session.v4.jsonl"), bytes).unwrap();
+    let (_, sessions) = store(tmp.path());
+    let err = sessions.open("s-refused").unwrap_err();
+    assert_eq!(err.code(), "SESSION_CORRUPT", "{err}");
+    assert_eq!(std::fs::read(dir.join("session.v4.jsonl")).unwrap(), bytes);
+    // the lock was released: another open is refused for the same reason, not as locked
+    assert_eq!(
+        sessions.open("s-refused").unwrap_err().code(),
+        "SESSION_CORRUPT"
+    );
+}
