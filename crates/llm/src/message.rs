@@ -485,8 +485,9 @@ impl<'de> Deserialize<'de> for ContentBlock {
 /// One provider-neutral message (`session-format.md` §6.1).
 ///
 /// Serialised with the member order the original harness writes for each role (so dsh's logs are
-/// byte-comparable with upstream's): `user` is `content, source, role, id`; `tool` is
-/// `role, source, toolCallId, content, isError?, id`; the others `role, content, source, id`.
+/// byte-comparable with upstream's): `user` is `content, source, role, id`; `developer` is
+/// `source, content, role, id`; `tool` is `role, source, toolCallId, content, isError?, id`;
+/// `system` and `assistant` are `role, content, source, id`.
 /// Unknown members follow, in their original order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Message {
@@ -610,7 +611,12 @@ impl Serialize for Message {
                     map.serialize_entry("isError", &e)?;
                 }
             }
-            Role::System | Role::Developer | Role::Assistant => {
+            Role::Developer => {
+                map.serialize_entry("source", &self.source)?;
+                map.serialize_entry("content", &self.content)?;
+                map.serialize_entry("role", &self.role)?;
+            }
+            Role::System | Role::Assistant => {
                 map.serialize_entry("role", &self.role)?;
                 map.serialize_entry("content", &self.content)?;
                 map.serialize_entry("source", &self.source)?;
