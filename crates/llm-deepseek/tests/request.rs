@@ -209,3 +209,66 @@ fn placeholder_and_v3_tool_result_wrappers() {
         json!({"role":"assistant","content":"hi"})
     );
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn text() -> impl Strategy<Value = String> {
+        "[a-zé😀\"\\\\\n{}: ]{0,12}"
+    }
+
+    fn message() -> impl Strategy<Value = Message> {
+        prop_oneof![
+            text().prop_map(|t| Message::user_text("u", t)),
+            text().prop_map(|t| Message::system("s", t)),
+            (
+                prop::option::of(text()),
+                prop::option::of(text()),
+                prop::collection::vec(("call_[0-9]{2}", text()), 0..3)
+            )
+                .prop_map(|(r, t, calls)| {
+                    let mut content = Vec::new();
+                    content.extend(r.map(ContentBlock::reasoning));
+                    content.extend(t.map(ContentBlock::text));
+                    content.extend(
+                        calls
+                            .into_iter()
+                            .map(|(id, a)| ContentBlock::tool_call(id, "f", a)),
+                    );
+                    assistant("a", content)
+                }),
+            ("call_[0-9]{2}", prop::option::of(text())).prop_map(|(id, t)| Message::tool_result(
+                "t",
+                id,
+                t.into_iter().map(ContentBlock::text).collect(),
+                false
+            )),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn random_histories_serialise_append_only(
+            history in prop::collection::vec(message(), 1..10),
+            effort in prop::sample::select(vec!["off", "low", "high", "max"]),
+        ) {
+            let mut prev: Option<String> = None;
+            for n in 1..=history.len() {
+                let req = request(history[..n].to_vec(), Some(effort));
+                let a = body(&req, BodyOptions::default()).unwrap();
+                prop_assert_eq!(&a, &body(&req, BodyOptions::default()).unwrap());
+                let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
+                for m in v["messages"].as_array().unwrap() {
+                    prop_assert!(m["content"].is_string(), "content must never be null: {}", m);
+                }
+                let s = String::from_utf8(a).unwrap();
+                let messages = s.split("],\"stream\":").next().unwrap().to_owned();
+                if let Some(p) = &prev {
+                    prop_assert!(messages.starts_with(p.as_str()));
+                }
+                prev = Some(messages);
+            }
+        }
+    }
+}
