@@ -30,7 +30,7 @@ pub mod vocab;
 pub use error::{AppendError, LogError, SessionError};
 pub use event::{Event, NewEvent, SurfaceOp};
 pub use header::SessionHeader;
-pub use log::{CloseCause, PendingCall, SessionLog, TurnTracker, now_ms};
+pub use log::{CloseCause, Inbox, PendingCall, SessionLog, TurnTracker, now_ms};
 pub use persist::{SessionPersistence, SessionSummary};
 pub use plugin::{KernelSink, SessionEvent, SessionFlush, SessionsPlugin};
 pub use service::{CreateOptions, ForkOptions, SessionStore, Sessions, new_session_id};

@@ -65,9 +65,25 @@ fn turn_step(data: &Value) -> (u64, u64) {
     (g("turn"), g("step"))
 }
 
+/// The two pending inbox lists, rebuilt by replaying every `agent/inbox/spliced` in log order
+/// (format §11): how a resumed agent finds its queued input.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Inbox {
+    /// `next-turn` list (follow-ups; one is claimed at each turn's first step).
+    pub next_turn: Vec<Arc<Message>>,
+    /// `next-step` list (steer and inject; claimed whole at each step).
+    pub next_step: Vec<Arc<Message>>,
+}
+
 /// What admission decided to do with an event (applied only after every check passed).
 enum Effect {
     None,
+    Splice {
+        next_step: bool,
+        start: usize,
+        removed: usize,
+        inserted: Vec<Arc<Message>>,
+    },
     Append(Node),
     Replace(crate::surface::ReplacePlan, Node),
     Offload(Vec<(usize, Arc<Message>)>),
@@ -88,6 +104,7 @@ pub struct SessionLog {
     surface: Surface,
     tracker: TurnTracker,
     inherited_cut: Option<u64>,
+    inbox: Inbox,
 }
 
 /// Crash-repair texts (format §15), exact.
@@ -128,6 +145,7 @@ impl SessionLog {
             surface: Surface::default(),
             tracker: TurnTracker::default(),
             inherited_cut: None,
+            inbox: Inbox::default(),
         }
     }
 
@@ -189,6 +207,10 @@ impl SessionLog {
     /// Turn/step/tool-call state.
     pub fn tracker(&self) -> &TurnTracker {
         &self.tracker
+    }
+    /// The pending inbox lists (format §11).
+    pub fn inbox(&self) -> &Inbox {
+        &self.inbox
     }
     /// Seq of the last `session/end-seed {inherited:true}` (events before it are inherited).
     pub fn inherited_cut(&self) -> Option<u64> {
@@ -293,6 +315,9 @@ impl SessionLog {
 
         if kind == IMAGE_OFFLOAD {
             return Ok(Effect::Offload(self.surface.check_offload(ev.data())?));
+        }
+        if kind == INBOX_SPLICED {
+            return self.check_splice(ev.data());
         }
         if !surface {
             return Ok(Effect::None);
@@ -439,6 +464,50 @@ impl SessionLog {
         Ok(())
     }
 
+    fn check_splice(&self, data: &Value) -> Result<Effect, String> {
+        let next_step = data.get("target").and_then(Value::as_str) == Some("next-step");
+        let list = if next_step {
+            &self.inbox.next_step
+        } else {
+            &self.inbox.next_turn
+        };
+        let start = data.get("start").and_then(as_safe_u64).unwrap_or(0) as usize;
+        let removed = data.get("removedCount").and_then(as_safe_u64).unwrap_or(0) as usize;
+        if start > list.len() || start + removed > list.len() {
+            return Err(format!(
+                "inbox splice {start}+{removed} is outside its list of {}",
+                list.len()
+            ));
+        }
+        let mut inserted = Vec::new();
+        for m in data
+            .get("inserted")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            inserted.push(Arc::new(Message::deserialize_value(m)?));
+        }
+        let mut ids: HashSet<&str> = HashSet::new();
+        let other = if next_step {
+            &self.inbox.next_turn
+        } else {
+            &self.inbox.next_step
+        };
+        let kept = list[..start].iter().chain(&list[start + removed..]);
+        for m in other.iter().chain(kept).chain(&inserted) {
+            if !ids.insert(m.id.as_str()) {
+                return Err(format!("inbox message id \"{}\" is queued twice", m.id));
+            }
+        }
+        Ok(Effect::Splice {
+            next_step,
+            start,
+            removed,
+            inserted,
+        })
+    }
+
     fn check_header_seq(&self, h: u64, data: &Value) -> Result<(), String> {
         let header = self
             .events
@@ -528,6 +597,19 @@ impl SessionLog {
         }
         match effect {
             Effect::None => {}
+            Effect::Splice {
+                next_step,
+                start,
+                removed,
+                inserted,
+            } => {
+                let list = if next_step {
+                    &mut self.inbox.next_step
+                } else {
+                    &mut self.inbox.next_turn
+                };
+                list.splice(start..start + removed, inserted);
+            }
             Effect::Append(node) => self.surface.push(node),
             Effect::Replace(plan, node) => self.surface.apply_replace(plan, node),
             Effect::Offload(p) => self.surface.apply_offload(p),

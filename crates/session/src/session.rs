@@ -137,6 +137,24 @@ impl Session {
         Ok(ev)
     }
 
+    /// Commits a typed core event (`NewEvent::typed` + [`Session::append`]).
+    pub fn append_data<T: crate::data::EventData>(
+        &self,
+        data: &T,
+    ) -> Result<Arc<Event>, SessionError> {
+        let ev = NewEvent::typed(data).map_err(|e| crate::AppendError {
+            seq: self.len(),
+            kind: T::TYPE.to_string(),
+            reason: format!("payload does not serialize: {e}"),
+        })?;
+        self.append(ev)
+    }
+
+    /// The pending inbox lists (format §11), rebuilt from the log.
+    pub fn inbox(&self) -> crate::log::Inbox {
+        self.log.lock().inbox().clone()
+    }
+
     /// Commits several events in order; stops at the first rejection (earlier ones stay).
     pub fn append_all(&self, events: Vec<NewEvent>) -> Result<Vec<Arc<Event>>, SessionError> {
         events.into_iter().map(|e| self.append(e)).collect()

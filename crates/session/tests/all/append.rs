@@ -414,3 +414,36 @@ fn image_offload_projection() {
             .is_none()
     );
 }
+
+#[test]
+fn inbox_splices_rebuild_both_queues_and_check_bounds() {
+    let mut log = new_log();
+    let splice = |target: &str, start: u64, removed: u64, ids: &[&str]| {
+        let inserted: Vec<_> = ids.iter().map(|i| msg("user", i, "queued")).collect();
+        let mut d = json!({"target": target, "start": start, "inserted": inserted});
+        if removed > 0 {
+            d["removedCount"] = json!(removed);
+        }
+        NewEvent::new("agent/inbox/spliced", d)
+    };
+    log.append(splice("next-turn", 0, 0, &["a", "b"])).unwrap();
+    log.append(splice("next-step", 0, 0, &["c"])).unwrap();
+    rejects(
+        &mut log,
+        splice("next-turn", 3, 0, &["x"]),
+        "outside its list",
+    );
+    rejects(&mut log, splice("next-turn", 1, 2, &[]), "outside its list");
+    rejects(&mut log, splice("next-step", 1, 0, &["a"]), "queued twice");
+    log.append(splice("next-turn", 0, 1, &[])).unwrap(); // claim "a"
+    let ids = |v: &Vec<Arc<dsh_llm::Message>>| v.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&log.inbox().next_turn), ["b"]);
+    assert_eq!(ids(&log.inbox().next_step), ["c"]);
+    log.append(splice("next-turn", 1, 0, &["a"])).unwrap(); // a claimed id may be queued again
+    let replayed = SessionLog::replay(
+        log.header().clone(),
+        log.events().iter().map(|e| (**e).clone()).collect(),
+    )
+    .unwrap();
+    assert_eq!(replayed.inbox(), log.inbox());
+}
