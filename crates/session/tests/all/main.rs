@@ -4,6 +4,7 @@
 mod append;
 mod common;
 mod fixtures;
+mod hostile;
 mod prop;
 mod repair;
 mod service;
