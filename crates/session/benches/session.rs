@@ -12,7 +12,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use dsh_session::codec::decode_jsonl;
@@ -24,16 +24,23 @@ use serde_json::json;
 
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Counting is switched on only for the memory measurement (a shared counter would otherwise
+/// add contention to the timed, multi-threaded parts).
+static COUNTING: AtomicBool = AtomicBool::new(false);
 
 // SAFETY: delegates every call to the system allocator and only counts bytes.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        }
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
         // SAFETY: same contract as the caller's.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -223,11 +230,13 @@ fn main() {
 
     // 3. memory per stored event: live heap of the decoded + admitted log (events, Arcs,
     // surface, cached messages), measured with the counting allocator
+    COUNTING.store(true, Ordering::SeqCst);
     let before = LIVE.load(Ordering::Relaxed);
     let d = decode_jsonl(&bytes, 4, "bench", "bench").unwrap();
     let mid = LIVE.load(Ordering::Relaxed);
     let log = SessionLog::replay(d.header, d.events).unwrap();
     let after = LIVE.load(Ordering::Relaxed);
+    COUNTING.store(false, Ordering::SeqCst);
     println!(
         "memory split: decoded events {:.0} bytes/event, admission (Arcs, surface, cached messages) {:.0} bytes/event",
         (mid as f64 - before as f64) / count as f64,
