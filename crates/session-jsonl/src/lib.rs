@@ -8,6 +8,7 @@
 pub mod naming;
 pub mod plugin;
 pub mod store;
+pub mod zstd;
 
 pub use plugin::{JsonlConfig, JsonlPlugin, default_root};
 pub use store::JsonlStore;

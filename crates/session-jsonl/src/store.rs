@@ -69,6 +69,8 @@ fn io(path: &Path, e: std::io::Error) -> SessionError {
 struct Selected {
     version: u64,
     path: PathBuf,
+    /// A `.jsonl.zstd` generation (read-only in dsh).
+    zstd: bool,
 }
 
 impl JsonlStore {
@@ -109,7 +111,7 @@ impl JsonlStore {
         let mut found: Vec<PathBuf> = entries
             .filter_map(Result::ok)
             .map(|e| e.path().join(&seg))
-            .filter(|p| p.is_dir() && select(p).ok().flatten().is_some())
+            .filter(|p| p.is_dir() && !matches!(select(p), Ok(None)))
             .collect();
         found.sort();
         found.into_iter().next()
@@ -126,12 +128,15 @@ impl JsonlStore {
 
     fn read_log(&self, id: &str, sel: &Selected) -> Result<DecodedLog, SessionError> {
         let bytes = fs::read(&sel.path).map_err(|e| io(&sel.path, e))?;
-        Ok(decode_jsonl(
-            &bytes,
-            sel.version,
-            &sel.path.display().to_string(),
-            id,
-        )?)
+        let shown = sel.path.display().to_string();
+        if !sel.zstd {
+            return Ok(decode_jsonl(&bytes, sel.version, &shown, id)?);
+        }
+        let (plain, torn_frame) = crate::zstd::decompress_frames(&bytes)
+            .map_err(|e| LogError::Corrupt(format!("corrupt session log: {e} ({shown})")))?;
+        let mut decoded = decode_jsonl(&plain, sel.version, &shown, id)?;
+        decoded.torn |= torn_frame;
+        Ok(decoded)
     }
 }
 
@@ -168,13 +173,11 @@ fn select(dir: &Path) -> Result<Option<Selected>, SessionError> {
         ))
         .into());
     }
-    if zstd {
-        return Err(LogError::Unsupported(format!(
-            "session log is zstd-compressed, which this dsh build does not read ({shown})"
-        ))
-        .into());
-    }
-    Ok(Some(Selected { version, path }))
+    Ok(Some(Selected {
+        version,
+        path,
+        zstd,
+    }))
 }
 
 fn take_lock(dir: &Path, id: &str) -> Result<File, SessionError> {
@@ -316,6 +319,14 @@ impl SessionPersistence for JsonlStore {
         let lock = take_lock(&dir, id)?;
         // Select again under the lock: a concurrent writer may have published meanwhile.
         let sel = select(&dir)?.unwrap_or(sel);
+        if sel.zstd {
+            // Writes continue in the selected encoding (format §1.4); dsh has no zstd encoder.
+            return Err(LogError::Unsupported(format!(
+                "session \"{id}\" is stored zstd-compressed, which dsh reads but cannot append to (no zstd encoder); open it read-only ({})",
+                sel.path.display()
+            ))
+            .into());
+        }
         let decoded = self.read_log(id, &sel)?;
         let mut w = Writer::new(dir, decoded.header.clone());
         w.lock = Some(lock);

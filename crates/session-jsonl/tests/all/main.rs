@@ -4,3 +4,4 @@
 mod kernel;
 mod store;
 mod v3;
+mod zstd;
