@@ -187,7 +187,8 @@ impl Session {
         self.sink.flush(&self.id).await
     }
 
-    /// Runs `f` with read access to the log (no copy).
+    /// Runs `f` with read access to the log (no copy). `f` runs under the session's lock: it must
+    /// not call back into this session (append, flush, events…), which would deadlock.
     pub fn with_log<R>(&self, f: impl FnOnce(&SessionLog) -> R) -> R {
         f(&self.log.lock())
     }
