@@ -105,6 +105,17 @@ pub struct SessionLog {
     tracker: TurnTracker,
     inherited_cut: Option<u64>,
     inbox: Inbox,
+    features: FeatureState,
+}
+
+/// State of the feature-event relationship rules (format §4.7): command runs and provider
+/// retries.
+#[derive(Debug, Clone, Default)]
+struct FeatureState {
+    /// commandId → whether its `command/done` was logged.
+    commands: std::collections::HashMap<String, bool>,
+    /// retryId → (turn, step, retry, started).
+    retries: std::collections::HashMap<String, (u64, u64, u64, bool)>,
 }
 
 /// Crash-repair texts (format §15), exact.
@@ -146,6 +157,7 @@ impl SessionLog {
             tracker: TurnTracker::default(),
             inherited_cut: None,
             inbox: Inbox::default(),
+            features: FeatureState::default(),
         }
     }
 
@@ -459,6 +471,12 @@ impl SessionLog {
             END_SEED if data.get("inherited").is_some() && !self.header.is_seeded => {
                 return Err("an inherited session/end-seed needs header isSeeded: true".into());
             }
+            "command/run"
+            | "command/done"
+            | "llm/retry"
+            | "llm/retry-started"
+            | "session/title"
+            | "session/title-llm-request" => self.check_feature(ev)?,
             _ => {}
         }
         Ok(())
@@ -506,6 +524,86 @@ impl SessionLog {
             removed,
             inserted,
         })
+    }
+
+    fn check_feature(&self, ev: &Event) -> Result<(), String> {
+        let data = ev.data();
+        let f = &self.features;
+        let str_of = |k: &str| data.get(k).and_then(Value::as_str).unwrap_or("");
+        match ev.kind() {
+            "command/run" => {
+                let id = str_of("commandId");
+                if id.is_empty() || f.commands.contains_key(id) {
+                    return Err(format!("command/run id \"{id}\" is empty or not unique"));
+                }
+            }
+            "command/done" => {
+                let id = str_of("commandId");
+                match f.commands.get(id) {
+                    None => return Err(format!("command/done \"{id}\" follows no command/run")),
+                    Some(true) => return Err(format!("command/done \"{id}\" is logged twice")),
+                    Some(false) => {}
+                }
+                if let Some(s) = data.get("sourceEventSeq") {
+                    let cited = as_safe_u64(s)
+                        .and_then(|s| self.events.get(s as usize))
+                        .filter(|e| !e.kind().starts_with("command/"));
+                    if cited.is_none() || str_of("kind") != "success" {
+                        return Err("command/done sourceEventSeq must name an earlier non-command event, on success only".into());
+                    }
+                }
+            }
+            "llm/retry" => {
+                let id = str_of("retryId");
+                if id.is_empty() || f.retries.contains_key(id) {
+                    return Err(format!("llm/retry id \"{id}\" is empty or not unique"));
+                }
+            }
+            "llm/retry-started" => {
+                let id = str_of("retryId");
+                let (turn, step) = turn_step(data);
+                let retry = data.get("retry").and_then(as_safe_u64);
+                match f.retries.get(id) {
+                    Some((t, s, r, false)) if *t == turn && *s == step && Some(*r) == retry => {}
+                    Some((.., true)) => {
+                        return Err(format!("llm/retry-started \"{id}\" is logged twice"));
+                    }
+                    _ => {
+                        return Err(format!(
+                            "llm/retry-started \"{id}\" matches no scheduled retry"
+                        ));
+                    }
+                }
+            }
+            _ => {
+                // session/title, session/title-llm-request: cite distinct earlier human prompts.
+                let seqs = data
+                    .get("messageSeqs")
+                    .and_then(Value::as_array)
+                    .ok_or("messageSeqs must be an array")?;
+                if ev.kind() == "session/title-llm-request" && seqs.is_empty() {
+                    return Err("session/title-llm-request must cite messages".into());
+                }
+                let mut seen = HashSet::new();
+                for s in seqs {
+                    let ok = as_safe_u64(s)
+                        .filter(|s| seen.insert(*s))
+                        .and_then(|s| self.events.get(s as usize))
+                        .is_some_and(|e| {
+                            e.kind() == USER_MESSAGE
+                                && e.data().pointer("/source/kind").and_then(Value::as_str)
+                                    == Some("user")
+                        });
+                    if !ok {
+                        return Err(format!(
+                            "{} messageSeqs must cite distinct earlier human user/message events",
+                            ev.kind()
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn check_header_seq(&self, h: u64, data: &Value) -> Result<(), String> {
@@ -592,6 +690,28 @@ impl SessionLog {
             }
             END_SEED if data.get("inherited").is_some() => {
                 self.inherited_cut = Some(ev.seq());
+            }
+            "command/run" => {
+                let id = data.get("commandId").and_then(Value::as_str).unwrap_or("");
+                self.features.commands.insert(id.to_string(), false);
+            }
+            "command/done" => {
+                let id = data.get("commandId").and_then(Value::as_str).unwrap_or("");
+                self.features.commands.insert(id.to_string(), true);
+            }
+            "llm/retry" => {
+                let id = data.get("retryId").and_then(Value::as_str).unwrap_or("");
+                let (turn, step) = turn_step(data);
+                let retry = data.get("retry").and_then(as_safe_u64).unwrap_or(0);
+                self.features
+                    .retries
+                    .insert(id.to_string(), (turn, step, retry, false));
+            }
+            "llm/retry-started" => {
+                let id = data.get("retryId").and_then(Value::as_str).unwrap_or("");
+                if let Some(r) = self.features.retries.get_mut(id) {
+                    r.3 = true;
+                }
             }
             _ => {}
         }

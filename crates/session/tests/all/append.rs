@@ -447,3 +447,95 @@ fn inbox_splices_rebuild_both_queues_and_check_bounds() {
     .unwrap();
     assert_eq!(replayed.inbox(), log.inbox());
 }
+
+#[test]
+fn feature_relationships_commands_retries_titles() {
+    let mut log = opened(); // turn 1 step 1 open; 3 = human user/message
+    let cmd = |kind: &str, d: serde_json::Value| NewEvent::new(kind, d);
+    rejects(
+        &mut log,
+        cmd(
+            "command/done",
+            json!({"commandId": "c1", "kind": "success"}),
+        ),
+        "follows no command/run",
+    );
+    log.append(cmd(
+        "command/run",
+        json!({"commandId": "c1", "name": "compact", "source": "user"}),
+    ))
+    .unwrap();
+    rejects(
+        &mut log,
+        cmd(
+            "command/run",
+            json!({"commandId": "c1", "name": "x", "source": "user"}),
+        ),
+        "not unique",
+    );
+    rejects(
+        &mut log,
+        cmd(
+            "command/done",
+            json!({"commandId": "c1", "kind": "error", "sourceEventSeq": 3}),
+        ),
+        "on success only",
+    );
+    log.append(cmd(
+        "command/done",
+        json!({"commandId": "c1", "kind": "success", "sourceEventSeq": 3}),
+    ))
+    .unwrap();
+    rejects(
+        &mut log,
+        cmd(
+            "command/done",
+            json!({"commandId": "c1", "kind": "success"}),
+        ),
+        "twice",
+    );
+
+    let retry = json!({"retryId": "r1", "turn": 1, "step": 1, "provider": "p", "mode": "normal", "policyKey": "k", "retry": 1, "maxRetries": 2, "delayMs": 1, "failure": {"message": "m", "code": "SERVER"}});
+    rejects(
+        &mut log,
+        cmd(
+            "llm/retry-started",
+            json!({"retryId": "r1", "turn": 1, "step": 1, "retry": 1}),
+        ),
+        "no scheduled retry",
+    );
+    log.append(cmd("llm/retry", retry.clone())).unwrap();
+    rejects(&mut log, cmd("llm/retry", retry), "not unique");
+    rejects(
+        &mut log,
+        cmd(
+            "llm/retry-started",
+            json!({"retryId": "r1", "turn": 1, "step": 1, "retry": 2}),
+        ),
+        "no scheduled retry",
+    );
+    log.append(cmd(
+        "llm/retry-started",
+        json!({"retryId": "r1", "turn": 1, "step": 1, "retry": 1}),
+    ))
+    .unwrap();
+    rejects(
+        &mut log,
+        cmd(
+            "llm/retry-started",
+            json!({"retryId": "r1", "turn": 1, "step": 1, "retry": 1}),
+        ),
+        "twice",
+    );
+
+    let title = |seqs: serde_json::Value| {
+        cmd(
+            "session/title",
+            json!({"title": "t", "messageSeqs": seqs, "source": {"kind": "fallback"}}),
+        )
+    };
+    rejects(&mut log, title(json!([2])), "human user/message");
+    rejects(&mut log, title(json!([3, 3])), "distinct");
+    log.append(title(json!([3]))).unwrap();
+    log.append(title(json!([]))).unwrap(); // a user rename cites none
+}
