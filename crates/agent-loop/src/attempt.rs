@@ -84,6 +84,7 @@ pub(crate) async fn run_attempt(
 
     let mut cancelled = false;
     let mut finished = false;
+    let mut visible = false;
     loop {
         let next = tokio::select! {
             biased;
@@ -105,6 +106,15 @@ pub(crate) async fn run_attempt(
             );
             attempt(packer)?;
             return Ok(AttemptOutcome::Failed(failure));
+        }
+        if !visible
+            && matches!(
+                chunk,
+                StreamChunk::TextDelta { .. } | StreamChunk::ReasoningDelta { .. }
+            )
+        {
+            visible = true;
+            tracing::debug!(agent = %agent.id, turn, step, "first visible output delivered");
         }
         agent.scope_ctx().emit(&AgentStreamChunk {
             agent_id: agent.id.clone(),

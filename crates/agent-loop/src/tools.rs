@@ -121,6 +121,10 @@ pub(crate) async fn run_tools(
                     Ok(seq) => seq,
                     Err(e) => return (call, Some(Err(e))),
                 };
+                // Durable before the side effect: a crash now reads as TOOL_OUTCOME_UNKNOWN.
+                if let Err(e) = agent.session.flush().await {
+                    return (call, Some(Err(e)));
+                }
                 let mut request = ToolRequest::new(
                     call.id.clone(),
                     call.name.clone(),

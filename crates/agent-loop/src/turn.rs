@@ -77,7 +77,7 @@ pub(crate) async fn run_turn(agent: &Arc<LoopAgent>, rs: &mut RequestState) {
         Err(TurnError(failure)) => TurnEndReason::Error { error: failure },
     };
     if let TurnEndReason::Error { error } = &reason {
-        tracing::warn!(agent = %agent.id, turn, code = %error.code, error = %error.message, "turn failed");
+        tracing::info!(agent = %agent.id, turn, code = %error.code, error = %error.message, "turn failed");
         agent.scope_ctx().emit(&AgentErrorEvent {
             agent_id: agent.id.clone(),
             turn,

@@ -1,28 +1,220 @@
-//! The `dsh` command.
+//! The `dsh` command: the composition root of the DeepSeek Harness.
 
+// Printing to the terminal is this binary's job (libraries log through `tracing`).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod compose;
+mod config_cmd;
+mod exec;
+mod home;
+mod sessions_cmd;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
-/// dsh — the DeepSeek Harness.
+/// dsh — the DeepSeek Harness: a coding agent on DeepSeek models.
 #[derive(Debug, Parser)]
-#[command(
-    name = "dsh",
-    version,
-    about = "dsh — the DeepSeek Harness: a coding agent on DeepSeek models"
-)]
-struct Cli {}
+#[command(name = "dsh", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one task headless and print the final answer.
+    #[command(alias = "headless")]
+    Exec(ExecArgs),
+    /// List, show or export stored sessions.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// Show the composed configuration or the config schemas.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// Reasoning effort.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub(crate) enum Effort {
+    Off,
+    Low,
+    High,
+    Max,
+}
+
+impl Effort {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Effort::Off => "off",
+            Effort::Low => "low",
+            Effort::High => "high",
+            Effort::Max => "max",
+        }
+    }
+}
+
+/// Options shared by commands that compose the harness.
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct ComposeArgs {
+    /// A composition file applied after `$DSH_HOME/dsh.yaml`.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// A composition file applied last (repeatable, in order).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) patch: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExecArgs {
+    /// The task; `-` reads it from standard input.
+    #[arg(value_name = "PROMPT")]
+    pub(crate) prompt: String,
+    /// Model id (default: the provider's default model).
+    #[arg(long, value_name = "M")]
+    pub(crate) model: Option<String>,
+    /// Provider route.
+    #[arg(long, value_name = "P", default_value = "deepseek")]
+    pub(crate) provider: String,
+    /// Reasoning effort.
+    #[arg(long, value_enum)]
+    pub(crate) effort: Option<Effort>,
+    /// Working directory of the session (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) cwd: Option<PathBuf>,
+    /// Continue a stored session.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["continue_latest", "session"])]
+    pub(crate) resume: Option<String>,
+    /// Continue the latest session of the working directory.
+    #[arg(long = "continue", conflicts_with = "session")]
+    pub(crate) continue_latest: bool,
+    /// Exact session id: created if new, resumed if it exists.
+    #[arg(long, value_name = "ID")]
+    pub(crate) session: Option<String>,
+    /// Stream committed session events as JSON lines on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Size of the pool of parallel-safe tool calls (1 = serial).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) max_parallel_tools: Option<u64>,
+    #[command(flatten)]
+    pub(crate) compose: ComposeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionsCommand {
+    /// Stored sessions, newest first.
+    List,
+    /// A readable transcript of a session.
+    Show {
+        /// Session id.
+        id: String,
+    },
+    /// The raw log of a session.
+    Export {
+        /// Session id.
+        id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// The composed tree with the layer each row came from.
+    Dump(ComposeArgs),
+    /// The JSON Schema of every plugin's config.
+    Schema,
+}
+
+/// A failure with the exit status it maps to.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) code: u8,
+    pub(crate) error: anyhow::Error,
+}
+
+impl Failure {
+    /// A usage or configuration error (exit 2).
+    pub(crate) fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: 2,
+            error: error.into(),
+        }
+    }
+
+    /// A run that did not complete (exit 1).
+    pub(crate) fn run(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: 1,
+            error: error.into(),
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("DSH_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::run(anyhow::anyhow!("cannot start the async runtime: {e}")))
+}
+
+fn run(cli: Cli) -> Result<u8, Failure> {
+    match cli.command {
+        None => {
+            use std::io::IsTerminal;
+            if std::io::stdout().is_terminal() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "the interactive terminal UI is not available yet; run a task with `dsh exec \"<prompt>\"`"
+                )));
+            }
+            let _ = <Cli as clap::CommandFactory>::command().print_help();
+            Ok(2)
+        }
+        Some(Command::Exec(args)) => {
+            init_logging();
+            runtime()?.block_on(exec::run(args))
+        }
+        Some(Command::Sessions(cmd)) => {
+            init_logging();
+            runtime()?.block_on(async move {
+                match cmd {
+                    SessionsCommand::List => sessions_cmd::list().await,
+                    SessionsCommand::Show { id } => sessions_cmd::show(&id).await,
+                    SessionsCommand::Export { id } => sessions_cmd::export(&id).await,
+                }
+            })
+        }
+        Some(Command::Config(cmd)) => match cmd {
+            ConfigCommand::Dump(args) => config_cmd::dump(&args),
+            ConfigCommand::Schema => config_cmd::schema(),
+        },
+    }
+}
 
 fn main() -> ExitCode {
-    match Cli::try_parse() {
-        Ok(Cli {}) => {
-            // Subcommands arrive with the `dsh` command issue; until then there is nothing to run.
-            let _ = <Cli as clap::CommandFactory>::command().print_help();
-            ExitCode::SUCCESS
-        }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(Failure { code, error }) => {
+            eprintln!("dsh: {error:#}");
             ExitCode::from(code)
         }
     }

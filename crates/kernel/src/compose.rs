@@ -20,10 +20,10 @@ pub struct Row {
     /// The plugin to mount.
     pub name: String,
     /// The plugin's config (`null` or absent means `{}`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub config: serde_json::Value,
     /// `true` removes the row (and any earlier row with the same id) from the composition.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub disabled: bool,
     /// Free-form grouping label (shown by `dsh config dump`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

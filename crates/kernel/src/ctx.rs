@@ -247,11 +247,14 @@ impl Ctx {
         tracker.spawn_on(
             async move {
                 let run = AssertUnwindSafe(fut).catch_unwind();
+                // The task is polled first: one that watches the token and finishes when it
+                // fires completes normally; anything else is dropped at its await point.
                 tokio::select! {
-                    _ = token.cancelled() => {}
+                    biased;
                     r = run => if let Err(payload) = r {
                         tracing::error!(plugin = %owner, error = %panic_message(payload.as_ref()), "task panicked");
                     },
+                    _ = token.cancelled() => {}
                 }
             },
             &handle,

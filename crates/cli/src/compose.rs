@@ -1,0 +1,70 @@
+//! The plugin registry of the binary and the layered composition (preset, user file, --config,
+//! --patch).
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use dsh_kernel::{Composition, Layer, PluginRegistry};
+
+use crate::home;
+use crate::{ComposeArgs, Failure};
+
+/// The built-in `headless` preset.
+pub(crate) const HEADLESS_PRESET: &str = include_str!("../presets/headless.yaml");
+
+/// Every plugin the binary knows, by name.
+pub(crate) fn registry() -> PluginRegistry {
+    let mut r = PluginRegistry::new();
+    r.register::<dsh_session::plugin::SessionsPlugin>()
+        .register::<dsh_session_jsonl::JsonlPlugin>()
+        .register::<dsh_llm::service::LlmPlugin>()
+        .register::<dsh_llm_deepseek::DeepSeekPlugin>()
+        .register::<dsh_llm_retry::LlmRetryPlugin>()
+        .register::<dsh_system_prompt::SystemPromptPlugin>()
+        .register::<dsh_tools::ToolsPlugin>()
+        .register::<dsh_tools::ToolTimeoutPlugin>()
+        .register::<dsh_bash_local::LocalShellPlugin>()
+        .register::<dsh_tool_bash::BashToolPlugin>()
+        .register::<dsh_tool_fs::FsToolsPlugin>()
+        .register::<dsh_tool_fs::ReadBeforeWritePlugin>()
+        .register::<dsh_agent::AgentsPlugin>()
+        .register::<dsh_agent_loop::AgentLoopPlugin>();
+    r
+}
+
+fn read_layer(path: &Path) -> Result<Layer, Failure> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read {}", path.display()))
+        .map_err(Failure::usage)?;
+    Layer::parse(path.display().to_string(), &text).map_err(Failure::usage)
+}
+
+/// The layers in order: the preset, `$DSH_HOME/dsh.yaml` if present, `--config`, each `--patch`.
+pub(crate) fn layers(args: &ComposeArgs) -> Result<Vec<Layer>, Failure> {
+    let mut layers =
+        vec![Layer::parse("preset:headless", HEADLESS_PRESET).map_err(Failure::usage)?];
+    let user = home::user_file();
+    if user.is_file() {
+        layers.push(read_layer(&user)?);
+    }
+    if let Some(c) = &args.config {
+        layers.push(read_layer(c)?);
+    }
+    for p in &args.patch {
+        layers.push(read_layer(p)?);
+    }
+    Ok(layers)
+}
+
+/// The validated composition of `layers` plus command-line overrides.
+pub(crate) fn compose(
+    args: &ComposeArgs,
+    overrides: Option<Layer>,
+    registry: &PluginRegistry,
+) -> Result<Composition, Failure> {
+    let mut layers = layers(args)?;
+    if let Some(o) = overrides {
+        layers.push(o);
+    }
+    Composition::compose(&layers, registry).map_err(Failure::usage)
+}

@@ -1,0 +1,278 @@
+//! `dsh exec`: one task, headless.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use dsh_agent::events::AgentStreamChunk;
+use dsh_agent::{Agent, AgentError, AgentOptions, Agents, CancelCause, CreateAgent, ResumeAgent};
+use dsh_kernel::{Composer, Kernel};
+use dsh_llm::{Message, StreamChunk};
+use dsh_session::Sessions;
+use dsh_session::plugin::SessionEvent;
+use serde_json::Value;
+
+use crate::compose::{compose, registry};
+use crate::{ExecArgs, Failure};
+
+fn read_prompt(arg: &str) -> Result<String, Failure> {
+    let prompt = if arg == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| Failure::usage(anyhow!("cannot read the prompt from stdin: {e}")))?;
+        s
+    } else {
+        arg.to_owned()
+    };
+    if prompt.trim().is_empty() {
+        return Err(Failure::usage(anyhow!("the prompt is empty")));
+    }
+    Ok(prompt)
+}
+
+fn working_dir(arg: Option<&PathBuf>) -> Result<PathBuf, Failure> {
+    let dir = match arg {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Failure::usage(anyhow!("cannot read the current directory: {e}")))?,
+    };
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| Failure::usage(anyhow!("working directory {}: {e}", dir.display())))?;
+    if !dir.is_dir() {
+        return Err(Failure::usage(anyhow!(
+            "working directory {} is not a directory",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
+fn agent_error(e: AgentError) -> Failure {
+    match e {
+        AgentError::NotFound(id) => Failure::usage(anyhow!(
+            "no stored session `{id}` (see `dsh sessions list`)"
+        )),
+        AgentError::Session(s) => Failure::run(anyhow!("{s}")),
+        other => Failure::run(anyhow!("{other}")),
+    }
+}
+
+/// The latest stored session whose working directory is `cwd`.
+fn latest_for(sessions: &dyn Sessions, cwd: &str) -> Result<String, Failure> {
+    let list = sessions
+        .list()
+        .map_err(|e| Failure::run(anyhow!("cannot list sessions: {e}")))?;
+    list.into_iter()
+        .filter(|s| s.cwd.as_deref() == Some(cwd) && s.parent_session.is_none())
+        .max_by_key(|s| (s.created_at, s.id.clone()))
+        .map(|s| s.id)
+        .ok_or_else(|| Failure::usage(anyhow!("no session to continue in {cwd}")))
+}
+
+/// The last `turn/end` reason and the text of the last assistant message of that turn.
+fn outcome(agent: &Arc<dyn Agent>) -> (Option<Value>, String) {
+    let events = agent.session().events();
+    let mut reason = None;
+    let mut text = String::new();
+    let start = events
+        .iter()
+        .rposition(|e| e.kind() == "turn/start")
+        .unwrap_or(0);
+    for e in &events[start..] {
+        match e.kind() {
+            "turn/end" => reason = e.data().get("reason").cloned(),
+            "assistant/message" => {
+                if let Ok(m) = serde_json::from_value::<Message>(e.data()["message"].clone()) {
+                    let t = m.text();
+                    if !t.is_empty() {
+                        text = t;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    (reason, text)
+}
+
+fn describe(reason: &Value) -> String {
+    let kind = reason
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown");
+    match kind {
+        "error" => {
+            let code = reason["error"]
+                .get("code")
+                .and_then(Value::as_str)
+                .unwrap_or("UNKNOWN");
+            let message = reason["error"]
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            format!("the turn failed: {code}: {message}")
+        }
+        "aborted" => {
+            let cause = reason["reason"]
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown");
+            format!("the turn was aborted ({cause})")
+        }
+        other => format!("the turn ended `{other}`"),
+    }
+}
+
+/// Runs `dsh exec`.
+pub(crate) async fn run(args: ExecArgs) -> Result<u8, Failure> {
+    let prompt = read_prompt(&args.prompt)?;
+    let cwd = working_dir(args.cwd.as_ref())?;
+    let registry = registry();
+    let mut composition = compose(&args.compose, None, &registry)?;
+    if let Some(n) = args.max_parallel_tools {
+        for r in composition
+            .rows
+            .iter_mut()
+            .filter(|r| r.row.name == "agent-loop")
+        {
+            if !r.row.config.is_object() {
+                r.row.config = Value::Object(Default::default());
+            }
+            r.row.config["maxParallelToolCalls"] = Value::from(n);
+        }
+    }
+    let kernel = Kernel::new(registry);
+    let mut composer = Composer::new(kernel.root());
+    let result = run_composed(&kernel, &mut composer, &composition, args, prompt, cwd).await;
+    kernel.dispose().await;
+    result
+}
+
+async fn run_composed(
+    kernel: &Kernel,
+    composer: &mut Composer,
+    composition: &dsh_kernel::Composition,
+    args: ExecArgs,
+    prompt: String,
+    cwd: PathBuf,
+) -> Result<u8, Failure> {
+    composer.apply(composition).await.map_err(Failure::usage)?;
+    composer.ready().await.map_err(Failure::usage)?;
+    let root = kernel.root();
+    let agents = root
+        .get::<dyn Agents>()
+        .ok_or_else(|| Failure::usage(anyhow!("the composition mounts no `agents` service")))?;
+    let sessions = root
+        .get::<dyn Sessions>()
+        .ok_or_else(|| Failure::usage(anyhow!("the composition mounts no `sessions` service")))?;
+    let options = AgentOptions {
+        provider: Some(args.provider.clone()),
+        model: args.model.clone(),
+        reasoning_effort: args.effort.map(|e| e.as_str().to_owned()),
+        max_tokens: None,
+        temperature: None,
+        cwd: cwd.clone(),
+    };
+    let resume_id = match (&args.resume, args.continue_latest) {
+        (Some(id), _) => Some(id.clone()),
+        (None, true) => Some(latest_for(sessions.as_ref(), &cwd.to_string_lossy())?),
+        (None, false) => None,
+    };
+    let agent = match resume_id {
+        Some(session_id) => agents
+            .resume(
+                &root,
+                ResumeAgent {
+                    session_id,
+                    options,
+                    setup: None,
+                },
+            )
+            .await
+            .map_err(agent_error)?,
+        None => agents
+            .create(
+                &root,
+                CreateAgent {
+                    session_id: args.session.clone(),
+                    label: None,
+                    options,
+                    setup: None,
+                },
+            )
+            .await
+            .map_err(agent_error)?,
+    };
+    let id: Arc<str> = Arc::from(agent.id());
+    if args.json {
+        let id = id.clone();
+        root.on::<SessionEvent>(move |e| {
+            if e.session_id == id {
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{}", e.event.to_json_line())?;
+                out.flush()?;
+            }
+            Ok(())
+        })
+        .map_err(|e| Failure::run(anyhow!(e)))?;
+    } else if std::io::stderr().is_terminal() {
+        root.on::<AgentStreamChunk>(|e| {
+            let mut err = std::io::stderr().lock();
+            match &e.chunk {
+                StreamChunk::TextDelta { text, .. } => write!(err, "{text}")?,
+                StreamChunk::BlockEnd {
+                    block: dsh_llm::ContentBlock::ToolCall(c),
+                    ..
+                } => writeln!(err, "\n[{}] {}", c.name, c.arguments)?,
+                StreamChunk::Finish { .. } => writeln!(err)?,
+                _ => {}
+            }
+            Ok(())
+        })
+        .map_err(|e| Failure::run(anyhow!(e)))?;
+    }
+    eprintln_if_tty(&format!("session {}", agent.id()));
+    agent
+        .followup(Message::user_text("", prompt))
+        .map_err(agent_error)?;
+
+    let interrupted = tokio::select! {
+        _ = agent.when_idle() => false,
+        r = tokio::signal::ctrl_c() => {
+            if r.is_ok() {
+                agent.cancel(CancelCause::User, false);
+                // A second Ctrl-C exits at once.
+                tokio::spawn(async {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        std::process::exit(130);
+                    }
+                });
+                agent.when_idle().await;
+            }
+            r.is_ok()
+        }
+    };
+    let (reason, text) = outcome(&agent);
+    agent.dispose().await;
+    if !args.json && !text.is_empty() {
+        crate::config_cmd::write_stdout(&format!("{text}\n"))?;
+    }
+    if interrupted {
+        eprintln!("dsh: interrupted; session {} saved", id);
+        return Ok(130);
+    }
+    match reason {
+        Some(r) if r.get("kind").and_then(Value::as_str) == Some("completed") => Ok(0),
+        Some(r) => Err(Failure::run(anyhow!("{} (session {id})", describe(&r)))),
+        None => Err(Failure::run(anyhow!("the turn did not run (session {id})"))),
+    }
+}
+
+fn eprintln_if_tty(line: &str) {
+    if std::io::stderr().is_terminal() {
+        eprintln!("{line}");
+    }
+}

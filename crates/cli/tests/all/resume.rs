@@ -1,0 +1,163 @@
+//! Sessions: exact ids, resume, continue, kill -9 repair, the sessions commands.
+
+use dsh_testkit::Completion;
+use serde_json::Value;
+
+use crate::support::*;
+
+#[test]
+fn session_resume_and_continue_keep_one_history() {
+    let env = Env::new();
+    env.server().push(Completion::new().text("first").reply());
+    env.server().push(Completion::new().text("second").reply());
+    env.server().push(Completion::new().text("third").reply());
+    let out = env.exec(&["--session", "my-session", "one"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = env.exec(&["--resume", "my-session", "two"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = env.exec(&["--continue", "three"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let texts: Vec<String> = request_messages(env.server(), 2)
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(texts, vec!["one", "first", "two", "second", "three"]);
+    let events = env.stored_events();
+    let turns: Vec<u64> = events
+        .iter()
+        .filter(|e| e["type"] == "turn/start")
+        .map(|e| e["data"]["turn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(turns, vec![1, 2, 3]);
+
+    let list = env.dsh().args(["sessions", "list"]).output().unwrap();
+    let text = stdout(&list);
+    assert!(text.starts_with("my-session "), "{text}");
+    assert!(
+        text.contains("turns=3") && text.contains("completed") && text.contains("one"),
+        "{text}"
+    );
+    let show = env
+        .dsh()
+        .args(["sessions", "show", "my-session"])
+        .output()
+        .unwrap();
+    let text = stdout(&show);
+    assert!(
+        text.contains("user: two\n") && text.contains("assistant: second\n"),
+        "{text}"
+    );
+    let export = env
+        .dsh()
+        .args(["sessions", "export", "my-session"])
+        .output()
+        .unwrap();
+    let first: Value =
+        serde_json::from_slice(export.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["type"], "session");
+    assert_eq!(first["version"], 4);
+}
+
+#[test]
+fn an_unknown_session_id_is_a_clear_error() {
+    let env = Env::new();
+    let out = env.exec(&["--resume", "nope", "hi"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no stored session `nope`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.exec(&["--continue", "hi"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no session to continue"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn kill_9_while_a_tool_runs_then_resume_repairs_the_log() {
+    let env = Env::new();
+    let fifo = env.work.path().join("started.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let cmd = format!(
+        r#"{{"command":"echo started > {} && sleep 30","description":"Wait"}}"#,
+        fifo.display()
+    );
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id("call_wait", "bash", &cmd)
+            .reply(),
+    );
+    env.server()
+        .push(Completion::new().text("after the crash").reply());
+    let mut child = env.spawn(&["--session", "crashy", "run the slow thing"]);
+    // Opening the FIFO blocks until the tool's shell writes to it: the tool is running.
+    let started = wait_fifo(&fifo);
+    assert_eq!(started.trim(), "started");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let out = env.exec(&["--resume", "crashy", "what happened?"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = env.stored_events();
+    let repaired = events
+        .iter()
+        .find(|e| e["type"] == "tool/result")
+        .expect("a repair result");
+    assert_eq!(repaired["data"]["error"]["code"], "TOOL_OUTCOME_UNKNOWN");
+    let ends: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| e["data"]["reason"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(ends, vec!["interrupted", "completed"]);
+    // The next request carries the whole history.
+    let messages = request_messages(env.server(), 1);
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, vec!["system", "user", "assistant", "tool", "user"]);
+    assert!(
+        messages[3]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Its outcome is unknown")
+    );
+}
+
+#[test]
+fn a_locked_session_is_refused() {
+    let env = Env::new();
+    let fifo = env.work.path().join("lock.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let cmd = format!(
+        r#"{{"command":"echo started > {} && sleep 30","description":"Wait"}}"#,
+        fifo.display()
+    );
+    env.server()
+        .push(Completion::new().tool_call("bash", &cmd).reply());
+    let mut holder = env.spawn(&["--session", "busy", "hold it"]);
+    assert_eq!(wait_fifo(&fifo).trim(), "started");
+    let out = env.exec(&["--resume", "busy", "me too"]);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("SESSION_LOCKED"), "{}", stderr(&out));
+}

@@ -1,0 +1,149 @@
+//! Running the real `dsh` binary with a temporary `DSH_HOME` against a mock server.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use dsh_testkit::MockServer;
+use serde_json::Value;
+
+const FAST_RETRIES: &str = "plugins:\n  - id: llm-retry\n    name: llm-retry\n    config:\n      default: { initialDelayMs: 1, maxDelayMs: 2000 }\n";
+
+pub struct Env {
+    pub home: tempfile::TempDir,
+    pub work: tempfile::TempDir,
+    pub server: Option<MockServer>,
+}
+
+impl Env {
+    /// A fresh home whose user layer makes retries fast (1 ms backoff; Retry-After up to 2 s).
+    pub fn new() -> Self {
+        let env = Self {
+            home: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+            server: Some(MockServer::start_blocking()),
+        };
+        std::fs::write(env.home.path().join("dsh.yaml"), FAST_RETRIES).unwrap();
+        env
+    }
+
+    pub fn server(&self) -> &MockServer {
+        self.server.as_ref().unwrap()
+    }
+
+    pub fn cwd(&self) -> PathBuf {
+        self.work.path().canonicalize().unwrap()
+    }
+
+    /// `dsh` with the environment of this test: home, key, base URL, working directory.
+    pub fn dsh(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_dsh"));
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("DSH_HOME", self.home.path())
+            .env("DEEPSEEK_API_KEY", "sk-test-key")
+            .current_dir(self.work.path())
+            .stdin(Stdio::null());
+        if let Some(s) = &self.server {
+            c.env("DEEPSEEK_BASE_URL", s.base_url());
+        }
+        c
+    }
+
+    pub fn exec(&self, args: &[&str]) -> Output {
+        self.dsh().arg("exec").args(args).output().unwrap()
+    }
+
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.dsh()
+            .arg("exec")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Writes a composition patch file and returns its path.
+    pub fn patch(&self, name: &str, yaml: &str) -> PathBuf {
+        let p = self.home.path().join(name);
+        std::fs::write(&p, yaml).unwrap();
+        p
+    }
+
+    /// The events of the only stored session (parsed JSONL rows after the header).
+    pub fn stored_events(&self) -> Vec<Value> {
+        let files = session_files(&self.home.path().join("sessions"));
+        assert_eq!(files.len(), 1, "expected one stored session: {files:?}");
+        read_rows(&files[0])
+    }
+}
+
+pub fn read_rows(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Every `*.jsonl` file under `root`.
+pub fn session_files(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The `messages` of recorded request `i`.
+pub fn request_messages(server: &MockServer, i: usize) -> Vec<Value> {
+    server.request(i).unwrap().body_json().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Reads one message written into the FIFO at `path` by a tool's shell; fails the test (rather
+/// than hanging it) if nothing is written within a generous safety bound.
+pub fn wait_fifo(path: &Path) -> String {
+    let path = path.to_path_buf();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut s = String::new();
+        let r = std::fs::File::open(&path).and_then(|mut f| f.read_to_string(&mut s));
+        let _ = tx.send(r.map(|_| s));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the tool never started")
+        .unwrap()
+}
