@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use dsh_agent::events::AgentStreamChunk;
 use dsh_agent::{Agent, AgentError, AgentOptions, Agents, CancelCause, CreateAgent, ResumeAgent};
-use dsh_kernel::{Composer, Kernel};
+use dsh_kernel::{Composer, Composition, Kernel};
 use dsh_llm::{Message, StreamChunk};
 use dsh_session::Sessions;
 use dsh_session::plugin::SessionEvent;
@@ -131,36 +131,46 @@ pub(crate) async fn run(args: ExecArgs) -> Result<u8, Failure> {
     let prompt = read_prompt(&args.prompt)?;
     let cwd = working_dir(args.cwd.as_ref())?;
     let registry = registry();
-    let mut composition = compose(&args.compose, None, &registry)?;
-    if let Some(n) = args.max_parallel_tools {
-        for r in composition
-            .rows
-            .iter_mut()
-            .filter(|r| r.row.name == "agent-loop")
-        {
-            if !r.row.config.is_object() {
-                r.row.config = Value::Object(Default::default());
+    let max_parallel = args.max_parallel_tools;
+    // Command-line settings applied over every composition (also on live reloads).
+    let extra: Arc<dyn Fn(&mut Composition) + Send + Sync> =
+        Arc::new(move |c: &mut Composition| {
+            if let Some(n) = max_parallel {
+                for r in c.rows.iter_mut().filter(|r| r.row.name == "agent-loop") {
+                    if !r.row.config.is_object() {
+                        r.row.config = Value::Object(Default::default());
+                    }
+                    r.row.config["maxParallelToolCalls"] = Value::from(n);
+                }
             }
-            r.row.config["maxParallelToolCalls"] = Value::from(n);
-        }
+        });
+    let mut composition = compose(&args.compose, None, &registry)?;
+    extra(&mut composition);
+    let kernel = Kernel::new(registry.clone());
+    let composer = Arc::new(tokio::sync::Mutex::new(Composer::new(kernel.root())));
+    {
+        let mut c = composer.lock().await;
+        c.apply(&composition).await.map_err(Failure::usage)?;
+        c.ready().await.map_err(Failure::usage)?;
     }
-    let kernel = Kernel::new(registry);
-    let mut composer = Composer::new(kernel.root());
-    let result = run_composed(&kernel, &mut composer, &composition, args, prompt, cwd).await;
+    let _watcher = crate::watch::watch(
+        crate::home::user_file(),
+        args.compose.clone(),
+        extra,
+        registry,
+        composer.clone(),
+    );
+    let result = run_agent(&kernel, args, prompt, cwd).await;
     kernel.dispose().await;
     result
 }
 
-async fn run_composed(
+async fn run_agent(
     kernel: &Kernel,
-    composer: &mut Composer,
-    composition: &dsh_kernel::Composition,
     args: ExecArgs,
     prompt: String,
     cwd: PathBuf,
 ) -> Result<u8, Failure> {
-    composer.apply(composition).await.map_err(Failure::usage)?;
-    composer.ready().await.map_err(Failure::usage)?;
     let root = kernel.root();
     let agents = root
         .get::<dyn Agents>()

@@ -8,6 +8,7 @@ mod config_cmd;
 mod exec;
 mod home;
 mod sessions_cmd;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

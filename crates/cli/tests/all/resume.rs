@@ -161,3 +161,70 @@ fn a_locked_session_is_refused() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("SESSION_LOCKED"), "{}", stderr(&out));
 }
+
+#[test]
+fn the_user_file_is_reloaded_while_dsh_runs() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = Env::new();
+    let started = env.work.path().join("started.fifo");
+    let release = env.work.path().join("release.fifo");
+    for f in [&started, &release] {
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(f)
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    let cmd = format!(
+        r#"{{"command":"echo started > {} && cat {}","description":"Wait"}}"#,
+        started.display(),
+        release.display()
+    );
+    env.server()
+        .push(Completion::new().tool_call("bash", &cmd).reply());
+    env.server()
+        .push(Completion::new().text("finished").reply());
+    let mut child = env
+        .dsh()
+        .env("DSH_LOG", "dsh=info")
+        .args(["exec", "go"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert_eq!(wait_fifo(&started).trim(), "started");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut wait_for = |needle: &str| loop {
+        let line = lines.next().expect("dsh exited early").unwrap();
+        if line.contains(needle) {
+            return line;
+        }
+    };
+    let user = env.home.path().join("dsh.yaml");
+    // An invalid edit is refused and the run goes on.
+    std::fs::write(&user, "plugins:\n  - name: [\n").unwrap();
+    let refused = wait_for("keeping the last good configuration");
+    assert!(refused.contains("dsh.yaml"), "{refused}");
+    // A valid edit restarts only the changed row.
+    std::fs::write(
+        &user,
+        "plugins:\n  - id: tool-timeout\n    name: tool-timeout\n    config: { defaultMs: 600000 }\n",
+    )
+    .unwrap();
+    let reloaded = wait_for("configuration reloaded");
+    assert!(
+        reloaded.contains("tool-timeout") && reloaded.contains("llm-retry"),
+        "{reloaded}"
+    );
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&release)
+        .unwrap()
+        .write_all(b"go\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), "finished\n");
+}
