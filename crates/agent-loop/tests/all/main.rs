@@ -7,4 +7,5 @@ mod support;
 mod cancel;
 mod inbox;
 mod lifecycle;
+mod properties;
 mod tools;
