@@ -5,6 +5,7 @@
 mod support;
 
 mod cancel;
+mod fixtures;
 mod inbox;
 mod lifecycle;
 mod properties;
