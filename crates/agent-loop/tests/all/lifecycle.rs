@@ -384,3 +384,28 @@ async fn a_changed_tool_set_logs_a_change_header_and_a_developer_message() {
     assert!(last.iter().all(|m| m.role != dsh_llm::Role::Developer));
     h.kernel.dispose().await;
 }
+
+#[tokio::test]
+async fn throwing_observers_never_unbalance_turns() {
+    let h = Harness::new().await;
+    let root = h.kernel.root();
+    root.on::<dsh_session::plugin::SessionEvent>(|_| panic!("observer bug"))
+        .unwrap();
+    root.on::<AgentStatusChanged>(|_| Err("observer refuses".into()))
+        .unwrap();
+    root.on::<dsh_agent::events::AgentStreamChunk>(|_| panic!("stream observer bug"))
+        .unwrap();
+    h.llm.push(Script::Chunks(text("still fine")));
+    h.llm.push(Script::Chunks(text("again")));
+    let agent = h.agent().await;
+    agent.followup(user("one")).unwrap();
+    agent.followup(user("two")).unwrap();
+    idle(&agent).await;
+    let ends = data_of(&agent, "turn/end");
+    assert_eq!(ends.len(), 2);
+    assert!(
+        ends.iter().all(|e| e["reason"]["kind"] == "completed"),
+        "{ends:?}"
+    );
+    h.kernel.dispose().await;
+}
