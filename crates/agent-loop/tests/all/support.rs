@@ -138,6 +138,8 @@ impl Plugin for MockRoute {
 pub struct Harness {
     pub kernel: Kernel,
     pub llm: Arc<Scripted>,
+    /// The agent loop's fiber (for live config updates).
+    pub loop_fiber: dsh_kernel::FiberHandle,
 }
 
 impl Harness {
@@ -148,7 +150,7 @@ impl Harness {
     pub async fn with_config(config: AgentLoopConfig) -> Self {
         let llm = Arc::new(Scripted::default());
         let kernel = Kernel::new(PluginRegistry::new());
-        for h in [
+        let mut handles = vec![
             kernel
                 .mount_plugin::<MockRoute>(MockConfig {
                     adapter: Some(llm.clone()),
@@ -162,11 +164,17 @@ impl Harness {
             kernel
                 .mount_plugin::<ToolsPlugin>(Default::default())
                 .unwrap(),
-            kernel.mount_plugin::<AgentLoopPlugin>(config).unwrap(),
-        ] {
+        ];
+        let loop_fiber = kernel.mount_plugin::<AgentLoopPlugin>(config).unwrap();
+        handles.push(loop_fiber.clone());
+        for h in handles {
             h.ready().await.unwrap();
         }
-        Self { kernel, llm }
+        Self {
+            kernel,
+            llm,
+            loop_fiber,
+        }
     }
 
     pub fn agents(&self) -> Arc<dyn Agents> {
