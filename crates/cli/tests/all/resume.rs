@@ -81,18 +81,7 @@ fn an_unknown_session_id_is_a_clear_error() {
 #[test]
 fn kill_9_while_a_tool_runs_then_resume_repairs_the_log() {
     let env = Env::new();
-    let fifo = env.work.path().join("started.fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
-    let cmd = format!(
-        r#"{{"command":"echo started > {} && sleep 30","description":"Wait"}}"#,
-        fifo.display()
-    );
+    let (fifo, cmd) = blocking_bash(&env, "started.fifo");
     env.server().push(
         Completion::new()
             .tool_call_with_id("call_wait", "bash", &cmd)
@@ -139,18 +128,7 @@ fn kill_9_while_a_tool_runs_then_resume_repairs_the_log() {
 #[test]
 fn a_locked_session_is_refused() {
     let env = Env::new();
-    let fifo = env.work.path().join("lock.fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
-    let cmd = format!(
-        r#"{{"command":"echo started > {} && sleep 30","description":"Wait"}}"#,
-        fifo.display()
-    );
+    let (fifo, cmd) = blocking_bash(&env, "lock.fifo");
     env.server()
         .push(Completion::new().tool_call("bash", &cmd).reply());
     let mut holder = env.spawn(&["--session", "busy", "hold it"]);

@@ -147,3 +147,16 @@ pub fn wait_fifo(path: &Path) -> String {
         .expect("the tool never started")
         .unwrap()
 }
+
+/// A FIFO in the work dir and bash tool arguments that write `started` into it and then sleep:
+/// the test learns (through [`wait_fifo`]) that the tool is running.
+pub fn blocking_bash(env: &Env, name: &str) -> (PathBuf, String) {
+    let fifo = env.work.path().join(name);
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let args = format!(
+        r#"{{"command":"echo started > {} && sleep 30","description":"Wait"}}"#,
+        fifo.display()
+    );
+    (fifo, args)
+}
