@@ -29,6 +29,7 @@ pub mod fixtures;
 mod record;
 mod reply;
 pub mod scenario;
+pub mod scripted;
 mod server;
 mod sse;
 pub mod validate;

@@ -1,107 +1,20 @@
 //! The plugin inside the real agent loop (`dsh-agent-loop`) with a scripted adapter: the
 //! upstream `provider-retry` event order, the budget, and cancellation during the backoff.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_agent::{Agent, AgentOptions, Agents, AgentsPlugin, CancelCause, CreateAgent};
 use dsh_agent_loop::{AgentLoopConfig, AgentLoopPlugin};
-use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Kernel, Plugin, PluginRegistry};
-use dsh_llm::adapter::{ChunkStream, LlmAdapter, LlmRequest, ModelInfo};
-use dsh_llm::service::{Llm, LlmPlugin};
-use dsh_llm::{
-    BlockKind, ContentBlock, FinishReason, LlmFailure, Message, StreamChunk, TokenUsage, codes,
-};
+use dsh_kernel::{EmptyConfig, Kernel, PluginRegistry};
+use dsh_llm::service::LlmPlugin;
+use dsh_llm::{FinishReason, LlmFailure, Message, StreamChunk, codes};
 use dsh_llm_retry::LlmRetryPlugin;
 use dsh_session::{SessionEvent, SessionsPlugin};
+use dsh_testkit::scripted::{Script, ScriptedAdapter, ScriptedRoute, ScriptedRouteConfig, text};
 use dsh_tools::ToolsPlugin;
-use futures::future::BoxFuture;
-use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-
-/// Replays scripted attempts: a failure before streaming, or these chunks.
-#[derive(Default)]
-struct Scripted {
-    scripts: Mutex<VecDeque<Result<Vec<StreamChunk>, LlmFailure>>>,
-    requests: Mutex<usize>,
-}
-
-impl LlmAdapter for Scripted {
-    fn default_model(&self) -> String {
-        "mock-model".into()
-    }
-
-    fn resolve_model(&self, model: &str) -> ModelInfo {
-        ModelInfo {
-            id: model.to_owned(),
-            context_window: 100_000,
-            default_max_tokens: 4096,
-            max_output_tokens: None,
-            reasoning_efforts: Vec::new(),
-            default_effort: None,
-            input_modalities: Vec::new(),
-        }
-    }
-
-    fn stream(&self, _request: LlmRequest) -> BoxFuture<'static, Result<ChunkStream, LlmFailure>> {
-        *self.requests.lock() += 1;
-        let script = self.scripts.lock().pop_front();
-        Box::pin(async move {
-            match script {
-                None => Err(LlmFailure::new(codes::SERVER, "no scripted response left")),
-                Some(Err(f)) => Err(f),
-                Some(Ok(chunks)) => Ok(Box::pin(futures::stream::iter(chunks)) as ChunkStream),
-            }
-        })
-    }
-}
-
-#[derive(Clone, Default, serde::Deserialize, schemars::JsonSchema)]
-struct RouteConfig {
-    #[serde(skip)]
-    adapter: Option<Arc<Scripted>>,
-}
-
-struct Route;
-impl Plugin for Route {
-    const NAME: &'static str = "mock-route";
-    type Config = RouteConfig;
-    fn deps() -> Vec<Dep> {
-        vec![Dep::on::<dyn Llm>()]
-    }
-    async fn apply(ctx: Ctx, c: RouteConfig) -> Result<(), BoxError> {
-        let adapter = c.adapter.ok_or("no adapter")?;
-        ctx.dep::<dyn Llm>()?.register(&ctx, "mock", adapter)?;
-        Ok(())
-    }
-}
-
-fn text(t: &str) -> Vec<StreamChunk> {
-    vec![
-        StreamChunk::BlockStart {
-            index: 0,
-            block_type: BlockKind::Text,
-        },
-        StreamChunk::TextDelta {
-            index: 0,
-            text: t.into(),
-        },
-        StreamChunk::BlockEnd {
-            index: 0,
-            block: ContentBlock::text(t),
-        },
-        StreamChunk::Usage {
-            usage: TokenUsage {
-                input_tokens: 10,
-                output_tokens: 1,
-                ..Default::default()
-            },
-        },
-        StreamChunk::finish(FinishReason::Stop),
-    ]
-}
 
 fn empty_response() -> Vec<StreamChunk> {
     vec![StreamChunk::finish(FinishReason::error(LlmFailure::new(
@@ -112,21 +25,27 @@ fn empty_response() -> Vec<StreamChunk> {
 
 struct Loop {
     kernel: Kernel,
-    llm: Arc<Scripted>,
+    llm: Arc<ScriptedAdapter>,
     agent: Arc<dyn Agent>,
     /// Types of committed session events, as they are committed.
     events: mpsc::UnboundedReceiver<String>,
 }
 
 async fn start(retry: Value, scripts: Vec<Result<Vec<StreamChunk>, LlmFailure>>) -> Loop {
-    let llm = Arc::new(Scripted::default());
-    llm.scripts.lock().extend(scripts);
+    let llm = Arc::new(ScriptedAdapter::default());
+    for s in scripts {
+        llm.push(match s {
+            Ok(chunks) => Script::Chunks(chunks),
+            Err(f) => Script::Fail(f),
+        });
+    }
     let mut reg = PluginRegistry::new();
     reg.register::<LlmRetryPlugin>();
     let kernel = Kernel::new(reg);
     for h in [
         kernel
-            .mount_plugin::<Route>(RouteConfig {
+            .mount_plugin::<ScriptedRoute>(ScriptedRouteConfig {
+                route: None,
                 adapter: Some(llm.clone()),
             })
             .unwrap(),
@@ -236,7 +155,7 @@ async fn an_empty_response_is_retried_in_the_same_step_as_upstream_logs_it() {
         json!({"retryId": id, "turn": 1, "step": 1, "retry": 1})
     );
     assert_eq!(tail[5].1["reason"], json!({"kind": "completed"}));
-    assert_eq!(*l.llm.requests.lock(), 2);
+    assert_eq!(l.llm.request_count(), 2);
     l.kernel.dispose().await;
 }
 
@@ -288,6 +207,6 @@ async fn cancelling_during_the_backoff_aborts_the_turn_without_retry_started() {
     let end = &tail.last().unwrap();
     assert_eq!(end.0, "turn/end");
     assert_eq!(end.1["reason"]["kind"], "aborted", "{}", end.1);
-    assert_eq!(*l.llm.requests.lock(), 1);
+    assert_eq!(l.llm.request_count(), 1);
     l.kernel.dispose().await;
 }
