@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use dsh_agent::Agents;
+use dsh_agent::events::AgentSessionStart;
 use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin, Service};
 use dsh_tools::{CallInfo, Guard, ToolError, Tools, ToolsResultEvent};
 use futures::future::BoxFuture;
@@ -62,6 +64,33 @@ impl Observations {
             meta.get("version").and_then(Value::as_str),
         ) {
             self.record(session, PathBuf::from(path), version.to_owned());
+        }
+    }
+
+    /// Records the observations of a stored session's log: each `tool/result` with the name of
+    /// its `tool/call`.
+    pub fn replay_log(&self, session: &str, events: &[Arc<dsh_session::Event>]) {
+        let mut names: HashMap<&str, &str> = HashMap::new();
+        for e in events {
+            let data = e.data();
+            match e.kind() {
+                "tool/call" => {
+                    if let (Some(id), Some(name)) = (data["callId"].as_str(), data["name"].as_str())
+                    {
+                        names.insert(id, name);
+                    }
+                }
+                "tool/result" => {
+                    let message = &data["message"];
+                    let Some(name) = message["toolCallId"].as_str().and_then(|id| names.get(id))
+                    else {
+                        continue;
+                    };
+                    let is_error = message["isError"].as_bool().unwrap_or(false);
+                    self.record_logged(session, name, is_error, data.get("meta"));
+                }
+                _ => {}
+            }
         }
     }
 
@@ -141,8 +170,21 @@ impl Plugin for ReadBeforeWritePlugin {
         let store = Arc::new(Observations::default());
         ctx.provide::<Observations>(store.clone())?;
         tools.guard(&ctx, Arc::new(ObservationGuard(store.clone())))?;
+        let results = store.clone();
         ctx.on::<ToolsResultEvent>(move |ev| {
-            store.record_result(ev);
+            results.record_result(ev);
+            Ok(())
+        })?;
+        // A resumed session keeps what it observed before: replay its logged results.
+        let lookup = ctx.clone();
+        ctx.on::<AgentSessionStart>(move |ev| {
+            if !ev.resumed {
+                return Ok(());
+            }
+            let Some(agent) = lookup.get::<dyn Agents>().and_then(|a| a.get(&ev.agent_id)) else {
+                return Ok(());
+            };
+            store.replay_log(&ev.agent_id, &agent.session().events());
             Ok(())
         })?;
         Ok(())

@@ -206,3 +206,36 @@ fn the_user_file_is_reloaded_while_dsh_runs() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stdout(&out), "finished\n");
 }
+
+#[test]
+fn files_read_before_a_resume_can_be_edited_after_it() {
+    let env = Env::new();
+    std::fs::write(env.work.path().join("a.txt"), "old line\n").unwrap();
+    env.server().push(
+        Completion::new()
+            .tool_call("read", r#"{"file_path":"a.txt"}"#)
+            .reply(),
+    );
+    env.server().push(Completion::new().text("read it").reply());
+    let edit = r#"{"file_path":"a.txt","old_string":"old line","new_string":"new line"}"#;
+    env.server()
+        .push(Completion::new().tool_call("edit", edit).reply());
+    env.server().push(Completion::new().text("edited").reply());
+    let out = env.exec(&["--session", "observe", "read a.txt"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = env.exec(&["--continue", "now change it"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(env.work.path().join("a.txt")).unwrap(),
+        "new line\n"
+    );
+    let results: Vec<Value> = env
+        .stored_events()
+        .into_iter()
+        .filter(|e| e["type"] == "tool/result")
+        .collect();
+    assert_eq!(
+        results[1]["data"]["message"]["isError"], false,
+        "{results:?}"
+    );
+}
