@@ -6,10 +6,16 @@
 //! registered test tools, two parallel-safe and one exclusive; some of them unregistered at
 //! that turn), optional reasoning and text blocks, failed attempts an `agent/request-error`
 //! listener retries (`RETRY_ME`) or lets fail (`FATAL`, which ends the turn `error`), and a
-//! final text answer. The registered tool set changes between turns.
+//! final text answer (or a `max-tokens` cut that ends the turn). Between turns the registered
+//! tool set, a system prompt section and a runtime-context section change; some turns start a
+//! new request series through `agent/pre-step`. Tools defer contexts to the next step (`alpha`
+//! with `n == 2`) and steer the agent mid-step (`gamma` with `n == 1`).
+//!
+//! Also checked on every request: each tool call of an assistant message is answered by exactly
+//! one later tool message (a dangling call is a request DeepSeek refuses).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use dsh_agent::Agent;
 use dsh_agent::hooks::{AgentRequestError, PreStep, RequestErrorDecision};
@@ -18,6 +24,7 @@ use dsh_llm::adapter::LlmRequest;
 use dsh_llm::{BlockKind, ContentBlock, FinishReason, LlmFailure, Role, StreamChunk, ToolCall};
 use dsh_session::data::RequestHeader;
 use dsh_session::{Event, SessionLog};
+use dsh_system_prompt::{Section, SystemPrompt, SystemPromptPlugin};
 use dsh_tools::{FnTool, ToolOutput, Tools};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -27,7 +34,10 @@ use crate::support::*;
 /// The three test tools: `(name, parallel-safe)`.
 const TOOLS: [(&str, bool); 3] = [("alpha", true), ("beta", true), ("gamma", false)];
 
-fn test_tool(name: &str, parallel: bool) -> FnTool {
+/// The agent of the case, for tools that steer it.
+type AgentCell = Arc<OnceLock<Arc<dyn Agent>>>;
+
+fn test_tool(name: &str, parallel: bool, agent: AgentCell) -> FnTool {
     let label = name.to_owned();
     let tool = FnTool::new(
         name,
@@ -35,38 +45,108 @@ fn test_tool(name: &str, parallel: bool) -> FnTool {
         json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
         move |_c, args| {
             let label = label.clone();
+            let agent = agent.clone();
             async move {
                 // Let parallel calls interleave.
                 for _ in 0..3 {
                     tokio::task::yield_now().await;
                 }
-                Ok(ToolOutput::text(format!("{label} -> {}", args["n"])))
+                let n = args["n"].as_u64().unwrap_or(0);
+                let mut out = ToolOutput::text(format!("{label} -> {n}"));
+                if label == "alpha" && n == 2 {
+                    out.contexts
+                        .push(format!("context deferred by {label} {n}"));
+                }
+                if label == "gamma" && n == 1 {
+                    let agent = agent.get().expect("agent set");
+                    agent.steer(user(&format!("steer from {label}"))).unwrap();
+                }
+                Ok(out)
             }
         },
     );
     if parallel { tool.parallel_safe() } else { tool }
 }
 
-#[derive(Clone, Default, serde::Deserialize, schemars::JsonSchema)]
-struct ToolSetConfig {
-    #[serde(skip)]
-    tool: Option<(String, bool)>,
+/// What one mounted [`ExtraPlugin`] registers.
+#[derive(Clone)]
+enum Extra {
+    Tool {
+        name: String,
+        parallel: bool,
+        agent: AgentCell,
+    },
+    Prompt(String),
+    Runtime(String),
 }
 
-/// Registers one test tool for as long as it is mounted (disposing it removes the tool).
-struct ToolSetPlugin;
-impl Plugin for ToolSetPlugin {
-    const NAME: &'static str = "prop-tool";
-    type Config = ToolSetConfig;
+#[derive(Clone, Default, serde::Deserialize, schemars::JsonSchema)]
+struct ExtraConfig {
+    #[serde(skip)]
+    extra: Option<Extra>,
+}
+
+/// Registers one test tool, prompt section or runtime-context section for as long as it is
+/// mounted: disposing the fiber removes it (and waits for the teardown).
+struct ExtraPlugin;
+impl Plugin for ExtraPlugin {
+    const NAME: &'static str = "prop-extra";
+    type Config = ExtraConfig;
     fn deps() -> Vec<dsh_kernel::Dep> {
-        vec![dsh_kernel::Dep::on::<dyn Tools>()]
+        vec![
+            dsh_kernel::Dep::on::<dyn Tools>(),
+            dsh_kernel::Dep::on::<dyn SystemPrompt>(),
+        ]
     }
-    async fn apply(ctx: Ctx, c: ToolSetConfig) -> Result<(), BoxError> {
-        let (name, parallel) = c.tool.ok_or("no tool")?;
-        ctx.dep::<dyn Tools>()?
-            .register(&ctx, Arc::new(test_tool(&name, parallel)))?;
+    async fn apply(ctx: Ctx, c: ExtraConfig) -> Result<(), BoxError> {
+        match c.extra.ok_or("nothing to register")? {
+            Extra::Tool {
+                name,
+                parallel,
+                agent,
+            } => ctx
+                .dep::<dyn Tools>()?
+                .register(&ctx, Arc::new(test_tool(&name, parallel, agent)))?,
+            Extra::Prompt(text) => {
+                ctx.dep::<dyn SystemPrompt>()?
+                    .section(&ctx, Section::new("prop-prompt", text))?;
+            }
+            Extra::Runtime(text) => {
+                ctx.dep::<dyn SystemPrompt>()?
+                    .runtime_context(&ctx, Section::new("prop:context", text))?;
+            }
+        }
         Ok(())
     }
+}
+
+/// Mounts or disposes extras so that exactly `want` (key → text) is registered.
+async fn sync_extras(
+    h: &Harness,
+    mounted: &mut HashMap<String, (String, FiberHandle)>,
+    want: Vec<(String, String, Extra)>,
+) {
+    let keys: Vec<String> = want.iter().map(|(k, _, _)| k.clone()).collect();
+    let stale: Vec<String> = mounted
+        .iter()
+        .filter(|(k, (text, _))| !want.iter().any(|(wk, wt, _)| wk == *k && wt == text))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in stale {
+        mounted.remove(&k).unwrap().1.dispose().await;
+    }
+    for (key, text, extra) in want {
+        if mounted.contains_key(&key) {
+            continue;
+        }
+        let handle = h
+            .kernel
+            .mount_plugin::<ExtraPlugin>(ExtraConfig { extra: Some(extra) })
+            .unwrap();
+        handle.ready().await.unwrap();
+        mounted.insert(key, (text, handle));
+    }
+    assert!(mounted.keys().all(|k| keys.contains(k)));
 }
 
 /// How one attempt fails before the step's success.
@@ -93,10 +173,25 @@ struct TurnPlan {
     /// Which of [`TOOLS`] are registered during this turn.
     tools: [bool; 3],
     steps: Vec<StepPlan>,
-    /// The turn's last step fails for good (`FATAL`) instead of answering.
-    fatal: bool,
+    /// How the turn's last step ends.
+    ending: Ending,
     /// `agent/pre-step` starts a new request series at the turn's first step.
     new_series: bool,
+    /// The variant of the prompt section during this turn (`None`: not registered).
+    prompt: Option<u8>,
+    /// The variant of the runtime-context section during this turn (`None`: not registered).
+    runtime: Option<u8>,
+}
+
+/// How a turn's last step ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ending {
+    /// The planned text answer.
+    Answer,
+    /// A failure the listener does not retry (`FATAL`): the turn ends `error`.
+    Fatal,
+    /// Text and a cut tool call, finish `max-tokens`: the turn ends `max-tokens`.
+    MaxTokens,
 }
 
 fn failure() -> impl Strategy<Value = Failure> {
@@ -129,18 +224,28 @@ fn turn() -> impl Strategy<Value = TurnPlan> {
         any::<[bool; 3]>(),
         prop::collection::vec(step(true), 0..=3),
         step(false),
-        prop::bool::weighted(0.15),
+        prop_oneof![
+            6 => Just(Ending::Answer),
+            1 => Just(Ending::Fatal),
+            1 => Just(Ending::MaxTokens),
+        ],
         prop::bool::weighted(0.2),
+        prop::option::of(0u8..2),
+        prop::option::of(0u8..2),
     )
-        .prop_map(|(tools, mut steps, last, fatal, new_series)| {
-            steps.push(last);
-            TurnPlan {
-                tools,
-                steps,
-                fatal,
-                new_series,
-            }
-        })
+        .prop_map(
+            |(tools, mut steps, last, ending, new_series, prompt, runtime)| {
+                steps.push(last);
+                TurnPlan {
+                    tools,
+                    steps,
+                    ending,
+                    new_series,
+                    prompt,
+                    runtime,
+                }
+            },
+        )
 }
 
 fn block(index: u32, kind: BlockKind, text: &str) -> Vec<StreamChunk> {
@@ -171,7 +276,7 @@ fn block(index: u32, kind: BlockKind, text: &str) -> Vec<StreamChunk> {
 }
 
 /// Pushes the scripts of one planned step (`t`/`s` label ids and texts).
-fn script_step(llm: &Scripted, plan: &StepPlan, t: usize, s: usize, fatal: bool) {
+fn script_step(llm: &Scripted, plan: &StepPlan, t: usize, s: usize, ending: Ending) {
     for (k, f) in plan.retried.iter().enumerate() {
         let failure = LlmFailure::new("RETRY_ME", format!("transient {t}.{s}.{k}"));
         llm.push(match f {
@@ -183,12 +288,40 @@ fn script_step(llm: &Scripted, plan: &StepPlan, t: usize, s: usize, fatal: bool)
             }
         });
     }
-    if fatal {
-        llm.push(Script::Fail(LlmFailure::new(
-            "FATAL",
-            format!("fatal {t}.{s}"),
-        )));
-        return;
+    match ending {
+        Ending::Answer => {}
+        Ending::Fatal => {
+            llm.push(Script::Fail(LlmFailure::new(
+                "FATAL",
+                format!("fatal {t}.{s}"),
+            )));
+            return;
+        }
+        Ending::MaxTokens => {
+            let mut chunks = block(0, BlockKind::Text, &format!("cut {t}.{s}"));
+            chunks.push(StreamChunk::BlockStart {
+                index: 1,
+                block_type: BlockKind::ToolCall,
+            });
+            chunks.push(StreamChunk::ToolCallDelta {
+                index: 1,
+                id: format!("cut-{t}-{s}"),
+                name: Some("alpha".into()),
+                arguments_delta: r#"{"n":"#.into(),
+            });
+            // Adapters close every open block before the finish (the cut call included).
+            chunks.push(StreamChunk::BlockEnd {
+                index: 1,
+                block: ContentBlock::ToolCall(ToolCall {
+                    id: format!("cut-{t}-{s}"),
+                    name: "alpha".into(),
+                    arguments: r#"{"n":"#.into(),
+                }),
+            });
+            chunks.push(StreamChunk::finish(FinishReason::MaxTokens));
+            llm.push(Script::Chunks(chunks));
+            return;
+        }
     }
     let mut chunks = Vec::new();
     let mut index = 0u32;
@@ -289,6 +422,32 @@ fn rebuilt(log: &SessionLog) -> (Value, Vec<String>) {
     (settings, messages)
 }
 
+/// Every tool call of an assistant message is answered by exactly one later tool message.
+fn calls_answered(messages: &[String]) -> Result<(), String> {
+    let values: Vec<Value> = messages
+        .iter()
+        .map(|m| serde_json::from_str(m).unwrap())
+        .collect();
+    for (i, m) in values.iter().enumerate() {
+        if m["role"] != "assistant" {
+            continue;
+        }
+        for block in m["content"].as_array().into_iter().flatten() {
+            if block["type"] != "tool-call" {
+                continue;
+            }
+            let answers = values[i + 1..]
+                .iter()
+                .filter(|r| r["role"] == "tool" && r["toolCallId"] == block["id"])
+                .count();
+            if answers != 1 {
+                return Err(format!("call {} has {answers} results", block["id"]));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Positions (event indices) of the committed outcome of every request, in request order: each
 /// adapter call is followed by exactly one `assistant/message` or `assistant/attempt`.
 fn request_positions(events: &[Arc<Event>]) -> Vec<usize> {
@@ -329,29 +488,49 @@ async fn run(plan: Vec<TurnPlan>) -> (Vec<Arc<Event>>, Vec<LlmRequest>, Arc<dyn 
             next.run(input)
         })
         .unwrap();
+    // Prompt and runtime-context sections come from the system-prompt service (no identity
+    // line, no persona: the prompt is exactly the registered section, or "").
+    let sp = h
+        .kernel
+        .mount_plugin::<SystemPromptPlugin>(
+            serde_json::from_value(json!({"includeHarnessIdentity": false})).unwrap(),
+        )
+        .unwrap();
+    sp.ready().await.unwrap();
     let agent = h.agent().await;
-    let mut mounted: HashMap<usize, FiberHandle> = HashMap::new();
+    let cell: AgentCell = Arc::default();
+    cell.set(agent.clone()).ok().unwrap();
+    let mut mounted = HashMap::new();
     for (t, turn) in plan.iter().enumerate() {
-        // Change the tool set between turns (the agent is idle).
+        // Change tools and sections between turns (the agent is idle).
+        let mut want = Vec::new();
         for (i, (name, parallel)) in TOOLS.iter().enumerate() {
-            match (turn.tools[i], mounted.contains_key(&i)) {
-                (true, false) => {
-                    let handle = h
-                        .kernel
-                        .mount_plugin::<ToolSetPlugin>(ToolSetConfig {
-                            tool: Some(((*name).to_owned(), *parallel)),
-                        })
-                        .unwrap();
-                    handle.ready().await.unwrap();
-                    mounted.insert(i, handle);
-                }
-                (false, true) => mounted.remove(&i).unwrap().dispose().await,
-                _ => {}
+            if turn.tools[i] {
+                let extra = Extra::Tool {
+                    name: (*name).to_owned(),
+                    parallel: *parallel,
+                    agent: cell.clone(),
+                };
+                want.push((format!("tool:{name}"), String::new(), extra));
             }
         }
+        if let Some(v) = turn.prompt {
+            let text = format!("Prompt variant {v}.");
+            want.push(("prompt".into(), text.clone(), Extra::Prompt(text)));
+        }
+        if let Some(v) = turn.runtime {
+            let text = format!("Runtime variant {v}.");
+            want.push(("runtime".into(), text.clone(), Extra::Runtime(text)));
+        }
+        sync_extras(&h, &mut mounted, want).await;
         let last = turn.steps.len() - 1;
         for (s, step) in turn.steps.iter().enumerate() {
-            script_step(&h.llm, step, t, s, turn.fatal && s == last);
+            let ending = if s == last {
+                turn.ending
+            } else {
+                Ending::Answer
+            };
+            script_step(&h.llm, step, t, s, ending);
         }
         agent.followup(user(&format!("turn {t}"))).unwrap();
         idle(&agent).await;
@@ -382,10 +561,15 @@ fn check(plan: Vec<TurnPlan>, property: Property) -> Result<(), TestCaseError> {
             .flat_map(|t| &t.steps)
             .map(|s| s.retried.len() + 1)
             .sum();
-        let fatal_turns = plan.iter().filter(|t| t.fatal).count();
-        // Nothing here replaces history: only the first request and the turns `agent/pre-step`
-        // marks start a series.
-        let series = 1 + plan.iter().skip(1).filter(|t| t.new_series).count();
+        let endings = |e: Ending| plan.iter().filter(|t| t.ending == e).count();
+        let (fatal_turns, cut_turns) = (endings(Ending::Fatal), endings(Ending::MaxTokens));
+        // A series starts at the first request, at turns `agent/pre-step` marks, and at turns
+        // whose prompt differs from the previous turn's: the DeepSeek-like route consolidates
+        // the prompt into the head node, a replacement.
+        let series = 1 + plan
+            .windows(2)
+            .filter(|w| w[1].new_series || w[1].prompt != w[0].prompt)
+            .count();
         let (events, requests, agent, h) = run(plan).await;
         prop_assert_eq!(requests.len(), expected, "every script was requested");
         let errors = events
@@ -393,6 +577,11 @@ fn check(plan: Vec<TurnPlan>, property: Property) -> Result<(), TestCaseError> {
             .filter(|e| e.kind() == "turn/end" && e.data()["reason"]["kind"] == "error")
             .count();
         prop_assert_eq!(errors, fatal_turns);
+        let cut = events
+            .iter()
+            .filter(|e| e.kind() == "turn/end" && e.data()["reason"]["kind"] == "max-tokens")
+            .count();
+        prop_assert_eq!(cut, cut_turns);
 
         // (a) Every request rebuilt from the log prefix that preceded it.
         let positions = request_positions(&events);
@@ -404,6 +593,8 @@ fn check(plan: Vec<TurnPlan>, property: Property) -> Result<(), TestCaseError> {
         for (k, (pos, request)) in positions.iter().zip(&requests).enumerate() {
             let sent = request_json(request);
             if property == Property::Rebuild {
+                let answered = calls_answered(&sent.1);
+                prop_assert!(answered.is_ok(), "request {}: {:?}", k, answered);
                 let prefix: Vec<Event> = events[..*pos].iter().map(|e| (**e).clone()).collect();
                 let log = SessionLog::replay(header.clone(), prefix).unwrap();
                 let from_log = rebuilt(&log);
