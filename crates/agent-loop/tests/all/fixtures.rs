@@ -204,7 +204,7 @@ impl Plugin for FixtureRoute {
 }
 
 /// A kernel like the support harness's, with the JSONL persistence rooted at `root`.
-async fn kernel_with_store(root: &Path, llm: Arc<Scripted>) -> Kernel {
+pub(crate) async fn kernel_with_store(root: &Path, llm: Arc<Scripted>) -> Kernel {
     let kernel = Kernel::new(PluginRegistry::new());
     for h in [
         kernel

@@ -11,21 +11,27 @@
 //! new request series through `agent/pre-step`. Tools defer contexts to the next step (`alpha`
 //! with `n == 2`) and steer the agent mid-step (`gamma` with `n == 1`).
 //!
-//! Also checked on every request: each tool call of an assistant message is answered by exactly
-//! one later tool message (a dangling call is a request DeepSeek refuses).
+//! Sessions persist as JSONL in a tempdir; before some turns the agent is disposed and its
+//! session resumed in a new loop instance (a resume alone starts no series, `session-format.md`
+//! §9.2), so later requests are rebuilt from events read back from disk.
+//!
+//! Also checked with (a): each tool call of an assistant message is answered by exactly one
+//! later tool message (a dangling call is a request DeepSeek refuses); the `developer/message`
+//! emission rule of §9.4; and §9.5 (one route, so exactly one `request/context`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use dsh_agent::Agent;
 use dsh_agent::hooks::{AgentRequestError, PreStep, RequestErrorDecision};
-use dsh_kernel::{BoxError, Ctx, FiberHandle, Plugin};
+use dsh_agent::{Agent, AgentOptions, Agents, CreateAgent, ResumeAgent};
+use dsh_kernel::{BoxError, Ctx, FiberHandle, Kernel, Plugin};
 use dsh_llm::adapter::LlmRequest;
 use dsh_llm::{BlockKind, ContentBlock, FinishReason, LlmFailure, Role, StreamChunk, ToolCall};
 use dsh_session::data::RequestHeader;
-use dsh_session::{Event, SessionLog};
+use dsh_session::{Event, SessionHeader, SessionLog};
 use dsh_system_prompt::{Section, SystemPrompt, SystemPromptPlugin};
 use dsh_tools::{FnTool, ToolOutput, Tools};
+use parking_lot::Mutex;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -34,8 +40,8 @@ use crate::support::*;
 /// The three test tools: `(name, parallel-safe)`.
 const TOOLS: [(&str, bool); 3] = [("alpha", true), ("beta", true), ("gamma", false)];
 
-/// The agent of the case, for tools that steer it.
-type AgentCell = Arc<OnceLock<Arc<dyn Agent>>>;
+/// The agent of the case (replaced when it is resumed), for tools that steer it.
+type AgentCell = Arc<Mutex<Option<Arc<dyn Agent>>>>;
 
 fn test_tool(name: &str, parallel: bool, agent: AgentCell) -> FnTool {
     let label = name.to_owned();
@@ -58,7 +64,7 @@ fn test_tool(name: &str, parallel: bool, agent: AgentCell) -> FnTool {
                         .push(format!("context deferred by {label} {n}"));
                 }
                 if label == "gamma" && n == 1 {
-                    let agent = agent.get().expect("agent set");
+                    let agent = agent.lock().clone().expect("agent set");
                     agent.steer(user(&format!("steer from {label}"))).unwrap();
                 }
                 Ok(out)
@@ -122,7 +128,7 @@ impl Plugin for ExtraPlugin {
 
 /// Mounts or disposes extras so that exactly `want` (key → text) is registered.
 async fn sync_extras(
-    h: &Harness,
+    kernel: &Kernel,
     mounted: &mut HashMap<String, (String, FiberHandle)>,
     want: Vec<(String, String, Extra)>,
 ) {
@@ -139,8 +145,7 @@ async fn sync_extras(
         if mounted.contains_key(&key) {
             continue;
         }
-        let handle = h
-            .kernel
+        let handle = kernel
             .mount_plugin::<ExtraPlugin>(ExtraConfig { extra: Some(extra) })
             .unwrap();
         handle.ready().await.unwrap();
@@ -181,6 +186,8 @@ struct TurnPlan {
     prompt: Option<u8>,
     /// The variant of the runtime-context section during this turn (`None`: not registered).
     runtime: Option<u8>,
+    /// Dispose the agent before this turn and resume its stored session in a new loop instance.
+    resume: bool,
 }
 
 /// How a turn's last step ends.
@@ -232,9 +239,10 @@ fn turn() -> impl Strategy<Value = TurnPlan> {
         prop::bool::weighted(0.2),
         prop::option::of(0u8..2),
         prop::option::of(0u8..2),
+        prop::bool::weighted(0.2),
     )
         .prop_map(
-            |(tools, mut steps, last, ending, new_series, prompt, runtime)| {
+            |(tools, mut steps, last, ending, new_series, prompt, runtime, resume)| {
                 steps.push(last);
                 TurnPlan {
                     tools,
@@ -243,6 +251,7 @@ fn turn() -> impl Strategy<Value = TurnPlan> {
                     new_series,
                     prompt,
                     runtime,
+                    resume,
                 }
             },
         )
@@ -448,6 +457,79 @@ fn calls_answered(messages: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+fn tool_names(header: &Value) -> Vec<String> {
+    header["header"]["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// `session-format.md` §9.4, checked independently: a `developer/message` follows a header with
+/// reason `resume` or `change` iff a baseline existed and the tool names differ; additions (in
+/// current order) then removals (in baseline order); `headerSeq` only with additions. No other
+/// developer messages.
+fn developer_rule(events: &[Arc<Event>]) -> Result<(), String> {
+    let mut baseline: Option<Value> = None;
+    let mut expected_dev = 0;
+    for (i, e) in events.iter().enumerate() {
+        if e.kind() != "request/header" {
+            continue;
+        }
+        let h = e.data().clone();
+        let reason = h["reason"].as_str().unwrap_or_default().to_owned();
+        let next = events
+            .get(i + 1)
+            .filter(|n| n.kind() == "developer/message");
+        let mut want: Vec<Value> = Vec::new();
+        if let Some(b) = &baseline
+            && (reason == "resume" || reason == "change")
+        {
+            let (prev, cur) = (tool_names(b), tool_names(&h));
+            for n in cur.iter().filter(|n| !prev.contains(n)) {
+                want.push(json!({"type": "tool-addition", "toolName": n}));
+            }
+            for n in prev.iter().filter(|n| !cur.contains(n)) {
+                want.push(json!({"type": "tool-removal", "toolName": n}));
+            }
+        }
+        match (next, want.is_empty()) {
+            (None, true) => {}
+            (Some(d), false) => {
+                expected_dev += 1;
+                let d = d.data();
+                if d["message"]["content"] != Value::Array(want.clone()) {
+                    return Err(format!("header {}: {} != {want:?}", e.seq(), d["message"]));
+                }
+                let additions = want.iter().any(|w| w["type"] == "tool-addition");
+                let seq = d.get("headerSeq").and_then(Value::as_u64);
+                if seq != additions.then_some(e.seq()) {
+                    return Err(format!("header {}: headerSeq {seq:?}", e.seq()));
+                }
+            }
+            (got, _) => {
+                return Err(format!(
+                    "header {} ({reason}): developer message {:?}, expected {want:?}",
+                    e.seq(),
+                    got.map(|d| d.data().clone())
+                ));
+            }
+        }
+        baseline = Some(h);
+    }
+    let total = events
+        .iter()
+        .filter(|e| e.kind() == "developer/message")
+        .count();
+    if total != expected_dev {
+        return Err(format!(
+            "{total} developer messages, {expected_dev} expected"
+        ));
+    }
+    Ok(())
+}
+
 /// Positions (event indices) of the committed outcome of every request, in request order: each
 /// adapter call is followed by exactly one `assistant/message` or `assistant/attempt`.
 fn request_positions(events: &[Arc<Event>]) -> Vec<usize> {
@@ -459,19 +541,41 @@ fn request_positions(events: &[Arc<Event>]) -> Vec<usize> {
         .collect()
 }
 
-/// Runs a plan; returns the agent's events and the requests the adapter received.
-async fn run(plan: Vec<TurnPlan>) -> (Vec<Arc<Event>>, Vec<LlmRequest>, Arc<dyn Agent>, Harness) {
-    let h = Harness::new().await;
-    h.kernel
-        .root()
-        .hook::<AgentRequestError, _, _>(|input, next| async move {
-            if input.failure.code == "RETRY_ME" {
-                RequestErrorDecision::Retry
-            } else {
-                next.run(input).await
-            }
-        })
-        .unwrap();
+/// A kernel with the loop, JSONL persistence in a tempdir and the scripted adapter.
+struct Rig {
+    kernel: Kernel,
+    llm: Arc<Scripted>,
+    _dir: tempfile::TempDir,
+}
+
+fn options() -> AgentOptions {
+    AgentOptions {
+        provider: Some("mock".into()),
+        cwd: std::env::temp_dir(),
+        ..Default::default()
+    }
+}
+
+/// Runs a plan; returns the final agent's events (read back from disk across resumes) and the
+/// requests the adapter received.
+async fn run(plan: Vec<TurnPlan>) -> (SessionHeader, Vec<Arc<Event>>, Vec<LlmRequest>, Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = Arc::new(Scripted::default());
+    let kernel = crate::fixtures::kernel_with_store(dir.path(), llm.clone()).await;
+    let rig = Rig {
+        kernel,
+        llm,
+        _dir: dir,
+    };
+    let root = rig.kernel.root();
+    root.hook::<AgentRequestError, _, _>(|input, next| async move {
+        if input.failure.code == "RETRY_ME" {
+            RequestErrorDecision::Retry
+        } else {
+            next.run(input).await
+        }
+    })
+    .unwrap();
     // A fresh session: plan turn `t` is session turn `t + 1`.
     let series_turns: Vec<u64> = plan
         .iter()
@@ -479,29 +583,52 @@ async fn run(plan: Vec<TurnPlan>) -> (Vec<Arc<Event>>, Vec<LlmRequest>, Arc<dyn 
         .filter(|(_, t)| t.new_series)
         .map(|(i, _)| i as u64 + 1)
         .collect();
-    h.kernel
-        .root()
-        .hook::<PreStep, _, _>(move |mut input, next| {
-            if input.step == 1 && series_turns.contains(&input.turn) {
-                input.starts_request_series = true;
-            }
-            next.run(input)
-        })
-        .unwrap();
+    root.hook::<PreStep, _, _>(move |mut input, next| {
+        if input.step == 1 && series_turns.contains(&input.turn) {
+            input.starts_request_series = true;
+        }
+        next.run(input)
+    })
+    .unwrap();
     // Prompt and runtime-context sections come from the system-prompt service (no identity
     // line, no persona: the prompt is exactly the registered section, or "").
-    let sp = h
+    let sp = rig
         .kernel
         .mount_plugin::<SystemPromptPlugin>(
             serde_json::from_value(json!({"includeHarnessIdentity": false})).unwrap(),
         )
         .unwrap();
     sp.ready().await.unwrap();
-    let agent = h.agent().await;
-    let cell: AgentCell = Arc::default();
-    cell.set(agent.clone()).ok().unwrap();
+    let agents = root.get::<dyn Agents>().unwrap();
+    let mut agent = agents
+        .create(
+            &root,
+            CreateAgent {
+                options: options(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let cell: AgentCell = Arc::new(Mutex::new(Some(agent.clone())));
     let mut mounted = HashMap::new();
     for (t, turn) in plan.iter().enumerate() {
+        if turn.resume && t > 0 {
+            let id = agent.id().to_owned();
+            agent.dispose().await;
+            agent = agents
+                .resume(
+                    &root,
+                    ResumeAgent {
+                        session_id: id,
+                        options: options(),
+                        setup: None,
+                    },
+                )
+                .await
+                .unwrap();
+            *cell.lock() = Some(agent.clone());
+        }
         // Change tools and sections between turns (the agent is idle).
         let mut want = Vec::new();
         for (i, (name, parallel)) in TOOLS.iter().enumerate() {
@@ -522,7 +649,7 @@ async fn run(plan: Vec<TurnPlan>) -> (Vec<Arc<Event>>, Vec<LlmRequest>, Arc<dyn 
             let text = format!("Runtime variant {v}.");
             want.push(("runtime".into(), text.clone(), Extra::Runtime(text)));
         }
-        sync_extras(&h, &mut mounted, want).await;
+        sync_extras(&rig.kernel, &mut mounted, want).await;
         let last = turn.steps.len() - 1;
         for (s, step) in turn.steps.iter().enumerate() {
             let ending = if s == last {
@@ -530,14 +657,15 @@ async fn run(plan: Vec<TurnPlan>) -> (Vec<Arc<Event>>, Vec<LlmRequest>, Arc<dyn 
             } else {
                 Ending::Answer
             };
-            script_step(&h.llm, step, t, s, ending);
+            script_step(&rig.llm, step, t, s, ending);
         }
         agent.followup(user(&format!("turn {t}"))).unwrap();
         idle(&agent).await;
     }
-    let events = agent.session().events();
-    let requests = std::mem::take(&mut *h.llm.requests.lock());
-    (events, requests, agent, h)
+    let (header, events) = (agent.session().header(), agent.session().events());
+    let requests = std::mem::take(&mut *rig.llm.requests.lock());
+    cell.lock().take();
+    (header, events, requests, rig)
 }
 
 /// Which property a case checks.
@@ -570,7 +698,7 @@ fn check(plan: Vec<TurnPlan>, property: Property) -> Result<(), TestCaseError> {
             .windows(2)
             .filter(|w| w[1].new_series || w[1].prompt != w[0].prompt)
             .count();
-        let (events, requests, agent, h) = run(plan).await;
+        let (header, events, requests, rig) = run(plan).await;
         prop_assert_eq!(requests.len(), expected, "every script was requested");
         let errors = events
             .iter()
@@ -583,10 +711,20 @@ fn check(plan: Vec<TurnPlan>, property: Property) -> Result<(), TestCaseError> {
             .count();
         prop_assert_eq!(cut, cut_turns);
 
+        // §9.4 tool-change messages, and §9.5: one route, so one `request/context` ever.
+        if property == Property::Rebuild {
+            let dev = developer_rule(&events);
+            prop_assert!(dev.is_ok(), "{:?}", dev);
+            let contexts = events
+                .iter()
+                .filter(|e| e.kind() == "request/context")
+                .count();
+            prop_assert_eq!(contexts, 1);
+        }
+
         // (a) Every request rebuilt from the log prefix that preceded it.
         let positions = request_positions(&events);
         prop_assert_eq!(positions.len(), requests.len());
-        let header = agent.session().header();
         let mut series_starts = Vec::new();
         let mut rebuilt_messages = Vec::new();
         let mut last_pos = 0usize;
@@ -627,7 +765,7 @@ fn check(plan: Vec<TurnPlan>, property: Property) -> Result<(), TestCaseError> {
                 k - 1
             );
         }
-        h.kernel.dispose().await;
+        rig.kernel.dispose().await;
         Ok(())
     })
 }
