@@ -350,6 +350,9 @@ async fn run_step(
         call_hook::<AgentRequest, _, _>(agent, input, |i: RequestInput| async move { i.settings })
             .await?;
     let mut attempt = 1u32;
+    // Whether the accepted batch is in the log. Not `attempt == 1`: a first attempt that fails
+    // in `prepare_call` and is retried has admitted nothing yet.
+    let mut admitted = false;
     loop {
         if token.is_cancelled() {
             return Ok(StepOutcome::Aborted);
@@ -359,18 +362,21 @@ async fn run_step(
             Ok(prepared) => {
                 let session = &agent.session;
                 let generation = session.content_generation();
+                // The first built request of the step carries the pre-step series decision.
+                let first = !admitted;
                 // The DeepSeek route declares neither in-history prompts nor tool updates.
-                let starts_recon = (attempt == 1 && starts)
+                let starts_recon = (first && starts)
                     || rs.request_surface_generation != generation
                     || tools_changed(session, &assembly.tools);
                 reconcile_prompt(session, &assembly.prompt, false, starts_recon, turn, step)?;
-                if attempt == 1 {
+                if first {
                     for message in &batch {
                         session.append(NewEvent::new(
                             "user/message",
                             serde_json::to_value(message).map_err(|e| unknown(e.to_string()))?,
                         ))?;
                     }
+                    admitted = true;
                 }
                 let header = header_of(&prepared, &assembly.tools);
                 let context = RequestContext {
@@ -379,15 +385,7 @@ async fn run_step(
                     context_window: Some(prepared.model.context_window),
                     system_prompt_update: None,
                 };
-                log_request(
-                    session,
-                    rs,
-                    header,
-                    context,
-                    attempt == 1 && starts,
-                    turn,
-                    step,
-                )?;
+                log_request(session, rs, header, context, first && starts, turn, step)?;
                 let messages: Vec<Message> = session
                     .derive_messages()
                     .iter()
