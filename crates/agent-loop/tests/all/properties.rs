@@ -796,3 +796,57 @@ proptest! {
         check(plan, Property::Extend)?;
     }
 }
+
+// Found while writing the properties: a first attempt that fails before the request is built
+// (in `prepare_call`) and is retried must still admit the turn's input.
+
+#[tokio::test]
+async fn a_retried_prepare_failure_still_admits_the_accepted_input() {
+    let h = Harness::new().await;
+    let root = h.kernel.root();
+    let (ctx, adapter) = (root.clone(), h.llm.clone());
+    // The route `late` has no adapter at the first attempt (NO_ADAPTER from prepare_call); the
+    // listener registers it and retries.
+    root.hook::<AgentRequestError, _, _>(move |input, next| {
+        let (ctx, adapter) = (ctx.clone(), adapter.clone());
+        async move {
+            if input.failure.code == dsh_llm::codes::NO_ADAPTER && input.attempt == 1 {
+                let llm = ctx.get::<dyn dsh_llm::service::Llm>().unwrap();
+                llm.register(&ctx, "late", adapter).unwrap();
+                RequestErrorDecision::Retry
+            } else {
+                next.run(input).await
+            }
+        }
+    })
+    .unwrap();
+    h.llm.push(Script::Chunks(text("hello")));
+    let agent = h
+        .agents()
+        .create(
+            &root,
+            CreateAgent {
+                options: AgentOptions {
+                    provider: Some("late".into()),
+                    model: Some("mock-model".into()),
+                    cwd: std::env::temp_dir(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    agent.followup(user("hi")).unwrap();
+    idle(&agent).await;
+    assert_eq!(h.llm.request_count(), 1);
+    let sent = h.llm.requests.lock()[0].messages.clone();
+    let users: Vec<String> = data_of(&agent, "user/message")
+        .iter()
+        .map(|m| m["content"][0]["text"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(users, vec!["hi"], "the claimed user message is in the log");
+    assert_eq!(sent.len(), 1, "the request carries the user message");
+    assert_eq!(sent[0].text(), "hi");
+    h.kernel.dispose().await;
+}
