@@ -9,7 +9,9 @@
 //! final text answer (or a `max-tokens` cut that ends the turn). Between turns the registered
 //! tool set, a system prompt section and a runtime-context section change; some turns start a
 //! new request series through `agent/pre-step`. Tools defer contexts to the next step (`alpha`
-//! with `n == 2`) and steer the agent mid-step (`gamma` with `n == 1`).
+//! with `n == 2`) and steer the agent mid-step (`gamma` with `n == 1`); a registered `gamma` as
+//! third call (`n == 2`) cancels the agent (`keep_inbox` varies), so later calls of the message
+//! are never dispatched (`ABORTED_BEFORE_DISPATCH`) and the turn ends `aborted`.
 //!
 //! Sessions persist as JSONL in a tempdir; before some turns the agent is disposed and its
 //! session resumed in a new loop instance (a resume alone starts no series, `session-format.md`
@@ -23,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use dsh_agent::hooks::{AgentRequestError, PreStep, RequestErrorDecision};
-use dsh_agent::{Agent, AgentOptions, Agents, CreateAgent, ResumeAgent};
+use dsh_agent::{Agent, AgentOptions, Agents, CancelCause, CreateAgent, ResumeAgent};
 use dsh_kernel::{BoxError, Ctx, FiberHandle, Kernel, Plugin};
 use dsh_llm::adapter::LlmRequest;
 use dsh_llm::{BlockKind, ContentBlock, FinishReason, LlmFailure, Role, StreamChunk, ToolCall};
@@ -66,6 +68,10 @@ fn test_tool(name: &str, parallel: bool, agent: AgentCell) -> FnTool {
                 if label == "gamma" && n == 1 {
                     let agent = agent.lock().clone().expect("agent set");
                     agent.steer(user(&format!("steer from {label}"))).unwrap();
+                }
+                if label == "gamma" && n == 2 {
+                    let agent = agent.lock().clone().expect("agent set");
+                    agent.cancel(CancelCause::User, args["keep"] == true);
                 }
                 Ok(out)
             }
@@ -188,6 +194,8 @@ struct TurnPlan {
     runtime: Option<u8>,
     /// Dispose the agent before this turn and resume its stored session in a new loop instance.
     resume: bool,
+    /// `keep_inbox` of the cancellation a `gamma` call with `n == 2` makes.
+    keep_inbox: bool,
 }
 
 /// How a turn's last step ends.
@@ -199,6 +207,9 @@ enum Ending {
     Fatal,
     /// Text and a cut tool call, finish `max-tokens`: the turn ends `max-tokens`.
     MaxTokens,
+    /// The last step's `gamma` call with `n == 2` (third call) cancels the agent: later calls
+    /// are never dispatched and the turn ends `aborted`. Set by the plan's normalisation.
+    Cancelled,
 }
 
 fn failure() -> impl Strategy<Value = Failure> {
@@ -207,7 +218,7 @@ fn failure() -> impl Strategy<Value = Failure> {
 
 fn step(calls: bool) -> impl Strategy<Value = StepPlan> {
     let calls = if calls {
-        prop::collection::vec(0usize..3, 1..=3).boxed()
+        prop::collection::vec(0usize..3, 1..=4).boxed()
     } else {
         Just(Vec::new()).boxed()
     };
@@ -240,10 +251,20 @@ fn turn() -> impl Strategy<Value = TurnPlan> {
         prop::option::of(0u8..2),
         prop::option::of(0u8..2),
         prop::bool::weighted(0.2),
+        any::<bool>(),
     )
         .prop_map(
-            |(tools, mut steps, last, ending, new_series, prompt, runtime, resume)| {
+            |(tools, mut steps, last, mut ending, new_series, prompt, runtime, resume, keep)| {
                 steps.push(last);
+                // A registered `gamma` as third call cancels the turn: nothing after that step
+                // is ever requested.
+                if let Some(s) = steps
+                    .iter()
+                    .position(|s| tools[2] && s.calls.get(2) == Some(&2))
+                {
+                    steps.truncate(s + 1);
+                    ending = Ending::Cancelled;
+                }
                 TurnPlan {
                     tools,
                     steps,
@@ -252,9 +273,22 @@ fn turn() -> impl Strategy<Value = TurnPlan> {
                     prompt,
                     runtime,
                     resume,
+                    keep_inbox: keep,
                 }
             },
         )
+}
+
+/// Whether the cancelling step also steered (`gamma` with `n == 1`) and the cancellation keeps
+/// the inbox: the kept steer then runs in a turn of its own right after the aborted one (the
+/// loop latches the steer's wake-up; `cancel.rs` pins the same for kept followups).
+fn kept_steer(turn: &TurnPlan) -> bool {
+    turn.ending == Ending::Cancelled
+        && turn.keep_inbox
+        && turn
+            .steps
+            .last()
+            .is_some_and(|s| s.calls.get(1) == Some(&2))
 }
 
 fn block(index: u32, kind: BlockKind, text: &str) -> Vec<StreamChunk> {
@@ -285,7 +319,7 @@ fn block(index: u32, kind: BlockKind, text: &str) -> Vec<StreamChunk> {
 }
 
 /// Pushes the scripts of one planned step (`t`/`s` label ids and texts).
-fn script_step(llm: &Scripted, plan: &StepPlan, t: usize, s: usize, ending: Ending) {
+fn script_step(llm: &Scripted, plan: &StepPlan, t: usize, s: usize, ending: Ending, keep: bool) {
     for (k, f) in plan.retried.iter().enumerate() {
         let failure = LlmFailure::new("RETRY_ME", format!("transient {t}.{s}.{k}"));
         llm.push(match f {
@@ -298,7 +332,7 @@ fn script_step(llm: &Scripted, plan: &StepPlan, t: usize, s: usize, ending: Endi
         });
     }
     match ending {
-        Ending::Answer => {}
+        Ending::Answer | Ending::Cancelled => {}
         Ending::Fatal => {
             llm.push(Script::Fail(LlmFailure::new(
                 "FATAL",
@@ -349,7 +383,7 @@ fn script_step(llm: &Scripted, plan: &StepPlan, t: usize, s: usize, ending: Endi
     for (c, tool) in plan.calls.iter().enumerate() {
         let id = format!("call-{t}-{s}-{c}");
         let name = TOOLS[*tool].0.to_owned();
-        let arguments = format!(r#"{{"n":{c}}}"#);
+        let arguments = format!(r#"{{"n":{c},"keep":{keep}}}"#);
         chunks.push(StreamChunk::BlockStart {
             index,
             block_type: BlockKind::ToolCall,
@@ -576,13 +610,19 @@ async fn run(plan: Vec<TurnPlan>) -> (SessionHeader, Vec<Arc<Event>>, Vec<LlmReq
         }
     })
     .unwrap();
-    // A fresh session: plan turn `t` is session turn `t + 1`.
-    let series_turns: Vec<u64> = plan
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.new_series)
-        .map(|(i, _)| i as u64 + 1)
-        .collect();
+    // Session turn numbers of the plan's turns: a fresh session starts at 1, and a kept steer
+    // takes a turn of its own after its plan turn.
+    let mut series_turns = Vec::new();
+    let mut number = 0u64;
+    for t in &plan {
+        number += 1;
+        if t.new_series {
+            series_turns.push(number);
+        }
+        if kept_steer(t) {
+            number += 1;
+        }
+    }
     root.hook::<PreStep, _, _>(move |mut input, next| {
         if input.step == 1 && series_turns.contains(&input.turn) {
             input.starts_request_series = true;
@@ -657,7 +697,11 @@ async fn run(plan: Vec<TurnPlan>) -> (SessionHeader, Vec<Arc<Event>>, Vec<LlmReq
             } else {
                 Ending::Answer
             };
-            script_step(&rig.llm, step, t, s, ending);
+            script_step(&rig.llm, step, t, s, ending, turn.keep_inbox);
+        }
+        if kept_steer(turn) {
+            rig.llm
+                .push(Script::Chunks(text(&format!("kept steer {t}"))));
         }
         agent.followup(user(&format!("turn {t}"))).unwrap();
         idle(&agent).await;
@@ -688,9 +732,11 @@ fn check(plan: Vec<TurnPlan>, property: Property) -> Result<(), TestCaseError> {
             .iter()
             .flat_map(|t| &t.steps)
             .map(|s| s.retried.len() + 1)
-            .sum();
+            .sum::<usize>()
+            + plan.iter().filter(|t| kept_steer(t)).count();
         let endings = |e: Ending| plan.iter().filter(|t| t.ending == e).count();
         let (fatal_turns, cut_turns) = (endings(Ending::Fatal), endings(Ending::MaxTokens));
+        let cancelled_turns = endings(Ending::Cancelled);
         // A series starts at the first request, at turns `agent/pre-step` marks, and at turns
         // whose prompt differs from the previous turn's: the DeepSeek-like route consolidates
         // the prompt into the head node, a replacement.
@@ -710,6 +756,11 @@ fn check(plan: Vec<TurnPlan>, property: Property) -> Result<(), TestCaseError> {
             .filter(|e| e.kind() == "turn/end" && e.data()["reason"]["kind"] == "max-tokens")
             .count();
         prop_assert_eq!(cut, cut_turns);
+        let aborted = events
+            .iter()
+            .filter(|e| e.kind() == "turn/end" && e.data()["reason"]["kind"] == "aborted")
+            .count();
+        prop_assert_eq!(aborted, cancelled_turns);
 
         // §9.4 tool-change messages, and §9.5: one route, so one `request/context` ever.
         if property == Property::Rebuild {
