@@ -1,0 +1,134 @@
+//! `dsh-bench`: runs the release `dsh` end to end against the in-process testkit mock and checks
+//! the figures against the budgets of ARCHITECTURE §10. See the README for what is measured.
+
+// Printing the report is this binary's job.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod figures;
+mod report;
+mod resume;
+mod run;
+mod scenario;
+mod stats;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+
+/// End-to-end benchmarks of dsh against its budgets.
+#[derive(Debug, Parser)]
+#[command(name = "dsh-bench", version, about)]
+struct Cli {
+    /// Runs of every scenario (medians are over these).
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    iterations: u32,
+    /// One iteration of small scenarios (a smoke test; timings are not meaningful).
+    #[arg(long)]
+    quick: bool,
+    /// The `dsh` binary to measure (default: `cargo build --release -p dsh-cli`, then
+    /// `target/release/dsh` of this workspace).
+    #[arg(long, value_name = "PATH")]
+    dsh: Option<PathBuf>,
+    /// Directory for `benchmarks.md` and `benchmarks.json` (default: `docs/` of this workspace).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print the JSON report on stdout instead of the markdown table.
+    #[arg(long)]
+    json: bool,
+    /// Do not fail on timing or memory budgets (exact budgets still fail): for smoke tests
+    /// with a debug build.
+    #[arg(long)]
+    report_only: bool,
+}
+
+/// The workspace root (this crate is `crates/bench`).
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn locate_dsh(cli: &Cli) -> Result<PathBuf> {
+    if let Some(p) = &cli.dsh {
+        if !p.is_file() {
+            bail!("--dsh {}: no such file", p.display());
+        }
+        return Ok(p.clone());
+    }
+    let root = workspace_root();
+    eprintln!("dsh-bench: cargo build --release -p dsh-cli");
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["build", "--release", "-p", "dsh-cli"])
+        .current_dir(&root)
+        .status()
+        .context("running cargo build --release -p dsh-cli")?;
+    if !status.success() {
+        bail!("cargo build --release -p dsh-cli failed ({status})");
+    }
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let dsh = target.join("release/dsh");
+    if !dsh.is_file() {
+        bail!("{} was not built", dsh.display());
+    }
+    Ok(dsh)
+}
+
+fn real_main(cli: &Cli) -> Result<bool> {
+    let dsh = locate_dsh(cli)?
+        .canonicalize()
+        .context("resolving the dsh path")?;
+    let plan = figures::Plan::new(cli.quick, cli.iterations);
+    let report = figures::measure(&dsh, &plan)?;
+    let md = figures::markdown(&report, &workspace_root());
+    let json = serde_json::to_string_pretty(&report)?;
+    let out = cli
+        .out
+        .clone()
+        .unwrap_or_else(|| workspace_root().join("docs"));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    std::fs::write(out.join("benchmarks.md"), &md)
+        .with_context(|| format!("writing {}", out.join("benchmarks.md").display()))?;
+    std::fs::write(out.join("benchmarks.json"), format!("{json}\n"))
+        .with_context(|| format!("writing {}", out.join("benchmarks.json").display()))?;
+    if cli.json {
+        println!("{json}");
+    } else {
+        println!("{}", report::table(&report.rows, false));
+        eprintln!("dsh-bench: wrote {}/benchmarks.{{md,json}}", out.display());
+    }
+    let failed: Vec<&report::Row> = report
+        .rows
+        .iter()
+        .filter(|r| r.verdict == report::Verdict::Fail && (r.exact || !cli.report_only))
+        .collect();
+    for r in &failed {
+        eprintln!(
+            "dsh-bench: FAIL {} / {}: {} (budget {})",
+            r.group, r.figure, r.measured, r.budget
+        );
+    }
+    Ok(failed.is_empty())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("__probe") {
+        return match run::probe_main(&args[2..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("dsh-bench probe: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    let cli = Cli::parse();
+    match real_main(&cli) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("dsh-bench: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

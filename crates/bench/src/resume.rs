@@ -1,0 +1,248 @@
+//! Resume: generate a long, valid v4 session and time `dsh exec --resume` on it.
+//!
+//! Generation copies real events: `dsh` itself writes a two-turn session (one `bash` step per
+//! turn), then the second turn's events are repeated with fresh message and call ids, shifted
+//! `seq`, `turn`, `time` and `sourceEventSeqs`, until the log holds the requested number of events.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use dsh_testkit::Completion;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::run::{World, run_dsh, session_log};
+
+/// The id of the generated session.
+const SESSION_ID: &str = "bench-resume";
+
+/// Figures from one resume run.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeRun {
+    /// Events in the generated log before the resume.
+    pub events: usize,
+    /// Size of the generated log, bytes.
+    pub log_bytes: u64,
+    /// Spawn of `dsh exec --resume` → its first request at the mock, ms: open, load, fold,
+    /// derive, compose and send.
+    pub to_first_request_ms: f64,
+    /// The same for a fresh one-message session in the same world, ms (the fixed cost).
+    pub fresh_to_first_request_ms: f64,
+    /// Whole resumed run including the answer and the appends, ms.
+    pub wall_ms: f64,
+    /// Messages in the resumed request (all turns replayed).
+    pub request_messages: usize,
+    /// Body size of the resumed request, bytes.
+    pub request_bytes: usize,
+}
+
+fn bash_step(tag: &str) -> Completion {
+    let args = serde_json::json!({ "command": format!("echo {tag}"), "description": "Echo a tag" });
+    let id = format!("call_00_benchresume{tag:0>12}");
+    Completion::new().tool_call_with_id(&id, "bash", &args.to_string())
+}
+
+/// Generates a session of at least `target_events` events and resumes it once.
+pub fn run(dsh: &Path, target_events: usize) -> Result<ResumeRun> {
+    let world = World::new()?;
+    for turn in 1..=2 {
+        world
+            .server
+            .push(bash_step(&format!("turn-{turn}")).reply());
+        world
+            .server
+            .push(Completion::new().text("Turn done.").reply());
+        run_dsh(
+            dsh,
+            &world,
+            &["exec", "--session", SESSION_ID, &format!("Turn {turn}")],
+            false,
+        )
+        .context("writing the template session")?;
+    }
+    let log = session_log(world.home.path())?;
+    let turns = generate(&log, target_events)?;
+    let meta = std::fs::metadata(&log)?;
+    let events = std::fs::read_to_string(&log)?.lines().count() - 1;
+
+    // The fixed cost: a fresh session in the same world.
+    world.server.push(Completion::new().text("Fresh.").reply());
+    let fresh = run_dsh(dsh, &world, &["exec", "A fresh session"], false)?;
+    let fresh_req = world
+        .server
+        .wait_for_requests_blocking(5, Duration::from_secs(5))
+        .context("the fresh run's request never arrived")?;
+    let fresh_first = fresh_req[4].arrived_at.duration_since(fresh.spawned_at);
+
+    world
+        .server
+        .push(Completion::new().text("Resumed.").reply());
+    let out = run_dsh(
+        dsh,
+        &world,
+        &["exec", "--resume", SESSION_ID, "Continue"],
+        false,
+    )
+    .context("resuming the generated session")?;
+    let reqs = world
+        .server
+        .wait_for_requests_blocking(6, Duration::from_secs(5))
+        .context("the resumed run's request never arrived")?;
+    let req = &reqs[5];
+    let body = req.body_json().context("the resumed request is not JSON")?;
+    let messages = body["messages"].as_array().map_or(0, Vec::len);
+    let tool_messages = body["messages"]
+        .as_array()
+        .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+    ensure!(
+        tool_messages == turns,
+        "the resumed request replays {tool_messages} tool results, the log holds {turns} turns"
+    );
+    ensure!(
+        out.stdout.contains("Resumed."),
+        "the resumed run did not print its answer"
+    );
+    Ok(ResumeRun {
+        events,
+        log_bytes: meta.len(),
+        to_first_request_ms: req.arrived_at.duration_since(out.spawned_at).as_secs_f64() * 1e3,
+        fresh_to_first_request_ms: fresh_first.as_secs_f64() * 1e3,
+        wall_ms: out.wall.as_secs_f64() * 1e3,
+        request_messages: messages,
+        request_bytes: req.body.len(),
+    })
+}
+
+/// Rewrites the two-turn log at `log` into one of at least `target` events by repeating its
+/// second turn; returns the number of turns written.
+fn generate(log: &Path, target: usize) -> Result<usize> {
+    let text = std::fs::read_to_string(log)?;
+    let mut lines = text.lines();
+    let header = lines.next().context("the template log is empty")?;
+    let rows: Vec<Value> = lines
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .context("the template log has a row that is not JSON")?;
+    let ends: Vec<usize> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r["type"] == "turn/end")
+        .map(|(i, _)| i)
+        .collect();
+    let [end1, end2] = ends[..] else {
+        bail!("the template log has {} turns, expected 2", ends.len());
+    };
+    let block = &rows[end1 + 1..=end2];
+    let time_span = block
+        .last()
+        .and_then(|r| r["time"].as_i64())
+        .zip(block.first().and_then(|r| r["time"].as_i64()))
+        .map_or(1, |(b, a)| b - a + 1);
+    let ids = ids_of(block);
+
+    let mut out = String::with_capacity(text.len() * (target / block.len().max(1) + 1));
+    out.push_str(header);
+    out.push('\n');
+    for r in &rows[..=end2] {
+        out.push_str(&serde_json::to_string(r)?);
+        out.push('\n');
+    }
+    let mut events = end2 + 1;
+    let mut turns = 2;
+    let mut copy = 0i64;
+    while events < target {
+        copy += 1;
+        turns += 1;
+        let seq_shift = (events - (end1 + 1)) as i64;
+        let map: HashMap<&str, String> = ids
+            .iter()
+            .enumerate()
+            .map(|(j, id)| (id.as_str(), fresh_id(id, copy, j)))
+            .collect();
+        for r in block {
+            let mut r = r.clone();
+            rewrite(
+                &mut r,
+                None,
+                &map,
+                seq_shift,
+                time_span * copy,
+                turns as i64,
+            );
+            out.push_str(&serde_json::to_string(&r)?);
+            out.push('\n');
+            events += 1;
+        }
+    }
+    std::fs::write(log, out).context("writing the generated session log")?;
+    Ok(turns)
+}
+
+/// Message and call ids in `rows` (string values of `id`, `callId` and `toolCallId`).
+fn ids_of(rows: &[Value]) -> Vec<String> {
+    fn walk(v: &Value, key: Option<&str>, out: &mut Vec<String>) {
+        match v {
+            Value::String(s)
+                if matches!(key, Some("id" | "callId" | "toolCallId")) && !out.contains(s) =>
+            {
+                out.push(s.clone());
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, key, out)),
+            Value::Object(o) => o.iter().for_each(|(k, x)| walk(x, Some(k), out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    rows.iter().for_each(|r| walk(r, None, &mut out));
+    out
+}
+
+/// A new id of the same shape for copy `copy`: the tail replaced by a counter.
+fn fresh_id(id: &str, copy: i64, j: usize) -> String {
+    let tail = format!("{:012x}", copy * 4096 + j as i64);
+    if id.len() > tail.len() && id.is_char_boundary(id.len() - tail.len()) {
+        format!("{}{tail}", &id[..id.len() - tail.len()])
+    } else {
+        format!("{id}-{tail}")
+    }
+}
+
+/// Applies the id map and shifts `seq`/`sourceEventSeqs`, `time`/`time0` and `turn`.
+fn rewrite(
+    v: &mut Value,
+    key: Option<&str>,
+    ids: &HashMap<&str, String>,
+    seq_shift: i64,
+    time_shift: i64,
+    turn: i64,
+) {
+    match v {
+        Value::String(s) => {
+            if let Some(new) = ids.get(s.as_str()) {
+                *s = new.clone();
+            }
+        }
+        Value::Number(n) => {
+            let shift = match key {
+                Some("seq" | "sourceEventSeqs" | "startSeq" | "endSeq") => Some(seq_shift),
+                Some("time" | "time0") => Some(time_shift),
+                _ => None,
+            };
+            if let (Some(d), Some(x)) = (shift, n.as_i64()) {
+                *v = Value::from(x + d);
+            } else if key == Some("turn") {
+                *v = Value::from(turn);
+            }
+        }
+        Value::Array(a) => a
+            .iter_mut()
+            .for_each(|x| rewrite(x, key, ids, seq_shift, time_shift, turn)),
+        Value::Object(o) => o
+            .iter_mut()
+            .for_each(|(k, x)| rewrite(x, Some(k), ids, seq_shift, time_shift, turn)),
+        _ => {}
+    }
+}

@@ -1,0 +1,210 @@
+//! Running `dsh` against an in-process mock server with a fresh `DSH_HOME`, optionally under the
+//! measuring probe (this binary re-executed as `dsh-bench __probe`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use dsh_testkit::MockServer;
+use serde::{Deserialize, Serialize};
+
+/// The API key every run uses (the mock does not check it).
+const API_KEY: &str = "sk-bench";
+
+/// A temporary home, a temporary working directory and a mock server: one `dsh` run's world.
+pub struct World {
+    /// `DSH_HOME` (and `HOME`): sessions are stored under `sessions/` here.
+    pub home: tempfile::TempDir,
+    work_dir: tempfile::TempDir,
+    /// The canonical working directory the run starts in.
+    pub work: PathBuf,
+    /// The scripted DeepSeek-shaped server (its own thread and runtime).
+    pub server: MockServer,
+}
+
+impl World {
+    /// A fresh world with an empty reply queue.
+    pub fn new() -> Result<Self> {
+        let home = tempfile::tempdir().context("creating a temporary DSH_HOME")?;
+        let work_dir = tempfile::tempdir().context("creating a temporary working directory")?;
+        let work = work_dir
+            .path()
+            .canonicalize()
+            .context("resolving the temporary working directory")?;
+        Ok(Self {
+            home,
+            work_dir,
+            work,
+            server: MockServer::start_blocking(),
+        })
+    }
+
+    /// The temporary working directory as created (not canonicalised).
+    pub fn work_dir(&self) -> &Path {
+        self.work_dir.path()
+    }
+
+    /// `program` with this world's environment: nothing inherited but `PATH`.
+    fn command(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("DSH_HOME", self.home.path())
+            .env("DEEPSEEK_API_KEY", API_KEY)
+            .env("DEEPSEEK_BASE_URL", self.server.base_url())
+            .current_dir(&self.work)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+}
+
+/// What the probe reports about the child it ran.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeReport {
+    /// Wall time from spawn to reaped exit, nanoseconds.
+    pub wall_ns: u64,
+    /// Peak resident set size of the largest process in the child's tree, KiB
+    /// (`getrusage(RUSAGE_CHILDREN).ru_maxrss`).
+    pub max_rss_kib: i64,
+    /// Bytes passed to `write(2)`-family calls by the child and its reaped descendants
+    /// (`wchar` of `/proc/self/io` after the wait), if readable.
+    pub wchar: Option<u64>,
+    /// The child's exit code (`None`: killed by a signal).
+    pub exit_code: Option<i32>,
+}
+
+/// How one `dsh` run went.
+#[derive(Debug)]
+pub struct RunOutput {
+    /// Just before the bench spawned the process (the probe, when probed).
+    pub spawned_at: Instant,
+    /// Wall time: the probe's own spawn-to-exit time when probed, else the bench's.
+    pub wall: Duration,
+    /// The probe's measurements (`None` when not probed).
+    pub probe: Option<ProbeReport>,
+    /// Captured standard output of `dsh`.
+    pub stdout: String,
+}
+
+/// Runs `dsh args..` in `world`; with `probe`, under `dsh-bench __probe` for wall time, peak RSS
+/// and write volume. Fails when `dsh` exits non-zero, with its stderr.
+pub fn run_dsh(dsh: &Path, world: &World, args: &[&str], probe: bool) -> Result<RunOutput> {
+    let report_file = tempfile::NamedTempFile::new().context("creating the probe report file")?;
+    let mut cmd = if probe {
+        let me = std::env::current_exe().context("locating the dsh-bench binary for the probe")?;
+        let mut c = world.command(&me);
+        c.arg("__probe").arg(report_file.path()).arg(dsh);
+        c
+    } else {
+        world.command(dsh)
+    };
+    cmd.args(args);
+    let spawned_at = Instant::now();
+    let out = cmd
+        .output()
+        .with_context(|| format!("running {}", dsh.display()))?;
+    let bench_wall = spawned_at.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let probe = if probe {
+        let text =
+            std::fs::read_to_string(report_file.path()).context("reading the probe report")?;
+        let report: ProbeReport = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "the probe wrote no report (status {}): {stderr}",
+                out.status
+            )
+        })?;
+        if report.exit_code != Some(0) {
+            bail!(
+                "`dsh {}` exited with {:?}: {stderr}",
+                args.join(" "),
+                report.exit_code
+            );
+        }
+        Some(report)
+    } else {
+        None
+    };
+    if !out.status.success() {
+        bail!("`dsh {}` failed ({}): {stderr}", args.join(" "), out.status);
+    }
+    let wall = probe
+        .as_ref()
+        .map_or(bench_wall, |p| Duration::from_nanos(p.wall_ns));
+    Ok(RunOutput {
+        spawned_at,
+        wall,
+        probe,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+    })
+}
+
+/// The probe: `dsh-bench __probe REPORT PROGRAM ARGS..` runs PROGRAM (inheriting stdio and
+/// environment), waits for it, and writes a [`ProbeReport`] as JSON to REPORT. Measuring in a
+/// separate process keeps `RUSAGE_CHILDREN` (a maximum over every child ever reaped) about this
+/// one run.
+pub fn probe_main(args: &[String]) -> Result<()> {
+    let [report, program, rest @ ..] = args else {
+        bail!("usage: dsh-bench __probe REPORT PROGRAM [ARGS..]");
+    };
+    let start = Instant::now();
+    let status = Command::new(program)
+        .args(rest)
+        .status()
+        .with_context(|| format!("spawning {program}"))?;
+    let wall = start.elapsed();
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .context("getrusage(RUSAGE_CHILDREN)")?;
+    let wchar = std::fs::read_to_string("/proc/self/io").ok().and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("wchar:"))
+            .and_then(|v| v.trim().parse().ok())
+    });
+    let out = ProbeReport {
+        wall_ns: u64::try_from(wall.as_nanos()).unwrap_or(u64::MAX),
+        max_rss_kib: usage.max_rss(),
+        wchar,
+        exit_code: status.code(),
+    };
+    std::fs::write(report, serde_json::to_vec(&out)?)
+        .with_context(|| format!("writing the probe report {report}"))?;
+    Ok(())
+}
+
+/// Every regular file under `dir`, recursively.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The only stored session log under `home/sessions`.
+pub fn session_log(home: &Path) -> Result<PathBuf> {
+    let logs: Vec<PathBuf> = files_under(&home.join("sessions"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    match logs.as_slice() {
+        [one] => Ok(one.clone()),
+        other => bail!("expected one stored session log, found {}", other.len()),
+    }
+}

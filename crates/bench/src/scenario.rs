@@ -1,0 +1,357 @@
+//! The scripted scenarios and the figures taken from one run of each.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail, ensure};
+use dsh_testkit::validate::common_prefix_len;
+use dsh_testkit::{Completion, RecordedRequest, Reply};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::run::{World, files_under, run_dsh, session_log};
+
+/// The prompt every scenario starts with.
+const PROMPT: &str = "Run the benchmark steps one by one, then report.";
+/// Parallel-safe calls per step in the parallel-reads variant.
+pub const PARALLEL_READS: usize = 8;
+/// The large-output command: 1,000,000 bytes of `a` on stdout.
+const LARGE_COMMAND: &str = "head -c 1000000 /dev/zero | tr '\\0' a";
+
+/// What the model does at each step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Variant {
+    /// One `bash` call `echo step-K` per step.
+    Bash,
+    /// As `Bash`, with reasoning text in every response (which dsh must pass back).
+    Reasoning,
+    /// Eight parallel-safe `read` calls per step.
+    ParallelReads,
+    /// One `bash` call printing 1 MB per step.
+    LargeOutput,
+}
+
+/// A scenario: a variant and its number of tool steps (a final text answer follows them).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Scenario {
+    /// Short name used in the report.
+    pub name: &'static str,
+    /// What each step does.
+    pub variant: Variant,
+    /// Tool steps before the final answer.
+    pub steps: usize,
+}
+
+/// Figures from one run of a scenario.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScenarioRun {
+    /// Wall time of the whole `dsh exec`, ms.
+    pub wall_ms: f64,
+    /// Peak RSS of the largest process of the run (dsh itself), MiB.
+    pub peak_rss_mib: f64,
+    /// Response K finished → request K+1 arrived, µs, one per tool step.
+    pub gaps_us: Vec<f64>,
+    /// Tool run time of each step from the session log (`meta.durationMs` of bash results, the
+    /// slowest of the step), ms; `None` when the results carry no duration.
+    pub tool_ms: Vec<Option<f64>>,
+    /// Gap minus tool run time, µs (an upper bound: `durationMs` is truncated to whole ms).
+    pub overhead_us: Vec<f64>,
+    /// Per step: the fraction of request K's serialised `messages` that request K+1 repeats
+    /// byte for byte as its prefix.
+    pub prefix_fraction: Vec<f64>,
+    /// Body size of every request, bytes.
+    pub request_bytes: Vec<usize>,
+    /// Bytes of the system prompt text in the first request.
+    pub system_prompt_bytes: usize,
+    /// Bytes of the serialised `tools` array in the first request.
+    pub tool_schema_bytes: usize,
+    /// Bytes of every file in the session directory after the run.
+    pub session_dir_bytes: u64,
+    /// Events in the session log.
+    pub events: usize,
+    /// Bytes the run passed to `write(2)` (dsh and its tools), if the probe could read them.
+    pub wchar: Option<u64>,
+    /// Bytes `dsh` printed on stdout.
+    pub stdout_bytes: usize,
+    /// dsh request rules broken (testkit `dsh_rule_violations`), e.g. a changed prefix.
+    pub rule_violations: Vec<String>,
+    /// Variant-specific checks that failed (reasoning not replayed, results out of order, …).
+    pub check_failures: Vec<String>,
+    /// Bytes of the tool result the model got back in the last step (large output: the cap).
+    pub last_tool_result_bytes: usize,
+}
+
+impl Scenario {
+    /// The text of the reasoning of step `k` (reasoning variant).
+    fn reasoning(k: usize) -> String {
+        format!("Step {k}: the plan is to run the next command and check what it prints. ")
+            .repeat(4)
+    }
+
+    fn final_text(&self) -> String {
+        format!(
+            "All {} steps are done; every command printed what it should. ",
+            self.steps
+        )
+        .repeat(32)
+    }
+
+    fn call_id(k: usize, i: usize) -> String {
+        format!("call_{i:02}_benchstep{k:05}call{i:02}pad12")
+    }
+
+    /// The replies of the whole run, in order: one per step, then the final answer.
+    pub fn replies(&self) -> Vec<Reply> {
+        let mut out = Vec::with_capacity(self.steps + 1);
+        for k in 1..=self.steps {
+            let mut c = Completion::new().chars_per_delta(8);
+            match self.variant {
+                Variant::Bash | Variant::Reasoning => {
+                    if self.variant == Variant::Reasoning {
+                        c = c.reasoning(&Self::reasoning(k));
+                    }
+                    let args = serde_json::json!({
+                        "command": format!("echo step-{k}"),
+                        "description": format!("Print step {k}"),
+                    });
+                    c = c.tool_call_with_id(&Self::call_id(k, 0), "bash", &args.to_string());
+                }
+                Variant::ParallelReads => {
+                    for i in 0..PARALLEL_READS {
+                        let args = serde_json::json!({ "file_path": format!("file-{i}.txt") });
+                        c = c.tool_call_with_id(&Self::call_id(k, i), "read", &args.to_string());
+                    }
+                }
+                Variant::LargeOutput => {
+                    let args = serde_json::json!({
+                        "command": LARGE_COMMAND,
+                        "description": "Print one megabyte",
+                    });
+                    c = c.tool_call_with_id(&Self::call_id(k, 0), "bash", &args.to_string());
+                }
+            }
+            out.push(c.reply());
+        }
+        let mut last = Completion::new().chars_per_delta(8);
+        if self.variant == Variant::Reasoning {
+            last = last.reasoning(&Self::reasoning(self.steps + 1));
+        }
+        out.push(last.text(&self.final_text()).reply());
+        out
+    }
+
+    /// Runs the scenario once with the `dsh` at `dsh` and takes its figures.
+    pub fn run(&self, dsh: &Path) -> Result<ScenarioRun> {
+        let world = World::new()?;
+        if self.variant == Variant::ParallelReads {
+            for i in 0..PARALLEL_READS {
+                let text: String = (1..=40)
+                    .map(|l| format!("file {i} line {l}: some text to read back\n"))
+                    .collect();
+                std::fs::write(world.work_dir().join(format!("file-{i}.txt")), text)
+                    .context("writing the files to read")?;
+            }
+        }
+        world.server.push_all(self.replies());
+        let out = run_dsh(dsh, &world, &["exec", PROMPT], true)
+            .with_context(|| format!("scenario {}", self.name))?;
+        let probe = out.probe.unwrap_or_default();
+        let reqs: Vec<RecordedRequest> = world
+            .server
+            .requests()
+            .into_iter()
+            .filter(|r| r.is_chat())
+            .collect();
+        ensure!(
+            reqs.len() == self.steps + 1,
+            "scenario {}: {} requests, expected {}",
+            self.name,
+            reqs.len(),
+            self.steps + 1
+        );
+        if let Some(bad) = reqs.iter().find(|r| r.status != 200) {
+            bail!(
+                "scenario {}: request {} got status {}",
+                self.name,
+                bad.index,
+                bad.status
+            );
+        }
+        ensure!(
+            out.stdout.contains(self.final_text().trim_end()),
+            "scenario {}: the final answer was not printed",
+            self.name
+        );
+        let log = session_log(world.home.path())?;
+        let events = read_events(&log)?;
+        let mut run = ScenarioRun {
+            wall_ms: out.wall.as_secs_f64() * 1e3,
+            peak_rss_mib: probe.max_rss_kib as f64 / 1024.0,
+            wchar: probe.wchar,
+            stdout_bytes: out.stdout.len(),
+            events: events.len(),
+            rule_violations: world.server.dsh_rule_violations(),
+            ..ScenarioRun::default()
+        };
+        if let Some(dir) = log.parent() {
+            run.session_dir_bytes = files_under(dir)
+                .iter()
+                .filter_map(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len())
+                .sum();
+        }
+        let bodies: Vec<Body> = reqs
+            .iter()
+            .map(|r| {
+                serde_json::from_slice(&r.body)
+                    .with_context(|| format!("request {} is not a chat body", r.index))
+            })
+            .collect::<Result<_>>()?;
+        run.request_bytes = reqs.iter().map(|r| r.body.len()).collect();
+        run.tool_schema_bytes = bodies[0].tools.as_ref().map_or(0, |t| t.get().len());
+        let first: Vec<Value> = serde_json::from_str(bodies[0].messages.get())?;
+        run.system_prompt_bytes = first
+            .iter()
+            .find(|m| m["role"] == "system")
+            .map_or(0, |m| content_text(&m["content"]).len());
+        for k in 0..self.steps {
+            let (a, b) = (&reqs[k], &reqs[k + 1]);
+            let finished = a
+                .finished_at
+                .with_context(|| format!("response {} never finished", a.index))?;
+            let gap = b
+                .arrived_at
+                .saturating_duration_since(finished)
+                .as_secs_f64()
+                * 1e6;
+            let tool = tool_ms(&events, k + 1);
+            run.gaps_us.push(gap);
+            run.tool_ms.push(tool);
+            run.overhead_us.push(gap - tool.unwrap_or(0.0) * 1e3);
+            let prev = bodies[k].messages.get().as_bytes();
+            let prev = &prev[..prev.len().saturating_sub(1)];
+            let next = bodies[k + 1].messages.get().as_bytes();
+            let frac = if prev.is_empty() {
+                1.0
+            } else {
+                common_prefix_len(prev, next) as f64 / prev.len() as f64
+            };
+            run.prefix_fraction.push(frac);
+        }
+        let last: Vec<Value> = serde_json::from_str(bodies[self.steps].messages.get())?;
+        run.last_tool_result_bytes = last
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "tool")
+            .map_or(0, |m| content_text(&m["content"]).len());
+        run.check_failures = self.checks(&bodies)?;
+        Ok(run)
+    }
+
+    /// Variant checks on what dsh sent back.
+    fn checks(&self, bodies: &[Body]) -> Result<Vec<String>> {
+        let mut fails = Vec::new();
+        for (n, body) in bodies.iter().enumerate().skip(1) {
+            let messages: Vec<Value> = serde_json::from_str(body.messages.get())?;
+            let assistants: Vec<&Value> = messages
+                .iter()
+                .filter(|m| m["role"] == "assistant")
+                .collect();
+            if assistants.len() != n {
+                fails.push(format!(
+                    "request {n}: {} assistant messages, expected {n}",
+                    assistants.len()
+                ));
+                continue;
+            }
+            if self.variant == Variant::Reasoning {
+                for (j, a) in assistants.iter().enumerate() {
+                    if a["reasoning_content"].as_str() != Some(Self::reasoning(j + 1).as_str()) {
+                        fails.push(format!(
+                            "request {n}: the reasoning of step {} was not passed back",
+                            j + 1
+                        ));
+                    }
+                }
+            }
+            let calls = if self.variant == Variant::ParallelReads {
+                PARALLEL_READS
+            } else {
+                1
+            };
+            let tools: Vec<&str> = messages
+                .iter()
+                .skip_while(|m| !std::ptr::eq(*m, assistants[n - 1]))
+                .filter(|m| m["role"] == "tool")
+                .filter_map(|m| m["tool_call_id"].as_str())
+                .collect();
+            let want: Vec<String> = (0..calls).map(|i| Self::call_id(n, i)).collect();
+            if tools != want {
+                fails.push(format!(
+                    "request {n}: tool results {tools:?}, expected {want:?} in call order"
+                ));
+            }
+        }
+        Ok(fails)
+    }
+}
+
+impl ScenarioRun {
+    /// `write(2)` bytes that were neither HTTP request bodies nor stdout, per byte in the session
+    /// directory (about 1 when the log is appended once; a log rewritten per streamed chunk
+    /// would make it grow with the chunk count). NaN when the probe could not read `wchar`.
+    pub fn write_amplification(&self) -> f64 {
+        let Some(w) = self.wchar else {
+            return f64::NAN;
+        };
+        let http: usize = self.request_bytes.iter().sum();
+        (w as f64 - http as f64 - self.stdout_bytes as f64) / self.session_dir_bytes.max(1) as f64
+    }
+}
+
+/// The parts of a chat request body the figures need, raw as sent.
+#[derive(Deserialize)]
+struct Body {
+    messages: Box<RawValue>,
+    tools: Option<Box<RawValue>>,
+}
+
+/// The text of a message `content` (a string or an array of text parts).
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+/// The events of a session log (rows after the header).
+pub fn read_events(log: &Path) -> Result<Vec<Value>> {
+    let text = std::fs::read_to_string(log)
+        .with_context(|| format!("reading the session log {}", log.display()))?;
+    text.lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .with_context(|| format!("{}: row {} is not JSON", log.display(), i + 1))
+        })
+        .collect()
+}
+
+/// The tool run time of `step` (turn 1): the largest `meta.durationMs` of its `tool/result`
+/// events; `None` when none carries one.
+fn tool_ms(events: &[Value], step: usize) -> Option<f64> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "tool/result" && e["data"]["step"].as_u64() == Some(step as u64))
+        .filter_map(|e| e["data"]["meta"]["durationMs"].as_f64())
+        .reduce(f64::max)
+}
