@@ -377,6 +377,12 @@ fn resume_rows(rows: &mut Vec<Row>, runs: &[ResumeRun], target: usize) {
     );
     g.info("resumed run total wall time", &per(&|r| r.wall_ms), "ms", 1);
     g.info(
+        "`dsh sessions show` of the same log (read-only load + print)",
+        &per(&|r| r.show_ms),
+        "ms",
+        1,
+    );
+    g.info(
         "events in the generated log",
         &per(&|r| r.events as f64),
         "",

@@ -33,6 +33,9 @@ pub struct ResumeRun {
     pub fresh_to_first_request_ms: f64,
     /// Whole resumed run including the answer and the appends, ms.
     pub wall_ms: f64,
+    /// `dsh sessions show` of the generated session (read-only open, fold, print), ms: the load
+    /// part of the resume without composing, deriving the request or sending it.
+    pub show_ms: f64,
     /// Messages in the resumed request (all turns replayed).
     pub request_messages: usize,
     /// Body size of the resumed request, bytes.
@@ -77,6 +80,9 @@ pub fn run(dsh: &Path, target_events: usize) -> Result<ResumeRun> {
         .context("the fresh run's request never arrived")?;
     let fresh_first = fresh_req[4].arrived_at.duration_since(fresh.spawned_at);
 
+    let show = run_dsh(dsh, &world, &["sessions", "show", SESSION_ID], false)
+        .context("dsh sessions show of the generated session")?;
+
     world
         .server
         .push(Completion::new().text("Resumed.").reply());
@@ -111,6 +117,7 @@ pub fn run(dsh: &Path, target_events: usize) -> Result<ResumeRun> {
         to_first_request_ms: req.arrived_at.duration_since(out.spawned_at).as_secs_f64() * 1e3,
         fresh_to_first_request_ms: fresh_first.as_secs_f64() * 1e3,
         wall_ms: out.wall.as_secs_f64() * 1e3,
+        show_ms: show.wall.as_secs_f64() * 1e3,
         request_messages: messages,
         request_bytes: req.body.len(),
     })
