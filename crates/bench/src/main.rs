@@ -31,7 +31,8 @@ struct Cli {
     /// `target/release/dsh` of this workspace).
     #[arg(long, value_name = "PATH")]
     dsh: Option<PathBuf>,
-    /// Directory for `benchmarks.md` and `benchmarks.json` (default: `docs/` of this workspace).
+    /// Directory for `benchmarks.md` and `benchmarks.json` (default: `docs/` of this workspace;
+    /// with `--quick`, nothing is written unless this is given).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Print the JSON report on stdout instead of the markdown table.
@@ -82,20 +83,27 @@ fn real_main(cli: &Cli) -> Result<bool> {
     let report = figures::measure(&dsh, &plan)?;
     let md = figures::markdown(&report, &workspace_root());
     let json = serde_json::to_string_pretty(&report)?;
-    let out = cli
-        .out
-        .clone()
-        .unwrap_or_else(|| workspace_root().join("docs"));
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    std::fs::write(out.join("benchmarks.md"), &md)
-        .with_context(|| format!("writing {}", out.join("benchmarks.md").display()))?;
-    std::fs::write(out.join("benchmarks.json"), format!("{json}\n"))
-        .with_context(|| format!("writing {}", out.join("benchmarks.json").display()))?;
+    // A quick smoke run never overwrites the real figures in docs/ unless asked to.
+    let out = match (&cli.out, cli.quick) {
+        (Some(dir), _) => Some(dir.clone()),
+        (None, false) => Some(workspace_root().join("docs")),
+        (None, true) => None,
+    };
+    if let Some(out) = &out {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        std::fs::write(out.join("benchmarks.md"), &md)
+            .with_context(|| format!("writing {}", out.join("benchmarks.md").display()))?;
+        std::fs::write(out.join("benchmarks.json"), format!("{json}\n"))
+            .with_context(|| format!("writing {}", out.join("benchmarks.json").display()))?;
+    }
     if cli.json {
         println!("{json}");
     } else {
         println!("{}", report::table(&report.rows, false));
-        eprintln!("dsh-bench: wrote {}/benchmarks.{{md,json}}", out.display());
+        match &out {
+            Some(out) => eprintln!("dsh-bench: wrote {}/benchmarks.{{md,json}}", out.display()),
+            None => eprintln!("dsh-bench: --quick without --out: no files written"),
+        }
     }
     let failed: Vec<&report::Row> = report
         .rows

@@ -133,3 +133,23 @@ fn the_probe_reports_a_failing_child() {
     assert!(r["maxRssKib"].as_i64().unwrap() > 0);
     assert!(r["wallNs"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn a_quick_run_without_out_writes_no_files() {
+    let out = Command::new(BENCH)
+        .args(["--quick", "--report-only", "--dsh"])
+        .arg(dsh())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("--quick without --out: no files written"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("| group | figure | budget | measured | result |"),
+        "{stdout}"
+    );
+}
