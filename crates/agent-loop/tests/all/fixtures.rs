@@ -8,6 +8,9 @@
 //! (with its seqs and times) as `session.v3.jsonl` in the directory `JsonlStore::session_dir`
 //! names: the store's writer only writes v4, and resuming the v3 file exercises the store's
 //! v3→v4 conversion and successor publication on the real resume path.
+//!
+//! A second test cuts every v4 fixture after each event that leaves its last turn open (127 cut
+//! points), as a crash would, and checks the resumed request against the repaired history.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -158,14 +161,19 @@ fn fixture_files() -> Vec<String> {
     out
 }
 
-/// Writes the fixture as a stored session under `root`; returns its admitted log.
-fn store_fixture(file: &str, root: &Path) -> Result<SessionLog, String> {
+/// Writes the fixture as a stored session under `root`; returns its admitted log. With `cut`,
+/// only the first `cut` events are stored (a v4 log that crashed there).
+fn store_fixture(file: &str, root: &Path, cut: Option<usize>) -> Result<SessionLog, String> {
     let version = if file.starts_with("v3/") { 3 } else { 4 };
     let bytes = fixture_bytes(&fixtures_dir().join(file));
     let decoded =
         decode_jsonl(&bytes, version, file, "fixture").map_err(|e| format!("decode: {e}"))?;
-    let log = SessionLog::replay(decoded.header.clone(), decoded.events.clone())
-        .map_err(|e| format!("admission: {e}"))?;
+    let mut events = decoded.events;
+    if let Some(n) = cut {
+        assert_eq!(version, 4, "only v4 fixtures are cut");
+        events.truncate(n);
+    }
+    let log = SessionLog::replay(decoded.header, events).map_err(|e| format!("admission: {e}"))?;
     let store = JsonlStore::new(root);
     if version == 4 {
         let header: &SessionHeader = log.header();
@@ -250,9 +258,12 @@ fn expected_history(log: &SessionLog) -> Vec<String> {
 }
 
 /// Stores, resumes and continues one fixture; returns a refusal reason or checks the request.
-async fn resume_one(file: &str) -> Result<(), String> {
+async fn resume_one(file: &str, cut: Option<usize>) -> Result<(), String> {
     let dir = tempfile::tempdir().unwrap();
-    let log = store_fixture(file, dir.path())?;
+    let mut log = store_fixture(file, dir.path(), cut)?;
+    // What the resume must see: the stored log with crash repair (format §15) applied, exactly
+    // as `Sessions::open` does for a log whose last turn is open.
+    log.repair().map_err(|e| format!("repair: {e}"))?;
     let id = log.header().id.clone();
     let llm = Arc::new(Scripted::default());
     llm.push(Script::Chunks(text("resumed answer")));
@@ -329,6 +340,8 @@ fn check_request(
         return Err(format!("{} requests instead of 1", llm.request_count()));
     }
     let sent = llm.messages(0);
+    // DeepSeek refuses a history with an unanswered tool call.
+    crate::properties::calls_answered(&sent)?;
     for (i, (s, e)) in sent.iter().zip(&expected).enumerate() {
         if s != e {
             return Err(format!(
@@ -379,7 +392,7 @@ async fn every_upstream_fixture_resumes_and_continues_with_the_fixture_history()
     let mut unexpected = Vec::new();
     for file in &files {
         let skip = SKIPPED.iter().find(|(f, _)| f == file);
-        match (resume_one(file).await, skip) {
+        match (resume_one(file, None).await, skip) {
             (Ok(()), None) => resumed.push(file.clone()),
             // Refused as documented in SKIPPED.
             (Err(_), Some(_)) => {}
@@ -394,4 +407,39 @@ async fn every_upstream_fixture_resumes_and_continues_with_the_fixture_history()
         assert!(files.iter().any(|f| f == file), "{file} is not a fixture");
     }
     assert_eq!(resumed.len() + SKIPPED.len(), files.len(), "{resumed:?}");
+}
+
+/// The v4 fixtures cut at every event that leaves the last turn open (a crash there): stored,
+/// resumed (the service repairs the open turn: `TOOL_NOT_STARTED` / `TOOL_OUTCOME_UNKNOWN`
+/// results, `step/end`, `turn/end`), and continued by one turn whose request must carry the
+/// repaired history, with every tool call answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixtures_cut_mid_turn_resume_with_the_repaired_history() {
+    let mut failures = Vec::new();
+    let mut resumed = 0;
+    for file in fixture_files().iter().filter(|f| f.starts_with("v4/")) {
+        let bytes = fixture_bytes(&fixtures_dir().join(file));
+        let decoded = decode_jsonl(&bytes, 4, file, "fixture").unwrap();
+        let mut open = false;
+        for (i, ev) in decoded.events.iter().enumerate() {
+            match ev.kind() {
+                "turn/start" => open = true,
+                "turn/end" => open = false,
+                _ => {}
+            }
+            let cut_after = matches!(
+                ev.kind(),
+                "user/message" | "assistant/message" | "tool/call" | "tool/result" | "step/end"
+            );
+            if !(open && cut_after) {
+                continue;
+            }
+            match resume_one(file, Some(i + 1)).await {
+                Ok(()) => resumed += 1,
+                Err(e) => failures.push(format!("{file} cut after {i} ({}): {e}", ev.kind())),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert!(resumed >= 30, "only {resumed} cut points");
 }

@@ -466,7 +466,7 @@ fn rebuilt(log: &SessionLog) -> (Value, Vec<String>) {
 }
 
 /// Every tool call of an assistant message is answered by exactly one later tool message.
-fn calls_answered(messages: &[String]) -> Result<(), String> {
+pub(crate) fn calls_answered(messages: &[String]) -> Result<(), String> {
     let values: Vec<Value> = messages
         .iter()
         .map(|m| serde_json::from_str(m).unwrap())
