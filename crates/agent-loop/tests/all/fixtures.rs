@@ -443,3 +443,105 @@ async fn fixtures_cut_mid_turn_resume_with_the_repaired_history() {
     assert!(failures.is_empty(), "{failures:#?}");
     assert!(resumed >= 30, "only {resumed} cut points");
 }
+
+/// Copies the session logs under `from` to `to` (what a crash would leave on disk).
+fn snapshot(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            snapshot(&path, &target);
+        } else if path.extension().is_some_and(|e| e == "jsonl") {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+/// "Durable before the side effect": while a tool body runs, its `tool/call` is already on
+/// disk. A crash at that moment (the disk state copied from inside the tool) resumes with the
+/// call answered `TOOL_OUTCOME_UNKNOWN`, and the next request carries that answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_during_a_tool_resumes_with_an_unknown_outcome() {
+    let live = tempfile::tempdir().unwrap();
+    let crashed = tempfile::tempdir().unwrap();
+    let llm = Arc::new(Scripted::default());
+    llm.push(Script::Chunks(calls(&[("c1", "probe", "{}")])));
+    llm.push(Script::Chunks(text("done")));
+    let kernel = kernel_with_store(live.path(), llm.clone()).await;
+    let (from, to) = (live.path().to_path_buf(), crashed.path().to_path_buf());
+    let tool = dsh_tools::FnTool::new(
+        "probe",
+        "Snapshots the disk.",
+        json!({"type": "object"}),
+        move |_c, _a| {
+            let (from, to) = (from.clone(), to.clone());
+            async move {
+                snapshot(&from, &to);
+                Ok(dsh_tools::ToolOutput::text("side effect done"))
+            }
+        },
+    );
+    let root = kernel.root();
+    root.get::<dyn dsh_tools::Tools>()
+        .unwrap()
+        .register(&root, Arc::new(tool))
+        .unwrap();
+    let agents = root.get::<dyn Agents>().unwrap();
+    let agent = agents
+        .create(
+            &root,
+            dsh_agent::CreateAgent {
+                options: AgentOptions {
+                    provider: Some("mock".into()),
+                    cwd: std::env::temp_dir(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let id = agent.id().to_owned();
+    agent.followup(user("go")).unwrap();
+    idle(&agent).await;
+    kernel.dispose().await;
+
+    // The crashed disk state: the call, no result, an open turn.
+    let llm = Arc::new(Scripted::default());
+    llm.push(Script::Chunks(text("after the crash")));
+    let kernel = kernel_with_store(crashed.path(), llm.clone()).await;
+    let root = kernel.root();
+    let agents = root.get::<dyn Agents>().unwrap();
+    let agent = agents
+        .resume(
+            &root,
+            ResumeAgent {
+                session_id: id,
+                options: AgentOptions {
+                    provider: Some("mock".into()),
+                    ..Default::default()
+                },
+                setup: None,
+            },
+        )
+        .await
+        .unwrap();
+    let results = data_of(&agent, "tool/result");
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0]["error"]["code"], "TOOL_OUTCOME_UNKNOWN");
+    assert_eq!(results[0]["message"]["toolCallId"], "c1");
+    agent.followup(user("again")).unwrap();
+    idle(&agent).await;
+    let sent = llm.requests.lock()[0].messages.clone();
+    let roles: Vec<&str> = sent.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "user"]);
+    assert!(sent[2].tool_call_id.as_deref() == Some("c1"));
+    assert_eq!(sent[3].text(), "again");
+    let turns: Vec<u64> = data_of(&agent, "turn/start")
+        .iter()
+        .map(|t| t["turn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(turns, [1, 2]);
+    kernel.dispose().await;
+}
