@@ -227,6 +227,21 @@ fn scenario_rows(rows: &mut Vec<Row>, sr: &ScenarioRuns, bash_ms: f64) {
     } else {
         "step gap (response end → next request)".to_owned()
     };
+    if s.variant == Variant::Bash && s.steps >= 4 {
+        let quarter = s.steps / 4;
+        g.info(
+            &format!("harness overhead, first {quarter} steps"),
+            &per(&|r| median_of(&r.overhead_us[..quarter]) / 1e3),
+            "ms",
+            2,
+        );
+        g.info(
+            &format!("harness overhead, last {quarter} steps"),
+            &per(&|r| median_of(&r.overhead_us[r.overhead_us.len() - quarter..]) / 1e3),
+            "ms",
+            2,
+        );
+    }
     if s.variant == Variant::Bash {
         g.info(
             "harness overhead per step, tool time = runner-timed bash spawn",

@@ -61,6 +61,10 @@ pub struct ScenarioRun {
     /// Per step: the fraction of request K's serialised `messages` that request K+1 repeats
     /// byte for byte as its prefix.
     pub prefix_fraction: Vec<f64>,
+    /// Per request after the first: the mock's `cached_prefix_bytes` (longest byte prefix shared
+    /// with an earlier request body) over the body size. In the JSON only: members after
+    /// `messages` (the tool schemas) end the shared prefix, so it is no cache-hit estimate.
+    pub cached_fraction: Vec<f64>,
     /// Body size of every request, bytes.
     pub request_bytes: Vec<usize>,
     /// Bytes of the system prompt text in the first request.
@@ -210,6 +214,11 @@ impl Scenario {
             })
             .collect::<Result<_>>()?;
         run.request_bytes = reqs.iter().map(|r| r.body.len()).collect();
+        run.cached_fraction = reqs
+            .iter()
+            .skip(1)
+            .map(|r| r.cached_prefix_bytes as f64 / r.body.len().max(1) as f64)
+            .collect();
         run.tool_schema_bytes = bodies[0].tools.as_ref().map_or(0, |t| t.get().len());
         let first: Vec<Value> = serde_json::from_str(bodies[0].messages.get())?;
         run.system_prompt_bytes = first
