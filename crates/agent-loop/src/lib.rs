@@ -99,12 +99,22 @@ pub(crate) struct LoopShared {
     pub(crate) tools: Arc<dyn Tools>,
     pub(crate) agents: Arc<dyn Agents>,
     pub(crate) max_parallel: AtomicUsize,
+    /// The live config, read at each batch: `update_config` returns once the new value is in
+    /// this watch, before any spawned task could apply it.
+    pub(crate) config: Option<tokio::sync::watch::Receiver<AgentLoopConfig>>,
     /// Agents created by this loop, for teardown when the loop unloads.
     pub(crate) live: Mutex<Vec<std::sync::Weak<agent::LoopAgent>>>,
 }
 
 impl LoopShared {
     pub(crate) fn max_parallel(&self) -> usize {
+        if let Some(rx) = &self.config {
+            // An invalid (zero) update keeps the last good value.
+            let n = rx.borrow().max_parallel_tool_calls;
+            if n > 0 {
+                self.max_parallel.store(n, Ordering::Relaxed);
+            }
+        }
         self.max_parallel.load(Ordering::Relaxed).max(1)
     }
 }
@@ -155,6 +165,7 @@ impl Plugin for AgentLoopPlugin {
             tools: ctx.dep::<dyn Tools>()?,
             agents: ctx.dep::<dyn Agents>()?,
             max_parallel: AtomicUsize::new(config.max_parallel_tool_calls),
+            config: ctx.config_watch::<AgentLoopConfig>(),
             live: Mutex::new(Vec::new()),
         });
         // Agents outlive nothing: dispose them (and commit their closing events) at unload.
