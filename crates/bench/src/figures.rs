@@ -76,8 +76,10 @@ pub struct Report {
     pub dsh_version: String,
     /// Logical CPUs.
     pub cpus: usize,
-    /// `/proc/loadavg` when the run started.
+    /// `/proc/loadavg` (1, 5, 15 minutes) when the run started.
     pub load_average: String,
+    /// `/proc/loadavg` when the run ended.
+    pub load_average_end: String,
     /// What was run.
     pub plan: Plan,
     /// The figures with budgets and verdicts.
@@ -124,12 +126,17 @@ fn utc(secs: i64) -> String {
     )
 }
 
+/// The 1, 5 and 15 minute load averages.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 /// Runs the plan against `dsh`.
 pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     let generated = utc_now();
-    let load_average = std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into());
+    let load_start = load_average();
     let world = World::new()?;
     // One warm-up, also giving the version text.
     let dsh_version = run_dsh(dsh, &world, &["--version"], false)?
@@ -190,7 +197,8 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
         dsh: dsh.display().to_string(),
         dsh_version,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        load_average,
+        load_average: load_start,
+        load_average_end: load_average(),
         plan: Plan::new(plan.quick, plan.iterations),
         rows,
         version_ms,
@@ -440,7 +448,7 @@ pub fn markdown(report: &Report, root: &Path) -> String {
         "# dsh benchmarks\n\n\
          Written by `dsh-bench` (`crates/bench`; how to run it: `crates/bench/README.md`).\n\n\
          - Run: {}, {} iteration(s){}; `{}` (`{shown}`)\n\
-         - Machine: {} CPUs, load average {} at the start\n\
+         - Machine: {} CPUs, load average {} at the start, {} at the end\n\
          - Figures are medians over the iterations with (min–max) across them. A timing or memory\n  \
          budget fails the runner only when missed by more than 2×; exact budgets fail on any miss.\n\
          - Result: {}\n\n",
@@ -454,6 +462,7 @@ pub fn markdown(report: &Report, root: &Path) -> String {
         report.dsh_version,
         report.cpus,
         report.load_average,
+        report.load_average_end,
         if failed == 0 {
             "every budget met or within the noise margin".to_owned()
         } else {
