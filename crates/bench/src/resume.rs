@@ -253,3 +253,46 @@ fn rewrite(
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_copied_row_gets_fresh_ids_and_shifted_numbers() {
+        let rows = vec![json!({
+            "type": "tool/result",
+            "data": {"turn": 2, "step": 1, "message": {"role": "tool", "toolCallId": "call_00_abc",
+                     "source": {"kind": "tool", "callId": "call_00_abc"}, "id": "m-0000-aaaaaaaaaaaa"}},
+            "sourceEventSeqs": [[4, 6], 9],
+            "surfaceOp": "append",
+            "seq": 10,
+            "time": 1000
+        })];
+        let ids = ids_of(&rows);
+        assert_eq!(ids, ["call_00_abc", "m-0000-aaaaaaaaaaaa"]);
+        let map: HashMap<&str, String> = ids
+            .iter()
+            .enumerate()
+            .map(|(j, id)| (id.as_str(), fresh_id(id, 3, j)))
+            .collect();
+        let mut r = rows[0].clone();
+        rewrite(&mut r, None, &map, 100, 50, 7);
+        assert_eq!(r["seq"], 110);
+        assert_eq!(r["time"], 1050);
+        assert_eq!(r["sourceEventSeqs"], json!([[104, 106], 109]));
+        assert_eq!(r["data"]["turn"], 7);
+        assert_eq!(r["data"]["step"], 1);
+        let call = r["data"]["message"]["toolCallId"].as_str().unwrap();
+        assert_eq!(call, r["data"]["message"]["source"]["callId"]);
+        assert_ne!(call, "call_00_abc");
+        assert_eq!(call.len(), "call_00_abc".len() + 12 + 1);
+        let id = r["data"]["message"]["id"].as_str().unwrap();
+        assert_eq!(id, "m-0000-000000003001");
+        assert_ne!(
+            fresh_id("m-0000-aaaaaaaaaaaa", 3, 1),
+            fresh_id("m-0000-aaaaaaaaaaaa", 4, 1)
+        );
+    }
+}
