@@ -162,9 +162,17 @@ impl Scenario {
         let out = run_dsh(dsh, &world, &["exec", PROMPT], true)
             .with_context(|| format!("scenario {}", self.name))?;
         let probe = out.probe.unwrap_or_default();
+        // Every response's end is recorded (dsh has exited, so this returns at once).
         let reqs: Vec<RecordedRequest> = world
             .server
-            .requests()
+            .wait_for_finished_blocking(self.steps + 1, std::time::Duration::from_secs(10))
+            .with_context(|| {
+                format!(
+                    "scenario {}: fewer than {} responses ended",
+                    self.name,
+                    self.steps + 1
+                )
+            })?
             .into_iter()
             .filter(|r| r.is_chat())
             .collect();
