@@ -418,6 +418,12 @@ fn resume_rows(rows: &mut Vec<Row>, runs: &[ResumeRun], target: usize) {
         2,
     );
     g.info(
+        "generated log bytes per event",
+        &per(&|r| r.log_bytes as f64 / r.events.max(1) as f64),
+        "B",
+        0,
+    );
+    g.info(
         "messages in the resumed request",
         &per(&|r| r.request_messages as f64),
         "",
@@ -518,8 +524,9 @@ const METHOD: &str = "
   response; checks that every earlier reasoning text comes back as `reasoning_content`.
   *parallel reads*: 8 parallel-safe `read` calls per step (40-line files); the gap includes the
   reads. *large output*: one `bash` call printing 1,000,000 bytes per step.
-- **Resume**: `dsh` writes a two-turn session (one bash step per turn), the runner repeats the
-  second turn's events (fresh message and call ids; shifted `seq`, `turn`, `time`,
+- **Resume**: `dsh` writes a two-turn session (one bash step, then eight; each turn its own
+  `dsh exec`, so each turn also logs a `request/header` with the tool schemas), the runner
+  repeats the second turn's events (fresh message and call ids; shifted `seq`, `turn`, `time`,
   `sourceEventSeqs`) up to the event count, then times `dsh exec --resume` from spawn to its
   first request at the mock (open, load, fold, derive, compose, send) and checks that the
   request replays every turn. The fresh-session figure is the same path without a stored log.

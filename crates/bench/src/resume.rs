@@ -1,7 +1,7 @@
 //! Resume: generate a long, valid v4 session and time `dsh exec --resume` on it.
 //!
-//! Generation copies real events: `dsh` itself writes a two-turn session (one `bash` step per
-//! turn), then the second turn's events are repeated with fresh message and call ids, shifted
+//! Generation copies real events: `dsh` itself writes a two-turn session (one `bash` step, then
+//! eight, each turn a separate `dsh exec`), then the second turn's events are repeated with fresh message and call ids, shifted
 //! `seq`, `turn`, `time` and `sourceEventSeqs`, until the log holds the requested number of events.
 
 use std::collections::HashMap;
@@ -17,6 +17,8 @@ use crate::run::{World, run_dsh, session_log};
 
 /// The id of the generated session.
 const SESSION_ID: &str = "bench-resume";
+/// Bash steps in each generated turn (after a first turn of one step).
+const STEPS_PER_TURN: usize = 8;
 
 /// Figures from one resume run.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -52,9 +54,12 @@ fn bash_step(tag: &str) -> Completion {
 pub fn run(dsh: &Path, target_events: usize) -> Result<ResumeRun> {
     let world = World::new()?;
     for turn in 1..=2 {
-        world
-            .server
-            .push(bash_step(&format!("turn-{turn}")).reply());
+        let steps = if turn == 1 { 1 } else { STEPS_PER_TURN };
+        for k in 1..=steps {
+            world
+                .server
+                .push(bash_step(&format!("t{turn}s{k}")).reply());
+        }
         world
             .server
             .push(Completion::new().text("Turn done.").reply());
@@ -73,12 +78,13 @@ pub fn run(dsh: &Path, target_events: usize) -> Result<ResumeRun> {
 
     // The fixed cost: a fresh session in the same world.
     world.server.push(Completion::new().text("Fresh.").reply());
+    let first = world.server.request_count();
     let fresh = run_dsh(dsh, &world, &["exec", "A fresh session"], false)?;
     let fresh_req = world
         .server
-        .wait_for_requests_blocking(5, Duration::from_secs(5))
+        .wait_for_requests_blocking(first + 1, Duration::from_secs(5))
         .context("the fresh run's request never arrived")?;
-    let fresh_first = fresh_req[4].arrived_at.duration_since(fresh.spawned_at);
+    let fresh_first = fresh_req[first].arrived_at.duration_since(fresh.spawned_at);
 
     let show = run_dsh(dsh, &world, &["sessions", "show", SESSION_ID], false)
         .context("dsh sessions show of the generated session")?;
@@ -86,6 +92,7 @@ pub fn run(dsh: &Path, target_events: usize) -> Result<ResumeRun> {
     world
         .server
         .push(Completion::new().text("Resumed.").reply());
+    let first = world.server.request_count();
     let out = run_dsh(
         dsh,
         &world,
@@ -95,17 +102,18 @@ pub fn run(dsh: &Path, target_events: usize) -> Result<ResumeRun> {
     .context("resuming the generated session")?;
     let reqs = world
         .server
-        .wait_for_requests_blocking(6, Duration::from_secs(5))
+        .wait_for_requests_blocking(first + 1, Duration::from_secs(5))
         .context("the resumed run's request never arrived")?;
-    let req = &reqs[5];
+    let req = &reqs[first];
     let body = req.body_json().context("the resumed request is not JSON")?;
     let messages = body["messages"].as_array().map_or(0, Vec::len);
     let tool_messages = body["messages"]
         .as_array()
         .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+    let calls = 1 + (turns - 1) * STEPS_PER_TURN;
     ensure!(
-        tool_messages == turns,
-        "the resumed request replays {tool_messages} tool results, the log holds {turns} turns"
+        tool_messages == calls,
+        "the resumed request replays {tool_messages} tool results, the log holds {calls} calls"
     );
     ensure!(
         out.stdout.contains("Resumed."),
