@@ -31,6 +31,8 @@ pub(crate) struct State {
     pub(crate) turn_cancel: Option<CancellationToken>,
     /// The first cancellation cause of the running turn.
     pub(crate) cancel_cause: Option<CancelCause>,
+    /// The running turn was cancelled with `keep_inbox`.
+    pub(crate) keep_inbox: bool,
     pub(crate) status: AgentStatus,
 }
 
@@ -71,6 +73,7 @@ impl LoopAgent {
                 disposing: false,
                 turn_cancel: None,
                 cancel_cause: None,
+                keep_inbox: false,
                 status: AgentStatus::Idle,
             }),
             wake: Notify::new(),
@@ -140,6 +143,7 @@ impl LoopAgent {
                         st.running = true;
                         st.turn_cancel = Some(CancellationToken::new());
                         st.cancel_cause = None;
+                        st.keep_inbox = false;
                         self.update_busy(&st);
                         break;
                     }
@@ -154,11 +158,13 @@ impl LoopAgent {
             let mut st = self.state.lock();
             st.running = false;
             st.turn_cancel = None;
-            st.cancel_cause = None;
-            // Burst sends: each queued next-turn message gets its own turn.
-            if !st.inbox.next_turn.is_empty() {
+            // Burst sends: each queued next-turn message gets its own turn. After a cancel,
+            // kept input stays parked until the next waking send (a send that arrived after the
+            // cancel has set `wake` again by itself).
+            if st.cancel_cause.is_none() && !st.inbox.next_turn.is_empty() {
                 st.wake = true;
             }
+            st.cancel_cause = None;
             self.update_busy(&st);
         }
     }
@@ -166,6 +172,13 @@ impl LoopAgent {
     /// The running turn's token and whether it is cancelled.
     pub(crate) fn turn_token(&self) -> CancellationToken {
         self.state.lock().turn_cancel.clone().unwrap_or_default()
+    }
+
+    /// Whether input produced by the running turn may still be queued: not after a cancel
+    /// that discarded the inbox.
+    pub(crate) fn may_queue(&self) -> bool {
+        let st = self.state.lock();
+        st.cancel_cause.is_none() || st.keep_inbox
     }
 
     /// The first cancellation cause of the running turn.
@@ -335,6 +348,10 @@ impl Agent for LoopAgent {
             if let Some(t) = &st.turn_cancel {
                 t.cancel();
             }
+            // Waking sends that arrived before the cancel are served by it; later ones latch
+            // again and run when the turn has converged.
+            st.wake = false;
+            st.keep_inbox = keep_inbox;
             if keep_inbox {
                 Vec::new()
             } else {

@@ -403,6 +403,12 @@ async fn run_step(
                             return Ok(StepOutcome::Stop);
                         }
                         let contexts = run_tools(agent, tool_calls, token, turn, step).await?;
+                        // Contexts of a batch that a cancel cut short go where the inbox went.
+                        let contexts = if agent.may_queue() {
+                            contexts
+                        } else {
+                            Vec::new()
+                        };
                         for text in contexts {
                             if let Err(e) =
                                 agent.send(context_message(text), Target::NextStep, false)

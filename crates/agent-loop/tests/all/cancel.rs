@@ -140,11 +140,21 @@ async fn cancel_without_keep_inbox_discards_queued_input_and_keep_inbox_parks_it
     h.llm.wait_requests(2).await;
     agent.cancel(CancelCause::User, true);
     idle(&agent).await;
-    // The parked message ran in its own turn.
-    assert_eq!(data_of(&agent, "turn/start").len(), 3);
+    // The kept message stays parked: no turn runs until the next waking send.
+    assert_eq!(data_of(&agent, "turn/start").len(), 2);
+    assert_eq!(h.llm.request_count(), 2);
+    h.llm.push(Script::Chunks(text("fresh ran")));
+    agent.followup(user("fresh")).unwrap();
+    idle(&agent).await;
+    // The parked message runs first (one next-turn message per turn), then the new one.
+    assert_eq!(data_of(&agent, "turn/start").len(), 4);
     assert_eq!(
         h.llm.requests.lock()[2].messages.last().unwrap().text(),
         "kept"
+    );
+    assert_eq!(
+        h.llm.requests.lock()[3].messages.last().unwrap().text(),
+        "fresh"
     );
     h.kernel.dispose().await;
 }
@@ -184,4 +194,59 @@ async fn disposal_mid_turn_ends_it_aborted_disposed_with_balanced_brackets() {
     assert_eq!(agent.status(), dsh_agent::AgentStatus::Disposed);
     assert!(h.agents().get(agent.id()).is_none());
     h.kernel.dispose().await;
+}
+
+#[tokio::test]
+async fn tool_contexts_of_a_cancelled_batch_follow_the_inbox() {
+    for keep in [false, true] {
+        let h = Harness::new().await;
+        h.register_tool(FnTool::new(
+            "note",
+            "Note.",
+            json!({"type": "object"}),
+            |_c, _a| async {
+                let mut out = ToolOutput::text("noted");
+                out.contexts.push("remember the note".into());
+                Ok(out)
+            },
+        ));
+        let started = Arc::new(Notify::new());
+        let s = started.clone();
+        h.register_tool(FnTool::new(
+            "wait",
+            "Wait.",
+            json!({"type": "object"}),
+            move |ctx, _a| {
+                let s = s.clone();
+                async move {
+                    s.notify_one();
+                    ctx.cancel_token().cancelled().await;
+                    Ok(ToolOutput::text("never"))
+                }
+            },
+        ));
+        h.llm.push(Script::Chunks(calls(&[
+            ("c1", "note", "{}"),
+            ("c2", "wait", "{}"),
+        ])));
+        h.llm.push(Script::Chunks(text("next")));
+        let agent = h.agent().await;
+        agent.followup(user("go")).unwrap();
+        started.notified().await;
+        agent.cancel(CancelCause::User, keep);
+        idle(&agent).await;
+        agent.followup(user("again")).unwrap();
+        idle(&agent).await;
+        let texts: Vec<String> = h.llm.requests.lock()[1]
+            .messages
+            .iter()
+            .map(|m| m.text())
+            .collect();
+        assert_eq!(
+            texts.iter().any(|t| t == "remember the note"),
+            keep,
+            "keep_inbox={keep}: {texts:?}"
+        );
+        h.kernel.dispose().await;
+    }
 }

@@ -83,19 +83,13 @@ async fn run(plan: Vec<TurnPlan>) -> (SessionHeader, Vec<Arc<Event>>, Vec<LlmReq
         }
     })
     .unwrap();
-    // Session turn numbers of the plan's turns: a fresh session starts at 1, and a kept steer
-    // takes a turn of its own after its plan turn.
-    let mut series_turns = Vec::new();
-    let mut number = 0u64;
-    for t in &plan {
-        number += 1;
-        if t.new_series {
-            series_turns.push(number);
-        }
-        if kept_steer(t) {
-            number += 1;
-        }
-    }
+    // Session turn numbers of the plan's turns: a fresh session starts at 1, one turn per plan
+    // turn (input kept by a `keep_inbox` cancel is parked until the next followup's turn).
+    let series_turns: Vec<u64> = (1u64..)
+        .zip(&plan)
+        .filter(|(_, t)| t.new_series)
+        .map(|(n, _)| n)
+        .collect();
     root.hook::<PreStep, _, _>(move |mut input, next| {
         if input.step == 1 && series_turns.contains(&input.turn) {
             input.starts_request_series = true;
@@ -172,10 +166,8 @@ async fn run(plan: Vec<TurnPlan>) -> (SessionHeader, Vec<Arc<Event>>, Vec<LlmReq
             };
             script_step(&rig.llm, step, t, s, ending, turn.keep_inbox);
         }
-        if kept_steer(turn) {
-            rig.llm
-                .push(Script::Chunks(text(&format!("kept steer {t}"))));
-        }
+        // A steer kept by a `keep_inbox` cancel stays parked: the next followup's turn claims
+        // it with its own message (no extra request).
         agent.followup(user(&format!("turn {t}"))).unwrap();
         idle(&agent).await;
     }
@@ -205,8 +197,7 @@ fn check(plan: Vec<TurnPlan>, property: Property) -> Result<(), TestCaseError> {
             .iter()
             .flat_map(|t| &t.steps)
             .map(|s| s.retried.len() + 1)
-            .sum::<usize>()
-            + plan.iter().filter(|t| kept_steer(t)).count();
+            .sum::<usize>();
         let endings = |e: Ending| plan.iter().filter(|t| t.ending == e).count();
         let (fatal_turns, cut_turns) = (endings(Ending::Fatal), endings(Ending::MaxTokens));
         let cancelled_turns = endings(Ending::Cancelled);

@@ -121,18 +121,6 @@ pub(super) fn turn() -> impl Strategy<Value = TurnPlan> {
         )
 }
 
-/// Whether the cancelling step also steered (`gamma` with `n == 1`) and the cancellation keeps
-/// the inbox: the kept steer then runs in a turn of its own right after the aborted one (the
-/// loop latches the steer's wake-up; `cancel.rs` pins the same for kept followups).
-pub(super) fn kept_steer(turn: &TurnPlan) -> bool {
-    turn.ending == Ending::Cancelled
-        && turn.keep_inbox
-        && turn
-            .steps
-            .last()
-            .is_some_and(|s| s.calls.get(1) == Some(&2))
-}
-
 pub(super) fn block(index: u32, kind: BlockKind, text: &str) -> Vec<StreamChunk> {
     let (delta, end) = match kind {
         BlockKind::Reasoning => (
