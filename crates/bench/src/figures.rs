@@ -369,13 +369,13 @@ fn scenario_rows(rows: &mut Vec<Row>, sr: &ScenarioRuns, bash_ms: f64) {
         0,
     );
     if matches!(s.variant, Variant::Bash | Variant::Reasoning) {
-        g.limit(
-            "write(2) bytes per session byte (HTTP bodies, stdout excluded)",
-            &per(&ScenarioRun::write_amplification),
-            "×",
-            2,
-            1.5,
-        );
+        let name = "write(2) bytes per session byte (HTTP bodies, stdout excluded)";
+        let amp = per(&ScenarioRun::write_amplification);
+        if amp.iter().all(|a| a.is_nan()) {
+            g.text(name, "not available (`/proc/self/io` unreadable)");
+        } else {
+            g.limit(name, &amp, "×", 2, 1.5);
+        }
     }
     if s.variant == Variant::Bash {
         g.info("session events", &per(&|r| r.events as f64), "", 0);
