@@ -56,6 +56,11 @@ impl ScriptedAdapter {
         self.requests.lock().clone()
     }
 
+    /// Takes the recorded requests, leaving none.
+    pub fn take_requests(&self) -> Vec<LlmRequest> {
+        std::mem::take(&mut *self.requests.lock())
+    }
+
     /// How many requests arrived.
     pub fn request_count(&self) -> usize {
         self.requests.lock().len()

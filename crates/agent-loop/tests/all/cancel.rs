@@ -48,7 +48,7 @@ async fn cancel_mid_stream_keeps_the_delivered_text_as_an_interrupted_message() 
     // The next request contains exactly what the user saw.
     agent.followup(user("again")).unwrap();
     idle(&agent).await;
-    let texts: Vec<String> = h.llm.requests.lock()[1]
+    let texts: Vec<String> = h.llm.requests()[1]
         .messages
         .iter()
         .map(|m| m.text())
@@ -148,14 +148,8 @@ async fn cancel_without_keep_inbox_discards_queued_input_and_keep_inbox_parks_it
     idle(&agent).await;
     // The parked message runs first (one next-turn message per turn), then the new one.
     assert_eq!(data_of(&agent, "turn/start").len(), 4);
-    assert_eq!(
-        h.llm.requests.lock()[2].messages.last().unwrap().text(),
-        "kept"
-    );
-    assert_eq!(
-        h.llm.requests.lock()[3].messages.last().unwrap().text(),
-        "fresh"
-    );
+    assert_eq!(h.llm.requests()[2].messages.last().unwrap().text(), "kept");
+    assert_eq!(h.llm.requests()[3].messages.last().unwrap().text(), "fresh");
     h.kernel.dispose().await;
 }
 
@@ -237,7 +231,7 @@ async fn tool_contexts_of_a_cancelled_batch_follow_the_inbox() {
         idle(&agent).await;
         agent.followup(user("again")).unwrap();
         idle(&agent).await;
-        let texts: Vec<String> = h.llm.requests.lock()[1]
+        let texts: Vec<String> = h.llm.requests()[1]
             .messages
             .iter()
             .map(|m| m.text())

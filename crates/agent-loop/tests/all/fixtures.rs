@@ -18,9 +18,9 @@ use std::sync::Arc;
 
 use dsh_agent::{AgentOptions, Agents, AgentsPlugin, ResumeAgent};
 use dsh_agent_loop::{AgentLoopConfig, AgentLoopPlugin};
-use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Kernel, Plugin, PluginRegistry};
+use dsh_kernel::{EmptyConfig, Kernel, PluginRegistry};
 use dsh_llm::Role;
-use dsh_llm::service::{Llm, LlmPlugin};
+use dsh_llm::service::LlmPlugin;
 use dsh_session::codec::decode_jsonl;
 use dsh_session::{SessionHeader, SessionLog, SessionPersistence, SessionsPlugin};
 use dsh_session_jsonl::{JsonlConfig, JsonlPlugin, JsonlStore};
@@ -190,33 +190,15 @@ fn store_fixture(file: &str, root: &Path, cut: Option<usize>) -> Result<SessionL
     Ok(log)
 }
 
-#[derive(Clone, Default, serde::Deserialize, schemars::JsonSchema)]
-struct RouteConfig {
-    #[serde(skip)]
-    adapter: Option<Arc<Scripted>>,
-}
-
-/// The scripted adapter on route `mock` (the support harness's route is private to it).
-struct FixtureRoute;
-impl Plugin for FixtureRoute {
-    const NAME: &'static str = "fixture-route";
-    type Config = RouteConfig;
-    fn deps() -> Vec<Dep> {
-        vec![Dep::on::<dyn Llm>()]
-    }
-    async fn apply(ctx: Ctx, c: RouteConfig) -> Result<(), BoxError> {
-        let adapter = c.adapter.ok_or("no adapter")?;
-        ctx.dep::<dyn Llm>()?.register(&ctx, "mock", adapter)?;
-        Ok(())
-    }
-}
-
 /// A kernel like the support harness's, with the JSONL persistence rooted at `root`.
 pub(crate) async fn kernel_with_store(root: &Path, llm: Arc<Scripted>) -> Kernel {
     let kernel = Kernel::new(PluginRegistry::new());
     for h in [
         kernel
-            .mount_plugin::<FixtureRoute>(RouteConfig { adapter: Some(llm) })
+            .mount_plugin::<ScriptedRoute>(ScriptedRouteConfig {
+                route: None,
+                adapter: Some(llm),
+            })
             .unwrap(),
         kernel.mount_plugin::<LlmPlugin>(EmptyConfig {}).unwrap(),
         kernel.mount_plugin::<AgentsPlugin>(EmptyConfig {}).unwrap(),
@@ -349,7 +331,7 @@ fn check_request(
             ));
         }
     }
-    let request = llm.requests.lock()[0].messages.clone();
+    let request = llm.requests()[0].messages.clone();
     let mut tail: Vec<(Role, String, String)> = request
         .iter()
         .skip(expected.len())
@@ -533,7 +515,7 @@ async fn a_crash_during_a_tool_resumes_with_an_unknown_outcome() {
     assert_eq!(results[0]["message"]["toolCallId"], "c1");
     agent.followup(user("again")).unwrap();
     idle(&agent).await;
-    let sent = llm.requests.lock()[0].messages.clone();
+    let sent = llm.requests()[0].messages.clone();
     let roles: Vec<&str> = sent.iter().map(|m| m.role.as_str()).collect();
     assert_eq!(roles, ["user", "assistant", "tool", "user"]);
     assert!(sent[2].tool_call_id.as_deref() == Some("c1"));

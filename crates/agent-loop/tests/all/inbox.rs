@@ -46,7 +46,7 @@ async fn inject_on_an_idle_agent_opens_no_turn_and_is_claimed_at_the_next_wake()
     agent.followup(user("question")).unwrap();
     idle(&agent).await;
     // Next-step messages come first, then the next-turn message.
-    let texts: Vec<String> = h.llm.requests.lock()[0]
+    let texts: Vec<String> = h.llm.requests()[0]
         .messages
         .iter()
         .map(|m| m.text())
@@ -86,7 +86,7 @@ async fn steering_during_a_tool_enters_the_next_step_of_the_same_turn() {
     gate.notify_one();
     idle(&agent).await;
     assert_eq!(data_of(&agent, "turn/start").len(), 1);
-    let second: Vec<String> = h.llm.requests.lock()[1]
+    let second: Vec<String> = h.llm.requests()[1]
         .messages
         .iter()
         .map(|m| m.text())

@@ -80,7 +80,7 @@ async fn a_plain_turn_logs_the_upstream_event_order() {
     assert_eq!(data_of(&agent, "user/message")[0]["id"], json!(id));
     // The request: an (empty) system node derives nothing; the user message.
     assert_eq!(h.llm.request_count(), 1);
-    let req = h.llm.requests.lock()[0].messages.clone();
+    let req = h.llm.requests()[0].messages.clone();
     assert_eq!(req.len(), 1);
     assert_eq!(req[0].text(), "hi");
     h.kernel.dispose().await;
@@ -118,7 +118,7 @@ async fn a_tool_step_feeds_the_result_into_the_next_request_without_repeating_he
     let result = &data_of(&agent, "tool/result")[0];
     assert_eq!(result["message"]["content"][0]["text"], "PONG");
     assert_eq!(result["message"]["isError"], false);
-    let second = h.llm.requests.lock()[1].messages.clone();
+    let second = h.llm.requests()[1].messages.clone();
     assert_eq!(second.last().unwrap().text(), "PONG");
     // Append-only: the second request extends the first byte for byte.
     let (a, b) = (h.llm.messages(0), h.llm.messages(1));
@@ -380,7 +380,7 @@ async fn a_changed_tool_set_logs_a_change_header_and_a_developer_message() {
         json!([{"type": "tool-addition", "toolName": "echo"}])
     );
     // Developer messages are not sent on a route without tool updates.
-    let last = h.llm.requests.lock()[1].messages.clone();
+    let last = h.llm.requests()[1].messages.clone();
     assert!(last.iter().all(|m| m.role != dsh_llm::Role::Developer));
     h.kernel.dispose().await;
 }

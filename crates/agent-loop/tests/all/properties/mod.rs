@@ -172,7 +172,7 @@ async fn run(plan: Vec<TurnPlan>) -> (SessionHeader, Vec<Arc<Event>>, Vec<LlmReq
         idle(&agent).await;
     }
     let (header, events) = (agent.session().header(), agent.session().events());
-    let requests = std::mem::take(&mut *rig.llm.requests.lock());
+    let requests = rig.llm.take_requests();
     cell.lock().take();
     (header, events, requests, rig)
 }
@@ -355,7 +355,7 @@ async fn a_retried_prepare_failure_still_admits_the_accepted_input() {
     agent.followup(user("hi")).unwrap();
     idle(&agent).await;
     assert_eq!(h.llm.request_count(), 1);
-    let sent = h.llm.requests.lock()[0].messages.clone();
+    let sent = h.llm.requests()[0].messages.clone();
     let users: Vec<String> = data_of(&agent, "user/message")
         .iter()
         .map(|m| m["content"][0]["text"].as_str().unwrap_or("").to_owned())
