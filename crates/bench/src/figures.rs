@@ -469,10 +469,23 @@ pub fn markdown(report: &Report, root: &Path) -> String {
         report.cpus,
         report.load_average,
         report.load_average_end,
-        if failed == 0 {
-            "every budget met or within the noise margin".to_owned()
-        } else {
-            format!("{failed} figure(s) failed")
+        {
+            let count = |v: Verdict| report.rows.iter().filter(|r| r.verdict == v).count();
+            let (pass, over) = (count(Verdict::Pass), count(Verdict::Over));
+            let over_names: Vec<String> = report
+                .rows
+                .iter()
+                .filter(|r| r.verdict != Verdict::Pass && r.verdict != Verdict::Info)
+                .map(|r| format!("{} / {}", r.group, r.figure))
+                .collect();
+            if over_names.is_empty() {
+                format!("all {pass} budgeted figures pass")
+            } else {
+                format!(
+                    "{pass} pass, {over} over budget within the 2× margin, {failed} failed: {}",
+                    over_names.join("; ")
+                )
+            }
         },
     );
     out.push_str("## Budgets (ARCHITECTURE §10)\n\n");
