@@ -244,3 +244,27 @@ async fn tool_contexts_of_a_cancelled_batch_follow_the_inbox() {
         h.kernel.dispose().await;
     }
 }
+
+#[tokio::test]
+async fn the_first_cancellation_cause_wins() {
+    let h = Harness::new().await;
+    let mut partial = text("x");
+    partial.truncate(1);
+    h.llm.push(Script::ChunksThenHang(partial));
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    h.llm.wait_requests(1).await;
+    agent.cancel(
+        CancelCause::Hook {
+            reason: "signed-out".into(),
+        },
+        false,
+    );
+    agent.cancel(CancelCause::User, false);
+    idle(&agent).await;
+    assert_eq!(
+        data_of(&agent, "turn/end")[0]["reason"],
+        json!({"kind": "aborted", "reason": {"kind": "hook", "reason": "signed-out"}})
+    );
+    h.kernel.dispose().await;
+}
