@@ -46,7 +46,8 @@ struct Cli {
 
 /// The workspace root (this crate is `crates/bench`).
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
 }
 
 fn locate_dsh(cli: &Cli) -> Result<PathBuf> {
