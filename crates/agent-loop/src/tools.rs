@@ -121,8 +121,10 @@ pub(crate) async fn run_tools(
                     Ok(seq) => seq,
                     Err(e) => return (call, Some(Err(e))),
                 };
-                // Durable before the side effect: a crash now reads as TOOL_OUTCOME_UNKNOWN.
-                if let Err(e) = agent.session.flush().await {
+                // Written before the side effect: a crash of dsh now reads as
+                // TOOL_OUTCOME_UNKNOWN on resume. The disk sync waits for the turn end (the
+                // tool's own effects are not synced either).
+                if let Err(e) = agent.session.write_through().await {
                     return (call, Some(Err(e)));
                 }
                 let mut request = ToolRequest::new(

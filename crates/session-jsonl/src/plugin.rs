@@ -55,7 +55,15 @@ impl Plugin for JsonlPlugin {
             let s = Arc::clone(&s);
             async move {
                 let id = Arc::clone(&ev.session_id);
-                tokio::task::spawn_blocking(move || s.flush(&id)).await??;
+                let durable = ev.durable;
+                tokio::task::spawn_blocking(move || {
+                    if durable {
+                        s.flush(&id)
+                    } else {
+                        s.write_through(&id)
+                    }
+                })
+                .await??;
                 Ok(())
             }
         })?;

@@ -236,6 +236,28 @@ fn publish(dir: &Path, name: &str, bytes: &[u8], id: &str) -> Result<File, Sessi
 }
 
 impl Writer {
+    /// Writes the buffer to the published file without syncing (process-crash safe). Before the
+    /// file exists, the full publishing flush runs instead.
+    fn write_through(&mut self) -> Result<(), SessionError> {
+        if self.file.is_none() || self.truncate_to.is_some() {
+            return self.flush();
+        }
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let path = self.dir.join(generation_file(VERSION));
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
+        };
+        if let Err(e) = file.write_all(&self.buffer) {
+            let _ = file.set_len(self.len);
+            return Err(io(&path, e));
+        }
+        self.len += self.buffer.len() as u64;
+        self.buffer.clear();
+        Ok(())
+    }
+
     fn flush(&mut self) -> Result<(), SessionError> {
         if self.file.is_none() {
             fs::create_dir_all(&self.dir).map_err(|e| io(&self.dir, e))?;
@@ -405,6 +427,14 @@ impl SessionPersistence for JsonlStore {
             .get_mut(id)
             .ok_or_else(|| SessionError::Closed(id.to_string()))?;
         w.flush()
+    }
+
+    fn write_through(&self, id: &str) -> Result<(), SessionError> {
+        let mut open = self.open.lock();
+        let w = open
+            .get_mut(id)
+            .ok_or_else(|| SessionError::Closed(id.to_string()))?;
+        w.write_through()
     }
 
     fn close(&self, id: &str) -> Result<(), SessionError> {

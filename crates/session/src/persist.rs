@@ -50,6 +50,12 @@ pub trait SessionPersistence: Send + Sync + 'static {
     fn append(&self, id: &str, events: &[Arc<Event>]) -> Result<(), SessionError>;
     /// Makes every buffered event of the session durable (write + fsync).
     fn flush(&self, id: &str) -> Result<(), SessionError>;
+    /// Hands the buffered appends to the operating system without waiting for the disk: they
+    /// survive a crash of this process, not of the machine. Used before a tool's side effect.
+    /// Default: a full [`flush`](Self::flush).
+    fn write_through(&self, id: &str) -> Result<(), SessionError> {
+        self.flush(id)
+    }
     /// Flushes and releases the write lock.
     fn close(&self, id: &str) -> Result<(), SessionError>;
 }

@@ -40,6 +40,9 @@ impl Notify for SessionEvent {
 pub struct SessionFlush {
     /// The session.
     pub session_id: Arc<str>,
+    /// `true`: durable on disk (fsync); `false`: handed to the operating system only
+    /// (a process-crash barrier, see `Session::write_through`).
+    pub durable: bool,
 }
 
 impl Parallel for SessionFlush {
@@ -76,6 +79,20 @@ impl SessionSink for KernelSink {
         let ctx = self.ctx.clone();
         let ev = Arc::new(SessionFlush {
             session_id: Arc::clone(session_id),
+            durable: true,
+        });
+        Box::pin(async move {
+            ctx.fire(ev)
+                .await
+                .map_err(|e| SessionError::Io(format!("session/flush: {e}")))
+        })
+    }
+
+    fn write_through(&self, session_id: &Arc<str>) -> BoxFuture<'static, Result<(), SessionError>> {
+        let ctx = self.ctx.clone();
+        let ev = Arc::new(SessionFlush {
+            session_id: Arc::clone(session_id),
+            durable: false,
         });
         Box::pin(async move {
             ctx.fire(ev)

@@ -22,6 +22,11 @@ pub trait SessionSink: Send + Sync + 'static {
     fn event(&self, session_id: &Arc<str>, event: &Arc<Event>);
     /// The durability barrier: resolves when every event notified so far is durable.
     fn flush(&self, session_id: &Arc<str>) -> BoxFuture<'static, Result<(), SessionError>>;
+    /// Like [`flush`](Self::flush), but only as far as the operating system (process-crash safe,
+    /// no disk sync). Default: a full flush.
+    fn write_through(&self, session_id: &Arc<str>) -> BoxFuture<'static, Result<(), SessionError>> {
+        self.flush(session_id)
+    }
 }
 
 /// A sink that drops everything (in-memory sessions).
@@ -75,6 +80,16 @@ impl SessionSink for DirectSink {
                 "an earlier append was not persisted: {e}"
             ))),
             None => self.persistence.flush(session_id),
+        };
+        Box::pin(async move { result })
+    }
+    fn write_through(&self, session_id: &Arc<str>) -> BoxFuture<'static, Result<(), SessionError>> {
+        let failed = self.failed.lock().take();
+        let result = match failed {
+            Some(e) => Err(SessionError::Io(format!(
+                "an earlier append was not persisted: {e}"
+            ))),
+            None => self.persistence.write_through(session_id),
         };
         Box::pin(async move { result })
     }
@@ -185,6 +200,14 @@ impl Session {
     pub async fn flush(&self) -> Result<(), SessionError> {
         self.drain();
         self.sink.flush(&self.id).await
+    }
+
+    /// A process-crash barrier: every committed event reaches the operating system (not
+    /// necessarily the disk). The loop uses it before a tool's side effect; turn ends use
+    /// [`flush`](Self::flush).
+    pub async fn write_through(&self) -> Result<(), SessionError> {
+        self.drain();
+        self.sink.write_through(&self.id).await
     }
 
     /// Runs `f` with read access to the log (no copy). `f` runs under the session's lock: it must

@@ -463,3 +463,26 @@ fn a_refused_log_is_never_modified_by_a_write_open() {
         "SESSION_CORRUPT"
     );
 }
+
+#[test]
+fn write_through_hands_appends_to_the_file_before_the_turn_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (backend, sessions) = store(tmp.path());
+    let s = sessions.create(opts("s-through")).unwrap();
+    // Before the file exists, write-through publishes it like a flush.
+    s.append(NewEvent::new("turn/start", json!({"turn": 1})))
+        .unwrap();
+    block_on(s.write_through()).unwrap();
+    assert_eq!(backend.open_read("s-through").unwrap().events.len(), 1);
+    // Later appends reach the file (a reader in another process would see them).
+    s.append(NewEvent::new("step/start", json!({"turn": 1, "step": 1})))
+        .unwrap();
+    s.append(user("u1", "hello")).unwrap();
+    block_on(s.write_through()).unwrap();
+    let path = log_path(tmp.path(), "s-through");
+    assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 4);
+    assert_eq!(backend.open_read("s-through").unwrap().events.len(), 3);
+    // Nothing buffered: a second write-through writes nothing.
+    block_on(s.write_through()).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 4);
+}
