@@ -60,21 +60,7 @@ async fn cancel_mid_stream_keeps_the_delivered_text_as_an_interrupted_message() 
 #[tokio::test]
 async fn cancel_during_a_tool_drains_it_and_answers_undispatched_calls() {
     let h = Harness::new().await;
-    let started = Arc::new(Notify::new());
-    let s = started.clone();
-    h.register_tool(FnTool::new(
-        "wait",
-        "Wait.",
-        json!({"type": "object"}),
-        move |ctx, _a| {
-            let s = s.clone();
-            async move {
-                s.notify_one();
-                ctx.cancel_token().cancelled().await;
-                Ok(ToolOutput::text("never"))
-            }
-        },
-    ));
+    let started = register_wait_tool(&h);
     h.llm.push(Script::Chunks(calls(&[
         ("call_wait", "wait", "{}"),
         ("call_skipped", "wait", "{}"),
@@ -204,21 +190,7 @@ async fn tool_contexts_of_a_cancelled_batch_follow_the_inbox() {
                 Ok(out)
             },
         ));
-        let started = Arc::new(Notify::new());
-        let s = started.clone();
-        h.register_tool(FnTool::new(
-            "wait",
-            "Wait.",
-            json!({"type": "object"}),
-            move |ctx, _a| {
-                let s = s.clone();
-                async move {
-                    s.notify_one();
-                    ctx.cancel_token().cancelled().await;
-                    Ok(ToolOutput::text("never"))
-                }
-            },
-        ));
+        let started = register_wait_tool(&h);
         h.llm.push(Script::Chunks(calls(&[
             ("c1", "note", "{}"),
             ("c2", "wait", "{}"),
@@ -267,4 +239,25 @@ async fn the_first_cancellation_cause_wins() {
         json!({"kind": "aborted", "reason": {"kind": "hook", "reason": "signed-out"}})
     );
     h.kernel.dispose().await;
+}
+
+/// Registers `wait`: it signals the returned `Notify` when its body starts, then waits for its
+/// cancellation token.
+fn register_wait_tool(h: &Harness) -> Arc<Notify> {
+    let started = Arc::new(Notify::new());
+    let s = started.clone();
+    h.register_tool(FnTool::new(
+        "wait",
+        "Wait.",
+        json!({"type": "object"}),
+        move |ctx, _a| {
+            let s = s.clone();
+            async move {
+                s.notify_one();
+                ctx.cancel_token().cancelled().await;
+                Ok(ToolOutput::text("never"))
+            }
+        },
+    ));
+    started
 }
