@@ -5,7 +5,7 @@ use dsh_llm_deepseek::{Progress, Translator};
 
 pub fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!(
-        "{}/../../../shared/fixtures/deepseek/{name}",
+        "{}/../../fixtures/deepseek/{name}",
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap()

@@ -21,7 +21,7 @@ fn frame_split(bytes: &[u8], cuts: &[usize]) -> (Vec<SseItem>, Result<(), SseErr
 
 fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!(
-        "{}/../../../shared/fixtures/deepseek/{name}",
+        "{}/../../fixtures/deepseek/{name}",
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap()

@@ -6,7 +6,7 @@ use dsh_llm::{ContentBlock, FinishReason, LlmFailure, Message, Role, StreamChunk
 use serde_json::{Value, json};
 
 fn fixtures_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/upstream-sessions")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/upstream-sessions")
 }
 
 fn jsonl_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -1,4 +1,4 @@
-//! DeepSeek HTTP error replies, byte-identical to `shared/fixtures/deepseek/http-*.json`.
+//! DeepSeek HTTP error replies, byte-identical to `fixtures/deepseek/http-*.json`.
 //!
 //! Bodies are single-line JSON without a trailing newline, as the server sends them, in the
 //! OpenAI envelope `{"error":{"message","type","param","code"}}`.

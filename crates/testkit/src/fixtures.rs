@@ -1,15 +1,13 @@
-//! Paths to the shared fixtures (`../shared/fixtures` next to the repository), for tests.
+//! Paths to the repository's test fixtures (`<repo>/fixtures`, see `fixtures/README.md`).
 
 use std::path::PathBuf;
 
 use bytes::Bytes;
 
-/// `<repo>/../shared/fixtures`, resolved from this crate's manifest directory at compile time.
+/// `<repo>/fixtures`, resolved from this crate's manifest directory at compile time, so it works
+/// from any checkout path.
 pub fn fixtures_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures"
-    ))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures"))
 }
 
 /// Reads `fixtures/<relative>` (e.g. `deepseek/text.sse`); the error names the full path.

@@ -6,7 +6,7 @@
 //! - [`Reply`] / [`Step`]: byte-level scripts: writes of chosen sizes (each flushed on its own),
 //!   sleeps, keep-alive comments, gates, connection resets, stalls, any status and headers.
 //! - [`Completion`]: DeepSeek-shaped SSE from a high-level description (reasoning, text, tool
-//!   calls, usage, finish reason), shaped like `shared/fixtures/deepseek/*.sse`.
+//!   calls, usage, finish reason), shaped like `fixtures/deepseek/*.sse`.
 //! - [`deepseek`]: DeepSeek's HTTP error replies (401, 402, 429 + `retry-after`, 400 context, 5xx).
 //! - [`scenario`]: JSON/YAML scenario files, served by the `dsh-mock-llm` binary.
 //! - [`validate`]: DeepSeek's request checks (opt-in on the server) and dsh's request rules.

@@ -1,7 +1,7 @@
 //! Builders for DeepSeek-shaped SSE streams (chat-completion chunks), from a high-level
 //! description: reasoning, text, tool calls, usage, finish reason, `[DONE]`.
 //!
-//! The output follows `shared/fixtures/deepseek/*.sse` to the byte when given the same ids and
+//! The output follows `fixtures/deepseek/*.sse` to the byte when given the same ids and
 //! fragments: compact JSON with DeepSeek's key order, `data: <json>\n\n` per event,
 //! `: keep-alive\n\n` comments and a final `data: [DONE]\n\n`.
 

@@ -1,7 +1,7 @@
 //! Item 5: every upstream fixture log, stored in a tempdir, resumed through the agent loop and
 //! continued by one more turn, produces a request whose history is what the fixture's model saw.
 //!
-//! The loader follows `shared/fixtures/upstream-sessions/README.md`: placeholders substituted
+//! The loader follows `fixtures/upstream-sessions/README.md`: placeholders substituted
 //! with one mapping per file, tool name lists and `{{tools}}` replaced by stub schemas, `seq` =
 //! row index and `time` = `createdAt + seq`. A v4 fixture is written through
 //! [`JsonlStore`]'s own writer (create, append, flush, close). A v3 fixture is placed verbatim
@@ -33,7 +33,7 @@ use crate::support::*;
 fn fixtures_dir() -> PathBuf {
     Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/upstream-sessions"
+        "/../../fixtures/upstream-sessions"
     ))
     .to_path_buf()
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/fixtures/upstream-sessions/v3/provider-retry/session.v3.jsonl"
+    "/../../fixtures/upstream-sessions/v3/provider-retry/session.v3.jsonl"
 );
 
 fn fixture_policy() -> RetryPolicy {

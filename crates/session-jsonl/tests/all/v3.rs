@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 fn fixture_bytes(rel: &str) -> Vec<u8> {
     let path = Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/upstream-sessions"
+        "/../../fixtures/upstream-sessions"
     ))
     .join(rel);
     let text = std::fs::read_to_string(path).unwrap();

@@ -1,4 +1,4 @@
-//! Shared helpers: the fixture loader of `shared/fixtures/upstream-sessions/README.md`.
+//! Shared helpers: the fixture loader of `fixtures/upstream-sessions/README.md`.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 pub fn fixtures_dir() -> PathBuf {
     Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/upstream-sessions"
+        "/../../fixtures/upstream-sessions"
     ))
     .to_path_buf()
 }

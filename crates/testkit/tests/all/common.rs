@@ -37,7 +37,7 @@ pub fn concat(frames: &[Bytes]) -> Vec<u8> {
 
 pub fn fixture(name: &str) -> Vec<u8> {
     let path = format!(
-        "{}/../../../shared/fixtures/deepseek/{name}",
+        "{}/../../fixtures/deepseek/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))

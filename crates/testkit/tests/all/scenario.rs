@@ -39,7 +39,7 @@ async fn example_scenario_serves_its_responses() {
 
 #[tokio::test]
 async fn json_scenarios_with_files_and_repeat() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/deepseek");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/deepseek");
     let json = r#"{
         "repeat": true,
         "responses": [

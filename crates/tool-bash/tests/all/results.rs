@@ -13,7 +13,7 @@ use crate::common::{Harness, SAFETY};
 async fn upstream_fixture_round_trip() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/upstream-sessions/v3/bash-tool/session.v3.jsonl"
+        "/../../fixtures/upstream-sessions/v3/bash-tool/session.v3.jsonl"
     );
     let text = std::fs::read_to_string(path).unwrap();
     let rows: Vec<Value> = text
