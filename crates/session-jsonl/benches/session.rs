@@ -1,4 +1,4 @@
-//! `cargo bench -p dsh-session`: hand-written timing (no criterion).
+//! `cargo bench -p dsh-session-jsonl --bench session`: hand-written timing (no criterion).
 //!
 //! 1. append throughput with a flush (write + fsync, JSONL backend) every 100 events;
 //! 2. open + repair + derive of a 10,000-event session (budget: < 100 ms in release);
