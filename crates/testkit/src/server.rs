@@ -7,6 +7,7 @@ use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,8 @@ pub(crate) struct Shared {
     finished: watch::Sender<usize>,
     /// Notified on every counter change, for the blocking waits.
     changed: Condvar,
+    /// TCP connections accepted so far.
+    connections: AtomicUsize,
 }
 
 struct Inner {
@@ -187,6 +190,7 @@ impl MockServer {
             received: watch::channel(0).0,
             finished: watch::channel(0).0,
             changed: Condvar::new(),
+            connections: AtomicUsize::new(0),
         });
         let task = tokio::spawn(accept_loop(listener, shared.clone()));
         tracing::debug!(%addr, "dsh-testkit mock server listening");
@@ -357,6 +361,12 @@ impl MockServer {
         self.shared.lock().records.len()
     }
 
+    /// Number of TCP connections accepted so far: 1 for a client that reuses one keep-alive
+    /// connection for every request.
+    pub fn connection_count(&self) -> usize {
+        self.shared.connections.load(Ordering::SeqCst)
+    }
+
     /// Waits until at least `n` requests have arrived (bodies fully read), then returns them all.
     pub async fn wait_for_requests(&self, n: usize) -> Vec<RecordedRequest> {
         let mut rx = self.shared.received.subscribe();
@@ -411,6 +421,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => {
+                    shared.connections.fetch_add(1, Ordering::SeqCst);
                     conns.spawn(serve_connection(stream, shared.clone()));
                 }
                 Err(err) => {

@@ -415,6 +415,27 @@ async fn keep_alive_connections_serve_several_requests() {
 }
 
 #[tokio::test]
+async fn connection_count_counts_accepted_connections() {
+    let server = MockServer::start_with([
+        Completion::new().text("one").reply(),
+        Completion::new().text("two").reply(),
+        Completion::new().text("three").reply(),
+    ])
+    .await;
+    assert_eq!(server.connection_count(), 0);
+    let c = client();
+    for _ in 0..2 {
+        let resp = c.post(server.chat_url()).body("{}").send().await.unwrap();
+        resp.text().await.unwrap();
+    }
+    assert_eq!(server.connection_count(), 1, "one pooled client, one connection");
+    let other = client();
+    let resp = other.post(server.chat_url()).body("{}").send().await.unwrap();
+    resp.text().await.unwrap();
+    assert_eq!(server.connection_count(), 2);
+}
+
+#[tokio::test]
 async fn a_panicking_responder_gives_a_500_not_a_hang() {
     let server = MockServer::start().await;
     server.set_responder(|_| panic!("boom in responder"));
