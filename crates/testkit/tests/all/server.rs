@@ -428,9 +428,18 @@ async fn connection_count_counts_accepted_connections() {
         let resp = c.post(server.chat_url()).body("{}").send().await.unwrap();
         resp.text().await.unwrap();
     }
-    assert_eq!(server.connection_count(), 1, "one pooled client, one connection");
+    assert_eq!(
+        server.connection_count(),
+        1,
+        "one pooled client, one connection"
+    );
     let other = client();
-    let resp = other.post(server.chat_url()).body("{}").send().await.unwrap();
+    let resp = other
+        .post(server.chat_url())
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
     resp.text().await.unwrap();
     assert_eq!(server.connection_count(), 2);
 }
