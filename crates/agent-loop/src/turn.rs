@@ -386,11 +386,10 @@ async fn run_step(
                     system_prompt_update: None,
                 };
                 log_request(session, rs, header, context, first && starts, turn, step)?;
-                let messages: Vec<Message> = session
+                let messages: Vec<Arc<Message>> = session
                     .derive_messages()
-                    .iter()
+                    .into_iter()
                     .filter(|m| m.role != Role::Developer)
-                    .map(|m| (**m).clone())
                     .collect();
                 rs.request_surface_generation = session.content_generation();
                 let request = prepared.request(messages, assembly.specs.clone(), token.clone());

@@ -39,7 +39,7 @@ pub fn request(cancel: CancellationToken) -> LlmRequest {
     LlmRequest {
         provider: "deepseek".into(),
         model: "deepseek-flash".into(),
-        messages: vec![Message::user_text("m1", "hi")],
+        messages: vec![Message::user_text("m1", "hi").into()],
         tools: vec![],
         effort: Some("high".into()),
         max_tokens: 1000,

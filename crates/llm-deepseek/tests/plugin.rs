@@ -61,7 +61,7 @@ async fn plugin_registers_route_deepseek_and_streams_through_the_service() {
 
     server.push(Reply::sse().bytes(fixture("text.sse")));
     let req = call.request(
-        vec![Message::user_text("m1", "hi")],
+        vec![Message::user_text("m1", "hi").into()],
         vec![],
         CancellationToken::new(),
     );
@@ -100,7 +100,7 @@ async fn plugin_registers_route_deepseek_and_streams_through_the_service() {
         "the thinking lock was lifted"
     );
     let req = call.request(
-        vec![Message::user_text("m1", "hi")],
+        vec![Message::user_text("m1", "hi").into()],
         vec![],
         CancellationToken::new(),
     );
@@ -118,7 +118,7 @@ async fn plugin_registers_route_deepseek_and_streams_through_the_service() {
         .unwrap();
     second.push(Reply::sse().bytes(fixture("text.sse")));
     let req = call.request(
-        vec![Message::user_text("m1", "hi")],
+        vec![Message::user_text("m1", "hi").into()],
         vec![],
         CancellationToken::new(),
     );

@@ -1,5 +1,7 @@
 //! Request bodies: golden bytes, append-only extension, effort and tool mapping.
 
+use std::sync::Arc;
+
 use dsh_llm::{ContentBlock, LlmRequest, Message, MessageSource, Role, ToolSpec};
 use dsh_llm_deepseek::BodyOptions;
 use dsh_llm_deepseek::request::body;
@@ -66,7 +68,7 @@ fn request(messages: Vec<Message>, effort: Option<&str>) -> LlmRequest {
     LlmRequest {
         provider: "deepseek".into(),
         model: "deepseek-flash".into(),
-        messages,
+        messages: messages.into_iter().map(Arc::new).collect(),
         tools: vec![ToolSpec {
             name: "read".into(),
             description: "Read a file.".into(),

@@ -1,5 +1,7 @@
 //! The adapter seam: what a provider implementation offers the [`crate::Llm`] service.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
@@ -66,8 +68,9 @@ pub struct LlmRequest {
     pub provider: String,
     /// Model id.
     pub model: String,
-    /// The history, system messages included, in order.
-    pub messages: Vec<Message>,
+    /// The history, system messages included, in order. Shared with the session's derived
+    /// history (no per-step copy of old messages).
+    pub messages: Vec<Arc<Message>>,
     /// Tools offered, in canonical order; empty = none.
     pub tools: Vec<ToolSpec>,
     /// Effort id, when the route has efforts.

@@ -97,7 +97,7 @@ impl PreparedCall {
     /// The request for one attempt of this call.
     pub fn request(
         &self,
-        messages: Vec<Message>,
+        messages: Vec<Arc<Message>>,
         tools: Vec<ToolSpec>,
         cancel: CancellationToken,
     ) -> LlmRequest {

@@ -87,7 +87,7 @@ impl ScriptedAdapter {
         self.requests.lock()[i]
             .messages
             .iter()
-            .map(|m| serde_json::to_string(m).unwrap_or_default())
+            .map(|m| serde_json::to_string(m.as_ref()).unwrap_or_default())
             .collect()
     }
 }

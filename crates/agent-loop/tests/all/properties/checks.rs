@@ -16,7 +16,7 @@ pub(super) fn request_json(r: &LlmRequest) -> (Value, Vec<String>) {
     let messages = r
         .messages
         .iter()
-        .map(|m| serde_json::to_string(m).unwrap())
+        .map(|m| serde_json::to_string(m.as_ref()).unwrap())
         .collect();
     (settings, messages)
 }
