@@ -10,7 +10,6 @@ use dsh_agent::{Agent, AgentError, AgentOptions, Agents, CancelCause, CreateAgen
 use dsh_kernel::{Composer, Composition, Kernel};
 use dsh_llm::{Message, StreamChunk};
 use dsh_session::Sessions;
-use dsh_session::plugin::SessionEvent;
 use serde_json::Value;
 
 use crate::compose::{compose, registry};
@@ -217,17 +216,19 @@ async fn run_agent(
             .map_err(agent_error)?,
     };
     let id: Arc<str> = Arc::from(agent.id());
+    // Acquire and test the write path before any token is spent: a read-only or full home, or
+    // a concurrent creator of the same id, fails here with nothing sent to the model.
+    if let Err(e) = agent.session().flush().await {
+        agent.dispose().await;
+        return Err(Failure::run(anyhow!(
+            "cannot write session {id}: {e} (nothing was sent to the model)"
+        )));
+    }
+    let mut printer = None;
     if args.json {
-        let id = id.clone();
-        root.on::<SessionEvent>(move |e| {
-            if e.session_id == id {
-                let mut out = std::io::stdout().lock();
-                writeln!(out, "{}", e.event.to_json_line())?;
-                out.flush()?;
-            }
-            Ok(())
-        })
-        .map_err(|e| Failure::run(anyhow!(e)))?;
+        printer = Some(
+            crate::json_out::JsonPrinter::start(&root, agent.session()).map_err(Failure::run)?,
+        );
     } else if std::io::stderr().is_terminal() {
         root.on::<AgentStreamChunk>(|e| {
             let mut err = std::io::stderr().lock();
@@ -267,6 +268,9 @@ async fn run_agent(
     };
     let (reason, text) = outcome(&agent);
     agent.dispose().await;
+    if let Some(printer) = printer {
+        printer.finish().await;
+    }
     if !args.json && !text.is_empty() {
         crate::config_cmd::write_stdout(&format!("{text}\n"))?;
     }

@@ -7,6 +7,7 @@ mod compose;
 mod config_cmd;
 mod exec;
 mod home;
+mod json_out;
 mod sessions_cmd;
 mod watch;
 

@@ -71,6 +71,15 @@ impl Env {
         p
     }
 
+    /// The id of the only stored session (from its header line).
+    pub fn session_id(&self) -> String {
+        let files = session_files(&self.home.path().join("sessions"));
+        assert_eq!(files.len(), 1, "expected one stored session: {files:?}");
+        let text = std::fs::read_to_string(&files[0]).unwrap();
+        let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        header["id"].as_str().unwrap().to_owned()
+    }
+
     /// The events of the only stored session (parsed JSONL rows after the header).
     pub fn stored_events(&self) -> Vec<Value> {
         let files = session_files(&self.home.path().join("sessions"));

@@ -1,0 +1,119 @@
+//! Storage comes first: the write path is tested before any token is spent, and `--json`
+//! prints only what is on disk.
+
+use std::io::{BufRead, BufReader};
+use std::time::Duration;
+
+use dsh_testkit::{Completion, Reply};
+use serde_json::Value;
+
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+#[test]
+fn an_unwritable_home_fails_before_any_request() {
+    let env = Env::new();
+    // Root ignores permission bits, so make the sessions directory impossible instead: a file
+    // where the directory must be.
+    std::fs::write(env.home.path().join("sessions"), "not a directory").unwrap();
+    env.server()
+        .push(Completion::new().text("never sent").reply());
+    let out = env.exec(&["hi"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("nothing was sent to the model"), "{err}");
+    assert!(err.contains("sessions"), "the error names the path: {err}");
+    assert_eq!(env.server().request_count(), 0);
+}
+
+#[test]
+fn the_loser_of_a_race_to_create_a_session_sends_nothing() {
+    let env = Env::new();
+    // The winner's request hangs, so it holds the session for the whole test.
+    env.server().push(
+        Reply::sse()
+            .bytes(
+                Completion::new()
+                    .text("thinking")
+                    .no_done()
+                    .no_finish()
+                    .no_usage()
+                    .to_bytes(),
+            )
+            .stall(),
+    );
+    let mut winner = env.spawn(&["--session", "contested", "first"]);
+    env.server()
+        .wait_for_requests_blocking(1, WAIT)
+        .expect("the winner's request arrived");
+    let out = env.exec(&["--session", "contested", "second"]);
+    winner.kill().unwrap();
+    winner.wait().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("SESSION_LOCKED"), "{}", stderr(&out));
+    assert_eq!(env.server().request_count(), 1, "the loser sent no request");
+}
+
+#[test]
+fn every_event_printed_by_json_is_on_disk_at_a_kill() {
+    let env = Env::new();
+    env.server().push(
+        Completion::new()
+            .tool_call("bash", r#"{"command":"echo one","description":"Print"}"#)
+            .reply(),
+    );
+    // The next request hangs: nothing else writes the log while dsh waits on it.
+    env.server().push(
+        Reply::sse()
+            .bytes(
+                Completion::new()
+                    .text("never finished")
+                    .no_done()
+                    .no_finish()
+                    .no_usage()
+                    .to_bytes(),
+            )
+            .stall(),
+    );
+    let mut child = env.spawn(&["--json", "go"]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed: Vec<Value> = Vec::new();
+    loop {
+        let line = lines.next().expect("dsh exited early").unwrap();
+        let row: Value = serde_json::from_str(&line).unwrap();
+        let done = row["type"] == "step/end";
+        printed.push(row);
+        if done {
+            break;
+        }
+    }
+    env.server()
+        .wait_for_requests_blocking(2, WAIT)
+        .expect("the second request arrived");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(kinds(&printed).contains(&"tool/result".to_owned()));
+    let stored = env.stored_events();
+    for row in &printed {
+        let seq = row["seq"].as_u64().unwrap() as usize;
+        assert_eq!(
+            stored.get(seq),
+            Some(row),
+            "printed event {seq} ({}) is not on disk",
+            row["type"]
+        );
+    }
+    // The consumer's view survives a resume: the result it saw is the result the model gets.
+    env.server().push(Completion::new().text("resumed").reply());
+    let id = env.session_id();
+    let out = env.exec(&["--resume", &id, "again"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let results: Vec<Value> = env
+        .stored_events()
+        .into_iter()
+        .filter(|e| e["type"] == "tool/result")
+        .collect();
+    assert_eq!(results.len(), 1);
+    assert!(results[0]["data"].get("error").is_none(), "{}", results[0]);
+}
