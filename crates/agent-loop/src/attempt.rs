@@ -1,5 +1,7 @@
 //! One model attempt: stream, fold, and commit `assistant/message` or `assistant/attempt`.
 
+use std::collections::HashSet;
+
 use dsh_agent::events::AgentStreamChunk;
 use dsh_kernel::CancellationToken;
 use dsh_llm::adapter::LlmRequest;
@@ -38,6 +40,7 @@ pub(crate) async fn run_attempt(
     prepared: &PreparedCall,
     request: LlmRequest,
     token: &CancellationToken,
+    call_ids: &mut HashSet<String>,
     turn: u64,
     step: u64,
 ) -> Result<AttemptOutcome, SessionError> {
@@ -135,12 +138,13 @@ pub(crate) async fn run_attempt(
         if prefix.is_empty() {
             attempt(packer)?;
         } else {
-            let message = Message::new(
+            let mut message = Message::new(
                 new_id(),
                 dsh_llm::Role::Assistant,
                 prefix,
                 dsh_llm::MessageSource::model(provider, model, None),
             );
+            unique_call_ids(&mut message, call_ids, turn, step);
             let data = AssistantMessage {
                 turn,
                 step,
@@ -175,8 +179,9 @@ pub(crate) async fn run_attempt(
     }
     let finish = assembled.finish.clone();
     let usage = assembled.usage;
-    let tool_calls: Vec<ToolCall> = assembled.tool_calls().cloned().collect();
-    let message = assembled.into_message(new_id(), provider, model);
+    let mut message = assembled.into_message(new_id(), provider, model);
+    unique_call_ids(&mut message, call_ids, turn, step);
+    let tool_calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
     let data = AssistantMessage {
         turn,
         step,
@@ -187,4 +192,99 @@ pub(crate) async fn run_attempt(
     };
     session.append(typed(&data)?)?;
     Ok(AttemptOutcome::Done { finish, tool_calls })
+}
+
+/// Gives every tool call of `message` an id that is non-empty and new to the session: a
+/// provider that sends an empty id, or reuses one from an earlier step or from this message,
+/// must never make the log refuse the message (and the session unresumable). A replaced id is
+/// `dsh-call-{turn}-{step}-{index}`; the stream record keeps the provider's original bytes, so
+/// the log shows what was replaced. Records the ids in `call_ids`.
+pub(crate) fn unique_call_ids(
+    message: &mut Message,
+    call_ids: &mut HashSet<String>,
+    turn: u64,
+    step: u64,
+) {
+    let mut index = 0usize;
+    for block in &mut message.content {
+        let dsh_llm::ContentBlock::ToolCall(call) = block else {
+            continue;
+        };
+        if call.id.is_empty() || call_ids.contains(&call.id) {
+            let mut fresh = format!("dsh-call-{turn}-{step}-{index}");
+            let mut n = 1;
+            while call_ids.contains(&fresh) {
+                fresh = format!("dsh-call-{turn}-{step}-{index}-{n}");
+                n += 1;
+            }
+            tracing::warn!(
+                provider_id = %call.id,
+                id = %fresh,
+                tool = %call.name,
+                "the provider sent an empty or reused tool-call id; a new id was assigned"
+            );
+            call.id = fresh;
+        }
+        call_ids.insert(call.id.clone());
+        index += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_llm::{ContentBlock, MessageSource, Role};
+
+    fn calls(ids: &[&str]) -> Message {
+        let content = ids
+            .iter()
+            .map(|id| {
+                ContentBlock::ToolCall(ToolCall {
+                    id: (*id).to_owned(),
+                    name: "bash".into(),
+                    arguments: "{}".into(),
+                })
+            })
+            .collect();
+        Message::new(
+            "m",
+            Role::Assistant,
+            content,
+            MessageSource::model("p", "m", None),
+        )
+    }
+
+    fn ids(m: &Message) -> Vec<String> {
+        m.tool_calls().map(|c| c.id.clone()).collect()
+    }
+
+    #[test]
+    fn empty_reused_and_repeated_ids_are_replaced_once() {
+        let mut seen: HashSet<String> = ["call_a".to_owned()].into();
+        let mut m = calls(&["", "call_a", "call_b", "call_b", "call_c"]);
+        unique_call_ids(&mut m, &mut seen, 3, 2);
+        assert_eq!(
+            ids(&m),
+            [
+                "dsh-call-3-2-0",
+                "dsh-call-3-2-1",
+                "call_b",
+                "dsh-call-3-2-3",
+                "call_c"
+            ]
+        );
+        assert_eq!(seen.len(), 6);
+        // A second message reusing everything gets fresh ids that clash with nothing.
+        let mut again = calls(&["dsh-call-3-2-0", "call_c"]);
+        unique_call_ids(&mut again, &mut seen, 3, 2);
+        assert_eq!(ids(&again), ["dsh-call-3-2-0-1", "dsh-call-3-2-1-1"]);
+    }
+
+    #[test]
+    fn fresh_ids_are_kept() {
+        let mut seen = HashSet::new();
+        let mut m = calls(&["x", "y"]);
+        unique_call_ids(&mut m, &mut seen, 1, 1);
+        assert_eq!(ids(&m), ["x", "y"]);
+    }
 }

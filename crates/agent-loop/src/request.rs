@@ -1,12 +1,13 @@
 //! Request bookkeeping (`session-format.md` §9) and system prompt reconciliation (§10.2).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use dsh_llm::service::PreparedCall;
 use dsh_llm::{ContentBlock, Message, MessageSource, Role};
 use dsh_session::data::{
-    DeveloperMessage, EpochHeader, RequestConfig, RequestContext, RequestHeader, SystemMessage,
-    ToolSchema,
+    AssistantMessage, DeveloperMessage, EpochHeader, RequestConfig, RequestContext, RequestHeader,
+    SystemMessage, ToolSchema,
 };
 use dsh_session::{Event, NewEvent, Session, SessionError};
 use serde_json::{Map, Value};
@@ -19,24 +20,40 @@ pub(crate) struct RequestState {
     pub(crate) request_surface_generation: u64,
     /// The latest `request/context` data in the log.
     last_context: Option<Value>,
+    /// Every tool-call id advertised in the log, so a provider's reused or empty id is
+    /// replaced before it is committed (the log refuses a second advertisement).
+    pub(crate) call_ids: HashSet<String>,
 }
 
 impl RequestState {
     /// State of a loop attaching to `session` (fresh or resumed).
     pub(crate) fn attach(session: &Session) -> Self {
-        let (generation, last_context) = session.with_log(|l| {
+        let (generation, last_context, call_ids) = session.with_log(|l| {
             let ctx = l
                 .events()
                 .iter()
                 .rev()
                 .find(|e| e.kind() == "request/context")
                 .map(|e| e.data().clone());
-            (l.surface().content_generation(), ctx)
+            let ids = l
+                .events()
+                .iter()
+                .filter(|e| e.kind() == "assistant/message")
+                .filter_map(|e| e.data_as::<AssistantMessage>().ok())
+                .flat_map(|m| {
+                    m.message
+                        .tool_calls()
+                        .map(|c| c.id.clone())
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            (l.surface().content_generation(), ctx, ids)
         });
         Self {
             header_logged: false,
             request_surface_generation: generation,
             last_context,
+            call_ids,
         }
     }
 }

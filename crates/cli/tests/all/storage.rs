@@ -117,3 +117,55 @@ fn every_event_printed_by_json_is_on_disk_at_a_kill() {
     assert_eq!(results.len(), 1);
     assert!(results[0]["data"].get("error").is_none(), "{}", results[0]);
 }
+
+#[test]
+fn empty_and_reused_tool_call_ids_keep_the_session_resumable() {
+    let env = Env::new();
+    let call = r#"{"command":"echo ran >> ran.txt","description":"Append"}"#;
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id("", "bash", call)
+            .reply(),
+    );
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id("call_same", "bash", call)
+            .reply(),
+    );
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id("call_same", "bash", call)
+            .reply(),
+    );
+    env.server().push(Completion::new().text("done").reply());
+    let out = env.exec(&["go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "done\n");
+    // Every call ran once, and every result answers its own, distinct id.
+    let ran = std::fs::read_to_string(env.work.path().join("ran.txt")).unwrap();
+    assert_eq!(ran.lines().count(), 3);
+    let events = env.stored_events();
+    let ids: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "tool/result")
+        .map(|e| e["data"]["message"]["toolCallId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.iter().all(|id| !id.is_empty()), "{ids:?}");
+    let unique: std::collections::HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), 3, "{ids:?}");
+    // The last request carries the ids the log holds, each call answered.
+    let last = request_messages(env.server(), 3);
+    let sent: Vec<&str> = last
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(sent, ids);
+    // And the session resumes.
+    env.server().push(Completion::new().text("again").reply());
+    let id = env.session_id();
+    let out = env.exec(&["--resume", &id, "more"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "again\n");
+}
