@@ -28,7 +28,7 @@ use crate::program::resolve_program;
 /// in uninterruptible sleep can outlive SIGKILL for a while).
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
-/// Settings of the local executor. Defaults follow `reference/upstream-behaviours.md` §5.
+/// Settings of the local executor. Defaults follow `docs/behaviours.md` §5.
 #[derive(Clone)]
 pub struct LocalShellOptions {
     /// The shell program (`bash`, looked up in the child's `PATH`).
