@@ -1,6 +1,6 @@
 //! The child environment: inherited, minus secrets, plus the managed `DSH_*` facts.
 //!
-//! Policy (`reference/upstream-behaviours.md` BA-2): start from the harness's environment; drop
+//! Policy (`docs/behaviours.md` BA-2): start from the harness's environment; drop
 //! every variable whose name contains `KEY`, `PASSWORD`, `SECRET` or `TOKEN`
 //! (case-insensitive), every name in the configured scrub list (always including
 //! `DEEPSEEK_API_KEY`, and `BASH_ENV`/`ENV` so no startup file runs), and every inherited

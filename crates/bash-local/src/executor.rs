@@ -22,12 +22,13 @@ use crate::env::EnvPolicy;
 use crate::group::{
     group_alive, pipe_holders, pipe_id, signal_group, signal_name, terminate_pids, wait_group_gone,
 };
+use crate::program::resolve_program;
 
 /// How long `run` waits, after SIGKILL, for the group to disappear before giving up (a process
 /// in uninterruptible sleep can outlive SIGKILL for a while).
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
-/// Settings of the local executor. Defaults follow `reference/upstream-behaviours.md` §5.
+/// Settings of the local executor. Defaults follow `docs/behaviours.md` §5.
 #[derive(Clone)]
 pub struct LocalShellOptions {
     /// The shell program (`bash`, looked up in the child's `PATH`).
@@ -174,7 +175,23 @@ impl LocalShell {
         let env = self
             .env
             .build(inherited, request.session_id.as_deref(), &request.env);
-        let mut command = Command::new(&self.options.program);
+        // A path, not a bare name: std then spawns with posix_spawn (vfork semantics, no copy
+        // of the harness's address space) instead of fork + exec (see `program.rs`).
+        let program =
+            resolve_program(&self.options.program, &env, &request.cwd).ok_or_else(|| {
+                ShellError::Spawn {
+                    program: self.options.program.display().to_string(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "not found in the command's PATH",
+                    ),
+                }
+            })?;
+        // Everything set below is supported by std's posix_spawn path (no `pre_exec`, uid, gid
+        // or groups): the process group is POSIX_SPAWN_SETPGROUP, the working directory
+        // posix_spawn_file_actions_addchdir_np, and std resets SIGPIPE (ignored by the harness)
+        // to its default in the child.
+        let mut command = Command::new(&program);
         command
             .arg("--noprofile")
             .arg("--norc")

@@ -16,6 +16,7 @@ pub mod env;
 mod executor;
 mod group;
 mod plugin;
+mod program;
 
 pub use executor::{LocalShell, LocalShellOptions};
 pub use plugin::{LocalShellConfig, LocalShellPlugin};

@@ -2,15 +2,14 @@
 
 use std::any::{Any, TypeId};
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Weak};
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{BoxError, KernelError, panic_message};
+use crate::contain::{contain, contain_sync};
+use crate::error::{BoxError, KernelError};
 use crate::events::{
     Entry, Hook, HookFn, HookOptions, Next, Notify, NotifyFn, Parallel, ParallelFn,
 };
@@ -50,13 +49,13 @@ impl Registration {
         };
         match effect.undo {
             Undo::Sync(f) => {
-                if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(f)) {
-                    tracing::error!(plugin = %fiber.name, error = %panic_message(payload.as_ref()), "disposer failed");
+                if let Err(panicked) = contain_sync(f) {
+                    tracing::error!(plugin = %fiber.name, error = %panicked, "disposer failed");
                 }
             }
             Undo::Async(fut) => {
                 if let Ok(h) = tokio::runtime::Handle::try_current() {
-                    h.spawn(AssertUnwindSafe(fut).catch_unwind());
+                    h.spawn(contain(fut));
                 }
             }
         }
@@ -98,7 +97,7 @@ impl Ctx {
             }),
             Err((undo, state)) => {
                 if let Undo::Sync(f) = undo {
-                    drop(std::panic::catch_unwind(AssertUnwindSafe(f)));
+                    drop(contain_sync(f));
                 }
                 Err(self.inactive(label, state))
             }
@@ -246,13 +245,13 @@ impl Ctx {
         let owner = self.fiber.name.clone();
         tracker.spawn_on(
             async move {
-                let run = AssertUnwindSafe(fut).catch_unwind();
+                let run = contain(fut);
                 // The task is polled first: one that watches the token and finishes when it
                 // fires completes normally; anything else is dropped at its await point.
                 tokio::select! {
                     biased;
-                    r = run => if let Err(payload) = r {
-                        tracing::error!(plugin = %owner, error = %panic_message(payload.as_ref()), "task panicked");
+                    r = run => if let Err(panicked) = r {
+                        tracing::error!(plugin = %owner, error = %panicked, "task panicked");
                     },
                     _ = token.cancelled() => {}
                 }

@@ -105,14 +105,3 @@ pub enum KernelError {
     #[error("config type mismatch for plugin `{0}`")]
     ConfigType(String),
 }
-
-/// Text of a caught panic payload.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        format!("panicked: {s}")
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        format!("panicked: {s}")
-    } else {
-        "panicked".to_owned()
-    }
-}

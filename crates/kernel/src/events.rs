@@ -4,14 +4,13 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use parking_lot::RwLock;
 
-use crate::error::{BoxError, KernelError, ListenerFailure, panic_message};
+use crate::contain::{contain, contain_sync};
+use crate::error::{BoxError, KernelError, ListenerFailure};
 use crate::scope::ScopeKey;
 
 /// A synchronous notification: every listener runs, in registration order; an error or a panic in
@@ -230,13 +229,13 @@ impl EventBus {
             if !visible(&entry.scope, scope) {
                 continue;
             }
-            match std::panic::catch_unwind(AssertUnwindSafe(|| (entry.f)(event))) {
+            match contain_sync(|| (entry.f)(event)) {
                 Ok(Ok(())) => {}
                 Ok(Err(error)) => {
                     tracing::warn!(plugin = %entry.owner, event = E::NAME, %error, "listener failed");
                 }
-                Err(payload) => {
-                    let error = panic_message(payload.as_ref());
+                Err(panicked) => {
+                    let error = panicked.to_string();
                     tracing::error!(plugin = %entry.owner, event = E::NAME, %error, "listener panicked");
                 }
             }
@@ -283,15 +282,15 @@ impl EventBus {
                 let fut = (entry.f)(event.clone());
                 let owner = entry.owner.clone();
                 async move {
-                    match AssertUnwindSafe(fut).catch_unwind().await {
+                    match contain(fut).await {
                         Ok(Ok(())) => None,
                         Ok(Err(error)) => Some(ListenerFailure {
                             owner: owner.to_string(),
                             error: error.to_string(),
                         }),
-                        Err(payload) => Some(ListenerFailure {
+                        Err(panicked) => Some(ListenerFailure {
                             owner: owner.to_string(),
-                            error: panic_message(payload.as_ref()),
+                            error: panicked.to_string(),
                         }),
                     }
                 }

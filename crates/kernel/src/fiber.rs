@@ -3,19 +3,17 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::contain::{contain, contain_sync};
 use crate::ctx::Ctx;
-use crate::error::panic_message;
 use crate::kernel::KernelInner;
 use crate::plugin::{AnyConfig, ErasedPlugin};
 use crate::scope::ScopeKey;
@@ -240,7 +238,7 @@ impl FiberInner {
         let config = config.lock().clone();
         let fut = plugin.apply(ctx, config);
         let outcome = tokio::select! {
-            r = AssertUnwindSafe(fut).catch_unwind() => Some(r),
+            r = contain(fut) => Some(r),
             _ = abort.cancelled() => None,
         };
         match outcome {
@@ -258,7 +256,7 @@ impl FiberInner {
             Some(result) => {
                 let message = match result {
                     Ok(Err(e)) => e.to_string(),
-                    Err(payload) => panic_message(payload.as_ref()),
+                    Err(panicked) => panicked.to_string(),
                     Ok(Ok(())) => String::new(),
                 };
                 tracing::error!(plugin = %self.name, error = %message, "plugin failed to apply");
@@ -368,10 +366,10 @@ impl FiberInner {
 pub(crate) async fn run_undo(owner: &str, effect: Effect) {
     let label = effect.label;
     let result = match effect.undo {
-        Undo::Sync(f) => std::panic::catch_unwind(AssertUnwindSafe(f)),
-        Undo::Async(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+        Undo::Sync(f) => contain_sync(f),
+        Undo::Async(fut) => contain(fut).await,
     };
-    if let Err(payload) = result {
-        tracing::error!(plugin = %owner, effect = %label, error = %panic_message(payload.as_ref()), "disposer failed");
+    if let Err(panicked) = result {
+        tracing::error!(plugin = %owner, effect = %label, error = %panicked, "disposer failed");
     }
 }

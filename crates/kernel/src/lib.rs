@@ -10,6 +10,7 @@
 //! a by-value [`Next`]) or [`Parallel`] (awaited fan-out with aggregated errors).
 
 mod compose;
+mod contain;
 mod ctx;
 mod error;
 mod events;
@@ -20,6 +21,7 @@ mod scope;
 mod service;
 
 pub use compose::{ComposeError, ComposeReport, ComposedRow, Composer, Composition, Layer, Row};
+pub use contain::{Panicked, contain, contain_sync};
 pub use ctx::{Ctx, Registration};
 pub use error::{BoxError, KernelError, ListenerFailure};
 pub use events::{Hook, HookOptions, Next, Notify, Parallel};

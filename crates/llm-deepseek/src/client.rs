@@ -34,7 +34,7 @@ pub fn process_env() -> EnvFn {
     Arc::new(|name| std::env::var(name).ok())
 }
 
-/// The four time budgets of an attempt (`deepseek-wire.md` §13).
+/// The four time budgets of an attempt (`wire-protocol.md` §13).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     /// TCP/TLS connect.

@@ -75,7 +75,7 @@ pub struct ModelEntry {
     pub vision: bool,
 }
 
-/// The default catalog (`deepseek-wire.md` §2): 1M context, 384K output, upstream's 256000
+/// The default catalog (`wire-protocol.md` §2): 1M context, 384K output, upstream's 256000
 /// default `max_tokens`; images on `deepseek-flash` only.
 pub fn default_catalog() -> Vec<ModelEntry> {
     vec![

@@ -1,4 +1,4 @@
-//! HTTP failure mapping (`deepseek-wire.md` §10, §12).
+//! HTTP failure mapping (`wire-protocol.md` §10, §12).
 
 use std::sync::LazyLock;
 use std::time::SystemTime;

@@ -8,7 +8,7 @@
 //!   watchdog, progress and total deadlines, prompt cancellation.
 //! - [`plugin`]: [`DeepSeekPlugin`], registering route `deepseek` on the `llm` service.
 //!
-//! Wire reference: `shared/reference/deepseek-wire.md`.
+//! Wire reference: `docs/wire-protocol.md`.
 
 pub mod client;
 pub mod config;

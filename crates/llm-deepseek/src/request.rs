@@ -1,4 +1,4 @@
-//! Request body serialisation (`deepseek-wire.md` §3–§5).
+//! Request body serialisation (`wire-protocol.md` §3–§5).
 //!
 //! Byte-deterministic: the same request gives the same bytes, keys in the fixed order
 //! `model, messages, stream, stream_options, thinking, reasoning_effort, tools, temperature,
@@ -13,7 +13,7 @@ use serde_json::Value;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BodyOptions {
     /// Send `"reasoning_content":""` on assistant messages without reasoning while thinking is
-    /// enabled (`deepseek-wire.md` §5, off by default).
+    /// enabled (`wire-protocol.md` §5, off by default).
     pub reasoning_placeholder: bool,
 }
 

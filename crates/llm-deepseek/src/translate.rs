@@ -1,4 +1,4 @@
-//! Translation of DeepSeek chat-completion chunks into [`StreamChunk`]s (`deepseek-wire.md` §6–§8).
+//! Translation of DeepSeek chat-completion chunks into [`StreamChunk`]s (`wire-protocol.md` §6–§8).
 //!
 //! Pure and synchronous: feed each SSE `data:` payload to [`Translator::event`]; it appends the
 //! chunks to emit. Block indexes are assigned in first-seen order across reasoning, text and tool
@@ -82,7 +82,7 @@ struct CompletionDetails {
 }
 
 impl WireUsage {
-    /// `deepseek-wire.md` §8: input excludes cached tokens; cache reads from `cached_tokens`,
+    /// `wire-protocol.md` §8: input excludes cached tokens; cache reads from `cached_tokens`,
     /// else `prompt_cache_hit_tokens`.
     fn to_usage(&self) -> TokenUsage {
         let cache_read = self

@@ -9,7 +9,7 @@
 
 use thiserror::Error;
 
-/// Default cap on one event (or one line): 8 MiB (`deepseek-wire.md` §6).
+/// Default cap on one event (or one line): 8 MiB (`wire-protocol.md` §6).
 pub const DEFAULT_MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";

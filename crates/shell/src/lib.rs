@@ -1,6 +1,6 @@
 //! The `ShellExecutor` seam: the shell service trait and its vocabulary.
 //!
-//! This is the interface crate of the shell capability (see `ARCHITECTURE.md` §2, "Seams").
+//! This is the interface crate of the shell capability (`docs/architecture.md` §1.5, §2).
 //! Implementations (the local one is `dsh-bash-local`; sandboxed or remote ones later) provide
 //! `dyn ShellExecutor` as a kernel service; consumers (the model-facing `bash` tool in
 //! `dsh-tool-bash`) look the service up and never name an implementation type.

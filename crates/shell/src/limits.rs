@@ -1,4 +1,4 @@
-//! Limits shared by executors and consumers (`reference/upstream-behaviours.md` §5, §19).
+//! Limits shared by executors and consumers (`docs/behaviours.md` §5, §19).
 
 use std::time::Duration;
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::template::Variables;
 
-/// Order bands of the standard sections (upstream-behaviours §3.1). Lower comes first; equal
+/// Order bands of the standard sections (`behaviours.md` §3.1). Lower comes first; equal
 /// orders sort by name.
 pub mod order {
     /// The harness identity line.

@@ -1,13 +1,11 @@
 //! The `SystemPrompt` service, its default implementation and the plugin providing it.
 
 use std::collections::BTreeSet;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dsh_kernel::{BoxError, Ctx, Plugin, Registration, ScopeKey, Service};
 use dsh_tools::Tools;
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use parking_lot::RwLock;
 use schemars::JsonSchema;
@@ -219,16 +217,6 @@ impl SystemPromptService {
     }
 }
 
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
-    }
-}
-
 /// Renders one section; `Ok("")`-like results are dropped by the caller.
 fn render_section(
     section: &Section,
@@ -237,23 +225,21 @@ fn render_section(
 ) -> Result<String, SystemPromptError> {
     let text = match &section.content {
         SectionContent::Static(s) => s.clone(),
-        SectionContent::Computed(f) => {
-            match std::panic::catch_unwind(AssertUnwindSafe(|| f(context))) {
-                Ok(Ok(text)) => text,
-                Ok(Err(e)) => {
-                    return Err(SystemPromptError::Section {
-                        section: section.name.clone(),
-                        message: e.to_string(),
-                    });
-                }
-                Err(payload) => {
-                    return Err(SystemPromptError::Section {
-                        section: section.name.clone(),
-                        message: format!("panicked: {}", panic_text(payload.as_ref())),
-                    });
-                }
+        SectionContent::Computed(f) => match dsh_kernel::contain_sync(|| f(context)) {
+            Ok(Ok(text)) => text,
+            Ok(Err(e)) => {
+                return Err(SystemPromptError::Section {
+                    section: section.name.clone(),
+                    message: e.to_string(),
+                });
             }
-        }
+            Err(panicked) => {
+                return Err(SystemPromptError::Section {
+                    section: section.name.clone(),
+                    message: panicked.to_string(),
+                });
+            }
+        },
     };
     if !section.template {
         return Ok(text);
@@ -363,9 +349,9 @@ impl SystemPrompt for SystemPromptService {
             move |c| async move { inner.default_assembly(&c) },
         );
         Box::pin(async move {
-            match AssertUnwindSafe(fut).catch_unwind().await {
+            match dsh_kernel::contain(fut).await {
                 Ok(out) => out,
-                Err(payload) => Err(SystemPromptError::Panicked(panic_text(payload.as_ref()))),
+                Err(panicked) => Err(SystemPromptError::Panicked(panicked.message)),
             }
         })
     }

@@ -1,6 +1,6 @@
 //! Strict `{{variable}}` rendering.
 //!
-//! Rules (upstream-behaviours §3.2): `{{name}}` is replaced by the variable's value; the name is
+//! Rules (`behaviours.md` §3.2): `{{name}}` is replaced by the variable's value; the name is
 //! the text between `{{` and the next `}}`, trimmed. An unknown name, or a known one without a
 //! value, is an error (the loop fails that turn with it). A `{{` with no later `}}` is literal
 //! text. Substituted values are never rescanned, so a value containing `{{x}}` stays as it is.

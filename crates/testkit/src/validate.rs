@@ -21,7 +21,7 @@ pub const KNOWN_EFFORTS: &[&str] = &[
     "none", "low", "high", "max", "minimal", "medium", "xhigh", "ultra",
 ];
 
-/// Top-level request keys in the order dsh sends them (deepseek-wire §3).
+/// Top-level request keys in the order dsh sends them (wire-protocol.md §3).
 pub const REQUEST_KEY_ORDER: &[&str] = &[
     "model",
     "messages",
@@ -175,7 +175,7 @@ struct RawMessages<'a> {
     messages: &'a RawValue,
 }
 
-/// dsh's request rules (deepseek-wire §3 and §14) that DeepSeek does not enforce. Returns one
+/// dsh's request rules (wire-protocol.md §3 and §14) that DeepSeek does not enforce. Returns one
 /// line per violation (empty = fine). `previous` is the body of the previous request of the same
 /// session: this one's `messages` must byte-extend it, and everything else must be equal.
 pub fn dsh_rule_violations(body: &[u8], previous: Option<&[u8]>) -> Vec<String> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use dsh_shell::limits;
 use serde_json::{Value, json};
 
-/// The parameter schema sent to the model (`reference/upstream-behaviours.md` §19, without
+/// The parameter schema sent to the model (`docs/behaviours.md` §19, without
 /// `run_in_background` and the sandbox fields: dsh has no background jobs or sandboxing
 /// executor yet).
 pub fn parameters() -> Value {

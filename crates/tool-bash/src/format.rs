@@ -1,4 +1,4 @@
-//! The model-visible result text of a bash run (`reference/upstream-behaviours.md` BA-5).
+//! The model-visible result text of a bash run (`docs/behaviours.md` BA-5).
 
 use dsh_shell::{CapturedStream, ShellOutcome, Termination};
 

@@ -5,7 +5,7 @@
 //! adds the observation policy (a guard plus a `tools/result` listener). Relative paths
 //! resolve against the session's working directory ([`dsh_tools::ToolContext::cwd`]); results
 //! show absolute paths (glob and grep list paths relative to the working directory when
-//! inside it). Texts and limits follow `upstream-behaviours.md` §6 and §19.
+//! inside it). Texts and limits follow `docs/behaviours.md` §6 and §19.
 
 pub mod args;
 pub mod edit;

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-/// Error codes produced by the pipeline (ARCHITECTURE §7, `upstream-behaviours.md` §4).
+/// Error codes produced by the pipeline (`architecture.md` §7, `behaviours.md` §4).
 pub mod codes {
     /// The tool is not registered, or not visible to the calling scope.
     pub const UNKNOWN_TOOL: &str = "UNKNOWN_TOOL";

@@ -4,16 +4,13 @@
 //! `tools/execute` (around the body) → render → `tools/post-execute` → `tools/result`.
 //! Every failure, including a panic in a listener or the body, becomes an error result.
 
-use std::any::Any;
-use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use dsh_kernel::{Ctx, Hook, Notify, ScopeKey, Service};
+use dsh_kernel::{Ctx, Hook, Notify, ScopeKey, Service, contain, contain_sync};
 use dsh_llm::ContentBlock;
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -226,19 +223,10 @@ impl Notify for ToolsResultEvent {
     const NAME: &'static str = "tools/result";
 }
 
-fn panic_text(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic".to_owned()
-    }
-}
-
+/// Runs one pipeline stage with the kernel's panic containment: a panic becomes `TOOL_FAILED`.
 async fn contained<T>(stage: &str, fut: BoxFuture<'_, T>) -> Result<T, ToolError> {
-    AssertUnwindSafe(fut).catch_unwind().await.map_err(|p| {
-        let msg = panic_text(p.as_ref());
+    contain(fut).await.map_err(|panicked| {
+        let msg = panicked.message;
         tracing::error!(stage, error = %msg, "tool pipeline stage panicked");
         ToolError::failed(format!("{stage} failed: {msg}"))
     })
@@ -358,7 +346,7 @@ async fn dispatch(
     if let Some(dir) = &req.scratch_dir {
         tctx = tctx.with_scratch_dir(dir);
     }
-    let timeout = std::panic::catch_unwind(AssertUnwindSafe(|| tool.timeout())).unwrap_or(None);
+    let timeout = contain_sync(|| tool.timeout()).unwrap_or(None);
     let input = ExecuteInput {
         call: call.clone(),
         ctx: tctx,
@@ -373,15 +361,11 @@ async fn dispatch(
             body_started.store(true, Ordering::SeqCst);
             let ExecuteInput { call, ctx, .. } = input;
             let args = call.args.clone();
-            match AssertUnwindSafe(body_tool.execute(ctx, args))
-                .catch_unwind()
-                .await
-            {
+            match contain(body_tool.execute(ctx, args)).await {
                 Ok(r) => r,
-                Err(p) => Err(ToolError::failed(format!(
+                Err(panicked) => Err(ToolError::failed(format!(
                     "tool \"{}\" panicked: {}",
-                    call.name,
-                    panic_text(p.as_ref())
+                    call.name, panicked.message
                 ))),
             }
         }),
@@ -413,13 +397,12 @@ fn render(
     name: &str,
     output: ToolOutput,
 ) -> Result<ToolResult, ToolError> {
-    let content =
-        std::panic::catch_unwind(AssertUnwindSafe(|| tool.render(&output))).map_err(|p| {
-            ToolError::failed(format!(
-                "tool \"{name}\" failed to render its result: {}",
-                panic_text(p.as_ref())
-            ))
-        })?;
+    let content = contain_sync(|| tool.render(&output)).map_err(|panicked| {
+        ToolError::failed(format!(
+            "tool \"{name}\" failed to render its result: {}",
+            panicked.message
+        ))
+    })?;
     Ok(ToolResult {
         call_id: call_id.to_owned(),
         name: name.to_owned(),

@@ -1,11 +1,10 @@
 //! The `Tools` service and the plugins that provide and police it.
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use dsh_kernel::{BoxError, Ctx, Plugin, ScopeKey, Service};
+use dsh_kernel::{BoxError, Ctx, Plugin, ScopeKey, Service, contain_sync};
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -180,8 +179,7 @@ impl Tools for ToolsService {
         if !schema::validate(tool.parameters(), &args).is_empty() {
             return Concurrency::Exclusive;
         }
-        std::panic::catch_unwind(AssertUnwindSafe(|| tool.concurrency(&args)))
-            .unwrap_or(Concurrency::Exclusive)
+        contain_sync(|| tool.concurrency(&args)).unwrap_or(Concurrency::Exclusive)
     }
 
     fn execute(&self, request: ToolRequest) -> BoxFuture<'static, ToolResult> {

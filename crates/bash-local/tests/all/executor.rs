@@ -225,3 +225,68 @@ async fn concurrent_runs_are_independent() {
         assert_eq!(out.termination.code(), Some(i as i32));
     }
 }
+
+/// A signal bit in a `/proc/<pid>/status` mask line (`SigBlk:`, `SigIgn:`).
+fn mask_has(status: &str, field: &str, signal: i32) -> bool {
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no {field} in {status}"));
+    let mask = u64::from_str_radix(mask, 16).unwrap();
+    mask & (1 << (signal - 1)) != 0
+}
+
+/// The child starts with the default disposition of SIGPIPE, which the Rust runtime ignores in
+/// the harness (an ignored disposition would survive `exec` and make `yes | head` loop on
+/// EPIPE), and leads its own process group.
+#[tokio::test]
+async fn child_signal_state_and_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        &shell(dir.path()),
+        ShellRequest::new("cat /proc/$$/status", dir.path()),
+    )
+    .await;
+    let status = out.stdout.text();
+    assert!(
+        !mask_has(&status, "SigIgn:", 13),
+        "SIGPIPE ignored: {status}"
+    );
+    let pgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpgid:"))
+        .map(str::trim);
+    if let Some(pgid) = pgid {
+        assert_eq!(pgid, out.pid.to_string(), "{status}");
+    }
+}
+
+/// A bare program name is looked up in the command's own PATH (the scrubbed environment the
+/// child gets), not the harness's.
+#[tokio::test]
+async fn program_name_is_looked_up_in_the_childs_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let fake = bin.join("fake-shell");
+    std::fs::write(&fake, "#!/bin/sh\necho fake-shell-ran \"$@\"\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut opts = options(dir.path());
+    opts.program = "fake-shell".into();
+    let base = opts.base_env.as_mut().unwrap();
+    base.retain(|(n, _)| n != "PATH");
+    base.push((
+        "PATH".into(),
+        format!("/nonexistent:{}", bin.display()).into(),
+    ));
+    let out = run(
+        &LocalShell::new(opts),
+        ShellRequest::new("true", dir.path()),
+    )
+    .await;
+    assert_eq!(
+        out.stdout.text(),
+        "fake-shell-ran --noprofile --norc -c true\n"
+    );
+}

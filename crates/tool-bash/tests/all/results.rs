@@ -1,4 +1,4 @@
-//! Result text per the reference (BA-5, BA-6, BA-7), on real runs.
+//! Result text per `docs/behaviours.md` (BA-5, BA-6, BA-7), on real runs.
 
 use std::path::PathBuf;
 
