@@ -60,26 +60,12 @@ fn last_status(log: &SessionLog) -> String {
     }
 }
 
-/// `YYYY-MM-DD HH:MM` in UTC without a date library.
+/// `YYYY-MM-DD HH:MM` in UTC; `-` for a time outside jiff's range.
 fn time(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
-        rem / 3600,
-        (rem % 3600) / 60
-    )
+    match jiff::Timestamp::from_millisecond(ms) {
+        Ok(t) => t.strftime("%Y-%m-%d %H:%M").to_string(),
+        Err(_) => "-".into(),
+    }
 }
 
 /// `dsh sessions list`.
@@ -195,5 +181,18 @@ pub(crate) async fn export(id: &str) -> Result<u8, Failure> {
         Ok(()) => Ok(0),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
         Err(e) => Err(Failure::run(anyhow!("cannot write to stdout: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::time;
+
+    #[test]
+    fn times_are_utc_minutes() {
+        assert_eq!(time(0), "1970-01-01 00:00");
+        assert_eq!(time(1_796_149_559_999), "2026-12-01 18:25");
+        assert_eq!(time(-1), "1969-12-31 23:59");
+        assert_eq!(time(i64::MAX), "-");
     }
 }
