@@ -1,6 +1,5 @@
 //! The turn and step machine (`session-format.md` §9.1).
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use dsh_agent::events::AgentErrorEvent;
@@ -19,7 +18,6 @@ use dsh_session::data::{
 use dsh_session::{CloseCause, NewEvent, SessionError};
 use dsh_system_prompt::runtime_context::{OwnedContextMessage, RetainedContext, propose};
 use dsh_system_prompt::{AssembleContext, ContextSection, SystemPrompt};
-use futures::FutureExt;
 
 use crate::agent::LoopAgent;
 use crate::attempt::{AttemptOutcome, run_attempt};
@@ -58,10 +56,9 @@ where
     Fut: std::future::Future<Output = H::Output> + Send + 'static,
 {
     let fut = agent.scope_ctx().call::<H, T, Fut>(input, terminal);
-    AssertUnwindSafe(fut)
-        .catch_unwind()
+    dsh_kernel::contain(fut)
         .await
-        .map_err(|_| unknown(format!("a `{}` listener panicked", H::NAME)))
+        .map_err(|p| unknown(format!("a `{}` listener panicked: {}", H::NAME, p.message)))
 }
 
 /// One turn: `turn/start` … `turn/end`, then the durability barrier.
