@@ -11,6 +11,7 @@
 
 mod agent;
 mod attempt;
+mod context;
 mod factory;
 mod inbox;
 mod request;

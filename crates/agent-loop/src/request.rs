@@ -4,6 +4,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use dsh_llm::service::PreparedCall;
+
+use crate::context::ContextTracker;
 use dsh_llm::{ContentBlock, Message, MessageSource, Role};
 use dsh_session::data::{
     AssistantMessage, DeveloperMessage, EpochHeader, RequestConfig, RequestContext, RequestHeader,
@@ -23,12 +25,14 @@ pub(crate) struct RequestState {
     /// Every tool-call id advertised in the log, so a provider's reused or empty id is
     /// replaced before it is committed (the log refuses a second advertisement).
     pub(crate) call_ids: HashSet<String>,
+    /// The retained runtime-context snapshot, folded incrementally.
+    pub(crate) context: ContextTracker,
 }
 
 impl RequestState {
     /// State of a loop attaching to `session` (fresh or resumed).
     pub(crate) fn attach(session: &Session) -> Self {
-        let (generation, last_context, call_ids) = session.with_log(|l| {
+        let (generation, last_context, call_ids, context) = session.with_log(|l| {
             let ctx = l
                 .events()
                 .iter()
@@ -47,13 +51,19 @@ impl RequestState {
                         .collect::<Vec<_>>()
                 })
                 .collect();
-            (l.surface().content_generation(), ctx, ids)
+            (
+                l.surface().content_generation(),
+                ctx,
+                ids,
+                ContextTracker::attach(l),
+            )
         });
         Self {
             header_logged: false,
             request_surface_generation: generation,
             last_context,
             call_ids,
+            context,
         }
     }
 }

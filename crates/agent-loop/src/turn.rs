@@ -16,7 +16,7 @@ use dsh_session::data::{
     RequestContext, StepEnd, StepStart, ToolSchema, TurnEnd, TurnEndReason, TurnStart,
 };
 use dsh_session::{CloseCause, NewEvent, SessionError};
-use dsh_system_prompt::runtime_context::{OwnedContextMessage, RetainedContext, propose};
+use dsh_system_prompt::runtime_context::propose;
 use dsh_system_prompt::{AssembleContext, ContextSection, SystemPrompt};
 
 use crate::agent::LoopAgent;
@@ -159,34 +159,6 @@ async fn assemble(agent: &LoopAgent, provider: &str, model: &str) -> Result<Asse
     })
 }
 
-/// The retained runtime-context snapshot of the log (format §10.3).
-fn retained_context(agent: &LoopAgent) -> RetainedContext {
-    agent.session.with_log(|l| {
-        let owned = l.events().iter().rev().filter_map(|e| {
-            if e.kind() != "user/message" {
-                return None;
-            }
-            let data = e.data();
-            let kind = data.get("source")?.get("kind")?.as_str()?;
-            if kind != dsh_system_prompt::runtime_context::SOURCE_KIND {
-                return None;
-            }
-            let text = data
-                .get("content")?
-                .as_array()?
-                .iter()
-                .filter_map(|b| b.get("text").and_then(|t| t.as_str()))
-                .collect::<String>();
-            Some(OwnedContextMessage {
-                seq: e.seq(),
-                text,
-                current: l.surface().contains(e.seq()),
-            })
-        });
-        RetainedContext::scan(owned)
-    })
-}
-
 async fn run_steps(
     agent: &Arc<LoopAgent>,
     rs: &mut RequestState,
@@ -219,7 +191,7 @@ async fn run_steps(
             },
         };
         let assembly = assemble(agent, &provider, &model).await?;
-        if let Some(p) = propose(&retained_context(agent), &assembly.runtime) {
+        if let Some(p) = propose(rs.context.current(&agent.session), &assembly.runtime) {
             batch.push(Message::new(new_id(), Role::User, p.content(), p.source));
         }
         let input = PreStepInput {
