@@ -19,6 +19,7 @@ pub mod chunk;
 pub mod message;
 pub mod service;
 pub mod sse;
+pub mod tool_code;
 
 pub use adapter::{ChunkStream, LlmAdapter, LlmRequest, Modality, ModelInfo, ToolSpec};
 pub use assemble::{Assembled, BlockAssembler, ProtocolViolation};
@@ -31,3 +32,4 @@ pub use service::{
     CallSettings, Defaulted, Llm, LlmError, LlmPlugin, LlmRouter, LlmStream, PreparedCall,
 };
 pub use sse::{SseError, SseEvent, SseFramer, SseItem};
+pub use tool_code::ToolErrorCode;
