@@ -140,7 +140,7 @@ pub(crate) fn header_of(prepared: &PreparedCall, tools: &[ToolSchema]) -> EpochH
         config: RequestConfig {
             provider: prepared.provider.clone(),
             model: prepared.model.id.clone(),
-            reasoning_effort: prepared.effort.clone(),
+            reasoning_effort: prepared.effort.as_ref().map(|e| e.as_str().to_owned()),
             temperature: prepared.temperature,
             max_tokens: Some(prepared.max_tokens),
             stop: (!prepared.stop.is_empty()).then(|| prepared.stop.clone()),
