@@ -69,7 +69,7 @@ fn system_event(turn: u64, step: u64, text: &str) -> Result<NewEvent, SessionErr
     NewEvent::typed(&SystemMessage {
         turn,
         step,
-        message,
+        message: message.into(),
     })
     .map_err(|e| SessionError::Io(format!("system/message: {e}")))
 }
@@ -204,7 +204,7 @@ pub(crate) fn log_request(
     if let Some(reason) = reason {
         let data = RequestHeader {
             header: header.clone(),
-            reason: reason.to_owned(),
+            reason: dsh_session::data::RequestReason::parse(reason),
             starts_series: (starts && reason != "series").then_some(true),
         };
         let ev = session.append(
@@ -241,7 +241,7 @@ pub(crate) fn log_request(
                 let data = DeveloperMessage {
                     turn,
                     step,
-                    message,
+                    message: message.into(),
                     header_seq: additions.then_some(ev.seq()),
                 };
                 session.append(

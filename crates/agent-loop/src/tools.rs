@@ -57,7 +57,7 @@ fn log_result(
     let data = LogToolResult {
         turn,
         step,
-        message,
+        message: message.into(),
         error,
         meta: result.meta.clone(),
     };
