@@ -20,6 +20,7 @@ mod spill;
 pub mod vocab;
 
 pub use def::{Concurrency, FnTool, Tool, ToolContext, ToolOutput, ToolResult, render_default};
+pub use dsh_llm::ToolErrorCode;
 pub use error::{ToolError, codes};
 pub use registry::{ToolFilter, ToolSchema, ToolsError, valid_tool_name};
 pub use service::{
