@@ -201,11 +201,11 @@ impl LoopAgent {
         canceled: bool,
     ) -> Result<Vec<Message>, AgentError> {
         let data = InboxSpliced {
-            target: target.as_str().to_owned(),
+            target,
             start: start as u64,
             removed_count: (removed > 0).then_some(removed as u64),
-            inserted: inserted.clone(),
-            outcome: canceled.then(|| "canceled".to_owned()),
+            inserted: inserted.iter().cloned().map(std::sync::Arc::new).collect(),
+            outcome: canceled.then_some(dsh_session::data::InboxOutcome::Canceled),
         };
         let event = NewEvent::typed(&data)
             .map_err(|e| AgentError::InvalidMessage(format!("inbox splice: {e}")))?;

@@ -148,7 +148,7 @@ pub(crate) async fn run_attempt(
             let data = AssistantMessage {
                 turn,
                 step,
-                message,
+                message: message.into(),
                 usage: None,
                 interrupted: Some(true),
                 stream: packer.finish(),
@@ -185,7 +185,7 @@ pub(crate) async fn run_attempt(
     let data = AssistantMessage {
         turn,
         step,
-        message,
+        message: message.into(),
         usage,
         interrupted: None,
         stream: packer.finish(),

@@ -57,7 +57,10 @@ impl Inbox {
             let list = inbox.list_mut(target);
             let start = (s.start as usize).min(list.len());
             let end = (start + s.removed_count.unwrap_or(0) as usize).min(list.len());
-            list.splice(start..end, s.inserted);
+            list.splice(
+                start..end,
+                s.inserted.into_iter().map(std::sync::Arc::unwrap_or_clone),
+            );
         }
         inbox
     }

@@ -96,7 +96,7 @@ fn system_event(turn: u64, step: u64, text: &str) -> Result<NewEvent, SessionErr
     NewEvent::typed(&SystemMessage {
         turn,
         step,
-        message,
+        message: message.into(),
     })
     .map_err(|e| SessionError::Io(format!("system/message: {e}")))
 }
@@ -167,7 +167,7 @@ pub(crate) fn header_of(prepared: &PreparedCall, tools: &[ToolSchema]) -> EpochH
         config: RequestConfig {
             provider: prepared.provider.clone(),
             model: prepared.model.id.clone(),
-            reasoning_effort: prepared.effort.clone(),
+            reasoning_effort: prepared.effort.as_ref().map(|e| e.as_str().to_owned()),
             temperature: prepared.temperature,
             max_tokens: Some(prepared.max_tokens),
             stop: (!prepared.stop.is_empty()).then(|| prepared.stop.clone()),
@@ -231,7 +231,7 @@ pub(crate) fn log_request(
     if let Some(reason) = reason {
         let data = RequestHeader {
             header: header.clone(),
-            reason: reason.to_owned(),
+            reason: dsh_session::data::RequestReason::parse(reason),
             starts_series: (starts && reason != "series").then_some(true),
         };
         let ev = session.append(
@@ -268,7 +268,7 @@ pub(crate) fn log_request(
                 let data = DeveloperMessage {
                     turn,
                     step,
-                    message,
+                    message: message.into(),
                     header_seq: additions.then_some(ev.seq()),
                 };
                 session.append(

@@ -48,7 +48,7 @@ fn log_result(
     let error = if result.is_error {
         result.error.as_ref().map(|e| LogToolError {
             name: e.name.clone(),
-            code: e.code.clone(),
+            code: e.code.to_string(),
             reason: e.reason.clone(),
         })
     } else {
@@ -57,7 +57,7 @@ fn log_result(
     let data = LogToolResult {
         turn,
         step,
-        message,
+        message: message.into(),
         error,
         meta: result.meta.clone(),
     };

@@ -136,11 +136,7 @@ async fn assemble(agent: &LoopAgent, provider: &str, model: &str) -> Result<Asse
     };
     let specs = tools
         .iter()
-        .map(|t| ToolSpec {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            parameters: t.parameters.clone(),
-        })
+        .map(|t| ToolSpec::new(t.name.clone(), t.description.clone(), t.parameters.clone()))
         .collect();
     let tools = tools
         .into_iter()
@@ -303,7 +299,10 @@ async fn run_step(
     let proposed = CallSettings {
         provider: options.provider.clone().unwrap_or_default(),
         model: Some(model.to_owned()),
-        effort: options.reasoning_effort.clone(),
+        effort: options
+            .reasoning_effort
+            .as_deref()
+            .map(dsh_llm::ReasoningEffort::from),
         max_tokens: options.max_tokens,
         temperature: options.temperature,
         stop: Vec::new(),

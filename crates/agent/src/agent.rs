@@ -10,25 +10,8 @@ use dsh_session::data::AbortCause;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-/// Which pending list a sent message joins (format §11).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Target {
-    /// Claimed one at a time at turn boundaries: each message gets its own turn.
-    NextTurn,
-    /// Claimed as a whole at the next step (or the next turn's first step).
-    NextStep,
-}
-
-impl Target {
-    /// The wire name (`next-turn` / `next-step`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::NextTurn => "next-turn",
-            Self::NextStep => "next-step",
-        }
-    }
-}
+/// Which pending list a sent message joins (format §11): the session's one inbox target type.
+pub use dsh_session::Target;
 
 /// Whether an agent is working.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

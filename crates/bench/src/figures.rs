@@ -5,10 +5,18 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use crate::payload::{self, PayloadRun};
 use crate::report::{Group, Row, Verdict, micro_sections, table};
-use crate::resume::{self, ResumeRun};
+use crate::resume::{self, Generated, ResumeRun};
+use crate::rows::{growth_rows, long_rows, payload_rows, resume_rows, scenario_rows, spawn_rows};
 use crate::run::{World, run_dsh};
-use crate::scenario::{PARALLEL_READS, Scenario, ScenarioRun, Variant};
+use crate::scenario::{Scenario, ScenarioRun, Variant};
+use crate::spawn::{self, SpawnPlan, SpawnRun};
+
+/// Bytes per MB in the report.
+pub const MB: f64 = 1e6;
+/// Bytes per MiB (`ru_maxrss` is KiB).
+pub const MIB: f64 = 1024.0 * 1024.0;
 
 /// How many runs of what.
 #[derive(Debug, Serialize)]
@@ -24,6 +32,16 @@ pub struct Plan {
     pub scenarios: Vec<Scenario>,
     /// Events in the generated session that is resumed.
     pub resume_events: usize,
+    /// Events in the large generated session (the growth figures).
+    pub resume_large_events: usize,
+    /// Runs of the long scenarios, the large resume and the spawn probe.
+    pub long_iterations: u32,
+    /// The long sessions (issue 23): 1,000 bash steps, 200 steps of 100 KB outputs.
+    pub long: Vec<Scenario>,
+    /// The bash spawn probe.
+    pub spawn: SpawnPlan,
+    /// Content bytes of the large `write` payload.
+    pub payload_bytes: usize,
 }
 
 impl Plan {
@@ -34,10 +52,23 @@ impl Plan {
         } else {
             (iterations, 20, 10, 5, 10_000)
         };
-        let sc = |name, variant, steps| Scenario {
-            name,
-            variant,
-            steps,
+        let (long_bash, long_medium, resume_large_events, payload_bytes) = if quick {
+            (8, 8, 3_000, 200_000)
+        } else {
+            (1_000, 200, 100_000, 5_000_000)
+        };
+        let sc = Scenario::new;
+        let split = Scenario {
+            split_done: true,
+            ..sc(
+                "bash, `[DONE]` split from the chunked terminator",
+                Variant::Bash,
+                steps,
+            )
+        };
+        let long = |name, variant, steps| Scenario {
+            rss_at_quarters: true,
+            ..sc(name, variant, steps)
         };
         Self {
             iterations,
@@ -45,11 +76,28 @@ impl Plan {
             version_runs: if quick { 3 } else { iterations * 4 },
             scenarios: vec![
                 sc("bash", Variant::Bash, steps),
+                split,
                 sc("reasoning", Variant::Reasoning, steps),
                 sc("parallel reads", Variant::ParallelReads, parallel),
                 sc("large output", Variant::LargeOutput, large),
             ],
             resume_events,
+            resume_large_events,
+            long_iterations: if quick { 1 } else { iterations.min(3) },
+            long: vec![
+                long("long session: bash", Variant::Bash, long_bash),
+                long(
+                    "long session: 100 KB outputs",
+                    Variant::MediumOutput,
+                    long_medium,
+                ),
+            ],
+            spawn: SpawnPlan {
+                pairs: if quick { 1 } else { 4 },
+                calls: if quick { 2 } else { 16 },
+                target_rss_mb: 200.0,
+            },
+            payload_bytes,
         }
     }
 }
@@ -93,9 +141,20 @@ pub struct Report {
     pub scenarios: Vec<ScenarioRuns>,
     /// Raw figures of every resume run.
     pub resume: Vec<ResumeRun>,
+    /// Raw figures of every resume run of the large session.
+    pub resume_large: Vec<ResumeRun>,
+    /// Raw per-run figures of the long sessions.
+    pub long: Vec<ScenarioRuns>,
+    /// Spawn probe runs with a small history (a fresh session).
+    pub spawn_small: Vec<SpawnRun>,
+    /// Spawn probe runs after resuming a large session.
+    pub spawn_large: Vec<SpawnRun>,
+    /// Large-payload runs.
+    pub payload: Vec<PayloadRun>,
 }
 
-fn median_of(v: &[f64]) -> f64 {
+/// The median of `v` (NaN when empty).
+pub fn median_of(v: &[f64]) -> f64 {
     crate::stats::Stat::median_of(v)
 }
 
@@ -175,8 +234,58 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
         "dsh-bench: resume of a {}-event session ×{}",
         plan.resume_events, plan.iterations
     );
-    let resume = (0..plan.iterations)
-        .map(|_| resume::run(dsh, plan.resume_events))
+    let resume = {
+        let g = Generated::new(dsh, plan.resume_events)?;
+        (0..plan.iterations)
+            .map(|_| resume::run(dsh, &g))
+            .collect::<Result<Vec<_>>>()?
+    };
+    eprintln!(
+        "dsh-bench: resume of a {}-event session ×{}",
+        plan.resume_large_events, plan.long_iterations
+    );
+    let large = Generated::new(dsh, plan.resume_large_events)?;
+    let resume_large = (0..plan.long_iterations)
+        .map(|_| resume::run(dsh, &large))
+        .collect::<Result<Vec<_>>>()?;
+    let mut long = Vec::new();
+    for s in &plan.long {
+        eprintln!(
+            "dsh-bench: scenario {} ({} steps) ×{}",
+            s.name, s.steps, plan.long_iterations
+        );
+        let runs = (0..plan.long_iterations)
+            .map(|_| s.run(dsh))
+            .collect::<Result<Vec<_>>>()?;
+        long.push(ScenarioRuns { scenario: *s, runs });
+    }
+    let spawn_events = spawn_history(plan, &resume_large);
+    eprintln!(
+        "dsh-bench: bash spawn probe, fresh and after resuming {spawn_events} events ×{}",
+        plan.long_iterations
+    );
+    let spawn_small = (0..plan.long_iterations)
+        .map(|_| spawn::run(dsh, &plan.spawn, None))
+        .collect::<Result<Vec<_>>>()?;
+    let spawn_large = {
+        let owned;
+        let g = if spawn_events == large.events {
+            &large
+        } else {
+            drop(large);
+            owned = Generated::new(dsh, spawn_events)?;
+            &owned
+        };
+        (0..plan.long_iterations)
+            .map(|_| spawn::run(dsh, &plan.spawn, Some(g)))
+            .collect::<Result<Vec<_>>>()?
+    };
+    eprintln!(
+        "dsh-bench: large payload ({} bytes) ×{}",
+        plan.payload_bytes, plan.iterations
+    );
+    let payload = (0..plan.iterations)
+        .map(|_| payload::run(dsh, plan.payload_bytes))
         .collect::<Result<Vec<_>>>()?;
 
     let mut rows = Vec::new();
@@ -191,7 +300,14 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     for sr in &scenarios {
         scenario_rows(&mut rows, sr, bash_ms);
     }
-    resume_rows(&mut rows, &resume, plan.resume_events);
+    resume_rows(&mut rows, &resume, plan.resume_events, true);
+    resume_rows(&mut rows, &resume_large, plan.resume_large_events, false);
+    growth_rows(&mut rows, &resume, &resume_large);
+    for sr in &long {
+        long_rows(&mut rows, sr);
+    }
+    spawn_rows(&mut rows, &spawn_small, &spawn_large);
+    payload_rows(&mut rows, &payload);
     Ok(Report {
         generated,
         dsh: dsh.display().to_string(),
@@ -205,236 +321,57 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
         bash_spawn_ms,
         scenarios,
         resume,
+        resume_large,
+        long,
+        spawn_small,
+        spawn_large,
+        payload,
     })
 }
 
-fn scenario_rows(rows: &mut Vec<Row>, sr: &ScenarioRuns, bash_ms: f64) {
-    let s = &sr.scenario;
-    let runs = &sr.runs;
-    let per = |f: &dyn Fn(&ScenarioRun) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
-    let group = format!("{} ({} steps)", s.name, s.steps);
-    let mut g = Group::new(rows, group);
-    g.info("total wall time", &per(&|r| r.wall_ms), "ms", 1);
-    let rss = per(&|r| r.peak_rss_mib * 1024.0 * 1024.0 / 1e6);
-    if s.variant == Variant::Bash {
-        g.limit("peak RSS", &rss, "MB", 1, 30.0);
+/// Events of the session resumed for the large-RSS spawn probe: enough for about
+/// `target_rss_mb` of harness memory at the per-event cost the large resume measured (the large
+/// session itself when that is within 25%), 20,000–400,000 events, its resumed request kept
+/// under 48 MB (the mock takes 64 MB). The quick plan always takes the large session.
+fn spawn_history(plan: &Plan, resume_large: &[ResumeRun]) -> usize {
+    let events = resume_large
+        .first()
+        .map_or(plan.resume_large_events, |r| r.events);
+    if plan.quick {
+        return events;
+    }
+    let rss = median_of(
+        &resume_large
+            .iter()
+            .map(|r| r.peak_rss_mib)
+            .collect::<Vec<_>>(),
+    );
+    let fresh = median_of(
+        &resume_large
+            .iter()
+            .map(|r| r.fresh_peak_rss_mib)
+            .collect::<Vec<_>>(),
+    );
+    let request = median_of(
+        &resume_large
+            .iter()
+            .map(|r| r.request_bytes as f64)
+            .collect::<Vec<_>>(),
+    );
+    let per_event = (rss - fresh) * MIB / events as f64;
+    if !per_event.is_finite() || per_event <= 0.0 {
+        return events;
+    }
+    let mut want = (plan.spawn.target_rss_mb * MB - fresh * MIB) / per_event;
+    if request > 0.0 {
+        want = want.min(48.0 * MB / (request / events as f64));
+    }
+    let want = want.clamp(20_000.0, 400_000.0) as usize;
+    if (want as f64 - events as f64).abs() <= 0.25 * events as f64 {
+        events
     } else {
-        g.info("peak RSS", &rss, "MB", 1);
+        want
     }
-    let overhead = per(&|r| median_of(&r.overhead_us) / 1e3);
-    let gap = per(&|r| median_of(&r.gaps_us) / 1e3);
-    match s.variant {
-        Variant::Bash => g.limit("harness overhead per step", &overhead, "ms", 2, 2.0),
-        Variant::Reasoning | Variant::LargeOutput => {
-            g.info("harness overhead per step", &overhead, "ms", 2)
-        }
-        Variant::ParallelReads => {}
-    }
-    let gap_name = if s.variant == Variant::ParallelReads {
-        format!("step gap with {PARALLEL_READS} reads (tools included)")
-    } else {
-        "step gap (response end → next request)".to_owned()
-    };
-    if s.variant == Variant::Bash && s.steps >= 4 {
-        let quarter = s.steps / 4;
-        g.info(
-            &format!("harness overhead, first {quarter} steps"),
-            &per(&|r| median_of(&r.overhead_us[..quarter]) / 1e3),
-            "ms",
-            2,
-        );
-        g.info(
-            &format!("harness overhead, last {quarter} steps"),
-            &per(&|r| median_of(&r.overhead_us[r.overhead_us.len() - quarter..]) / 1e3),
-            "ms",
-            2,
-        );
-    }
-    if s.variant == Variant::Bash {
-        g.info(
-            "harness overhead per step, tool time = runner-timed bash spawn",
-            &gap.iter().map(|g| g - bash_ms).collect::<Vec<_>>(),
-            "ms",
-            2,
-        );
-    }
-    g.info(&gap_name, &gap, "ms", 2);
-    if s.variant != Variant::ParallelReads {
-        let tool = per(&|r| {
-            median_of(
-                &r.tool_ms
-                    .iter()
-                    .map(|t| t.unwrap_or(f64::NAN))
-                    .collect::<Vec<_>>(),
-            )
-        });
-        g.info("tool run time per step (`durationMs`)", &tool, "ms", 1);
-    }
-    if s.variant == Variant::LargeOutput {
-        g.info(
-            "wall time per step",
-            &per(&|r| r.wall_ms / (s.steps + 1) as f64),
-            "ms",
-            1,
-        );
-        g.info(
-            "tool result bytes sent to the model per call",
-            &per(&|r| r.last_tool_result_bytes as f64),
-            "B",
-            0,
-        );
-    }
-    // Prefix stability: exact.
-    let fracs: Vec<f64> = runs
-        .iter()
-        .flat_map(|r| r.prefix_fraction.clone())
-        .collect();
-    let stable = fracs.iter().filter(|f| **f >= 1.0).count();
-    let min = fracs.iter().copied().fold(1.0, f64::min);
-    g.exact(
-        "prefix stability (request K+1 repeats request K's messages)",
-        "100% of steps",
-        &format!(
-            "{:.1}% ({stable}/{} steps), lowest fraction {min:.4}",
-            if fracs.is_empty() {
-                100.0
-            } else {
-                stable as f64 * 100.0 / fracs.len() as f64
-            },
-            fracs.len()
-        ),
-        stable == fracs.len(),
-    );
-    let violations: Vec<&String> = runs.iter().flat_map(|r| &r.rule_violations).collect();
-    g.exact(
-        "dsh request rule violations (testkit)",
-        "0",
-        &match violations.first() {
-            None => "0".to_owned(),
-            Some(v) => format!("{}: {v}", violations.len()),
-        },
-        violations.is_empty(),
-    );
-    let checks: Vec<&String> = runs.iter().flat_map(|r| &r.check_failures).collect();
-    let check_name = match s.variant {
-        Variant::Reasoning => "reasoning passed back and results in call order",
-        _ => "tool results passed back in call order",
-    };
-    g.exact(
-        check_name,
-        "every request",
-        &match checks.first() {
-            None => "yes".to_owned(),
-            Some(c) => format!("{} failures, first: {c}", checks.len()),
-        },
-        checks.is_empty(),
-    );
-    if s.variant == Variant::Bash {
-        g.info(
-            "first request size",
-            &per(&|r| r.request_bytes.first().copied().unwrap_or(0) as f64),
-            "B",
-            0,
-        );
-        g.info(
-            "system prompt",
-            &per(&|r| r.system_prompt_bytes as f64),
-            "B",
-            0,
-        );
-        g.info(
-            "tool schemas (`tools` array)",
-            &per(&|r| r.tool_schema_bytes as f64),
-            "B",
-            0,
-        );
-    }
-    g.info(
-        "request growth per step",
-        &per(&|r| {
-            let d: Vec<f64> = r
-                .request_bytes
-                .windows(2)
-                .map(|w| w[1] as f64 - w[0] as f64)
-                .collect();
-            median_of(&d)
-        }),
-        "B",
-        0,
-    );
-    g.info(
-        "session directory bytes per step",
-        &per(&|r| r.session_dir_bytes as f64 / (s.steps + 1) as f64),
-        "B",
-        0,
-    );
-    if matches!(s.variant, Variant::Bash | Variant::Reasoning) {
-        let name = "write(2) bytes per session byte (HTTP bodies, stdout excluded)";
-        let amp = per(&ScenarioRun::write_amplification);
-        if amp.iter().all(|a| a.is_nan()) {
-            g.text(name, "not available (`/proc/self/io` unreadable)");
-        } else {
-            g.limit(name, &amp, "×", 2, 1.5);
-        }
-    }
-    if s.variant == Variant::Bash {
-        g.info("session events", &per(&|r| r.events as f64), "", 0);
-    }
-}
-
-fn resume_rows(rows: &mut Vec<Row>, runs: &[ResumeRun], target: usize) {
-    let per = |f: &dyn Fn(&ResumeRun) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
-    let mut g = Group::new(rows, format!("resume ({target} events)"));
-    g.limit(
-        "`dsh exec --resume`: spawn → first request",
-        &per(&|r| r.to_first_request_ms),
-        "ms",
-        1,
-        100.0,
-    );
-    g.info(
-        "fresh session: spawn → first request",
-        &per(&|r| r.fresh_to_first_request_ms),
-        "ms",
-        1,
-    );
-    g.info("resumed run total wall time", &per(&|r| r.wall_ms), "ms", 1);
-    g.info(
-        "`dsh sessions show` of the same log (read-only load + print)",
-        &per(&|r| r.show_ms),
-        "ms",
-        1,
-    );
-    g.info(
-        "events in the generated log",
-        &per(&|r| r.events as f64),
-        "",
-        0,
-    );
-    g.info(
-        "generated log size",
-        &per(&|r| r.log_bytes as f64 / 1e6),
-        "MB",
-        2,
-    );
-    g.info(
-        "generated log bytes per event",
-        &per(&|r| r.log_bytes as f64 / r.events.max(1) as f64),
-        "B",
-        0,
-    );
-    g.info(
-        "messages in the resumed request",
-        &per(&|r| r.request_messages as f64),
-        "",
-        0,
-    );
-    g.info(
-        "resumed request size",
-        &per(&|r| r.request_bytes as f64 / 1e6),
-        "MB",
-        2,
-    );
 }
 
 /// The whole `docs/benchmarks.md`.
@@ -543,10 +480,85 @@ const METHOD: &str = "
   `sourceEventSeqs`) up to the event count, then times `dsh exec --resume` from spawn to its
   first request at the mock (open, load, fold, derive, compose, send) and checks that the
   request replays every turn. The fresh-session figure is the same path without a stored log.
+  The log is generated once per size and written back before every resume. Each iteration
+  also resumes it once more under the probe, and runs a fresh session under the probe:
+  **memory per stored event** = (peak RSS of that resume − peak RSS of the fresh session) /
+  events in the log. The same is done with a 100,000-event log (same template, ten times the
+  repeats).
+- **Resume growth**: from the 10k to the 100k log, the median spawn → first request beyond a
+  fresh session's, the median `sessions show` time and the median peak RSS beyond a fresh
+  session's, each as large / small; *growth per event* divides that by the ratio of the event
+  counts, so 1 is linear, above 1 worse than linear.
+- **Connections per run**: `MockServer::connection_count()`, the TCP connections the mock
+  accepted during the run (1 = one keep-alive connection for every request). The *`[DONE]`
+  split* variant runs the same bash scenario with every response sent as: the SSE events, then
+  `data: [DONE]` in its own write, then (after a 1 ms pause in the script) the end of the body,
+  so the chunked terminator arrives after `[DONE]` as it can from a real server; a client that
+  stops reading at `[DONE]` cannot return the connection to its pool. Its gaps start after the
+  pause, so only the connection count and the exact checks are reported for it.
+- **Long sessions** (issue 23): the bash scenario with 1,000 steps, and 200 steps whose bash
+  call prints 100 KB (`head -c 100000 /dev/zero | tr '\\0' b`; the model gets the capped
+  result). Figures per quarter of the steps: the median harness overhead and step gap of the
+  quarter's steps, the median tool time, the request size after the quarter's last step, and
+  dsh's RSS at the quarter's end: the last step of each quarter runs
+  `grep VmRSS /proc/$PPID/status` instead of its usual command (dsh spawns `bash -c` itself, so
+  the parent is dsh), and the figure is read from that tool result in the log. Peak RSS is the
+  probe's. These run `min(iterations, 3)` times.
+- **Bash spawn round trip**: one turn of a warm-up step, then pairs of steps: A = one bash call
+  (`grep VmRSS /proc/$PPID/status`, which records dsh's RSS at that moment), B = the same call
+  plus 16 bash calls `true`. Bash calls are exclusive (run one at a time), so
+  (gap of B − gap of A) / 16 is the round trip of one more `true` call as the harness sees it
+  (spawn, wait, result, log append), while request serialisation, which grows with the
+  history, is in both gaps and cancels out. Measured in a fresh session (small history) and
+  after resuming a generated session sized, from the 100k resume's memory per event, for about
+  200 MB of dsh RSS (20,000–400,000 events, the resumed request under 48 MB; the 100k log itself
+  when within 25%). The figure is the median over 4 pairs; the ratio is large / small per
+  iteration.
+- **Large payload** (issue 12 item 8): one step whose tool call is a `write` of 5,000,000 bytes
+  of text lines (with quotes and backslashes to escape) to a new file, streamed in 256-character
+  argument deltas, then a short answer. *Payload* = the bytes of the call's JSON arguments.
+  Budgets: peak RSS under 3 × payload + 15 MB, the session log (`.jsonl`) at most 1.2 × payload;
+  the file on disk must be the content byte for byte.
 ";
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn resumed(events: usize, rss: f64, fresh: f64, request: usize) -> ResumeRun {
+        ResumeRun {
+            events,
+            peak_rss_mib: rss,
+            fresh_peak_rss_mib: fresh,
+            request_bytes: request,
+            ..ResumeRun::default()
+        }
+    }
+
+    #[test]
+    fn the_spawn_history_is_sized_for_the_target_rss() {
+        let plan = Plan::new(false, 5);
+        // 290 MiB beyond fresh for 100k events: ~2.9 KiB an event; 200 MB needs ~62k events.
+        let runs = [resumed(100_016, 300.0, 10.0, 5_000_000)];
+        let n = spawn_history(&plan, &runs);
+        assert!((60_000..66_000).contains(&n), "{n}");
+        // Within 25% of the large log: the large log itself.
+        let runs = [resumed(100_016, 190.0, 10.0, 5_000_000)];
+        assert_eq!(spawn_history(&plan, &runs), 100_016);
+        // A lean dsh needs more events, capped by the request size (48 MB) and 400k.
+        let runs = [resumed(100_016, 30.0, 10.0, 20_000_000)];
+        let n = spawn_history(&plan, &runs);
+        assert!((230_000..250_000).contains(&n), "{n}");
+        let runs = [resumed(100_016, 12.0, 10.0, 1_000_000)];
+        assert_eq!(spawn_history(&plan, &runs), 400_000);
+        // The quick plan never generates another log.
+        let quick = Plan::new(true, 1);
+        assert_eq!(
+            spawn_history(&quick, &[resumed(3_016, 30.0, 10.0, 1)]),
+            3_016
+        );
+    }
+
     #[test]
     fn utc_dates() {
         assert_eq!(super::utc(0), "1970-01-01 00:00 UTC");

@@ -1,14 +1,18 @@
 //! `dsh-bench`: runs the release `dsh` end to end against the in-process testkit mock and checks
-//! the figures against the budgets of ARCHITECTURE §10. See the README for what is measured.
+//! the figures against the budgets of `docs/architecture.md` §10. See the README for what is
+//! measured.
 
 // Printing the report is this binary's job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod figures;
+mod payload;
 mod report;
 mod resume;
+mod rows;
 mod run;
 mod scenario;
+mod spawn;
 mod stats;
 
 use std::path::{Path, PathBuf};

@@ -115,6 +115,23 @@ impl<'a> Group<'a> {
         });
     }
 
+    /// A statistic with an upper budget `limit` stated as `budget` (e.g. a computed limit).
+    pub fn limit_as(
+        &mut self,
+        figure: &str,
+        samples: &[f64],
+        unit: &str,
+        decimals: usize,
+        limit: f64,
+        budget: &str,
+    ) {
+        let before = self.rows.len();
+        self.limit(figure, samples, unit, decimals, limit);
+        if let Some(row) = self.rows.get_mut(before) {
+            row.budget = budget.to_owned();
+        }
+    }
+
     /// A statistic without a budget.
     pub fn info(&mut self, figure: &str, samples: &[f64], unit: &str, decimals: usize) {
         let Some(s) = Stat::of(samples) else {

@@ -5,7 +5,7 @@
 //! `seq`, `turn`, `time` and `sourceEventSeqs`, until the log holds the requested number of events.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
@@ -38,10 +38,21 @@ pub struct ResumeRun {
     /// `dsh sessions show` of the generated session (read-only open, fold, print), ms: the load
     /// part of the resume without composing, deriving the request or sending it.
     pub show_ms: f64,
+    /// Peak RSS of a second, probed `dsh exec --resume` of the same log, MiB.
+    pub peak_rss_mib: f64,
+    /// Peak RSS of a probed fresh one-message session in the same world, MiB.
+    pub fresh_peak_rss_mib: f64,
     /// Messages in the resumed request (all turns replayed).
     pub request_messages: usize,
     /// Body size of the resumed request, bytes.
     pub request_bytes: usize,
+}
+
+impl ResumeRun {
+    /// Peak RSS of the resume beyond a fresh session's, per stored event, bytes.
+    pub fn bytes_per_event(&self) -> f64 {
+        (self.peak_rss_mib - self.fresh_peak_rss_mib) * 1024.0 * 1024.0 / self.events.max(1) as f64
+    }
 }
 
 fn bash_step(tag: &str) -> Completion {
@@ -50,43 +61,90 @@ fn bash_step(tag: &str) -> Completion {
     Completion::new().tool_call_with_id(&id, "bash", &args.to_string())
 }
 
-/// Generates a session of at least `target_events` events and resumes it once.
-pub fn run(dsh: &Path, target_events: usize) -> Result<ResumeRun> {
-    let world = World::new()?;
-    for turn in 1..=2 {
-        let steps = if turn == 1 { 1 } else { STEPS_PER_TURN };
-        for k in 1..=steps {
+/// A generated long session in its own world, restorable to its generated state.
+pub struct Generated {
+    /// The world holding the session (its mock serves the resumes).
+    pub world: World,
+    /// The session log.
+    pub log: PathBuf,
+    /// The generated log, byte for byte (written back before every resume).
+    text: String,
+    /// Turns in the generated log.
+    pub turns: usize,
+    /// Events in the generated log.
+    pub events: usize,
+}
+
+impl Generated {
+    /// Has `dsh` write a two-turn session and repeats its second turn up to `target_events`.
+    pub fn new(dsh: &Path, target_events: usize) -> Result<Self> {
+        let world = World::new()?;
+        for turn in 1..=2 {
+            let steps = if turn == 1 { 1 } else { STEPS_PER_TURN };
+            for k in 1..=steps {
+                world
+                    .server
+                    .push(bash_step(&format!("t{turn}s{k}")).reply());
+            }
             world
                 .server
-                .push(bash_step(&format!("t{turn}s{k}")).reply());
+                .push(Completion::new().text("Turn done.").reply());
+            run_dsh(
+                dsh,
+                &world,
+                &["exec", "--session", SESSION_ID, &format!("Turn {turn}")],
+                false,
+            )
+            .context("writing the template session")?;
         }
-        world
-            .server
-            .push(Completion::new().text("Turn done.").reply());
-        run_dsh(
-            dsh,
-            &world,
-            &["exec", "--session", SESSION_ID, &format!("Turn {turn}")],
-            false,
-        )
-        .context("writing the template session")?;
+        let log = session_log(world.home.path())?;
+        let turns = generate(&log, target_events)?;
+        let text = std::fs::read_to_string(&log)?;
+        let events = text.lines().count() - 1;
+        Ok(Self {
+            world,
+            log,
+            text,
+            turns,
+            events,
+        })
     }
-    let log = session_log(world.home.path())?;
-    let turns = generate(&log, target_events)?;
-    let meta = std::fs::metadata(&log)?;
-    let events = std::fs::read_to_string(&log)?.lines().count() - 1;
 
+    /// Writes the generated log back (a resume appends to it).
+    pub fn restore(&self) -> Result<()> {
+        std::fs::write(&self.log, &self.text)
+            .with_context(|| format!("restoring {}", self.log.display()))
+    }
+
+    /// The session id to resume.
+    pub fn id(&self) -> &'static str {
+        SESSION_ID
+    }
+
+    /// Size of the generated log, bytes.
+    pub fn bytes(&self) -> u64 {
+        self.text.len() as u64
+    }
+}
+
+/// Times the fresh session, `dsh sessions show` and `dsh exec --resume` on `g` once, then
+/// resumes it again under the probe for the peak RSS.
+pub fn run(dsh: &Path, g: &Generated) -> Result<ResumeRun> {
+    let world = &g.world;
+    g.restore()?;
     // The fixed cost: a fresh session in the same world.
     world.server.push(Completion::new().text("Fresh.").reply());
     let first = world.server.request_count();
-    let fresh = run_dsh(dsh, &world, &["exec", "A fresh session"], false)?;
+    let fresh = run_dsh(dsh, world, &["exec", "A fresh session"], false)?;
     let fresh_req = world
         .server
         .wait_for_requests_blocking(first + 1, Duration::from_secs(5))
         .context("the fresh run's request never arrived")?;
     let fresh_first = fresh_req[first].arrived_at.duration_since(fresh.spawned_at);
+    world.server.push(Completion::new().text("Fresh.").reply());
+    let fresh_probed = run_dsh(dsh, world, &["exec", "A fresh session"], true)?;
 
-    let show = run_dsh(dsh, &world, &["sessions", "show", SESSION_ID], false)
+    let show = run_dsh(dsh, world, &["sessions", "show", SESSION_ID], false)
         .context("dsh sessions show of the generated session")?;
 
     world
@@ -95,7 +153,7 @@ pub fn run(dsh: &Path, target_events: usize) -> Result<ResumeRun> {
     let first = world.server.request_count();
     let out = run_dsh(
         dsh,
-        &world,
+        world,
         &["exec", "--resume", SESSION_ID, "Continue"],
         false,
     )
@@ -110,7 +168,7 @@ pub fn run(dsh: &Path, target_events: usize) -> Result<ResumeRun> {
     let tool_messages = body["messages"]
         .as_array()
         .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
-    let calls = 1 + (turns - 1) * STEPS_PER_TURN;
+    let calls = 1 + (g.turns - 1) * STEPS_PER_TURN;
     ensure!(
         tool_messages == calls,
         "the resumed request replays {tool_messages} tool results, the log holds {calls} calls"
@@ -119,13 +177,31 @@ pub fn run(dsh: &Path, target_events: usize) -> Result<ResumeRun> {
         out.stdout.contains("Resumed."),
         "the resumed run did not print its answer"
     );
+
+    g.restore()?;
+    world
+        .server
+        .push(Completion::new().text("Resumed.").reply());
+    let probed = run_dsh(
+        dsh,
+        world,
+        &["exec", "--resume", SESSION_ID, "Continue"],
+        true,
+    )
+    .context("resuming the generated session under the probe")?;
     Ok(ResumeRun {
-        events,
-        log_bytes: meta.len(),
+        events: g.events,
+        log_bytes: g.bytes(),
         to_first_request_ms: req.arrived_at.duration_since(out.spawned_at).as_secs_f64() * 1e3,
         fresh_to_first_request_ms: fresh_first.as_secs_f64() * 1e3,
         wall_ms: out.wall.as_secs_f64() * 1e3,
         show_ms: show.wall.as_secs_f64() * 1e3,
+        peak_rss_mib: probed
+            .probe
+            .map_or(f64::NAN, |p| p.max_rss_kib as f64 / 1024.0),
+        fresh_peak_rss_mib: fresh_probed
+            .probe
+            .map_or(f64::NAN, |p| p.max_rss_kib as f64 / 1024.0),
         request_messages: messages,
         request_bytes: req.body.len(),
     })

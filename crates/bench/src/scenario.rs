@@ -17,6 +17,10 @@ const PROMPT: &str = "Run the benchmark steps one by one, then report.";
 pub const PARALLEL_READS: usize = 8;
 /// The large-output command: 1,000,000 bytes of `a` on stdout.
 const LARGE_COMMAND: &str = "head -c 1000000 /dev/zero | tr '\\0' a";
+/// The medium-output command: 100,000 bytes of `b` on stdout.
+const MEDIUM_COMMAND: &str = "head -c 100000 /dev/zero | tr '\\0' b";
+/// A command printing the resident set of its parent (dsh, which spawns `bash -c` directly).
+pub const RSS_COMMAND: &str = "grep VmRSS /proc/$PPID/status";
 
 /// What the model does at each step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -30,6 +34,8 @@ pub enum Variant {
     ParallelReads,
     /// One `bash` call printing 1 MB per step.
     LargeOutput,
+    /// One `bash` call printing 100 KB per step (the long-session variant).
+    MediumOutput,
 }
 
 /// A scenario: a variant and its number of tool steps (a final text answer follows them).
@@ -41,6 +47,13 @@ pub struct Scenario {
     pub variant: Variant,
     /// Tool steps before the final answer.
     pub steps: usize,
+    /// Send each response's `data: [DONE]` event in its own write, and the chunked terminator
+    /// in a later one (after a 1 ms pause), so a client that drops the body at `[DONE]` loses
+    /// the connection.
+    pub split_done: bool,
+    /// The last step of every quarter runs [`RSS_COMMAND`] instead of its usual command, so the
+    /// log records dsh's RSS a quarter at a time.
+    pub rss_at_quarters: bool,
 }
 
 /// Figures from one run of a scenario.
@@ -83,8 +96,12 @@ pub struct ScenarioRun {
     pub rule_violations: Vec<String>,
     /// Variant-specific checks that failed (reasoning not replayed, results out of order, …).
     pub check_failures: Vec<String>,
-    /// Bytes of the tool result the model got back in the last step (large output: the cap).
+    /// Bytes of the largest tool result in the last request (large output: the cap).
     pub last_tool_result_bytes: usize,
+    /// TCP connections the mock accepted during the run.
+    pub connections: usize,
+    /// `(step, KiB)`: dsh's `VmRSS` as printed by the [`RSS_COMMAND`] steps.
+    pub rss_probes_kib: Vec<(usize, u64)>,
 }
 
 impl Scenario {
@@ -106,8 +123,53 @@ impl Scenario {
         format!("call_{i:02}_benchstep{k:05}call{i:02}pad12")
     }
 
+    /// A scenario without the optional shapes.
+    pub fn new(name: &'static str, variant: Variant, steps: usize) -> Self {
+        Self {
+            name,
+            variant,
+            steps,
+            split_done: false,
+            rss_at_quarters: false,
+        }
+    }
+
+    /// The steps (1-based) that print dsh's RSS: the last of each quarter.
+    pub fn rss_steps(&self) -> Vec<usize> {
+        if !self.rss_at_quarters || self.steps < 4 {
+            return Vec::new();
+        }
+        (1..=4).map(|q| q * self.steps / 4).collect()
+    }
+
+    /// The bash command of step `k` (bash-calling variants), given [`Scenario::rss_steps`].
+    fn command(&self, k: usize, rss_steps: &[usize]) -> String {
+        if rss_steps.contains(&k) {
+            RSS_COMMAND.to_owned()
+        } else if self.variant == Variant::MediumOutput {
+            MEDIUM_COMMAND.to_owned()
+        } else {
+            format!("echo step-{k}")
+        }
+    }
+
+    /// The reply playing `c`, split as [`Scenario::split_done`] asks.
+    fn play(&self, c: &Completion) -> Reply {
+        if !self.split_done {
+            return c.reply();
+        }
+        let bytes = c.to_bytes();
+        let done = dsh_testkit::DONE_EVENT.as_bytes();
+        let head = bytes.slice(..bytes.len().saturating_sub(done.len()));
+        Reply::sse()
+            .bytes(head)
+            .bytes(dsh_testkit::DONE_EVENT)
+            .sleep(std::time::Duration::from_millis(1))
+    }
+
     /// The replies of the whole run, in order: one per step, then the final answer.
     pub fn replies(&self) -> Vec<Reply> {
+        let rss_steps = self.rss_steps();
         let mut out = Vec::with_capacity(self.steps + 1);
         for k in 1..=self.steps {
             let mut c = Completion::new().chars_per_delta(8);
@@ -117,7 +179,7 @@ impl Scenario {
                         c = c.reasoning(&Self::reasoning(k));
                     }
                     let args = serde_json::json!({
-                        "command": format!("echo step-{k}"),
+                        "command": self.command(k, &rss_steps),
                         "description": format!("Print step {k}"),
                     });
                     c = c.tool_call_with_id(&Self::call_id(k, 0), "bash", &args.to_string());
@@ -135,14 +197,21 @@ impl Scenario {
                     });
                     c = c.tool_call_with_id(&Self::call_id(k, 0), "bash", &args.to_string());
                 }
+                Variant::MediumOutput => {
+                    let args = serde_json::json!({
+                        "command": self.command(k, &rss_steps),
+                        "description": "Print 100 KB",
+                    });
+                    c = c.tool_call_with_id(&Self::call_id(k, 0), "bash", &args.to_string());
+                }
             }
-            out.push(c.reply());
+            out.push(self.play(&c));
         }
         let mut last = Completion::new().chars_per_delta(8);
         if self.variant == Variant::Reasoning {
             last = last.reasoning(&Self::reasoning(self.steps + 1));
         }
-        out.push(last.text(&self.final_text()).reply());
+        out.push(self.play(&last.text(&self.final_text())));
         out
     }
 
@@ -205,8 +274,18 @@ impl Scenario {
             stdout_bytes: out.stdout.len(),
             events: events.len(),
             rule_violations: world.server.dsh_rule_violations(),
+            connections: world.server.connection_count(),
             ..ScenarioRun::default()
         };
+        run.rss_probes_kib = self
+            .rss_steps()
+            .into_iter()
+            .filter_map(|k| {
+                tool_text(&events, k)
+                    .and_then(|t| vm_rss_kib(&t))
+                    .map(|v| (k, v))
+            })
+            .collect();
         if let Some(dir) = log.parent() {
             run.session_dir_bytes = files_under(dir)
                 .iter()
@@ -260,9 +339,10 @@ impl Scenario {
         let last: Vec<Value> = serde_json::from_str(bodies[self.steps].messages.get())?;
         run.last_tool_result_bytes = last
             .iter()
-            .rev()
-            .find(|m| m["role"] == "tool")
-            .map_or(0, |m| content_text(&m["content"]).len());
+            .filter(|m| m["role"] == "tool")
+            .map(|m| content_text(&m["content"]).len())
+            .max()
+            .unwrap_or(0);
         run.check_failures = self.checks(&bodies)?;
         Ok(run)
     }
@@ -336,7 +416,7 @@ struct Body {
 }
 
 /// The text of a message `content` (a string or an array of text parts).
-fn content_text(content: &Value) -> String {
+pub fn content_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts
@@ -363,6 +443,20 @@ pub fn read_events(log: &Path) -> Result<Vec<Value>> {
         .collect()
 }
 
+/// The text of the first `tool/result` of `step` (turn 1).
+fn tool_text(events: &[Value], step: usize) -> Option<String> {
+    events
+        .iter()
+        .find(|e| e["type"] == "tool/result" && e["data"]["step"].as_u64() == Some(step as u64))
+        .map(|e| content_text(&e["data"]["message"]["content"]))
+}
+
+/// The `VmRSS:` figure (KiB) in the output of [`RSS_COMMAND`].
+pub fn vm_rss_kib(text: &str) -> Option<u64> {
+    let rest = &text[text.find("VmRSS:")? + "VmRSS:".len()..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
 /// The tool run time of `step` (turn 1): the largest `meta.durationMs` of its `tool/result`
 /// events; `None` when none carries one.
 fn tool_ms(events: &[Value], step: usize) -> Option<f64> {
@@ -371,4 +465,57 @@ fn tool_ms(events: &[Value], step: usize) -> Option<f64> {
         .filter(|e| e["type"] == "tool/result" && e["data"]["step"].as_u64() == Some(step as u64))
         .filter_map(|e| e["data"]["meta"]["durationMs"].as_f64())
         .reduce(f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_testkit::Step;
+
+    #[test]
+    fn vm_rss_is_read_from_the_status_line() {
+        assert_eq!(vm_rss_kib("VmRSS:\t   16652 kB\n"), Some(16652));
+        assert_eq!(vm_rss_kib("no such line"), None);
+    }
+
+    #[test]
+    fn rss_steps_end_each_quarter() {
+        let s = Scenario {
+            rss_at_quarters: true,
+            ..Scenario::new("x", Variant::Bash, 1000)
+        };
+        assert_eq!(s.rss_steps(), [250, 500, 750, 1000]);
+        assert!(
+            Scenario::new("x", Variant::Bash, 1000)
+                .rss_steps()
+                .is_empty()
+        );
+        let steps = s.rss_steps();
+        assert_eq!(s.command(250, &steps), RSS_COMMAND);
+        assert_eq!(s.command(251, &steps), "echo step-251");
+        let medium = Scenario {
+            variant: Variant::MediumOutput,
+            ..s
+        };
+        assert_eq!(medium.command(1000, &steps), RSS_COMMAND);
+        assert_eq!(medium.command(999, &steps), MEDIUM_COMMAND);
+    }
+
+    #[test]
+    fn split_done_sends_done_alone_and_ends_later() {
+        let plain = Scenario::new("x", Variant::Bash, 2);
+        let split = Scenario {
+            split_done: true,
+            ..plain
+        };
+        for (a, b) in plain.replies().iter().zip(split.replies()) {
+            assert_eq!(a.body_bytes(), b.body_bytes());
+            let steps = b.body_steps();
+            assert!(
+                matches!(&steps[1], Step::Bytes(d) if &d[..] == dsh_testkit::DONE_EVENT.as_bytes())
+            );
+            assert!(matches!(steps[2], Step::Sleep(_)));
+            assert_eq!(steps.len(), 3);
+        }
+    }
 }

@@ -6,8 +6,8 @@ use std::sync::{Arc, Once};
 use std::time::{Duration, SystemTime};
 
 use dsh_llm::{
-    ChunkStream, FinishReason, LlmAdapter, LlmFailure, LlmRequest, Modality, ModelInfo, SseError,
-    SseFramer, SseItem, StreamChunk, codes,
+    ChunkStream, FinishReason, LlmAdapter, LlmFailure, LlmRequest, Modality, ModelInfo,
+    ReasoningEffort, SseError, SseFramer, SseItem, StreamChunk, codes,
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -59,7 +59,6 @@ impl Default for Timeouts {
     }
 }
 
-const EFFORTS: [&str; 4] = ["off", "low", "high", "max"];
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// Installs rustls' `ring` provider once per process (idempotent; a provider installed by
@@ -275,12 +274,16 @@ impl Inner {
 
     fn model_info(&self, model: &str) -> ModelInfo {
         let entry = self.catalog.iter().find(|m| m.id == model);
-        let efforts: Vec<String> = if self.thinking_locked {
-            vec!["off".to_owned()]
+        let efforts: Vec<ReasoningEffort> = if self.thinking_locked {
+            vec![ReasoningEffort::Off]
         } else {
-            EFFORTS.iter().map(|e| (*e).to_owned()).collect()
+            ReasoningEffort::KNOWN.to_vec()
         };
-        let default_effort = if self.thinking_locked { "off" } else { "high" };
+        let default_effort = if self.thinking_locked {
+            ReasoningEffort::Off
+        } else {
+            ReasoningEffort::High
+        };
         let mut modalities = vec![Modality::Text];
         if entry.is_some_and(|e| e.vision) {
             modalities.push(Modality::Image);
@@ -291,8 +294,10 @@ impl Inner {
             default_max_tokens: entry.map_or(256_000, |e| e.default_max_tokens),
             max_output_tokens: entry.map_or(Some(393_216), |e| e.max_output_tokens),
             reasoning_efforts: efforts,
-            default_effort: Some(default_effort.to_owned()),
+            default_effort: Some(default_effort),
             input_modalities: modalities,
+            system_prompt_update: entry.and_then(|e| e.system_prompt_update),
+            tool_update: entry.and_then(|e| e.tool_update),
         }
     }
 }
@@ -412,19 +417,8 @@ impl LlmAdapter for DeepSeekAdapter {
 
 async fn attempt(inner: Arc<Inner>, req: LlmRequest) -> Result<ChunkStream, LlmFailure> {
     // Everything that can fail without I/O fails first.
+    // The effort was validated once, against this route's list, by `Llm::prepare_call`.
     let (key, auth) = inner.credential()?;
-    if let Some(e) = &req.effort {
-        let info = inner.model_info(&req.model);
-        if !info.reasoning_efforts.iter().any(|x| x == e) {
-            return Err(LlmFailure::new(
-                codes::UNSUPPORTED_REASONING_EFFORT,
-                format!(
-                    "reasoning effort `{e}` is not available on this DeepSeek route (supported: {})",
-                    info.reasoning_efforts.join(", ")
-                ),
-            ));
-        }
-    }
     let bytes = body(&req, inner.options)?;
     if req.cancel.is_cancelled() {
         return Ok(one_chunk(FinishReason::Aborted { failure: aborted() }));

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use dsh_llm::{SystemPromptUpdate, ToolUpdate};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use secrecy::SecretString;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -73,6 +74,16 @@ pub struct ModelEntry {
     /// Whether the model accepts images.
     #[serde(default)]
     pub vision: bool,
+    /// `in-history`: a changed system prompt may be appended as a later system message
+    /// (session-format §10). Default: absent (the prompt is consolidated at the head).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub system_prompt_update: Option<SystemPromptUpdate>,
+    /// `addition-only` or `in-history`: how tool-set changes reach the model
+    /// (session-format §9.7). Default: absent (developer messages are dropped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub tool_update: Option<ToolUpdate>,
 }
 
 /// The default catalog (`wire-protocol.md` §2): 1M context, 384K output, upstream's 256000
@@ -85,6 +96,8 @@ pub fn default_catalog() -> Vec<ModelEntry> {
             default_max_tokens: 256_000,
             max_output_tokens: Some(393_216),
             vision: true,
+            system_prompt_update: None,
+            tool_update: None,
         },
         ModelEntry {
             id: "deepseek-v4-pro".into(),
@@ -92,6 +105,8 @@ pub fn default_catalog() -> Vec<ModelEntry> {
             default_max_tokens: 256_000,
             max_output_tokens: Some(393_216),
             vision: false,
+            system_prompt_update: None,
+            tool_update: None,
         },
     ]
 }

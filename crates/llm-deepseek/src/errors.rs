@@ -3,7 +3,7 @@
 use std::sync::LazyLock;
 use std::time::SystemTime;
 
-use dsh_llm::{LlmFailure, codes};
+use dsh_llm::{FailureCode, LlmFailure, codes};
 use regex::Regex;
 use serde::Deserialize;
 
@@ -95,22 +95,22 @@ pub fn classify(
         None => message.clone(),
     };
     let code = if status == 401 || status == 403 {
-        codes::AUTH.to_owned()
+        codes::AUTH
     } else if status == 413 {
-        codes::INVALID_REQUEST.to_owned()
+        codes::INVALID_REQUEST
     } else if status == 402 || matches(&QUOTA, &wording) {
-        codes::QUOTA.to_owned()
+        codes::QUOTA
     } else if status == 429 {
-        codes::RATE_LIMIT.to_owned()
+        codes::RATE_LIMIT
     } else if status == 400 && matches(&CONTEXT, &wording) {
-        codes::CONTEXT_WINDOW_EXCEEDED.to_owned()
+        codes::CONTEXT_WINDOW_EXCEEDED
     } else if status >= 500 {
-        codes::SERVER.to_owned()
+        codes::SERVER
     } else if status >= 400 {
-        codes::INVALID_REQUEST.to_owned()
+        codes::INVALID_REQUEST
     } else {
         // Redirects (never followed) and other non-success statuses.
-        format!("HTTP_{status}")
+        FailureCode::from(format!("HTTP_{status}"))
     };
     LlmFailure::new(code, message)
         .with_status(status)

@@ -5,7 +5,7 @@
 //! max_tokens, stop`, absent optional fields omitted (never `null`), and the messages of history
 //! N+1 byte-extend those of history N (each message serialises independently of what follows).
 
-use dsh_llm::{ContentBlock, LlmFailure, LlmRequest, Message, Role, codes};
+use dsh_llm::{ContentBlock, LlmFailure, LlmRequest, Message, ReasoningEffort, Role, codes};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -242,7 +242,19 @@ pub fn thinking_enabled(req: &LlmRequest) -> Option<bool> {
     if req.purpose.as_deref() == Some("session-title") {
         return Some(false);
     }
-    req.effort.as_deref().map(|e| e != "off")
+    req.effort.as_ref().map(|e| *e != ReasoningEffort::Off)
+}
+
+/// The `reasoning_effort` wire value of an effort that enables thinking.
+fn wire_effort(effort: &ReasoningEffort) -> Option<&str> {
+    match effort {
+        ReasoningEffort::Off => None,
+        ReasoningEffort::Low | ReasoningEffort::High | ReasoningEffort::Max => {
+            Some(effort.as_str())
+        }
+        // Only reachable through a catalog or a listener that admitted it: sent verbatim.
+        ReasoningEffort::Other(s) => Some(s),
+    }
 }
 
 /// Serialises the request body. Fails (before any I/O) only for values JSON cannot carry.
@@ -269,7 +281,7 @@ pub fn body(req: &LlmRequest, opts: BodyOptions) -> Result<Vec<u8>, LlmFailure> 
             kind: if on { "enabled" } else { "disabled" },
         }),
         reasoning_effort: if thinking == Some(true) {
-            req.effort.as_deref()
+            req.effort.as_ref().and_then(wire_effort)
         } else {
             None
         },

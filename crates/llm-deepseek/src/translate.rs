@@ -8,7 +8,9 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use dsh_llm::{BlockKind, ContentBlock, FinishReason, LlmFailure, StreamChunk, TokenUsage, codes};
+use dsh_llm::{
+    BlockKind, ContentBlock, FailureCode, FinishReason, LlmFailure, StreamChunk, TokenUsage, codes,
+};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -329,9 +331,9 @@ impl Translator {
             Some("length") => FinishReason::MaxTokens,
             Some(other) => {
                 let code = match other {
-                    "content_filter" => codes::CONTENT_FILTER.to_owned(),
-                    "insufficient_system_resource" | "aborted" => codes::SERVER.to_owned(),
-                    o => o.to_ascii_uppercase(),
+                    "content_filter" => FailureCode::ContentFilter,
+                    "insufficient_system_resource" | "aborted" => FailureCode::Server,
+                    o => FailureCode::from(o.to_ascii_uppercase()),
                 };
                 FinishReason::error(LlmFailure::new(code, format!("model stopped: {other}")))
             }

@@ -1,7 +1,7 @@
 //! The `deepseek` plugin on a real kernel, streaming through the `llm` service.
 
 use dsh_kernel::{Kernel, PluginRegistry};
-use dsh_llm::{BlockAssembler, CallSettings, Llm, LlmPlugin, Message, codes};
+use dsh_llm::{BlockAssembler, CallSettings, Llm, LlmPlugin, Message, ReasoningEffort, codes};
 use dsh_llm_deepseek::DeepSeekPlugin;
 use dsh_testkit::{MockServer, Reply};
 use futures::StreamExt;
@@ -36,7 +36,10 @@ async fn plugin_registers_route_deepseek_and_streams_through_the_service() {
     assert_eq!(call.model.id, "deepseek-flash");
     assert_eq!(call.model.context_window, 1_000_000);
     assert_eq!(
-        (call.effort.as_deref(), call.max_tokens),
+        (
+            call.effort.as_ref().map(ReasoningEffort::as_str),
+            call.max_tokens
+        ),
         (Some("off"), 256_000)
     );
     assert!(call.defaulted.model && call.defaulted.effort && call.defaulted.max_tokens);
@@ -95,8 +98,8 @@ async fn plugin_registers_route_deepseek_and_streams_through_the_service() {
         })
         .unwrap();
     assert_eq!(
-        call.effort.as_deref(),
-        Some("high"),
+        call.effort,
+        Some(ReasoningEffort::High),
         "the thinking lock was lifted"
     );
     let req = call.request(

@@ -69,11 +69,11 @@ fn request(messages: Vec<Message>, effort: Option<&str>) -> LlmRequest {
         provider: "deepseek".into(),
         model: "deepseek-flash".into(),
         messages: messages.into_iter().map(Arc::new).collect(),
-        tools: vec![ToolSpec {
-            name: "read".into(),
-            description: "Read a file.".into(),
-            parameters: json!({"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}),
-        }],
+        tools: vec![ToolSpec::new(
+            "read",
+            "Read a file.",
+            json!({"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}),
+        )],
         effort: effort.map(Into::into),
         max_tokens: 256000,
         temperature: None,

@@ -213,7 +213,7 @@ fn finish_reason_mapping() {
         match r {
             FinishReason::Error { failure } => {
                 assert_eq!(failure.message, format!("model stopped: {wire}"));
-                failure.code
+                failure.code.as_str().to_owned()
             }
             other => format!("{other:?}"),
         }

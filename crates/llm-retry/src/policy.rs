@@ -1,4 +1,4 @@
-//! The retry policy, as pure code (upstream-behaviours §9).
+//! The retry policy, as pure code (`docs/behaviours.md` §9).
 //!
 //! Delay of retry `k` (1-based) = `min(initial · 2^(k−1), max) × (1 − j + 2j·r)`, capped at
 //! `max`, where `j` is the jitter ratio and `r ∈ [0, 1)` a random draw. A provider `Retry-After`
@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use dsh_llm::{LlmFailure, codes};
+use dsh_llm::{FailureCode, LlmFailure};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -35,16 +35,17 @@ impl RetryMode {
 fn d_max_retries() -> u32 {
     5
 }
-fn d_retryable() -> Vec<String> {
-    [
-        codes::EMPTY_RESPONSE,
-        codes::RATE_LIMIT,
-        codes::SERVER,
-        codes::TIMEOUT,
-        codes::TRANSPORT,
+fn d_retryable() -> Vec<FailureCode> {
+    vec![
+        FailureCode::EmptyResponse,
+        FailureCode::RateLimit,
+        FailureCode::Server,
+        FailureCode::Timeout,
+        FailureCode::Transport,
     ]
-    .map(str::to_owned)
-    .to_vec()
+}
+fn d_true() -> bool {
+    true
 }
 fn d_initial() -> u64 {
     500
@@ -68,9 +69,17 @@ pub struct RetryPolicy {
     #[serde(default = "d_max_retries")]
     pub max_retries: u32,
     /// Failure codes retried in `normal` mode. Default `EMPTY_RESPONSE`, `RATE_LIMIT`, `SERVER`,
-    /// `TIMEOUT`, `TRANSPORT`.
+    /// `TIMEOUT`, `TRANSPORT` (upstream's list). Unknown codes are kept and matched verbatim.
     #[serde(default = "d_retryable")]
-    pub retryable: Vec<String>,
+    #[schemars(with = "Vec<String>")]
+    pub retryable: Vec<FailureCode>,
+    /// Also retry `STREAM_CLOSED` (a stream that closed after partial output without `[DONE]`)
+    /// in `normal` mode, as Codex retries "stream disconnected before completion". Default
+    /// `true`; `false` restores the original harness's behaviour (the turn ends). The partial
+    /// attempt stays in the log as `assistant/attempt` and never enters a later request. Not
+    /// part of [`RetryPolicy::policy_key`] (the key stays upstream's).
+    #[serde(default = "d_true")]
+    pub retry_stream_closed: bool,
     /// Delay of the first retry, ms. Default 500.
     #[serde(default = "d_initial")]
     pub initial_delay_ms: u64,
@@ -88,6 +97,7 @@ impl Default for RetryPolicy {
             mode: RetryMode::Normal,
             max_retries: d_max_retries(),
             retryable: d_retryable(),
+            retry_stream_closed: true,
             initial_delay_ms: d_initial(),
             max_delay_ms: d_max_delay(),
             jitter_ratio: d_jitter(),
@@ -146,7 +156,11 @@ impl RetryPolicy {
         if !self.jitter_ratio.is_finite() || !(0.0..=1.0).contains(&self.jitter_ratio) {
             return Err(PolicyError::Jitter(self.jitter_ratio.to_string()));
         }
-        if let Some(i) = self.retryable.iter().position(|c| c.trim().is_empty()) {
+        if let Some(i) = self
+            .retryable
+            .iter()
+            .position(|c| c.as_str().trim().is_empty())
+        {
             return Err(PolicyError::EmptyCode(i));
         }
         Ok(())
@@ -171,9 +185,11 @@ impl RetryPolicy {
         .to_string()
     }
 
-    /// Whether `code` is retried in normal mode.
-    pub fn is_retryable(&self, code: &str) -> bool {
-        self.retryable.iter().any(|c| c == code)
+    /// Whether `code` is retried in normal mode: listed in `retryable`, or `STREAM_CLOSED` with
+    /// `retryStreamClosed`.
+    pub fn is_retryable(&self, code: &FailureCode) -> bool {
+        (self.retry_stream_closed && *code == FailureCode::StreamClosed)
+            || self.retryable.iter().any(|c| c == code)
     }
 
     /// The backoff before retry `retry` (1-based) with the random draw `rand ∈ [0, 1)`.

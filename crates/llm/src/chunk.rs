@@ -1,6 +1,6 @@
 //! The stream vocabulary (`session-format.md` §6.5): what an adapter yields for one attempt.
 //!
-//! Contract (ARCHITECTURE §6): blocks open with `block-start`, receive deltas, close with
+//! Contract (`architecture.md` §6): blocks open with `block-start`, receive deltas, close with
 //! `block-end` carrying the assembled block; `usage` comes before `finish`; nothing comes after
 //! `finish`. Errors are returned before streaming or carried in `finish {error|aborted}`.
 
@@ -11,51 +11,147 @@ use serde_json::Value;
 
 use crate::message::ContentBlock;
 
-/// Well-known failure codes (`deepseek-wire.md` §10–§11, `session-format.md` §6.5). The set is
-/// open: adapters may report others (e.g. an uppercased unknown finish reason).
-pub mod codes {
+/// Declares [`FailureCode`] with its wire strings, in one place.
+macro_rules! failure_codes {
+    ($($(#[$doc:meta])* $variant:ident => $wire:literal, $konst:ident;)*) => {
+        /// The machine code of a failed attempt (`wire-protocol.md` §10–§11,
+        /// `session-format.md` §6.5). The wire string appears only at the edge (serde, logs,
+        /// [`FailureCode::as_str`]); code matches on variants. A code this build does not know
+        /// (from another writer's log, an uppercased unknown finish reason, `HTTP_<status>`) is
+        /// kept verbatim as [`FailureCode::Other`] and written back unchanged: never mapped to a
+        /// default.
+        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum FailureCode {
+            $($(#[$doc])* $variant,)*
+            /// A code outside the known set, kept verbatim. Build it with
+            /// [`FailureCode::from_wire`] so a known spelling never lands here.
+            Other(String),
+        }
+
+        impl FailureCode {
+            /// Every known code, in declaration order (for tests and schemas).
+            pub const KNOWN: &'static [FailureCode] = &[$(FailureCode::$variant,)*];
+
+            /// The wire spelling (`AUTH`, `STREAM_CLOSED`, ...; an unknown code verbatim).
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(FailureCode::$variant => $wire,)*
+                    FailureCode::Other(s) => s,
+                }
+            }
+
+            /// Parses a wire spelling; unknown spellings become [`FailureCode::Other`].
+            pub fn from_wire(s: &str) -> Self {
+                match s {
+                    $($wire => FailureCode::$variant,)*
+                    other => FailureCode::Other(other.to_owned()),
+                }
+            }
+        }
+
+        /// The known codes as constants of [`FailureCode`] (kept so `codes::AUTH` reads as
+        /// before; prefer the variants in new code).
+        pub mod codes {
+            use super::FailureCode;
+            $($(#[$doc])* pub const $konst: FailureCode = FailureCode::$variant;)*
+        }
+    };
+}
+
+failure_codes! {
     /// 401/403.
-    pub const AUTH: &str = "AUTH";
+    Auth => "AUTH", AUTH;
     /// Balance or quota exhausted.
-    pub const QUOTA: &str = "QUOTA";
+    Quota => "QUOTA", QUOTA;
     /// 429 without quota wording.
-    pub const RATE_LIMIT: &str = "RATE_LIMIT";
+    RateLimit => "RATE_LIMIT", RATE_LIMIT;
     /// The prompt does not fit the model's context window.
-    pub const CONTEXT_WINDOW_EXCEEDED: &str = "CONTEXT_WINDOW_EXCEEDED";
+    ContextWindowExceeded => "CONTEXT_WINDOW_EXCEEDED", CONTEXT_WINDOW_EXCEEDED;
     /// Other 4xx.
-    pub const INVALID_REQUEST: &str = "INVALID_REQUEST";
+    InvalidRequest => "INVALID_REQUEST", INVALID_REQUEST;
     /// 5xx and provider capacity finishes.
-    pub const SERVER: &str = "SERVER";
+    Server => "SERVER", SERVER;
     /// Connection-level failure (DNS, refused, TLS, reset, body I/O error).
-    pub const TRANSPORT: &str = "TRANSPORT";
+    Transport => "TRANSPORT", TRANSPORT;
     /// Connect timeout, idle watchdog, progress or total deadline.
-    pub const TIMEOUT: &str = "TIMEOUT";
+    Timeout => "TIMEOUT", TIMEOUT;
     /// Clean EOF without a terminated `[DONE]` after data was delivered.
-    pub const STREAM_CLOSED: &str = "STREAM_CLOSED";
+    StreamClosed => "STREAM_CLOSED", STREAM_CLOSED;
     /// Unparsable or oversized payload.
-    pub const MALFORMED_RESPONSE: &str = "MALFORMED_RESPONSE";
+    MalformedResponse => "MALFORMED_RESPONSE", MALFORMED_RESPONSE;
     /// Completed response without any content.
-    pub const EMPTY_RESPONSE: &str = "EMPTY_RESPONSE";
+    EmptyResponse => "EMPTY_RESPONSE", EMPTY_RESPONSE;
     /// The caller cancelled.
-    pub const ABORTED: &str = "ABORTED";
+    Aborted => "ABORTED", ABORTED;
     /// No credential configured.
-    pub const MISSING_CREDENTIAL: &str = "MISSING_CREDENTIAL";
+    MissingCredential => "MISSING_CREDENTIAL", MISSING_CREDENTIAL;
     /// The credential cannot be sent (not a valid header value).
-    pub const INVALID_CREDENTIAL: &str = "INVALID_CREDENTIAL";
+    InvalidCredential => "INVALID_CREDENTIAL", INVALID_CREDENTIAL;
     /// The model stopped because of its content filter.
-    pub const CONTENT_FILTER: &str = "CONTENT_FILTER";
+    ContentFilter => "CONTENT_FILTER", CONTENT_FILTER;
     /// The requested effort is not offered on this route.
-    pub const UNSUPPORTED_REASONING_EFFORT: &str = "UNSUPPORTED_REASONING_EFFORT";
+    UnsupportedReasoningEffort => "UNSUPPORTED_REASONING_EFFORT", UNSUPPORTED_REASONING_EFFORT;
     /// The request holds content the route cannot carry (e.g. images on a text-only model).
-    pub const UNSUPPORTED_CONTENT: &str = "UNSUPPORTED_CONTENT";
+    UnsupportedContent => "UNSUPPORTED_CONTENT", UNSUPPORTED_CONTENT;
     /// No adapter is registered for the requested provider route.
-    pub const NO_ADAPTER: &str = "NO_ADAPTER";
+    NoAdapter => "NO_ADAPTER", NO_ADAPTER;
     /// More images must be offloaded before retrying.
-    pub const IMAGE_OFFLOAD_REQUIRED: &str = "IMAGE_OFFLOAD_REQUIRED";
+    ImageOffloadRequired => "IMAGE_OFFLOAD_REQUIRED", IMAGE_OFFLOAD_REQUIRED;
     /// A stream broke the chunk contract (reported by the `BlockAssembler`).
-    pub const PROTOCOL_VIOLATION: &str = "PROTOCOL_VIOLATION";
+    ProtocolViolation => "PROTOCOL_VIOLATION", PROTOCOL_VIOLATION;
     /// A flattened non-LLM error.
-    pub const UNKNOWN: &str = "UNKNOWN";
+    Unknown => "UNKNOWN", UNKNOWN;
+}
+
+impl fmt::Display for FailureCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<&str> for FailureCode {
+    fn from(s: &str) -> Self {
+        FailureCode::from_wire(s)
+    }
+}
+
+impl From<String> for FailureCode {
+    fn from(s: String) -> Self {
+        match FailureCode::from_wire(&s) {
+            FailureCode::Other(_) => FailureCode::Other(s),
+            known => known,
+        }
+    }
+}
+
+impl From<&FailureCode> for FailureCode {
+    fn from(c: &FailureCode) -> Self {
+        c.clone()
+    }
+}
+
+impl PartialEq<str> for FailureCode {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for FailureCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl Serialize for FailureCode {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for FailureCode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(FailureCode::from)
+    }
 }
 
 /// Token counts of one attempt. Counts are disjoint: `input_tokens` excludes cached input;
@@ -87,8 +183,8 @@ pub struct TokenUsage {
 pub struct LlmFailure {
     /// Human-readable message (never contains a credential).
     pub message: String,
-    /// Machine code, see [`codes`].
-    pub code: String,
+    /// Machine code (unknown codes kept verbatim).
+    pub code: FailureCode,
     /// HTTP status, when the failure came from a response.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
@@ -105,7 +201,7 @@ pub struct LlmFailure {
 
 impl LlmFailure {
     /// A failure with only a code and a message.
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn new(code: impl Into<FailureCode>, message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
             code: code.into(),

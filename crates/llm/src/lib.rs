@@ -19,10 +19,14 @@ pub mod chunk;
 pub mod message;
 pub mod service;
 pub mod sse;
+pub mod tool_code;
 
-pub use adapter::{ChunkStream, LlmAdapter, LlmRequest, Modality, ModelInfo, ToolSpec};
+pub use adapter::{
+    ChunkStream, LlmAdapter, LlmRequest, Modality, ModelInfo, ReasoningEffort, SystemPromptUpdate,
+    ToolSpec, ToolUpdate,
+};
 pub use assemble::{Assembled, BlockAssembler, ProtocolViolation};
-pub use chunk::{BlockKind, FinishReason, LlmFailure, StreamChunk, TokenUsage, codes};
+pub use chunk::{BlockKind, FailureCode, FinishReason, LlmFailure, StreamChunk, TokenUsage, codes};
 pub use message::{
     ContentBlock, Dimensions, FileRef, ImageRef, Message, MessageSource, Role, ToolCall,
     ToolResultBlock,
@@ -31,3 +35,4 @@ pub use service::{
     CallSettings, Defaulted, Llm, LlmError, LlmPlugin, LlmRouter, LlmStream, PreparedCall,
 };
 pub use sse::{SseError, SseEvent, SseFramer, SseItem};
+pub use tool_code::ToolErrorCode;

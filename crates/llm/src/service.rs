@@ -11,7 +11,10 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
-use crate::adapter::{ChunkStream, LlmAdapter, LlmRequest, ModelInfo, ToolSpec};
+use crate::adapter::{
+    ChunkStream, LlmAdapter, LlmRequest, ModelInfo, ReasoningEffort, SystemPromptUpdate, ToolSpec,
+    ToolUpdate,
+};
 use crate::chunk::{LlmFailure, codes};
 use crate::message::Message;
 
@@ -43,9 +46,9 @@ pub struct CallSettings {
     /// Model id; default: the adapter's default model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// Effort id; default: the model's default effort.
+    /// Effort; default: the model's default effort.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub effort: Option<String>,
+    pub effort: Option<ReasoningEffort>,
     /// Output cap; default: the model's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u64>,
@@ -79,8 +82,8 @@ pub struct PreparedCall {
     pub provider: String,
     /// The resolved model.
     pub model: ModelInfo,
-    /// Effort id (when the model has efforts).
-    pub effort: Option<String>,
+    /// Effort (when the model has efforts), validated against the route's list.
+    pub effort: Option<ReasoningEffort>,
     /// Output cap.
     pub max_tokens: u64,
     /// Temperature.
@@ -91,6 +94,10 @@ pub struct PreparedCall {
     pub purpose: Option<String>,
     /// Which of the above were defaults.
     pub defaulted: Defaulted,
+    /// The route's system-prompt update capability (from [`ModelInfo`]); `None` = none.
+    pub system_prompt_update: Option<SystemPromptUpdate>,
+    /// The route's tool update capability (from [`ModelInfo`]); `None` = none.
+    pub tool_update: Option<ToolUpdate>,
 }
 
 impl PreparedCall {
@@ -277,7 +284,12 @@ impl Llm for LlmRouter {
                             if model.reasoning_efforts.is_empty() {
                                 "none".to_owned()
                             } else {
-                                model.reasoning_efforts.join(", ")
+                                model
+                                    .reasoning_efforts
+                                    .iter()
+                                    .map(ReasoningEffort::as_str)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
                             }
                         ),
                     ));
@@ -298,6 +310,8 @@ impl Llm for LlmRouter {
         };
         Ok(PreparedCall {
             provider: settings.provider.clone(),
+            system_prompt_update: model.system_prompt_update,
+            tool_update: model.tool_update,
             model,
             effort,
             max_tokens,

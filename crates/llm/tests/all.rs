@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod assembler;
+mod enums;
 mod framer;
 mod service;
 mod vocabulary;

@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use dsh_kernel::{BoxError, Ctx, Dep, Kernel, Plugin, PluginRegistry};
 use dsh_llm::{
-    BlockKind, CallSettings, ChunkStream, FinishReason, Llm, LlmAdapter, LlmError, LlmFailure,
-    LlmPlugin, LlmRequest, LlmStream, Modality, ModelInfo, StreamChunk, codes,
+    BlockKind, CallSettings, ChunkStream, FailureCode, FinishReason, Llm, LlmAdapter, LlmError,
+    LlmFailure, LlmPlugin, LlmRequest, LlmStream, Modality, ModelInfo, ReasoningEffort,
+    StreamChunk, SystemPromptUpdate, ToolUpdate, codes,
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -28,11 +29,14 @@ impl LlmAdapter for Echo {
             reasoning_efforts: vec!["off".into(), "high".into()],
             default_effort: Some("high".into()),
             input_modalities: vec![Modality::Text],
+            system_prompt_update: (model == "in-history").then_some(SystemPromptUpdate::InHistory),
+            tool_update: (model == "in-history").then_some(ToolUpdate::AdditionOnly),
         }
     }
     fn stream(&self, req: LlmRequest) -> BoxFuture<'static, Result<ChunkStream, LlmFailure>> {
         Box::pin(async move {
-            let text = format!("{}/{:?}/{}", req.model, req.effort, req.max_tokens);
+            let effort = req.effort.as_ref().map(ReasoningEffort::as_str);
+            let text = format!("{}/{:?}/{}", req.model, effort, req.max_tokens);
             let chunks = vec![
                 StreamChunk::BlockStart {
                     index: 0,
@@ -138,7 +142,8 @@ async fn prepare_call_materialises_defaults_and_reports_them() {
         })
         .unwrap();
     assert_eq!(p.model.id, "echo-1");
-    assert_eq!(p.effort.as_deref(), Some("high"));
+    assert_eq!(p.effort, Some(ReasoningEffort::High));
+    assert_eq!((p.system_prompt_update, p.tool_update), (None, None));
     assert_eq!(p.max_tokens, 100);
     assert!(p.defaulted.model && p.defaulted.effort && p.defaulted.max_tokens);
 
@@ -152,8 +157,8 @@ async fn prepare_call_materialises_defaults_and_reports_them() {
         })
         .unwrap();
     assert_eq!(
-        (p.model.id.as_str(), p.effort.as_deref(), p.max_tokens),
-        ("custom", Some("off"), 7)
+        (p.model.id.as_str(), p.effort.clone(), p.max_tokens),
+        ("custom", Some(ReasoningEffort::Off), 7)
     );
     assert!(!p.defaulted.model && !p.defaulted.effort && !p.defaulted.max_tokens);
 
@@ -166,6 +171,31 @@ async fn prepare_call_materialises_defaults_and_reports_them() {
         .unwrap_err();
     assert_eq!(err.code, codes::UNSUPPORTED_REASONING_EFFORT);
     assert!(err.message.contains("off, high"), "{}", err.message);
+    // An unknown effort id is kept verbatim and refused by the route, never defaulted.
+    let err = llm
+        .prepare_call(&CallSettings {
+            provider: "echo".into(),
+            effort: Some(ReasoningEffort::from_wire("xhigh")),
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert_eq!(err.code, FailureCode::UnsupportedReasoningEffort);
+    assert!(err.message.contains("`xhigh`"), "{}", err.message);
+    // Route capabilities travel from the model info to the prepared call.
+    let p = llm
+        .prepare_call(&CallSettings {
+            provider: "echo".into(),
+            model: Some("in-history".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        (p.system_prompt_update, p.tool_update),
+        (
+            Some(SystemPromptUpdate::InHistory),
+            Some(ToolUpdate::AdditionOnly)
+        )
+    );
 
     let err = llm.prepare_call(&CallSettings {
         provider: "nope".into(),
@@ -232,6 +262,8 @@ async fn a_listener_can_short_circuit() {
         stop: vec![],
         purpose: None,
         defaulted: Default::default(),
+        system_prompt_update: None,
+        tool_update: None,
     }
     .request(vec![], vec![], CancellationToken::new());
     assert_eq!(

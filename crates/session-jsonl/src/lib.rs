@@ -5,10 +5,15 @@
 //! `--<projectKey(cwd)>--/`, `session.v4.jsonl` (one JSON object per line), an exclusive
 //! `flock` on `session.lock`, nothing on disk before the first flush, fsync at every flush.
 
+pub mod error;
 pub mod naming;
 pub mod plugin;
+pub mod repair;
+pub mod spill;
 pub mod store;
 pub mod zstd;
 
+pub use error::{StoreError, ZstdError};
 pub use plugin::{JsonlConfig, JsonlPlugin, default_root};
-pub use store::JsonlStore;
+pub use repair::{RepairCause, RepairReport};
+pub use store::{DEFAULT_SPILL_CAP_BYTES, JsonlStore};

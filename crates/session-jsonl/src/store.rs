@@ -2,25 +2,33 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dsh_session::codec::{DecodedLog, check_generation, decode_jsonl};
-use dsh_session::{
-    Event, LogError, SessionError, SessionHeader, SessionPersistence, SessionSummary,
-};
+use dsh_session::codec::{DecodedLog, LoadError, check_generation, decode_jsonl, read_jsonl};
+use dsh_session::{Event, SessionError, SessionHeader, SessionPersistence, SessionSummary};
 use parking_lot::Mutex;
 
+use crate::error::StoreError;
 use crate::naming::{encode_segment, generation_file, parse_generation, project_dir};
+
+/// Read buffer of the streaming log reader.
+const READ_BUFFER: usize = 256 << 10;
+
+/// Default cap on the total size of one session's spill files (1 GiB).
+pub const DEFAULT_SPILL_CAP_BYTES: u64 = 1 << 30;
+
+/// The name of a session's artefact directory inside its session directory.
+pub const SPILL_DIR: &str = "spill";
 
 /// The format version this backend writes.
 const VERSION: u64 = 4;
 
 /// One session open for write in this process.
 #[derive(Debug)]
-struct Writer {
-    dir: PathBuf,
+pub(crate) struct Writer {
+    pub(crate) dir: PathBuf,
     header: SessionHeader,
     /// `None` until materialized (lazy: nothing on disk before the first flush).
     file: Option<File>,
@@ -57,20 +65,27 @@ impl Writer {
 #[derive(Debug)]
 pub struct JsonlStore {
     root: PathBuf,
-    open: Mutex<HashMap<String, Writer>>,
+    pub(crate) open: Mutex<HashMap<String, Writer>>,
+    pub(crate) spill_cap: u64,
 }
 
-fn io(path: &Path, e: std::io::Error) -> SessionError {
-    SessionError::Io(format!("{}: {e}", path.display()))
+fn io(op: &'static str, path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::io(op, path, e)
+}
+
+/// The seq of the row a replay refused, when the refusal names one.
+pub(crate) fn rejected_seq(e: &dsh_session::LogError) -> Option<u64> {
+    let _ = e;
+    None
 }
 
 /// The selected generation of a session directory.
 #[derive(Debug, Clone)]
-struct Selected {
-    version: u64,
-    path: PathBuf,
+pub(crate) struct Selected {
+    pub(crate) version: u64,
+    pub(crate) path: PathBuf,
     /// A `.jsonl.zstd` generation (read-only in dsh).
-    zstd: bool,
+    pub(crate) zstd: bool,
 }
 
 impl JsonlStore {
@@ -79,7 +94,14 @@ impl JsonlStore {
         JsonlStore {
             root: root.into(),
             open: Mutex::new(HashMap::new()),
+            spill_cap: DEFAULT_SPILL_CAP_BYTES,
         }
+    }
+
+    /// Sets the cap on the total size of one session's spill files (see [`Self::spill_cap`]).
+    pub fn with_spill_cap(mut self, bytes: u64) -> Self {
+        self.spill_cap = bytes;
+        self
     }
 
     /// Flushes and releases every session open for write (shutdown). Failures are logged.
@@ -105,7 +127,7 @@ impl JsonlStore {
     }
 
     /// Finds an existing session directory by id (any project directory).
-    fn find_dir(&self, id: &str) -> Option<PathBuf> {
+    pub(crate) fn find_dir(&self, id: &str) -> Option<PathBuf> {
         let seg = encode_segment(id);
         let entries = fs::read_dir(&self.root).ok()?;
         let mut found: Vec<PathBuf> = entries
@@ -117,35 +139,55 @@ impl JsonlStore {
         found.into_iter().next()
     }
 
-    fn locate(&self, id: &str) -> Result<(PathBuf, Selected), SessionError> {
+    pub(crate) fn locate(&self, id: &str) -> Result<(PathBuf, Selected), StoreError> {
         let dir = self
             .find_dir(id)
-            .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
-        let sel = select(&dir)?.ok_or_else(|| SessionError::NotFound(id.to_string()))?;
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        let sel = select(&dir)?.ok_or_else(|| StoreError::NotFound(id.to_string()))?;
         check_generation(id, sel.version, &sel.path.display().to_string())?;
         Ok((dir, sel))
     }
 
-    fn read_log(&self, id: &str, sel: &Selected) -> Result<DecodedLog, SessionError> {
-        let bytes = fs::read(&sel.path).map_err(|e| io(&sel.path, e))?;
+    /// Reads a stored session (no lock, nothing written), with typed errors: a refusal of the
+    /// file is [`StoreError::Load`] naming the file, line and byte offset. The same read as
+    /// [`SessionPersistence::open_read`].
+    pub fn load(&self, id: &str) -> Result<DecodedLog, StoreError> {
+        let (_, sel) = self.locate(id)?;
+        self.read_log(id, &sel)
+    }
+
+    /// The selected log file of a stored session.
+    pub fn log_path(&self, id: &str) -> Result<PathBuf, StoreError> {
+        Ok(self.locate(id)?.1.path)
+    }
+
+    /// Reads the selected generation. Plain logs are streamed line by line (never read whole);
+    /// zstd logs are decompressed in memory.
+    fn read_log(&self, id: &str, sel: &Selected) -> Result<DecodedLog, StoreError> {
         let shown = sel.path.display().to_string();
         if !sel.zstd {
-            return Ok(decode_jsonl(&bytes, sel.version, &shown, id)?);
+            let file = File::open(&sel.path).map_err(|e| io("opening", &sel.path, e))?;
+            let reader = BufReader::with_capacity(READ_BUFFER, file);
+            return Ok(read_jsonl(reader, sel.version, &shown, id)?);
         }
-        let (plain, torn_frame) = crate::zstd::decompress_frames(&bytes)
-            .map_err(|e| LogError::Corrupt(format!("corrupt session log: {e} ({shown})")))?;
-        let mut decoded = decode_jsonl(&plain, sel.version, &shown, id)?;
+        let bytes = fs::read(&sel.path).map_err(|e| io("reading", &sel.path, e))?;
+        let (plain, torn_frame) =
+            crate::zstd::decompress_frames(&bytes).map_err(|source| StoreError::Zstd {
+                path: sel.path.clone(),
+                source,
+            })?;
+        let mut decoded = read_jsonl(&plain[..], sel.version, &shown, id)?;
         decoded.torn |= torn_frame;
         Ok(decoded)
     }
 }
 
 /// Selects the highest canonical generation of a session directory (format §1.4).
-fn select(dir: &Path) -> Result<Option<Selected>, SessionError> {
+fn select(dir: &Path) -> Result<Option<Selected>, StoreError> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(dir, e)),
+        Err(e) => return Err(io("listing", dir, e)),
     };
     let mut best: Option<(u64, PathBuf)> = None;
     let (mut plain, mut zstd) = (false, false);
@@ -166,12 +208,8 @@ fn select(dir: &Path) -> Result<Option<Selected>, SessionError> {
     let Some((version, path)) = best else {
         return Ok(None);
     };
-    let shown = path.display().to_string();
     if plain && zstd {
-        return Err(LogError::Unsupported(format!(
-            "session directory mixes plain and zstd generations; refusing it ({shown})"
-        ))
-        .into());
+        return Err(StoreError::MixedEncodings { path });
     }
     Ok(Some(Selected {
         version,
@@ -180,22 +218,22 @@ fn select(dir: &Path) -> Result<Option<Selected>, SessionError> {
     }))
 }
 
-fn take_lock(dir: &Path, id: &str) -> Result<File, SessionError> {
+pub(crate) fn take_lock(dir: &Path, id: &str) -> Result<File, StoreError> {
     let path = dir.join("session.lock");
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|e| io(&path, e))?;
+        .map_err(|e| io("opening the lock", &path, e))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(SessionError::Locked(id.to_string())),
-        Err(std::fs::TryLockError::Error(e)) => Err(io(&path, e)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Locked(id.to_string())),
+        Err(std::fs::TryLockError::Error(e)) => Err(io("locking", &path, e)),
     }
 }
 
-fn sync_dir(dir: &Path) {
+pub(crate) fn sync_dir(dir: &Path) {
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
@@ -203,7 +241,7 @@ fn sync_dir(dir: &Path) {
 
 /// Writes `bytes` to a temporary file in `dir`, fsyncs it, and links it to `name` without
 /// overwriting (format §1.6). A failed link means another writer won: `Locked`.
-fn publish(dir: &Path, name: &str, bytes: &[u8], id: &str) -> Result<File, SessionError> {
+fn publish(dir: &Path, name: &str, bytes: &[u8], id: &str) -> Result<File, StoreError> {
     let tmp = dir.join(format!(
         ".{name}.tmp-{}-{}",
         std::process::id(),
@@ -214,22 +252,22 @@ fn publish(dir: &Path, name: &str, bytes: &[u8], id: &str) -> Result<File, Sessi
             .write(true)
             .create_new(true)
             .open(&tmp)
-            .map_err(|e| io(&tmp, e))?;
-        f.write_all(bytes).map_err(|e| io(&tmp, e))?;
-        f.sync_all().map_err(|e| io(&tmp, e))?;
+            .map_err(|e| io("creating", &tmp, e))?;
+        f.write_all(bytes).map_err(|e| io("writing", &tmp, e))?;
+        f.sync_all().map_err(|e| io("syncing", &tmp, e))?;
         let target = dir.join(name);
         match fs::hard_link(&tmp, &target) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(SessionError::Locked(id.to_string()));
+                return Err(StoreError::Locked(id.to_string()));
             }
-            Err(e) => return Err(io(&target, e)),
+            Err(e) => return Err(io("publishing", &target, e)),
         }
         sync_dir(dir);
         OpenOptions::new()
             .append(true)
             .open(&target)
-            .map_err(|e| io(&target, e))
+            .map_err(|e| io("opening", &target, e))
     })();
     let _ = fs::remove_file(&tmp);
     result
@@ -238,7 +276,7 @@ fn publish(dir: &Path, name: &str, bytes: &[u8], id: &str) -> Result<File, Sessi
 impl Writer {
     /// Writes the buffer to the published file without syncing (process-crash safe). Before the
     /// file exists, the full publishing flush runs instead.
-    fn write_through(&mut self) -> Result<(), SessionError> {
+    fn write_through(&mut self) -> Result<(), StoreError> {
         if self.file.is_none() || self.truncate_to.is_some() {
             return self.flush();
         }
@@ -251,33 +289,30 @@ impl Writer {
         };
         if let Err(e) = file.write_all(&self.buffer) {
             let _ = file.set_len(self.len);
-            return Err(io(&path, e));
+            return Err(io("writing", &path, e));
         }
         self.len += self.buffer.len() as u64;
         self.buffer.clear();
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), SessionError> {
+    fn flush(&mut self) -> Result<(), StoreError> {
         if self.file.is_none() {
-            fs::create_dir_all(&self.dir).map_err(|e| io(&self.dir, e))?;
+            fs::create_dir_all(&self.dir).map_err(|e| io("creating", &self.dir, e))?;
             if self.lock.is_none() {
                 self.lock = Some(take_lock(&self.dir, &self.header.id)?);
             }
             let mut bytes = self.header.to_json_line().into_bytes();
             bytes.push(b'\n');
             if let Some((events, v3, len, mtime)) = &self.successor {
-                let meta = fs::metadata(v3).map_err(|e| io(v3, e))?;
+                let meta = fs::metadata(v3).map_err(|e| io("inspecting", v3, e))?;
                 if meta.len() != *len || meta.modified().ok() != *mtime {
-                    return Err(SessionError::Io(format!(
-                        "{} changed since it was opened; refusing to publish its v4 successor",
-                        v3.display()
-                    )));
+                    return Err(StoreError::SourceChanged { path: v3.clone() });
                 }
                 bytes.extend_from_slice(events);
                 let check = decode_jsonl(&bytes, VERSION, "v4 successor", &self.header.id)?;
                 if check.torn {
-                    return Err(SessionError::Io("the v4 successor did not verify".into()));
+                    return Err(StoreError::SuccessorUnverified { path: v3.clone() });
                 }
             }
             bytes.extend_from_slice(&self.buffer);
@@ -297,7 +332,7 @@ impl Writer {
             let path = self.dir.join(generation_file(VERSION));
             file.set_len(len)
                 .and_then(|()| file.sync_all())
-                .map_err(|e| io(&path, e))?;
+                .map_err(|e| io("truncating the torn tail of", &path, e))?;
             tracing::warn!(session = %self.header.id, path = %path.display(), "dropped a torn tail");
             self.truncate_to = None;
         }
@@ -312,7 +347,7 @@ impl Writer {
         if let Err(e) = written {
             // Truncate back to the committed length; the buffer stays for a retry.
             let _ = file.set_len(self.len);
-            return Err(io(&path, e));
+            return Err(io("appending to", &path, e));
         }
         self.len += self.buffer.len() as u64;
         self.buffer.clear();
@@ -320,22 +355,22 @@ impl Writer {
     }
 }
 
-impl SessionPersistence for JsonlStore {
-    fn create(&self, header: &SessionHeader) -> Result<(), SessionError> {
+impl JsonlStore {
+    fn create_inner(&self, header: &SessionHeader) -> Result<(), StoreError> {
         let mut open = self.open.lock();
         if open.contains_key(&header.id) || self.find_dir(&header.id).is_some() {
-            return Err(SessionError::Exists(header.id.clone()));
+            return Err(StoreError::Exists(header.id.clone()));
         }
         let dir = self.session_dir(header);
         open.insert(header.id.clone(), Writer::new(dir, header.clone()));
         Ok(())
     }
 
-    fn open_write(&self, id: &str) -> Result<DecodedLog, SessionError> {
+    fn open_write_inner(&self, id: &str) -> Result<DecodedLog, StoreError> {
         let mut open = self.open.lock();
         if open.contains_key(id) {
             // A second write open inside this process: refused without touching the disk.
-            return Err(SessionError::Locked(id.to_string()));
+            return Err(StoreError::Locked(id.to_string()));
         }
         let (dir, sel) = self.locate(id)?;
         let lock = take_lock(&dir, id)?;
@@ -343,11 +378,10 @@ impl SessionPersistence for JsonlStore {
         let sel = select(&dir)?.unwrap_or(sel);
         if sel.zstd {
             // Writes continue in the selected encoding (format §1.4); dsh has no zstd encoder.
-            return Err(LogError::Unsupported(format!(
-                "session \"{id}\" is stored zstd-compressed, which dsh reads but cannot append to (no zstd encoder); open it read-only ({})",
-                sel.path.display()
-            ))
-            .into());
+            return Err(StoreError::ZstdReadOnly {
+                id: id.to_string(),
+                path: sel.path,
+            });
         }
         let decoded = self.read_log(id, &sel)?;
         let mut w = Writer::new(dir, decoded.header.clone());
@@ -356,13 +390,13 @@ impl SessionPersistence for JsonlStore {
             let file = OpenOptions::new()
                 .append(true)
                 .open(&sel.path)
-                .map_err(|e| io(&sel.path, e))?;
+                .map_err(|e| io("opening", &sel.path, e))?;
             w.len = decoded.committed_len as u64;
             w.truncate_to = decoded.torn.then_some(w.len);
             w.file = Some(file);
         } else {
             // v3: the v4 successor is published at the first flush; the v3 file stays as it is.
-            let meta = fs::metadata(&sel.path).map_err(|e| io(&sel.path, e))?;
+            let meta = fs::metadata(&sel.path).map_err(|e| io("inspecting", &sel.path, e))?;
             let mut events = Vec::new();
             for e in &decoded.events {
                 events.extend_from_slice(e.to_json_line().as_bytes());
@@ -374,19 +408,10 @@ impl SessionPersistence for JsonlStore {
         Ok(decoded)
     }
 
-    fn open_read(&self, id: &str) -> Result<DecodedLog, SessionError> {
-        let (_, sel) = self.locate(id)?;
-        self.read_log(id, &sel)
-    }
-
-    fn exists(&self, id: &str) -> bool {
-        self.open.lock().contains_key(id) || self.find_dir(id).is_some()
-    }
-
-    fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {
+    fn list_inner(&self) -> Vec<SessionSummary> {
         let mut out = Vec::new();
         let Ok(projects) = fs::read_dir(&self.root) else {
-            return Ok(out);
+            return out;
         };
         for project in projects.filter_map(Result::ok) {
             let Ok(sessions) = fs::read_dir(project.path()) else {
@@ -401,40 +426,64 @@ impl SessionPersistence for JsonlStore {
             }
         }
         out.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        Ok(out)
+        out
+    }
+
+    fn with_writer<T>(
+        &self,
+        id: &str,
+        f: impl FnOnce(&mut Writer) -> Result<T, StoreError>,
+    ) -> Result<T, SessionError> {
+        let mut open = self.open.lock();
+        let w = open
+            .get_mut(id)
+            .ok_or_else(|| SessionError::Closed(id.to_string()))?;
+        Ok(f(w)?)
+    }
+}
+
+impl SessionPersistence for JsonlStore {
+    fn create(&self, header: &SessionHeader) -> Result<(), SessionError> {
+        Ok(self.create_inner(header)?)
+    }
+
+    fn open_write(&self, id: &str) -> Result<DecodedLog, SessionError> {
+        Ok(self.open_write_inner(id)?)
+    }
+
+    fn open_read(&self, id: &str) -> Result<DecodedLog, SessionError> {
+        Ok(self.load(id)?)
+    }
+
+    fn exists(&self, id: &str) -> bool {
+        self.open.lock().contains_key(id) || self.find_dir(id).is_some()
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {
+        Ok(self.list_inner())
     }
 
     fn export_raw(&self, id: &str) -> Result<Vec<u8>, SessionError> {
         let (_, sel) = self.locate(id)?;
-        fs::read(&sel.path).map_err(|e| io(&sel.path, e))
+        Ok(fs::read(&sel.path).map_err(|e| io("reading", &sel.path, e))?)
     }
 
     fn append(&self, id: &str, events: &[Arc<Event>]) -> Result<(), SessionError> {
-        let mut open = self.open.lock();
-        let w = open
-            .get_mut(id)
-            .ok_or_else(|| SessionError::Closed(id.to_string()))?;
-        for e in events {
-            w.buffer.extend_from_slice(e.to_json_line().as_bytes());
-            w.buffer.push(b'\n');
-        }
-        Ok(())
+        self.with_writer(id, |w| {
+            for e in events {
+                w.buffer.extend_from_slice(e.to_json_line().as_bytes());
+                w.buffer.push(b'\n');
+            }
+            Ok(())
+        })
     }
 
     fn flush(&self, id: &str) -> Result<(), SessionError> {
-        let mut open = self.open.lock();
-        let w = open
-            .get_mut(id)
-            .ok_or_else(|| SessionError::Closed(id.to_string()))?;
-        w.flush()
+        self.with_writer(id, Writer::flush)
     }
 
     fn write_through(&self, id: &str) -> Result<(), SessionError> {
-        let mut open = self.open.lock();
-        let w = open
-            .get_mut(id)
-            .ok_or_else(|| SessionError::Closed(id.to_string()))?;
-        w.write_through()
+        self.with_writer(id, Writer::write_through)
     }
 
     fn close(&self, id: &str) -> Result<(), SessionError> {
@@ -450,34 +499,43 @@ impl SessionPersistence for JsonlStore {
             w.flush()
         };
         drop(w); // releases the flock
-        result
+        Ok(result?)
+    }
+
+    fn artifact_dir(&self, id: &str) -> Result<Option<PathBuf>, SessionError> {
+        Ok(Some(self.spill_dir(id)?))
+    }
+
+    fn artifact_cap(&self) -> Option<u64> {
+        Some(self.spill_cap)
+    }
+
+    fn artifact_usage(&self, id: &str) -> Result<u64, SessionError> {
+        Ok(self.spill_usage(id)?)
     }
 }
 
-/// Reads only the header line of a session directory's selected generation.
-fn summarize(dir: &Path) -> Result<Option<SessionSummary>, SessionError> {
+/// Reads only the header line of a session directory's selected generation (at most
+/// [`dsh_session::codec::MAX_HEADER_BYTES`]).
+fn summarize(dir: &Path) -> Result<Option<SessionSummary>, StoreError> {
     let Some(sel) = select(dir)? else {
         return Ok(None);
     };
-    let mut file = File::open(&sel.path).map_err(|e| io(&sel.path, e))?;
+    let file = File::open(&sel.path).map_err(|e| io("opening", &sel.path, e))?;
     let mut first = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = file.read(&mut buf).map_err(|e| io(&sel.path, e))?;
-        if n == 0 {
-            break;
-        }
-        first.extend_from_slice(&buf[..n]);
-        if let Some(i) = first.iter().position(|b| *b == b'\n') {
-            first.truncate(i);
-            break;
-        }
+    let mut reader = BufReader::new(file).take(dsh_session::codec::MAX_HEADER_BYTES);
+    std::io::BufRead::read_until(&mut reader, b'\n', &mut first)
+        .map_err(|e| io("reading", &sel.path, e))?;
+    if first.last() == Some(&b'\n') {
+        first.pop();
     }
-    let v: serde_json::Value = serde_json::from_slice(&first).map_err(|_| {
-        SessionError::Log(LogError::Corrupt(format!(
-            "header is not JSON ({})",
-            sel.path.display()
-        )))
+    let v: serde_json::Value = serde_json::from_slice(&first).map_err(|_| LoadError {
+        path: sel.path.display().to_string(),
+        line: 1,
+        offset: 0,
+        problem: dsh_session::codec::LoadProblem::HeaderNotJson,
+        valid_events: 0,
+        valid_len: 0,
     })?;
     let s = |k: &str| {
         v.get(k)

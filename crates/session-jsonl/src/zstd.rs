@@ -4,10 +4,12 @@
 
 use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
 
+use crate::error::ZstdError;
+
 /// Decompresses every frame. Returns the plain bytes and whether the final frame was torn (its
 /// complete lines are kept). A bad frame that is not the file's tail — a checksum mismatch, a
 /// decoding failure with bytes after it, a frame not ending in `\n` — is corruption.
-pub fn decompress_frames(bytes: &[u8]) -> Result<(Vec<u8>, bool), String> {
+pub fn decompress_frames(bytes: &[u8]) -> Result<(Vec<u8>, bool), ZstdError> {
     let mut out = Vec::new();
     let mut rest = bytes;
     let mut index = 0usize;
@@ -28,12 +30,10 @@ pub fn decompress_frames(bytes: &[u8]) -> Result<(Vec<u8>, bool), String> {
                     (dec.get_checksum_from_data(), dec.get_calculated_checksum())
                     && stored != computed
                 {
-                    return Err(format!("zstd frame {index}: content checksum mismatch"));
+                    return Err(ZstdError::Checksum { frame: index });
                 }
                 if data.last().is_some_and(|b| *b != b'\n') {
-                    return Err(format!(
-                        "zstd frame {index} does not end with a complete line"
-                    ));
+                    return Err(ZstdError::PartialLine { frame: index });
                 }
                 out.extend_from_slice(&data);
                 rest = src;
@@ -49,8 +49,13 @@ pub fn decompress_frames(bytes: &[u8]) -> Result<(Vec<u8>, bool), String> {
                 out.extend_from_slice(&partial[..keep]);
                 return Ok((out, true));
             }
-            Ok(false) => return Err(format!("zstd frame {index} is incomplete")),
-            Err(e) => return Err(format!("zstd frame {index}: {e}")),
+            Ok(false) => return Err(ZstdError::Incomplete { frame: index }),
+            Err(detail) => {
+                return Err(ZstdError::Decode {
+                    frame: index,
+                    detail,
+                });
+            }
         }
         index += 1;
     }

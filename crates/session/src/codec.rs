@@ -1,5 +1,24 @@
 //! Reading stored log bytes (format §1.8, §1.9, §2, §4.1 steps 1–3): header and version check,
 //! row decoding, torn-tail classification, and the v3→v4 conversion.
+//!
+//! The reader streams: it reads one line at a time from a [`BufRead`] (never the whole file),
+//! parses lines in batches (on several threads for large logs) and stops at the first line it
+//! refuses, so a refusal reads at most one line past the valid prefix, and never more than
+//! [`MAX_LINE_BYTES`] of it.
+//!
+//! **Torn tails and corruption.** A torn tail is *at most the last line* of the file: an
+//! incomplete final write, i.e. a last line that starts like an event row (`{`) and either
+//! lacks its `\n` or holds JSON that stops before its end. It is dropped (a write open
+//! truncates it before its first append). Anything else that does not decode — a bad row
+//! followed by more lines, a complete last line that is malformed (not merely cut short) or has
+//! a broken envelope (a duplicated or renumbered row), a line that does not start with `{`, a
+//! line longer than [`MAX_LINE_BYTES`] — is corruption: the read is refused with a [`LoadError`] naming the file, the 1-based line, the
+//! byte offset of the line and what was expected. Nothing is ever dropped silently beyond the
+//! last line; the non-destructive recovery is `dsh_session_jsonl::JsonlStore::repair`.
+
+use std::fmt;
+use std::io::{BufRead, Read};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -7,6 +26,17 @@ use crate::error::LogError;
 use crate::event::Event;
 use crate::header::SessionHeader;
 use crate::json::as_safe_u64;
+
+/// The longest line the reader accepts (64 MiB): an event row is one line, and the largest
+/// legitimate rows (a big tool result, an image, a long assistant stream) stay far below it. A
+/// longer line is refused as corruption after reading at most this many bytes of it.
+pub const MAX_LINE_BYTES: u64 = 64 << 20;
+
+/// The longest header line the reader accepts (1 MiB; a header is a few hundred bytes).
+pub const MAX_HEADER_BYTES: u64 = 1 << 20;
+
+/// Lines are parsed in batches of about this many bytes (bounded memory, parallel parsing).
+const BATCH_BYTES: usize = 2 << 20;
 
 /// A decoded (and, for v3, converted) log, ready for [`crate::SessionLog::replay`].
 #[derive(Debug, Clone)]
@@ -22,20 +52,238 @@ pub struct DecodedLog {
     pub committed_len: usize,
     /// Whether a torn tail was dropped.
     pub torn: bool,
+    /// The file the log was read from, as named in errors.
+    pub path: String,
+    /// Byte offset of the line of each stored row, in file order (row `i` is line `i + 2`).
+    pub row_offsets: Vec<u64>,
+}
+
+impl DecodedLog {
+    /// Where the event with this seq is stored: `(1-based line, byte offset of the line)`.
+    /// Exact for native v4 logs; for a v3 log only when the conversion inserted no event.
+    pub fn locate(&self, seq: u64) -> Option<(u64, u64)> {
+        if self.source_version != 4 && self.events.len() != self.row_offsets.len() {
+            return None;
+        }
+        let offset = *self.row_offsets.get(usize::try_from(seq).ok()?)?;
+        Some((seq + 2, offset))
+    }
+}
+
+/// What is wrong with a stored log (the cause inside a [`LoadError`]).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LoadProblem {
+    /// The file has no complete first line.
+    #[error("empty or header-less session log")]
+    NoHeader,
+    /// The header line is longer than [`MAX_HEADER_BYTES`].
+    #[error("corrupt session log: header line is longer than {limit} bytes")]
+    HeaderTooLong {
+        /// The limit.
+        limit: u64,
+    },
+    /// The header line is not JSON.
+    #[error("corrupt session log: header line is not valid JSON")]
+    HeaderNotJson,
+    /// The header line is JSON but not an object.
+    #[error("corrupt session log: first line is not a JSON object")]
+    HeaderNotObject,
+    /// The header object breaks a rule of format §2.
+    #[error("{0}")]
+    Header(String),
+    /// A generation dsh does not read (format §1.9); the text is the "newer"/"older" refusal.
+    #[error("{text}")]
+    UnsupportedVersion {
+        /// The header's (or file name's) version.
+        version: u64,
+        /// The refusal text (without the path).
+        text: String,
+    },
+    /// The header's version disagrees with the file name.
+    #[error(
+        "corrupt session log: header version {found} does not match the file generation v{file}"
+    )]
+    VersionMismatch {
+        /// The header's version.
+        found: u64,
+        /// The file name's generation.
+        file: u64,
+    },
+    /// A line longer than [`MAX_LINE_BYTES`].
+    #[error(
+        "corrupt session log: a line longer than {limit} bytes (the limit of one stored event); expected one event object per line"
+    )]
+    LineTooLong {
+        /// The limit.
+        limit: u64,
+    },
+    /// A line that does not start with `{` (so it is not an event row, nor a torn write of one).
+    #[error("corrupt session log: expected an event object starting with '{{', found {found}")]
+    NotAnObject {
+        /// What the line starts with.
+        found: String,
+    },
+    /// A line that is not valid JSON.
+    #[error(
+        "corrupt session log: expected an event object (event seq {expected_seq}), found invalid JSON: {detail}"
+    )]
+    NotJson {
+        /// The seq the row should have had.
+        expected_seq: u64,
+        /// The parser's message.
+        detail: String,
+        /// The JSON stops before its end (an incomplete write) rather than being malformed.
+        incomplete: bool,
+    },
+    /// A JSON line whose envelope is broken (format §4.2), e.g. a wrong `seq`.
+    #[error("corrupt session log: expected an event row with seq {expected_seq}: {detail}")]
+    Envelope {
+        /// The seq the row should have had.
+        expected_seq: u64,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A well-formed row that admission refuses (format §4.3–§4.7).
+    #[error("session log rejected at event {seq} (\"{kind}\"): {detail}")]
+    Rejected {
+        /// The row's seq.
+        seq: u64,
+        /// The row's type.
+        kind: String,
+        /// The rule it breaks.
+        detail: String,
+        /// An unknown required type (unsupported rather than corrupt).
+        unsupported: bool,
+    },
+    /// The log as a whole breaks a rule (e.g. `isSeeded` without its marker), or the v3
+    /// conversion refused it.
+    #[error("{detail}")]
+    Log {
+        /// The refusal.
+        detail: String,
+        /// Unsupported rather than corrupt.
+        unsupported: bool,
+    },
+    /// A damaged zstd frame (format §1.8).
+    #[error("corrupt session log: {0}")]
+    Zstd(String),
+    /// Reading the file failed.
+    #[error("reading the session log failed: {0}")]
+    Io(#[source] Arc<std::io::Error>),
+}
+
+/// Why a stored log cannot be read: the file, the 1-based line, the byte offset of that line's
+/// start, what was wrong, and the valid prefix before it (what a repair keeps).
+#[derive(Debug, Clone)]
+pub struct LoadError {
+    /// The file, as shown to the user.
+    pub path: String,
+    /// 1-based line number (1 is the header).
+    pub line: u64,
+    /// Byte offset of the start of that line.
+    pub offset: u64,
+    /// What was wrong.
+    pub problem: LoadProblem,
+    /// Valid event rows before the refused line.
+    pub valid_events: u64,
+    /// Byte length of the valid prefix (header plus those rows); `0` when the header is refused.
+    pub valid_len: u64,
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.problem {
+            // The §1.9 texts end with the path only.
+            LoadProblem::UnsupportedVersion { text, .. } => write!(f, "{text} ({})", self.path),
+            p => write!(
+                f,
+                "{p} ({}, line {}, byte offset {})",
+                self.path, self.line, self.offset
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.problem {
+            LoadProblem::Io(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl LoadError {
+    /// Whether the refusal is "unsupported" (a version or form dsh does not read) rather than
+    /// "corrupt" (format §4.1).
+    pub fn is_unsupported(&self) -> bool {
+        match &self.problem {
+            LoadProblem::UnsupportedVersion { .. } => true,
+            LoadProblem::Rejected { unsupported, .. } | LoadProblem::Log { unsupported, .. } => {
+                *unsupported
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the refusal is about one row after a valid header (a repair can keep the rows
+    /// before it).
+    pub fn is_row_corruption(&self) -> bool {
+        matches!(
+            self.problem,
+            LoadProblem::LineTooLong { .. }
+                | LoadProblem::NotAnObject { .. }
+                | LoadProblem::NotJson { .. }
+                | LoadProblem::Envelope { .. }
+                | LoadProblem::Rejected { .. }
+        )
+    }
+}
+
+impl From<LoadError> for LogError {
+    fn from(e: LoadError) -> Self {
+        if e.is_unsupported() {
+            LogError::Unsupported(e.to_string())
+        } else {
+            LogError::Corrupt(e.to_string())
+        }
+    }
 }
 
 /// The "newer" refusal (format §1.9).
 pub fn newer_message(id: &str, version: u64, path: &str) -> String {
-    format!(
-        "session \"{id}\" uses log format v{version}, but dsh reads only v3 and v4: the log was written by a newer harness — upgrade dsh to open it ({path})"
-    )
+    format!("{} ({path})", newer_text(id, version))
 }
 
 /// The "older" refusal (format §1.9).
 pub fn older_message(id: &str, version: u64, path: &str) -> String {
+    format!("{} ({path})", older_text(id, version))
+}
+
+fn newer_text(id: &str, version: u64) -> String {
     format!(
-        "session \"{id}\" uses log format v{version}, older than the supported v3, and dsh ships no upgrade path for it; resume it once with the original harness (0.1.5 or later) to upgrade it ({path})"
+        "session \"{id}\" uses log format v{version}, but dsh reads only v3 and v4: the log was written by a newer harness — upgrade dsh to open it"
     )
+}
+
+fn older_text(id: &str, version: u64) -> String {
+    format!(
+        "session \"{id}\" uses log format v{version}, older than the supported v3, and dsh ships no upgrade path for it; resume it once with the original harness (0.1.5 or later) to upgrade it"
+    )
+}
+
+fn version_problem(id: &str, version: u64) -> Option<LoadProblem> {
+    match version {
+        3 | 4 => None,
+        v if v > 4 => Some(LoadProblem::UnsupportedVersion {
+            version: v,
+            text: newer_text(id, v),
+        }),
+        v => Some(LoadProblem::UnsupportedVersion {
+            version: v,
+            text: older_text(id, v),
+        }),
+    }
 }
 
 /// Refuses a generation by number before reading it (file name selection, §1.4).
@@ -47,25 +295,141 @@ pub fn check_generation(id: &str, version: u64, path: &str) -> Result<(), LogErr
     }
 }
 
-/// Decodes a plain JSONL log. `expected_version` is the generation named by the file (the header
-/// must agree); `path` names the file in refusals; `fallback_id` names the session when the
-/// header has no string id.
+/// Decodes a plain JSONL log held in memory. `expected_version` is the generation named by the
+/// file (the header must agree); `path` names the file in refusals; `fallback_id` names the
+/// session when the header has no string id. Same rules as [`read_jsonl`].
 pub fn decode_jsonl(
     bytes: &[u8],
     expected_version: u64,
     path: &str,
     fallback_id: &str,
 ) -> Result<DecodedLog, LogError> {
-    let corrupt = |m: &str| LogError::Corrupt(format!("{m} ({path})"));
-    let Some(nl) = bytes.iter().position(|b| *b == b'\n') else {
-        return Err(corrupt("empty or header-less session log"));
+    Ok(read_jsonl(bytes, expected_version, path, fallback_id)?)
+}
+
+/// One line as read: its bytes (without `\n`) live in the batch arena.
+struct RawLine {
+    /// Byte offset of the line in the file.
+    offset: u64,
+    /// Range in the arena.
+    start: usize,
+    end: usize,
+    /// Ended with `\n`.
+    terminated: bool,
+}
+
+/// How reading one line ended.
+enum Read1 {
+    /// End of file before any byte.
+    Eof,
+    /// A line (terminated or not) was appended to the arena.
+    Line(RawLine),
+    /// The line does not start with `{` (nothing of it is consumed beyond its first byte).
+    BadStart(String),
+    /// The line is longer than the limit.
+    TooLong,
+}
+
+/// Streams lines out of a reader, counting bytes.
+struct Lines<R> {
+    reader: R,
+    pos: u64,
+}
+
+impl<R: BufRead> Lines<R> {
+    fn read(
+        &mut self,
+        arena: &mut Vec<u8>,
+        limit: u64,
+        check_start: bool,
+    ) -> std::io::Result<Read1> {
+        let offset = self.pos;
+        let first = match self.reader.fill_buf()? {
+            [] => return Ok(Read1::Eof),
+            [b, ..] => *b,
+        };
+        if check_start && first != b'{' {
+            return Ok(Read1::BadStart(describe_start(first)));
+        }
+        let start = arena.len();
+        let n = (&mut self.reader)
+            .take(limit + 1)
+            .read_until(b'\n', arena)? as u64;
+        self.pos += n;
+        let terminated = arena.last() == Some(&b'\n');
+        if terminated {
+            arena.pop();
+        }
+        if (arena.len() - start) as u64 > limit {
+            return Ok(Read1::TooLong);
+        }
+        Ok(Read1::Line(RawLine {
+            offset,
+            start,
+            end: arena.len(),
+            terminated,
+        }))
+    }
+
+    fn at_eof(&mut self) -> std::io::Result<bool> {
+        Ok(self.reader.fill_buf()?.is_empty())
+    }
+}
+
+fn describe_start(b: u8) -> String {
+    match b {
+        b'\n' => "an empty line".into(),
+        b'\r' => "a carriage return".into(),
+        0 => "a NUL byte".into(),
+        0x21..=0x7e => format!("'{}'", b as char),
+        _ => format!("byte 0x{b:02x}"),
+    }
+}
+
+/// Reads a plain JSONL log from `reader`, line by line. `expected_version` is the generation
+/// named by the file (the header must agree); `path` names the file in refusals;
+/// `fallback_id` names the session when the header has no string id.
+///
+/// Applies the torn-tail rule of this module: at most the last line is dropped as torn; any
+/// other undecodable line refuses the log with a [`LoadError`] naming its line and offset.
+pub fn read_jsonl<R: BufRead>(
+    reader: R,
+    expected_version: u64,
+    path: &str,
+    fallback_id: &str,
+) -> Result<DecodedLog, LoadError> {
+    let mut lines = Lines { reader, pos: 0 };
+    let err = |line: u64, offset: u64, problem: LoadProblem, events: u64, len: u64| LoadError {
+        path: path.to_string(),
+        line,
+        offset,
+        problem,
+        valid_events: events,
+        valid_len: len,
     };
-    let header_value: Value = serde_json::from_slice(&bytes[..nl])
-        .map_err(|_| corrupt("corrupt session log: header line is not valid JSON"))?;
+    let io_err = |e: std::io::Error, line: u64, offset: u64, events: u64, len: u64| {
+        err(line, offset, LoadProblem::Io(Arc::new(e)), events, len)
+    };
+
+    // Line 1: the header.
+    let mut arena = Vec::new();
+    let header_line = lines
+        .read(&mut arena, MAX_HEADER_BYTES, false)
+        .map_err(|e| io_err(e, 1, 0, 0, 0))?;
+    let header_fail = |p: LoadProblem| err(1, 0, p, 0, 0);
+    let header_end = match header_line {
+        Read1::Line(l) if l.terminated => l.end,
+        Read1::TooLong => {
+            return Err(header_fail(LoadProblem::HeaderTooLong {
+                limit: MAX_HEADER_BYTES,
+            }));
+        }
+        _ => return Err(header_fail(LoadProblem::NoHeader)),
+    };
+    let header_value: Value = serde_json::from_slice(&arena[..header_end])
+        .map_err(|_| header_fail(LoadProblem::HeaderNotJson))?;
     let Some(hm) = header_value.as_object() else {
-        return Err(corrupt(
-            "corrupt session log: first line is not a JSON object",
-        ));
+        return Err(header_fail(LoadProblem::HeaderNotObject));
     };
     // Version (and id) before any other validation: "upgrade", never "corrupt".
     let id = hm
@@ -74,100 +438,204 @@ pub fn decode_jsonl(
         .unwrap_or(fallback_id)
         .to_string();
     if let Some(v) = hm.get("version").and_then(as_safe_u64) {
-        check_generation(&id, v, path)?;
+        if let Some(p) = version_problem(&id, v) {
+            return Err(header_fail(p));
+        }
         if v != expected_version {
-            return Err(corrupt(&format!(
-                "corrupt session log: header version {v} does not match the file generation v{expected_version}"
-            )));
+            return Err(header_fail(LoadProblem::VersionMismatch {
+                found: v,
+                file: expected_version,
+            }));
         }
     }
-    let mut header = SessionHeader::from_json(&header_value).map_err(|m| corrupt(&m))?;
+    let mut header = SessionHeader::from_json(&header_value)
+        .map_err(|m| header_fail(LoadProblem::Header(m.to_string())))?;
+    drop(header_value);
 
-    // Split into complete lines (a last line without '\n' is a torn tail), parse them in
-    // parallel, then admit envelopes in order.
-    let body = &bytes[nl + 1..];
-    let mut lines: Vec<(usize, usize)> = Vec::new(); // (start, end) offsets into `bytes`
-    let mut start = nl + 1;
-    for (i, b) in body.iter().enumerate() {
-        if *b == b'\n' {
-            lines.push((start, nl + 1 + i));
-            start = nl + 2 + i;
-        }
-    }
-    let mut torn = start < bytes.len();
-    let parsed = parse_lines(bytes, &lines);
-    let mut events = Vec::with_capacity(lines.len());
-    let mut committed_len = nl + 1;
-    for (value, (_, end)) in parsed.into_iter().zip(&lines) {
-        let seq = events.len() as u64;
-        match value.and_then(|v| Event::from_json(v, seq)) {
-            Ok(ev) => {
-                events.push(ev);
-                committed_len = end + 1;
-            }
-            Err(reason) => {
-                // A broken row is a torn tail only if no later row decodes as a turn/end.
-                if later_turn_end(&bytes[end + 1..]) {
-                    return Err(corrupt(&format!(
-                        "corrupt session log: event {seq} is malformed ({reason}) and a later turn/end was committed"
-                    )));
+    let mut committed_len = lines.pos;
+    let mut events: Vec<Event> = Vec::new();
+    let mut row_offsets: Vec<u64> = Vec::new();
+    let mut torn = false;
+    let mut batch: Vec<RawLine> = Vec::new();
+    'read: loop {
+        arena.clear();
+        batch.clear();
+        // Fill one batch; `stop` is a refusal found while reading (after the batch's lines).
+        let mut stop: Option<(u64, u64, LoadProblem)> = None;
+        let mut eof = false;
+        while arena.len() < BATCH_BYTES {
+            let line_no = events.len() as u64 + batch.len() as u64 + 2;
+            let offset = lines.pos;
+            let read = lines
+                .read(&mut arena, MAX_LINE_BYTES, true)
+                .map_err(|e| io_err(e, line_no, offset, events.len() as u64, committed_len))?;
+            match read {
+                Read1::Eof => {
+                    eof = true;
+                    break;
                 }
-                torn = true;
-                break;
+                Read1::Line(l) => {
+                    let last = !l.terminated;
+                    batch.push(l);
+                    if last {
+                        eof = true;
+                        break;
+                    }
+                }
+                Read1::BadStart(found) => {
+                    stop = Some((line_no, offset, LoadProblem::NotAnObject { found }));
+                    break;
+                }
+                Read1::TooLong => {
+                    stop = Some((
+                        line_no,
+                        offset,
+                        LoadProblem::LineTooLong {
+                            limit: MAX_LINE_BYTES,
+                        },
+                    ));
+                    break;
+                }
             }
         }
+        if !eof && stop.is_none() {
+            eof = lines.at_eof().map_err(|e| {
+                io_err(
+                    e,
+                    events.len() as u64 + batch.len() as u64 + 2,
+                    lines.pos,
+                    events.len() as u64,
+                    committed_len,
+                )
+            })?;
+        }
+        let first_seq = events.len() as u64;
+        let parsed = parse_batch(&arena, &batch, first_seq);
+        let count = batch.len();
+        for (i, (raw, result)) in batch.iter().zip(parsed).enumerate() {
+            let last_in_file = i + 1 == count && eof && stop.is_none();
+            let seq = first_seq + i as u64;
+            if !raw.terminated {
+                // The last line without its '\n': an incomplete final write.
+                torn = true;
+                break 'read;
+            }
+            match result {
+                Ok(ev) => {
+                    events.push(ev);
+                    row_offsets.push(raw.offset);
+                    committed_len = raw.offset + (raw.end - raw.start) as u64 + 1;
+                }
+                Err(LoadProblem::NotJson {
+                    incomplete: true, ..
+                }) if last_in_file => {
+                    // A complete last line whose JSON stops early: an incomplete final write.
+                    torn = true;
+                    break 'read;
+                }
+                Err(problem) => {
+                    return Err(err(seq + 2, raw.offset, problem, seq, committed_len));
+                }
+            }
+        }
+        if let Some((line, offset, problem)) = stop {
+            return Err(err(
+                line,
+                offset,
+                problem,
+                events.len() as u64,
+                committed_len,
+            ));
+        }
+        if eof {
+            break;
+        }
     }
+
     let source_version = header.version;
     if source_version == 3 {
-        events = crate::migrate::v3_to_v4(&header, events).map_err(|e| e.at(path))?;
+        let n = events.len() as u64;
+        events = crate::migrate::v3_to_v4(&header, events).map_err(|e| {
+            let unsupported = matches!(e, LogError::Unsupported(_));
+            err(
+                1,
+                0,
+                LoadProblem::Log {
+                    detail: e.to_string(),
+                    unsupported,
+                },
+                n,
+                committed_len,
+            )
+        })?;
         header.version = 4;
     }
     Ok(DecodedLog {
         header,
         events,
         source_version,
-        committed_len,
+        committed_len: usize::try_from(committed_len).unwrap_or(usize::MAX),
         torn,
+        path: path.to_string(),
+        row_offsets,
     })
 }
 
-/// Parses lines into JSON values, on up to 4 threads for large logs.
-fn parse_lines(bytes: &[u8], lines: &[(usize, usize)]) -> Vec<Result<Value, String>> {
-    let parse = |(s, e): &(usize, usize)| {
-        serde_json::from_slice::<Value>(&bytes[*s..*e]).map_err(|err| format!("not JSON: {err}"))
-    };
+/// Decodes one stored row (the envelope, format §4.2) expected to have `seq`.
+fn parse_row(line: &[u8], seq: u64) -> Result<Event, LoadProblem> {
+    let value: Value = serde_json::from_slice(line).map_err(|e| LoadProblem::NotJson {
+        expected_seq: seq,
+        detail: e.to_string(),
+        incomplete: e.is_eof(),
+    })?;
+    Event::from_json(value, seq).map_err(|e| LoadProblem::Envelope {
+        expected_seq: seq,
+        detail: e.to_string(),
+    })
+}
+
+/// Parses a batch of lines, on up to 4 threads for large batches.
+fn parse_batch(arena: &[u8], lines: &[RawLine], first_seq: u64) -> Vec<Result<Event, LoadProblem>> {
+    let parse = |i: usize, l: &RawLine| parse_row(&arena[l.start..l.end], first_seq + i as u64);
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(4);
-    if threads < 2 || lines.len() < 2048 {
-        return lines.iter().map(parse).collect();
+    if threads < 2 || lines.len() < 1024 {
+        return lines.iter().enumerate().map(|(i, l)| parse(i, l)).collect();
     }
     let chunk = lines.len().div_ceil(threads);
     std::thread::scope(|scope| {
         let handles: Vec<_> = lines
             .chunks(chunk)
-            .map(|part| {
+            .enumerate()
+            .map(|(c, part)| {
+                let base = c * chunk;
                 (
                     part.len(),
-                    scope.spawn(move || part.iter().map(parse).collect::<Vec<_>>()),
+                    scope.spawn(move || {
+                        part.iter()
+                            .enumerate()
+                            .map(|(i, l)| parse(base + i, l))
+                            .collect::<Vec<_>>()
+                    }),
                 )
             })
             .collect();
         handles
             .into_iter()
             .flat_map(|(n, h)| {
-                h.join()
-                    .unwrap_or_else(|_| vec![Err("parser thread panicked".to_string()); n])
+                h.join().unwrap_or_else(|_| {
+                    vec![
+                        Err(LoadProblem::NotJson {
+                            expected_seq: first_seq,
+                            detail: "parser thread panicked".to_string(),
+                            incomplete: false,
+                        });
+                        n
+                    ]
+                })
             })
             .collect()
-    })
-}
-
-fn later_turn_end(rest: &[u8]) -> bool {
-    rest.split(|b| *b == b'\n').any(|line| {
-        serde_json::from_slice::<Value>(line).ok().is_some_and(|v| {
-            v.get("type").and_then(Value::as_str) == Some("turn/end") && v.get("data").is_some()
-        })
     })
 }
 
@@ -188,6 +656,23 @@ mod tests {
 
     const H: &str = r#"{"type":"session","version":4,"id":"s1","createdAt":1,"isSeeded":false,"delegationDepth":0}"#;
 
+    fn row(i: u64) -> String {
+        format!("{{\"type\":\"dsh/x\",\"data\":{{}},\"ignorable\":true,\"seq\":{i},\"time\":0}}")
+    }
+
+    fn log(n: u64) -> String {
+        let mut b = format!("{H}\n");
+        for i in 0..n {
+            b.push_str(&row(i));
+            b.push('\n');
+        }
+        b
+    }
+
+    fn read(b: &str) -> Result<DecodedLog, LoadError> {
+        read_jsonl(b.as_bytes(), 4, "/p/session.v4.jsonl", "s1")
+    }
+
     #[test]
     fn refuses_newer_and_older_by_version_first() {
         let bytes = br#"{"type":"session","version":5,"id":"s1","whatever":true}
@@ -204,6 +689,12 @@ mod tests {
             matches!(&e, LogError::Unsupported(m) if m.contains("older than the supported v3")),
             "{e}"
         );
+        let e = read_jsonl(&bytes[..], 2, "/p", "s1").unwrap_err();
+        assert!(matches!(
+            e.problem,
+            LoadProblem::UnsupportedVersion { version: 2, .. }
+        ));
+        assert!(e.is_unsupported());
     }
 
     #[test]
@@ -222,6 +713,23 @@ mod tests {
             decode_jsonl(wrong.as_bytes(), 4, "p", "s"),
             Err(LogError::Corrupt(_))
         ));
+        let e = read(&wrong).unwrap_err();
+        assert!(matches!(
+            e.problem,
+            LoadProblem::VersionMismatch { found: 3, file: 4 }
+        ));
+        assert_eq!((e.line, e.offset), (1, 0));
+    }
+
+    #[test]
+    fn a_huge_header_line_is_refused_after_a_bounded_read() {
+        let mut b = String::from("{\"type\":\"session\",\"id\":\"");
+        b.push_str(&"x".repeat(MAX_HEADER_BYTES as usize + 10));
+        let e = read(&b).unwrap_err();
+        assert!(
+            matches!(e.problem, LoadProblem::HeaderTooLong { .. }),
+            "{e}"
+        );
     }
 
     #[test]
@@ -234,9 +742,15 @@ mod tests {
         assert!(d.torn);
         assert_eq!(d.events.len(), 1);
         assert_eq!(d.committed_len, H.len() + 1 + row0.len() + 1);
-        // broken complete row, nothing after: torn
-        let b = format!("{H}\n{row0}\nnot json\n");
+        // a complete last row whose JSON stops early, nothing after: torn
+        let b = format!("{H}\n{row0}\n{{\"type\":\"turn/e\n");
         assert!(decode_jsonl(b.as_bytes(), 4, "p", "s").unwrap().torn);
+        // a complete last row that is malformed (not cut short): corrupt
+        let b = format!("{H}\n{row0}\n{{not json}}\n");
+        assert!(matches!(
+            decode_jsonl(b.as_bytes(), 4, "p", "s"),
+            Err(LogError::Corrupt(_))
+        ));
         // broken row followed by a turn/end: corrupt
         let b = format!("{H}\n{row0}\nnot json\n{end}\n");
         assert!(matches!(
@@ -245,26 +759,144 @@ mod tests {
         ));
     }
 
+    /// Issue 12 item 2: a bad row with valid rows after it is corruption even when no later
+    /// `turn/end` exists (it used to be "torn", silently dropping every later row).
     #[test]
-    fn large_logs_parse_in_parallel_with_the_same_tail_rules() {
-        let mut b = format!("{H}\n");
-        for i in 0..3000 {
-            if i == 2500 {
-                b.push_str(
-                    "{\"type\":\"dsh/x\",\"data\":{},\"seq\":2500,\"time\":0,\"bogus\":1}\n",
-                );
-            } else {
-                b.push_str(&format!("{{\"type\":\"dsh/x\",\"data\":{{}},\"ignorable\":true,\"seq\":{i},\"time\":0}}\n"));
+    fn a_bad_row_before_the_last_line_is_corruption_naming_line_and_offset() {
+        for n in [10u64, 3000] {
+            let mut b = log(n);
+            let bad_seq = n - 3;
+            let start = b.find(&format!("\"seq\":{bad_seq},")).unwrap();
+            let line_start = b[..start].rfind('\n').unwrap() + 1;
+            b.replace_range(start..start + 6, "\"seq\":9");
+            let e = read(&b).unwrap_err();
+            assert!(
+                matches!(e.problem, LoadProblem::Envelope { expected_seq, .. } if expected_seq == bad_seq),
+                "{e}"
+            );
+            assert_eq!(e.line, bad_seq + 2);
+            assert_eq!(e.offset, line_start as u64);
+            assert_eq!(e.valid_events, bad_seq);
+            assert_eq!(e.valid_len, line_start as u64);
+            assert_eq!(e.path, "/p/session.v4.jsonl");
+            let shown = e.to_string();
+            assert!(
+                shown.contains("/p/session.v4.jsonl")
+                    && shown.contains(&format!("line {}", bad_seq + 2)),
+                "{shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn garbage_lines_are_refused_at_their_first_byte() {
+        let mut b = log(2);
+        b.push_str("garbage\n");
+        b.push_str(&row(2));
+        b.push('\n');
+        let e = read(&b).unwrap_err();
+        assert!(matches!(&e.problem, LoadProblem::NotAnObject { found } if found == "'g'"));
+        assert_eq!(e.line, 4);
+        // a garbage last line is not a torn write either (a write starts with '{')
+        let mut b = log(2);
+        b.push_str("\u{0}\u{0}\u{0}");
+        let e = read(&b).unwrap_err();
+        assert!(matches!(&e.problem, LoadProblem::NotAnObject { found } if found == "a NUL byte"));
+        // an empty line in the middle
+        let b = format!("{H}\n{}\n\n{}\n", row(0), row(1));
+        let e = read(&b).unwrap_err();
+        assert!(
+            matches!(&e.problem, LoadProblem::NotAnObject { found } if found == "an empty line")
+        );
+        assert_eq!((e.line, e.valid_events), (3, 1));
+    }
+
+    /// Issue 12 items 2 and 8: a huge garbage line after a valid header is refused, not
+    /// "repaired" to the header, and reading stops after at most `MAX_LINE_BYTES` of it.
+    #[test]
+    fn an_overlong_line_is_refused_not_dropped() {
+        struct Endless {
+            served: u64,
+        }
+        impl Read for Endless {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                buf.fill(b'x');
+                if self.served == 0 {
+                    buf[0] = b'{';
+                }
+                self.served += buf.len() as u64;
+                Ok(buf.len())
             }
         }
-        let d = decode_jsonl(b.as_bytes(), 4, "p", "s").unwrap();
-        assert_eq!(d.events.len(), 2500);
-        assert!(d.torn);
-        b.push_str(r#"{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}},"seq":3000,"time":1}"#);
+        let head = format!("{H}\n{}\n", row(0));
+        let reader = std::io::BufReader::new(head.as_bytes().chain(Endless { served: 0 }));
+        let e = read_jsonl(reader, 4, "p", "s").unwrap_err();
+        assert!(matches!(e.problem, LoadProblem::LineTooLong { .. }), "{e}");
+        assert_eq!((e.line, e.valid_events), (3, 1));
+        assert_eq!(e.valid_len, head.len() as u64);
+    }
+
+    /// A duplicated (or renumbered) complete last row is not an incomplete write: refused, so
+    /// that two rows merged by a lost `\n` are never dropped as one "torn" line.
+    #[test]
+    fn a_duplicated_or_merged_last_line_is_refused() {
+        let mut b = log(5);
+        b.push_str(&row(4));
         b.push('\n');
-        assert!(matches!(
-            decode_jsonl(b.as_bytes(), 4, "p", "s"),
-            Err(LogError::Corrupt(_))
-        ));
+        let e = read(&b).unwrap_err();
+        assert!(
+            matches!(
+                e.problem,
+                LoadProblem::Envelope {
+                    expected_seq: 5,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!((e.line, e.valid_events), (7, 5));
+        let mut merged = log(5);
+        let cut = merged.len() - row(4).len() - 2;
+        merged.replace_range(cut..=cut, " ");
+        let e = read(&merged).unwrap_err();
+        assert!(
+            matches!(
+                e.problem,
+                LoadProblem::NotJson {
+                    incomplete: false,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(e.line, 5);
+    }
+
+    #[test]
+    fn large_logs_parse_in_parallel_and_locate_rows() {
+        let b = log(5000);
+        let d = read(&b).unwrap();
+        assert_eq!(d.events.len(), 5000);
+        assert!(!d.torn);
+        assert_eq!(d.committed_len, b.len());
+        let (line, offset) = d.locate(4000).unwrap();
+        assert_eq!(line, 4002);
+        assert!(b[offset as usize..].starts_with(&row(4000)));
+        // across batch boundaries: a bad row deep in the file
+        let mut bad = b.clone();
+        let at = bad.find("\"seq\":4500,").unwrap();
+        bad.replace_range(at..at + 1, "!");
+        let e = read(&bad).unwrap_err();
+        assert_eq!(e.line, 4502);
+        assert!(
+            matches!(
+                e.problem,
+                LoadProblem::NotJson {
+                    expected_seq: 4500,
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 }

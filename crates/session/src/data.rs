@@ -1,26 +1,169 @@
-//! Typed payloads of the core events (format §7). These are projections: the committed JSON stays
-//! the truth, and [`crate::Event::data_as`] reads it back. Writers build them and append with
-//! [`crate::NewEvent::typed`].
+//! Typed payloads of the core events (format §7) and [`CoreEvent`], the one enum over them.
+//!
+//! A committed event keeps its payload twice: the exact JSON bytes (the truth, written back
+//! verbatim) and, for a core type, the [`CoreEvent`] decoded once when the event was admitted
+//! ([`crate::Event::core`]). Writers build a payload and append it with
+//! [`crate::Session::append_core`] / [`crate::NewEvent::core`]; readers match on the variants.
+//! A plugin declares its own typed event with [`PluginEvent`].
 
-use dsh_llm::{LlmFailure, Message, TokenUsage};
+use std::sync::Arc;
+
+use dsh_llm::{Message, TokenUsage};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use crate::vocab;
+use crate::vocab::{self, EventKind};
 
-/// A typed event payload with its type tag.
-pub trait EventData: Serialize + DeserializeOwned {
+pub use crate::wire::{AbortCause, InboxOutcome, RequestReason, SourceKind, Target, TurnEndReason};
+
+/// A typed core event payload with its type tag.
+pub trait EventData: Serialize + DeserializeOwned + Clone + Into<CoreEvent> {
     /// The event type tag.
     const TYPE: &'static str;
 }
 
+/// A plugin's own typed event: its type name and a serde payload. The log carries it verbatim
+/// (unknown members included); a type outside the 60 known names is written `ignorable: true`
+/// (format §17). Append with [`crate::Session::append_plugin`] / [`crate::NewEvent::plugin`],
+/// read with [`crate::Event::plugin`].
+pub trait PluginEvent: Serialize + DeserializeOwned {
+    /// The event type tag (by convention `dsh/<name>` for dsh-only types).
+    const TYPE: &'static str;
+}
+
 macro_rules! event_data {
-    ($t:ty, $name:expr) => {
+    ($t:ident, $name:expr) => {
         impl EventData for $t {
             const TYPE: &'static str = $name;
         }
+        impl From<$t> for CoreEvent {
+            fn from(v: $t) -> Self {
+                CoreEvent::$t(v)
+            }
+        }
     };
+    (boxed $t:ident, $name:expr) => {
+        impl EventData for $t {
+            const TYPE: &'static str = $name;
+        }
+        impl From<$t> for CoreEvent {
+            fn from(v: $t) -> Self {
+                CoreEvent::$t(Box::new(v))
+            }
+        }
+    };
+}
+
+/// Serde for `Arc<Message>` (without serde's `rc` feature).
+mod arc_message {
+    use std::sync::Arc;
+
+    use dsh_llm::Message;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &Arc<Message>, s: S) -> Result<S::Ok, S::Error> {
+        (**m).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Message>, D::Error> {
+        Message::deserialize(d).map(Arc::new)
+    }
+
+    pub mod vec {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(m: &[Arc<Message>], s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(m.iter().map(|m| &**m))
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Arc<Message>>, D::Error> {
+            Ok(Vec::<Message>::deserialize(d)?
+                .into_iter()
+                .map(Arc::new)
+                .collect())
+        }
+    }
+}
+
+/// The packed stream records of one attempt (format §3.4), kept as their exact JSON text: a
+/// stream is written once, validated once and rarely read, so no JSON tree is kept per event.
+#[derive(Clone)]
+pub struct StreamRecords(Box<RawValue>);
+
+impl PartialEq for StreamRecords {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl Eq for StreamRecords {}
+
+impl StreamRecords {
+    /// No records (`[]`).
+    pub fn empty() -> Self {
+        StreamRecords::from_records(&[])
+    }
+
+    /// Records from JSON values (what [`crate::stream::StreamPacker`] builds).
+    pub fn from_records(records: &[Value]) -> Self {
+        // Serialising a slice of `Value`s cannot fail (all map keys are strings).
+        let text = serde_json::to_string(records).unwrap_or_else(|_| "[]".to_owned());
+        StreamRecords::from_raw(text)
+    }
+
+    fn from_raw(text: String) -> Self {
+        match RawValue::from_string(text) {
+            Ok(raw) => StreamRecords(raw),
+            Err(_) => StreamRecords(Box::default()),
+        }
+    }
+
+    /// The exact JSON text (an array).
+    pub fn json(&self) -> &str {
+        self.0.get()
+    }
+
+    /// Decodes the records into JSON values (a copy; the event keeps the text).
+    pub fn records(&self) -> Result<Vec<Value>, serde_json::Error> {
+        serde_json::from_str(self.0.get())
+    }
+
+    /// Whether there is no record.
+    pub fn is_empty(&self) -> bool {
+        self.0.get().trim() == "[]"
+    }
+}
+
+impl Default for StreamRecords {
+    fn default() -> Self {
+        StreamRecords::empty()
+    }
+}
+
+impl std::fmt::Debug for StreamRecords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StreamRecords").field(&self.0.get()).finish()
+    }
+}
+
+impl From<Vec<Value>> for StreamRecords {
+    fn from(records: Vec<Value>) -> Self {
+        StreamRecords::from_records(&records)
+    }
+}
+
+impl Serialize for StreamRecords {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for StreamRecords {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Box::<RawValue>::deserialize(d).map(StreamRecords)
+    }
 }
 
 /// `turn/start {turn}`: 1-based, strictly increasing per session.
@@ -31,51 +174,6 @@ pub struct TurnStart {
 }
 event_data!(TurnStart, vocab::TURN_START);
 
-/// Why a turn ended (format §7.1). Closed union: never add kinds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum TurnEndReason {
-    /// The last step produced no tool calls and nothing is owed.
-    Completed,
-    /// Cancellation.
-    Aborted {
-        /// The cause.
-        reason: AbortCause,
-    },
-    /// The pre-step hook rejected the turn.
-    Blocked,
-    /// Unrecoverable failure.
-    Error {
-        /// The failure (non-LLM errors flattened to code `UNKNOWN`).
-        error: LlmFailure,
-    },
-    /// Some step of this turn hit the output cap.
-    MaxTokens,
-    /// Crash repair only.
-    Interrupted,
-    /// Fork seed closers only.
-    Forked,
-}
-
-/// The cause of an aborted turn.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum AbortCause {
-    /// The user cancelled.
-    User,
-    /// The parent agent cancelled.
-    Parent,
-    /// A hook cancelled, with its reason (`dsh/<cause>` for dsh-only causes).
-    Hook {
-        /// The hook's reason.
-        reason: String,
-    },
-    /// The agent was disposed.
-    Disposed,
-    /// Imported old logs only.
-    Legacy,
-}
-
 /// `turn/end {turn, reason}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnEnd {
@@ -84,7 +182,7 @@ pub struct TurnEnd {
     /// Why it ended.
     pub reason: TurnEndReason,
 }
-event_data!(TurnEnd, vocab::TURN_END);
+event_data!(boxed TurnEnd, vocab::TURN_END);
 
 /// `step/start {turn, step}`: `step` restarts at 1 in every turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,7 +212,8 @@ pub struct SystemMessage {
     /// Step number.
     pub step: u64,
     /// Role `system`, source `{kind:"system-prompt"}`; empty content = dormant node.
-    pub message: Message,
+    #[serde(with = "arc_message")]
+    pub message: Arc<Message>,
 }
 event_data!(SystemMessage, vocab::SYSTEM_MESSAGE);
 
@@ -127,7 +226,8 @@ pub struct DeveloperMessage {
     /// Step number.
     pub step: u64,
     /// Role `developer`: tool additions then removals.
-    pub message: Message,
+    #[serde(with = "arc_message")]
+    pub message: Arc<Message>,
     /// The `request/header` binding the additions (present exactly when there are additions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub header_seq: Option<u64>,
@@ -137,7 +237,7 @@ event_data!(DeveloperMessage, vocab::DEVELOPER_MESSAGE);
 /// `user/message` (surface): the payload **is** the message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct UserMessage(pub Message);
+pub struct UserMessage(#[serde(with = "arc_message")] pub Arc<Message>);
 event_data!(UserMessage, vocab::USER_MESSAGE);
 
 /// `assistant/message` (surface).
@@ -148,7 +248,8 @@ pub struct AssistantMessage {
     /// Step number.
     pub step: u64,
     /// Role `assistant`, source `{kind:"model", provider, model, replayState?}`.
-    pub message: Message,
+    #[serde(with = "arc_message")]
+    pub message: Arc<Message>,
     /// Usage when the adapter reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TokenUsage>,
@@ -156,9 +257,9 @@ pub struct AssistantMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<bool>,
     /// The packed stream records of the attempt (see [`crate::stream::StreamPacker`]).
-    pub stream: Vec<Value>,
+    pub stream: StreamRecords,
 }
-event_data!(AssistantMessage, vocab::ASSISTANT_MESSAGE);
+event_data!(boxed AssistantMessage, vocab::ASSISTANT_MESSAGE);
 
 /// `assistant/attempt`: a settled attempt that committed no surface message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -168,7 +269,7 @@ pub struct AssistantAttempt {
     /// Step number.
     pub step: u64,
     /// The packed stream records.
-    pub stream: Vec<Value>,
+    pub stream: StreamRecords,
 }
 event_data!(AssistantAttempt, vocab::ASSISTANT_ATTEMPT);
 
@@ -187,7 +288,7 @@ pub struct ToolCallEvent {
     /// Raw argument string (as in the tool-call block).
     pub arguments: String,
 }
-event_data!(ToolCallEvent, vocab::TOOL_CALL);
+event_data!(boxed ToolCallEvent, vocab::TOOL_CALL);
 
 /// The `error` member of a failed tool result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -209,7 +310,8 @@ pub struct ToolResult {
     /// Step number.
     pub step: u64,
     /// Role `tool`, `toolCallId` = `source.callId`, `isError` always written by dsh.
-    pub message: Message,
+    #[serde(with = "arc_message")]
+    pub message: Arc<Message>,
     /// Only with `message.isError == Some(true)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ToolError>,
@@ -217,7 +319,7 @@ pub struct ToolResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<Value>,
 }
-event_data!(ToolResult, vocab::TOOL_RESULT);
+event_data!(boxed ToolResult, vocab::TOOL_RESULT);
 
 /// `request/header {header, reason, startsSeries?}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -225,13 +327,13 @@ event_data!(ToolResult, vocab::TOOL_RESULT);
 pub struct RequestHeader {
     /// The canonical non-history request envelope.
     pub header: EpochHeader,
-    /// `initial`, `resume`, `change` or `series`.
-    pub reason: String,
+    /// Why the header was logged.
+    pub reason: RequestReason,
     /// `Some(true)` only on `initial`/`resume`/`change`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub starts_series: Option<bool>,
 }
-event_data!(RequestHeader, vocab::REQUEST_HEADER);
+event_data!(boxed RequestHeader, vocab::REQUEST_HEADER);
 
 /// The request envelope snapshot of a `request/header`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -299,26 +401,27 @@ pub struct RequestContext {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_prompt_update: Option<String>,
 }
-event_data!(RequestContext, vocab::REQUEST_CONTEXT);
+event_data!(boxed RequestContext, vocab::REQUEST_CONTEXT);
 
 /// `agent/inbox/spliced` (format §11).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InboxSpliced {
-    /// `next-turn` or `next-step`.
-    pub target: String,
+    /// The list the splice edits.
+    pub target: Target,
     /// Splice index in that list.
     pub start: u64,
     /// Removed count (omitted when 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removed_count: Option<u64>,
     /// Inserted user messages.
-    pub inserted: Vec<Message>,
-    /// `Some("canceled")` on removals discarded by cancellation.
+    #[serde(with = "arc_message::vec")]
+    pub inserted: Vec<Arc<Message>>,
+    /// `Some(Canceled)` on removals discarded by cancellation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    pub outcome: Option<InboxOutcome>,
 }
-event_data!(InboxSpliced, vocab::INBOX_SPLICED);
+event_data!(boxed InboxSpliced, vocab::INBOX_SPLICED);
 
 /// `session/end-seed`: `{}` (restored/live boundary) or `{"inherited":true}` (fork cut).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -328,3 +431,195 @@ pub struct EndSeed {
     pub inherited: Option<bool>,
 }
 event_data!(EndSeed, vocab::END_SEED);
+
+/// `image/offload {targets}` (format §8.6): the one projection type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageOffload {
+    /// The projected nodes (non-empty, distinct).
+    pub targets: Vec<OffloadTarget>,
+}
+event_data!(ImageOffload, vocab::IMAGE_OFFLOAD);
+
+/// One target of an `image/offload`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OffloadTarget {
+    /// A current `user/message` or `tool/result` node.
+    pub seq: u64,
+    /// Strictly increasing indexes among the node's image blocks.
+    pub image_indexes: Vec<u64>,
+}
+
+/// The typed payload of a core event (format §5, duty *core* and *projection*): decoded once when
+/// the event is admitted and kept beside its exact JSON. Large payloads are boxed (the enum
+/// stays small); build variants with `.into()` from the payload structs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CoreEvent {
+    /// `turn/start`
+    TurnStart(TurnStart),
+    /// `turn/end`
+    TurnEnd(Box<TurnEnd>),
+    /// `step/start`
+    StepStart(StepStart),
+    /// `step/end`
+    StepEnd(StepEnd),
+    /// `system/message`
+    SystemMessage(SystemMessage),
+    /// `developer/message`
+    DeveloperMessage(DeveloperMessage),
+    /// `user/message`
+    UserMessage(UserMessage),
+    /// `assistant/message`
+    AssistantMessage(Box<AssistantMessage>),
+    /// `assistant/attempt`
+    AssistantAttempt(AssistantAttempt),
+    /// `tool/call`
+    ToolCallEvent(Box<ToolCallEvent>),
+    /// `tool/result`
+    ToolResult(Box<ToolResult>),
+    /// `request/header`
+    RequestHeader(Box<RequestHeader>),
+    /// `request/context`
+    RequestContext(Box<RequestContext>),
+    /// `agent/inbox/spliced`
+    InboxSpliced(Box<InboxSpliced>),
+    /// `session/end-seed`
+    EndSeed(EndSeed),
+    /// `image/offload`
+    ImageOffload(ImageOffload),
+}
+
+macro_rules! each_core {
+    ($self:expr, $v:ident => $e:expr) => {
+        match $self {
+            CoreEvent::TurnStart($v) => $e,
+            CoreEvent::TurnEnd($v) => $e,
+            CoreEvent::StepStart($v) => $e,
+            CoreEvent::StepEnd($v) => $e,
+            CoreEvent::SystemMessage($v) => $e,
+            CoreEvent::DeveloperMessage($v) => $e,
+            CoreEvent::UserMessage($v) => $e,
+            CoreEvent::AssistantMessage($v) => $e,
+            CoreEvent::AssistantAttempt($v) => $e,
+            CoreEvent::ToolCallEvent($v) => $e,
+            CoreEvent::ToolResult($v) => $e,
+            CoreEvent::RequestHeader($v) => $e,
+            CoreEvent::RequestContext($v) => $e,
+            CoreEvent::InboxSpliced($v) => $e,
+            CoreEvent::EndSeed($v) => $e,
+            CoreEvent::ImageOffload($v) => $e,
+        }
+    };
+}
+
+fn decode<T: DeserializeOwned + Into<CoreEvent>>(
+    json: &str,
+) -> Result<CoreEvent, serde_json::Error> {
+    serde_json::from_str::<T>(json).map(Into::into)
+}
+
+impl CoreEvent {
+    /// Whether events of `kind` carry a core payload.
+    pub fn is_core(kind: &EventKind) -> bool {
+        matches!(
+            kind,
+            EventKind::TurnStart
+                | EventKind::TurnEnd
+                | EventKind::StepStart
+                | EventKind::StepEnd
+                | EventKind::SystemMessage
+                | EventKind::DeveloperMessage
+                | EventKind::UserMessage
+                | EventKind::AssistantMessage
+                | EventKind::AssistantAttempt
+                | EventKind::ToolCall
+                | EventKind::ToolResult
+                | EventKind::RequestHeader
+                | EventKind::RequestContext
+                | EventKind::InboxSpliced
+                | EventKind::EndSeed
+                | EventKind::ImageOffload
+        )
+    }
+
+    /// Decodes the JSON payload of a core event (`None` when `kind` is not a core type).
+    pub fn decode(kind: &EventKind, json: &str) -> Option<Result<CoreEvent, serde_json::Error>> {
+        Some(match kind {
+            EventKind::TurnStart => decode::<TurnStart>(json),
+            EventKind::TurnEnd => decode::<TurnEnd>(json),
+            EventKind::StepStart => decode::<StepStart>(json),
+            EventKind::StepEnd => decode::<StepEnd>(json),
+            EventKind::SystemMessage => decode::<SystemMessage>(json),
+            EventKind::DeveloperMessage => decode::<DeveloperMessage>(json),
+            EventKind::UserMessage => decode::<UserMessage>(json),
+            EventKind::AssistantMessage => decode::<AssistantMessage>(json),
+            EventKind::AssistantAttempt => decode::<AssistantAttempt>(json),
+            EventKind::ToolCall => decode::<ToolCallEvent>(json),
+            EventKind::ToolResult => decode::<ToolResult>(json),
+            EventKind::RequestHeader => decode::<RequestHeader>(json),
+            EventKind::RequestContext => decode::<RequestContext>(json),
+            EventKind::InboxSpliced => decode::<InboxSpliced>(json),
+            EventKind::EndSeed => decode::<EndSeed>(json),
+            EventKind::ImageOffload => decode::<ImageOffload>(json),
+            _ => return None,
+        })
+    }
+
+    /// The event type.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            CoreEvent::TurnStart(_) => EventKind::TurnStart,
+            CoreEvent::TurnEnd(_) => EventKind::TurnEnd,
+            CoreEvent::StepStart(_) => EventKind::StepStart,
+            CoreEvent::StepEnd(_) => EventKind::StepEnd,
+            CoreEvent::SystemMessage(_) => EventKind::SystemMessage,
+            CoreEvent::DeveloperMessage(_) => EventKind::DeveloperMessage,
+            CoreEvent::UserMessage(_) => EventKind::UserMessage,
+            CoreEvent::AssistantMessage(_) => EventKind::AssistantMessage,
+            CoreEvent::AssistantAttempt(_) => EventKind::AssistantAttempt,
+            CoreEvent::ToolCallEvent(_) => EventKind::ToolCall,
+            CoreEvent::ToolResult(_) => EventKind::ToolResult,
+            CoreEvent::RequestHeader(_) => EventKind::RequestHeader,
+            CoreEvent::RequestContext(_) => EventKind::RequestContext,
+            CoreEvent::InboxSpliced(_) => EventKind::InboxSpliced,
+            CoreEvent::EndSeed(_) => EventKind::EndSeed,
+            CoreEvent::ImageOffload(_) => EventKind::ImageOffload,
+        }
+    }
+
+    /// The payload as compact JSON text.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        each_core!(self, v => serde_json::to_string(v))
+    }
+
+    /// The interpreted message of a surface event (`user/message`'s payload, else
+    /// `data.message`).
+    pub fn message(&self) -> Option<&Arc<Message>> {
+        match self {
+            CoreEvent::SystemMessage(e) => Some(&e.message),
+            CoreEvent::DeveloperMessage(e) => Some(&e.message),
+            CoreEvent::UserMessage(e) => Some(&e.0),
+            CoreEvent::AssistantMessage(e) => Some(&e.message),
+            CoreEvent::ToolResult(e) => Some(&e.message),
+            _ => None,
+        }
+    }
+
+    /// `(turn, step)` of the payload, where it has them.
+    pub fn turn_step(&self) -> (Option<u64>, Option<u64>) {
+        match self {
+            CoreEvent::TurnStart(e) => (Some(e.turn), None),
+            CoreEvent::TurnEnd(e) => (Some(e.turn), None),
+            CoreEvent::StepStart(e) => (Some(e.turn), Some(e.step)),
+            CoreEvent::StepEnd(e) => (Some(e.turn), Some(e.step)),
+            CoreEvent::SystemMessage(e) => (Some(e.turn), Some(e.step)),
+            CoreEvent::DeveloperMessage(e) => (Some(e.turn), Some(e.step)),
+            CoreEvent::AssistantMessage(e) => (Some(e.turn), Some(e.step)),
+            CoreEvent::AssistantAttempt(e) => (Some(e.turn), Some(e.step)),
+            CoreEvent::ToolCallEvent(e) => (Some(e.turn), Some(e.step)),
+            CoreEvent::ToolResult(e) => (Some(e.turn), Some(e.step)),
+            _ => (None, None),
+        }
+    }
+}

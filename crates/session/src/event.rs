@@ -1,12 +1,22 @@
 //! The event envelope (format §3.1, §4.2): one immutable, shared log row.
+//!
+//! An [`Event`] keeps its `data` as the exact JSON text it was written or read with (so rows
+//! round-trip byte for byte) and, for a core type, the typed [`CoreEvent`] decoded once when the
+//! row was built ([`Event::from_line`] or an append). No JSON tree is kept per event.
 
-use std::fmt::Write as _;
-use std::sync::Arc;
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
 
-use serde_json::{Map, Value};
+use dsh_llm::Message;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Number, Value};
 
-use crate::json::{as_safe_i64, as_safe_u64, validate_lossless};
+use crate::data::{CoreEvent, PluginEvent};
+use crate::error::{EventError, Rejection, SurfaceOpError};
+use crate::json::{MAX_SAFE_INTEGER, as_safe_u64, number_as_safe_i64, number_as_safe_u64};
 use crate::seqs::{decode_runs, encode_runs};
+use crate::vocab::EventKind;
 
 /// A surface operation (format §8): append a node, or replace a span of current nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -38,51 +48,159 @@ impl SurfaceOp {
         }
     }
 
+    fn push_json(&self, out: &mut String) {
+        match self {
+            SurfaceOp::Append => out.push_str("\"append\""),
+            SurfaceOp::Replace { start_seq, end_seq } => {
+                use std::fmt::Write as _;
+                let _ = write!(
+                    out,
+                    "{{\"op\":\"replace\",\"startSeq\":{start_seq},\"endSeq\":{end_seq}}}"
+                );
+            }
+        }
+    }
+
     /// Parses the physical form; both bounds must be earlier than `own_seq`.
-    pub fn from_json(value: &Value, own_seq: u64) -> Result<Self, String> {
+    pub fn from_json(value: &Value, own_seq: u64) -> Result<Self, SurfaceOpError> {
         match value {
             Value::String(s) if s == "append" => Ok(SurfaceOp::Append),
             Value::Object(m) => {
                 if m.len() != 3 || m.get("op").and_then(Value::as_str) != Some("replace") {
-                    return Err(
-                        "surfaceOp must be \"append\" or exactly {op:\"replace\", startSeq, endSeq}"
-                            .into(),
-                    );
+                    return Err(SurfaceOpError::Shape);
                 }
                 let start = m.get("startSeq").and_then(as_safe_u64);
                 let end = m.get("endSeq").and_then(as_safe_u64);
                 let (Some(start_seq), Some(end_seq)) = (start, end) else {
-                    return Err(
-                        "surfaceOp replace needs non-negative integer startSeq and endSeq".into(),
-                    );
+                    return Err(SurfaceOpError::Bounds);
                 };
                 if start_seq >= own_seq || end_seq >= own_seq {
-                    return Err(format!(
-                        "surfaceOp replace bounds {start_seq}..{end_seq} must be earlier than seq {own_seq}"
-                    ));
+                    return Err(SurfaceOpError::NotEarlier {
+                        start: start_seq,
+                        end: end_seq,
+                        seq: own_seq,
+                    });
                 }
                 Ok(SurfaceOp::Replace { start_seq, end_seq })
             }
-            _ => Err("surfaceOp must be \"append\" or {op:\"replace\", startSeq, endSeq}".into()),
+            _ => Err(SurfaceOpError::Shape),
+        }
+    }
+}
+
+/// What the payload of an event is, decided once when the event is built.
+#[derive(Debug, Clone)]
+pub(crate) enum Payload {
+    /// A feature, opaque or unknown type: the JSON is the whole payload.
+    Opaque,
+    /// A core type, decoded and checked (format §4.5, §4.6).
+    Core(CoreEvent),
+    /// The payload breaks a stateless rule; admission refuses the event with this.
+    Invalid(Rejection),
+}
+
+impl Payload {
+    /// Decodes and checks the payload of a `kind` event (`given`: the typed payload the JSON was
+    /// serialised from).
+    fn check(kind: &EventKind, json: &RawValue, given: Option<CoreEvent>) -> Payload {
+        if let Err(e) = crate::json::validate_lossless_str(json.get(), "data") {
+            return Payload::Invalid(Rejection::NotLossless(e));
+        }
+        if !kind.is_known() {
+            return Payload::Opaque;
+        }
+        let core = match given {
+            Some(core) => Some(Ok(core)),
+            None => CoreEvent::decode(kind, json.get()),
+        };
+        match core {
+            Some(Ok(core)) => match crate::validate::check_core(&core, json.get()) {
+                Ok(()) => Payload::Core(core),
+                Err(e) => Payload::Invalid(e),
+            },
+            Some(Err(e)) => Payload::Invalid(Rejection::Decode(Arc::new(e))),
+            None => match crate::validate::check_feature(kind, json.get()) {
+                Ok(()) => Payload::Opaque,
+                Err(e) => Payload::Invalid(e),
+            },
         }
     }
 }
 
 /// One committed log row. Immutable once appended; readers share it as `Arc<Event>`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Event {
-    kind: Arc<str>,
+    kind: EventKind,
     seq: u64,
     time: i64,
-    data: Value,
+    data: Box<RawValue>,
+    payload: Payload,
     surface_op: Option<SurfaceOp>,
     source_event_seqs: Option<Box<[u64]>>,
     ignorable: bool,
+    /// The transition accessor [`Event::data`]: parsed on first use only.
+    value: OnceLock<Box<Value>>,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+            && self.seq == other.seq
+            && self.time == other.time
+            && self.data.get() == other.data.get()
+            && self.surface_op == other.surface_op
+            && self.source_event_seqs == other.source_event_seqs
+            && self.ignorable == other.ignorable
+    }
+}
+
+/// The envelope of a stored row, borrowed from the line (format §3.1).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Row<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default)]
+    seq: Option<Number>,
+    #[serde(default)]
+    time: Option<Number>,
+    #[serde(borrow, default, deserialize_with = "some_raw")]
+    data: Option<&'a RawValue>,
+    #[serde(rename = "surfaceOp", borrow, default, deserialize_with = "some_raw")]
+    surface_op: Option<&'a RawValue>,
+    #[serde(
+        rename = "sourceEventSeqs",
+        borrow,
+        default,
+        deserialize_with = "some_raw"
+    )]
+    sources: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "some_raw")]
+    ignorable: Option<&'a RawValue>,
+}
+
+/// A present member, `null` included (`Option`'s own handling would read `null` as absent).
+fn some_raw<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&'de RawValue>::deserialize(d).map(Some)
+}
+
+fn envelope_error(e: serde_json::Error) -> EventError {
+    let text = e.to_string();
+    if let Some(rest) = text.strip_prefix("unknown field `")
+        && let Some(name) = rest.split('`').next()
+    {
+        return EventError::UnknownMember(name.to_owned());
+    }
+    EventError::Malformed(Arc::new(e))
 }
 
 impl Event {
-    /// The event type tag (`turn/start`, `user/message`, …).
+    /// The event type tag (`turn/start`, `user/message`, …): the wire name.
     pub fn kind(&self) -> &str {
+        self.kind.as_str()
+    }
+    /// The event type.
+    pub fn event_kind(&self) -> &EventKind {
         &self.kind
     }
     /// 0-based dense position in the log.
@@ -93,9 +211,30 @@ impl Event {
     pub fn time(&self) -> i64 {
         self.time
     }
-    /// The payload, exactly as committed (unknown members included).
-    pub fn data(&self) -> &Value {
+    /// The typed payload of a core event (decoded once, when the event was built).
+    pub fn core(&self) -> Option<&CoreEvent> {
+        match &self.payload {
+            Payload::Core(c) => Some(c),
+            _ => None,
+        }
+    }
+    /// The interpreted message of a surface event.
+    pub fn message(&self) -> Option<&Arc<Message>> {
+        self.core().and_then(CoreEvent::message)
+    }
+    /// The payload's exact JSON text, as committed (unknown members included).
+    pub fn data_json(&self) -> &str {
+        self.data.get()
+    }
+    /// The payload's exact JSON, as committed.
+    pub fn raw_data(&self) -> &RawValue {
         &self.data
+    }
+    /// The payload as a JSON tree. **Transition accessor**: parsed on first use and kept;
+    /// prefer [`Event::core`], [`Event::plugin`] or [`Event::data_as`].
+    pub fn data(&self) -> &Value {
+        self.value
+            .get_or_init(|| Box::new(serde_json::from_str(self.data.get()).unwrap_or(Value::Null)))
     }
     /// The surface operation of a surface event.
     pub fn surface_op(&self) -> Option<SurfaceOp> {
@@ -110,13 +249,53 @@ impl Event {
         self.ignorable
     }
 
-    /// Deserializes `data` into a typed view (a projection; the JSON stays the truth).
+    /// Deserializes `data` into a typed view (from the committed JSON text).
     pub fn data_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        T::deserialize(&self.data)
+        serde_json::from_str(self.data.get())
     }
 
+    /// The payload of a plugin's typed event: `None` when the event is of another type.
+    pub fn plugin<T: PluginEvent>(&self) -> Option<Result<T, serde_json::Error>> {
+        (self.kind == *T::TYPE).then(|| self.data_as())
+    }
+
+    /// The stateless rule this event's payload breaks, if any.
+    pub(crate) fn payload_rejection(&self) -> Option<&Rejection> {
+        match &self.payload {
+            Payload::Invalid(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Builds an event from its parts, decoding and checking the payload.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn build(
+        kind: EventKind,
+        seq: u64,
+        time: i64,
+        data: Box<RawValue>,
+        given: Option<CoreEvent>,
+        surface_op: Option<SurfaceOp>,
+        source_event_seqs: Option<Vec<u64>>,
+        ignorable: bool,
+    ) -> Self {
+        let payload = Payload::check(&kind, &data, given);
+        Event {
+            kind,
+            seq,
+            time,
+            data,
+            payload,
+            surface_op,
+            source_event_seqs: source_event_seqs.map(Vec::into_boxed_slice),
+            ignorable,
+            value: OnceLock::new(),
+        }
+    }
+
+    /// Builds an event from a JSON tree payload (tests, v3 conversion, closers).
     pub(crate) fn from_parts(
-        kind: impl Into<Arc<str>>,
+        kind: impl Into<EventKind>,
         seq: u64,
         time: i64,
         data: Value,
@@ -124,15 +303,16 @@ impl Event {
         source_event_seqs: Option<Vec<u64>>,
         ignorable: bool,
     ) -> Self {
-        Event {
-            kind: kind.into(),
+        Event::build(
+            kind.into(),
             seq,
             time,
-            data,
+            raw_of(&data),
+            None,
             surface_op,
-            source_event_seqs: source_event_seqs.map(Vec::into_boxed_slice),
+            source_event_seqs,
             ignorable,
-        }
+        )
     }
 
     /// Renumbers the event (v3 conversion rule 7).
@@ -140,7 +320,8 @@ impl Event {
         self.seq = seq;
     }
 
-    /// Replaces payload and metadata (used by the v3 conversion).
+    /// Replaces payload and metadata (used by the v3 conversion); the payload is decoded and
+    /// checked again.
     pub(crate) fn set_parts(
         &mut self,
         kind: Option<String>,
@@ -148,11 +329,13 @@ impl Event {
         surface_op: Option<Option<SurfaceOp>>,
         source_event_seqs: Option<Option<Vec<u64>>>,
     ) {
+        let changed = kind.is_some() || data.is_some();
         if let Some(k) = kind {
-            self.kind = k.into();
+            self.kind = EventKind::parse(&k);
         }
         if let Some(d) = data {
-            self.data = d;
+            self.data = raw_of(&d);
+            self.value = OnceLock::new();
         }
         if let Some(s) = surface_op {
             self.surface_op = s;
@@ -160,23 +343,28 @@ impl Event {
         if let Some(s) = source_event_seqs {
             self.source_event_seqs = s.map(Vec::into_boxed_slice);
         }
+        if changed {
+            self.payload = Payload::check(&self.kind, &self.data, None);
+        }
     }
 
     /// Serializes the row as one JSON line (without the trailing `\n`), in the writer key order
     /// `type, data, sourceEventSeqs?, surfaceOp?, ignorable?, seq, time`.
     pub fn to_json_line(&self) -> String {
-        let mut out = String::with_capacity(128);
+        use std::fmt::Write as _;
+        let data = self.data.get();
+        let mut out = String::with_capacity(data.len() + 96);
         out.push_str("{\"type\":");
-        push_json(&mut out, &Value::String(self.kind.to_string()));
+        push_str_json(&mut out, self.kind.as_str());
         out.push_str(",\"data\":");
-        push_json(&mut out, &self.data);
+        out.push_str(data);
         if let Some(seqs) = &self.source_event_seqs {
             out.push_str(",\"sourceEventSeqs\":");
-            push_json(&mut out, &encode_runs(seqs));
+            out.push_str(&encode_runs(seqs).to_string());
         }
         if let Some(op) = &self.surface_op {
             out.push_str(",\"surfaceOp\":");
-            push_json(&mut out, &op.to_json());
+            op.push_json(&mut out);
         }
         if self.ignorable {
             out.push_str(",\"ignorable\":true");
@@ -189,7 +377,7 @@ impl Event {
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
         m.insert("type".into(), Value::String(self.kind.to_string()));
-        m.insert("data".into(), self.data.clone());
+        m.insert("data".into(), self.data().clone());
         if let Some(seqs) = &self.source_event_seqs {
             m.insert("sourceEventSeqs".into(), encode_runs(seqs));
         }
@@ -204,84 +392,144 @@ impl Event {
         Value::Object(m)
     }
 
-    /// Decodes a physical row and checks the envelope (§4.2): required `type`, `seq` (equal to
-    /// `expected_seq`), `time`, `data`; optional `surfaceOp`, `sourceEventSeqs`, `ignorable`
-    /// (exactly `true`); nothing else.
-    pub fn from_json(row: Value, expected_seq: u64) -> Result<Self, String> {
-        let Value::Object(mut m) = row else {
-            return Err("event row is not a JSON object".into());
+    /// Decodes one stored line (without its `\n`) and checks the envelope (§4.2): required
+    /// `type`, `seq` (equal to `expected_seq`), `time`, `data`; optional `surfaceOp`,
+    /// `sourceEventSeqs`, `ignorable` (exactly `true`); nothing else. The line is parsed once;
+    /// a core payload is decoded and checked here too (a payload that breaks a rule is not an
+    /// envelope error: admission refuses it, naming the rule).
+    pub fn from_line(line: &str, expected_seq: u64) -> Result<Self, EventError> {
+        let row: Row<'_> = serde_json::from_str(line).map_err(envelope_error)?;
+        let kind = match row.kind {
+            Some(k) if !k.is_empty() => k,
+            _ => return Err(EventError::MissingType),
         };
-        for key in m.keys() {
-            if !matches!(
-                key.as_str(),
-                "type" | "seq" | "time" | "data" | "surfaceOp" | "sourceEventSeqs" | "ignorable"
-            ) {
-                return Err(format!("event row has unknown envelope member \"{key}\""));
-            }
-        }
-        let kind = match m.remove("type") {
-            Some(Value::String(s)) if !s.is_empty() => s,
-            _ => return Err("event row lacks a string \"type\"".into()),
-        };
-        let seq = m
-            .get("seq")
-            .and_then(as_safe_u64)
-            .ok_or_else(|| format!("event \"{kind}\" lacks a valid \"seq\""))?;
+        let seq = row
+            .seq
+            .as_ref()
+            .and_then(number_as_safe_u64)
+            .ok_or_else(|| EventError::MissingSeq {
+                kind: kind.to_string(),
+            })?;
         if seq != expected_seq {
-            return Err(format!(
-                "event \"{kind}\" has seq {seq}, expected {expected_seq}"
-            ));
+            return Err(EventError::SeqMismatch {
+                kind: kind.to_string(),
+                seq,
+                expected: expected_seq,
+            });
         }
-        let time = m
-            .get("time")
-            .and_then(as_safe_i64)
-            .ok_or_else(|| format!("event {seq} (\"{kind}\") lacks a valid \"time\""))?;
-        let data = m
-            .remove("data")
-            .ok_or_else(|| format!("event {seq} (\"{kind}\") lacks \"data\""))?;
-        let surface_op = match m.get("surfaceOp") {
+        let time = row
+            .time
+            .as_ref()
+            .and_then(number_as_safe_i64)
+            .ok_or_else(|| EventError::MissingTime {
+                seq,
+                kind: kind.to_string(),
+            })?;
+        let data = row.data.ok_or_else(|| EventError::MissingData {
+            seq,
+            kind: kind.to_string(),
+        })?;
+        let surface_op = match row.surface_op {
             None => None,
-            Some(v) => Some(
-                SurfaceOp::from_json(v, seq)
-                    .map_err(|e| format!("event {seq} (\"{kind}\"): {e}"))?,
-            ),
-        };
-        let sources = match m.get("sourceEventSeqs") {
-            None => None,
-            Some(v) => {
-                Some(decode_runs(v, seq).map_err(|e| format!("event {seq} (\"{kind}\"): {e}"))?)
+            Some(raw) if raw.get() == "\"append\"" => Some(SurfaceOp::Append),
+            Some(raw) => {
+                let v: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+                Some(
+                    SurfaceOp::from_json(&v, seq).map_err(|reason| EventError::SurfaceOp {
+                        seq,
+                        kind: kind.to_string(),
+                        reason,
+                    })?,
+                )
             }
         };
-        let ignorable = match m.get("ignorable") {
+        let sources = match row.sources {
+            None => None,
+            Some(raw) => {
+                let v: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+                Some(decode_runs(&v, seq).map_err(|reason| EventError::Sources {
+                    seq,
+                    kind: kind.to_string(),
+                    reason,
+                })?)
+            }
+        };
+        let ignorable = match row.ignorable {
             None => false,
-            Some(Value::Bool(true)) => true,
+            Some(raw) if raw.get() == "true" => true,
             Some(_) => {
-                return Err(format!(
-                    "event {seq} (\"{kind}\"): ignorable must be exactly true"
-                ));
+                return Err(EventError::Ignorable {
+                    seq,
+                    kind: kind.to_string(),
+                });
             }
         };
-        Ok(Event::from_parts(
-            kind, seq, time, data, surface_op, sources, ignorable,
+        Ok(Event::build(
+            EventKind::parse(&kind),
+            seq,
+            time,
+            data.to_owned(),
+            None,
+            surface_op,
+            sources,
+            ignorable,
         ))
+    }
+
+    /// Decodes a physical row given as a JSON tree (see [`Event::from_line`], the fast path).
+    pub fn from_json(row: Value, expected_seq: u64) -> Result<Self, EventError> {
+        Event::from_line(&row.to_string(), expected_seq)
     }
 }
 
-fn push_json(out: &mut String, v: &Value) {
-    // Serializing a `Value` to a string cannot fail (all keys are strings).
-    if let Ok(s) = serde_json::to_string(v) {
-        out.push_str(&s);
+/// Compact JSON text of a value. Serialising a `Value` cannot fail (all keys are strings).
+fn raw_of(data: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(data).unwrap_or_default()
+}
+
+/// Appends `s` as a JSON string.
+fn push_str_json(out: &mut String, s: &str) {
+    if s.bytes()
+        .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b < 0x7f)
+    {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else if let Ok(text) = serde_json::to_string(s) {
+        out.push_str(&text);
+    }
+}
+
+/// The payload of an event to append.
+#[derive(Debug, Clone)]
+pub enum NewData {
+    /// A typed core payload (serialised at append).
+    Core(CoreEvent),
+    /// A JSON tree (untyped appends, tests).
+    Json(Value),
+    /// Exact JSON text (plugin events).
+    Raw(Box<RawValue>),
+}
+
+impl PartialEq for NewData {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (NewData::Core(a), NewData::Core(b)) => a == b,
+            (NewData::Json(a), NewData::Json(b)) => a == b,
+            (NewData::Raw(a), NewData::Raw(b)) => a.get() == b.get(),
+            _ => false,
+        }
     }
 }
 
 /// An event to append: everything but `seq` (assigned by the log) and optionally `time`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
-    /// The type tag.
-    pub kind: String,
+    /// The type.
+    pub kind: EventKind,
     /// The payload (validated lossless at append).
-    pub data: Value,
-    /// Surface operation; `None` for log-only events. [`NewEvent::new`] presets `Append` for the
+    pub data: NewData,
+    /// Surface operation; `None` for log-only events. The constructors preset `Append` for the
     /// five surface types.
     pub surface_op: Option<SurfaceOp>,
     /// Logical provenance list.
@@ -293,13 +541,9 @@ pub struct NewEvent {
 }
 
 impl NewEvent {
-    /// A new event of `kind` with `data`; surface types get `surfaceOp: "append"` by default.
-    /// A type outside the 60 known names (a plugin's own log-only type, by convention
-    /// `dsh/<name>`) is marked `ignorable: true`, as format §17 rule 3 requires.
-    pub fn new(kind: impl Into<String>, data: Value) -> Self {
-        let kind = kind.into();
-        let surface_op = crate::vocab::is_surface(&kind).then_some(SurfaceOp::Append);
-        let ignorable = !crate::vocab::is_known(&kind);
+    fn with_data(kind: EventKind, data: NewData) -> Self {
+        let surface_op = kind.is_surface().then_some(SurfaceOp::Append);
+        let ignorable = !kind.is_known();
         NewEvent {
             kind,
             data,
@@ -310,9 +554,34 @@ impl NewEvent {
         }
     }
 
-    /// A typed core event (see [`crate::data::EventData`]).
+    /// A new event of `kind` with an untyped JSON payload; surface types get
+    /// `surfaceOp: "append"` by default. A type outside the 60 known names (a plugin's own
+    /// log-only type, by convention `dsh/<name>`) is marked `ignorable: true`, as format §17
+    /// rule 3 requires. Prefer [`NewEvent::core`] for core events and [`NewEvent::plugin`] for
+    /// a plugin's typed events.
+    pub fn new(kind: impl Into<EventKind>, data: Value) -> Self {
+        NewEvent::with_data(kind.into(), NewData::Json(data))
+    }
+
+    /// A typed core event: the one append path for core events.
+    pub fn core(event: impl Into<CoreEvent>) -> Self {
+        let event = event.into();
+        NewEvent::with_data(event.kind(), NewData::Core(event))
+    }
+
+    /// A typed core event from a reference (kept for callers that hold the payload; it is
+    /// cloned, which shares its messages). Prefer [`NewEvent::core`].
     pub fn typed<T: crate::data::EventData>(data: &T) -> Result<Self, serde_json::Error> {
-        Ok(NewEvent::new(T::TYPE, serde_json::to_value(data)?))
+        Ok(NewEvent::core(data.clone()))
+    }
+
+    /// A plugin's typed event (see [`PluginEvent`]).
+    pub fn plugin<T: PluginEvent>(data: &T) -> Result<Self, serde_json::Error> {
+        let raw = serde_json::value::to_raw_value(data)?;
+        Ok(NewEvent::with_data(
+            EventKind::parse(T::TYPE),
+            NewData::Raw(raw),
+        ))
     }
 
     /// Sets the surface operation.
@@ -344,12 +613,30 @@ impl NewEvent {
         self
     }
 
-    pub(crate) fn check_lossless(&self) -> Result<(), String> {
-        validate_lossless(&self.data, "data").map_err(|e| e.to_string())?;
+    /// The payload as exact JSON text, plus the typed payload when there is one.
+    pub(crate) fn into_payload(self) -> Result<(Box<RawValue>, Option<CoreEvent>), Rejection> {
+        match self.data {
+            NewData::Core(core) => {
+                let text = core
+                    .to_json()
+                    .map_err(|e| Rejection::Serialize(Arc::new(e)))?;
+                let raw =
+                    RawValue::from_string(text).map_err(|e| Rejection::Serialize(Arc::new(e)))?;
+                Ok((raw, Some(core)))
+            }
+            NewData::Json(v) => Ok((raw_of(&v), None)),
+            NewData::Raw(raw) => Ok((raw, None)),
+        }
+    }
+
+    pub(crate) fn check_time(&self) -> Result<(), Rejection> {
         if let Some(t) = self.time
-            && !(-crate::json::MAX_SAFE_INTEGER..=crate::json::MAX_SAFE_INTEGER).contains(&t)
+            && !(-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&t)
         {
-            return Err("time outside the safe integer range".into());
+            return Err(Rejection::NotLossless(crate::json::JsonError {
+                path: "time".into(),
+                problem: "integer outside the safe range ±(2^53-1)",
+            }));
         }
         Ok(())
     }
@@ -372,19 +659,80 @@ mod tests {
     }
 
     #[test]
-    fn envelope_rejections() {
-        let bad = [
-            json!([1]),
-            json!({"type":"x","seq":0,"time":0}),
-            json!({"type":"x","seq":1,"time":0,"data":{}}),
-            json!({"type":"x","seq":0,"data":{}}),
-            json!({"type":"x","seq":0,"time":0,"data":{},"extra":1}),
-            json!({"type":"x","seq":0,"time":0,"data":{},"ignorable":false}),
-            json!({"seq":0,"time":0,"data":{}}),
-            json!({"type":"x","seq":0,"time":0,"data":{},"surfaceOp":{"op":"replace","start":0,"end":0}}),
+    fn lines_keep_their_data_bytes_and_decode_core_payloads_once() {
+        let line = r#"{"seq":0,"time":5,"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"},"x":1e2}}"#;
+        let ev = Event::from_line(line, 0).unwrap();
+        assert_eq!(ev.event_kind(), &EventKind::TurnEnd);
+        assert_eq!(
+            ev.to_json_line(),
+            r#"{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"},"x":1e2},"seq":0,"time":5}"#
+        );
+        assert!(matches!(
+            ev.core(),
+            Some(CoreEvent::TurnEnd(t)) if t.turn == 1 && t.reason == crate::data::TurnEndReason::Completed
+        ));
+        let opaque = Event::from_line(
+            r#"{"type":"dsh/x","data":null,"ignorable":true,"seq":3,"time":0}"#,
+            3,
+        )
+        .unwrap();
+        assert!(opaque.core().is_none() && opaque.ignorable());
+        assert_eq!(opaque.data_json(), "null");
+    }
+
+    #[test]
+    fn envelope_rejections_by_variant() {
+        type Case = (&'static str, fn(&EventError) -> bool);
+        let cases: [Case; 9] = [
+            (r#"[1]"#, |e| matches!(e, EventError::Malformed(_))),
+            (r#"{"type":"x","seq":0,"time":0}"#, |e| {
+                matches!(e, EventError::MissingData { seq: 0, .. })
+            }),
+            (r#"{"type":"x","seq":1,"time":0,"data":{}}"#, |e| {
+                matches!(
+                    e,
+                    EventError::SeqMismatch {
+                        seq: 1,
+                        expected: 0,
+                        ..
+                    }
+                )
+            }),
+            (r#"{"type":"x","seq":0,"data":{}}"#, |e| {
+                matches!(e, EventError::MissingTime { .. })
+            }),
+            (
+                r#"{"type":"x","seq":0,"time":0,"data":{},"extra":1}"#,
+                |e| matches!(e, EventError::UnknownMember(m) if m == "extra"),
+            ),
+            (
+                r#"{"type":"x","seq":0,"time":0,"data":{},"ignorable":false}"#,
+                |e| matches!(e, EventError::Ignorable { .. }),
+            ),
+            (r#"{"seq":0,"time":0,"data":{}}"#, |e| {
+                matches!(e, EventError::MissingType)
+            }),
+            (
+                r#"{"type":"x","seq":0,"time":0,"data":{},"surfaceOp":{"op":"replace","start":0,"end":0}}"#,
+                |e| {
+                    matches!(
+                        e,
+                        EventError::SurfaceOp {
+                            reason: SurfaceOpError::Bounds,
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                r#"{"type":"x","seq":2,"time":0,"data":{},"sourceEventSeqs":[2]}"#,
+                |e| matches!(e, EventError::Sources { .. }),
+            ),
         ];
-        for row in bad {
-            assert!(Event::from_json(row.clone(), 0).is_err(), "{row}");
+        for (line, ok) in cases {
+            let expected = if line.contains("\"seq\":2") { 2 } else { 0 };
+            let err = Event::from_line(line, expected).unwrap_err();
+            assert!(ok(&err), "{line}: {err:?}");
         }
     }
 
@@ -398,11 +746,21 @@ mod tests {
                 end_seq: 3
             }
         );
-        assert!(SurfaceOp::from_json(&op, 3).is_err());
-        assert!(
-            SurfaceOp::from_json(&json!({"op":"replace","startSeq":2,"endSeq":3,"x":1}), 5)
-                .is_err()
+        assert!(matches!(
+            SurfaceOp::from_json(&op, 3),
+            Err(SurfaceOpError::NotEarlier {
+                start: 2,
+                end: 3,
+                seq: 3
+            })
+        ));
+        assert_eq!(
+            SurfaceOp::from_json(&json!({"op":"replace","startSeq":2,"endSeq":3,"x":1}), 5),
+            Err(SurfaceOpError::Shape)
         );
-        assert!(SurfaceOp::from_json(&json!("prepend"), 5).is_err());
+        assert_eq!(
+            SurfaceOp::from_json(&json!("prepend"), 5),
+            Err(SurfaceOpError::Shape)
+        );
     }
 }

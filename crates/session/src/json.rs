@@ -71,13 +71,114 @@ fn check_number(n: &serde_json::Number) -> Result<(), &'static str> {
     }
 }
 
-/// Reads a non-negative safe integer (a seq, count or index).
-pub fn as_safe_u64(value: &Value) -> Option<u64> {
-    let n = value.as_number()?;
+/// Checks that JSON text is lossless (the rules of [`validate_lossless`]) without building a
+/// tree: one pass of the parser, no allocation but for error paths. `root` names the value in
+/// the error path.
+pub fn validate_lossless_str(json: &str, root: &str) -> Result<(), JsonError> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let mut problem: Option<&'static str> = None;
+    let seed = Check {
+        problem: &mut problem,
+    };
+    let parsed = serde::de::DeserializeSeed::deserialize(seed, &mut de).and_then(|()| de.end());
+    match (problem, parsed) {
+        (Some(problem), _) => {
+            // Rare: find the path with the tree walk.
+            let path = serde_json::from_str::<Value>(json)
+                .ok()
+                .and_then(|v| validate_lossless(&v, root).err())
+                .map_or_else(|| root.to_owned(), |e| e.path);
+            Err(JsonError { path, problem })
+        }
+        (None, Ok(())) => Ok(()),
+        (None, Err(_)) => Err(JsonError {
+            path: root.to_owned(),
+            problem: "not valid JSON",
+        }),
+    }
+}
+
+/// A visitor that checks every number and records the first problem.
+struct Check<'p> {
+    problem: &'p mut Option<&'static str>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Check<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Check<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<(), E> {
+        if !(-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&v) {
+            self.problem
+                .get_or_insert("integer outside the safe range ±(2^53-1)");
+        }
+        Ok(())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
+        if v > MAX_SAFE_INTEGER as u64 {
+            self.problem
+                .get_or_insert("integer outside the safe range ±(2^53-1)");
+        }
+        Ok(())
+    }
+    fn visit_f64<E>(self, f: f64) -> Result<(), E> {
+        if !f.is_finite() {
+            self.problem.get_or_insert("non-finite number");
+        } else if f == 0.0 && f.is_sign_negative() {
+            self.problem.get_or_insert("negative zero (-0)");
+        }
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_borrowed_str<E>(self, _: &'de str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_string<E>(self, _: String) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq
+            .next_element_seed(Check {
+                problem: &mut *self.problem,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_key::<serde::de::IgnoredAny>()?.is_some() {
+            map.next_value_seed(Check {
+                problem: &mut *self.problem,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads a non-negative safe integer from a JSON number.
+pub fn number_as_safe_u64(n: &serde_json::Number) -> Option<u64> {
     if let Some(u) = n.as_u64() {
         return (u <= MAX_SAFE_INTEGER as u64).then_some(u);
     }
-    // A float with an integral value (e.g. `3.0`) is still a JSON number equal to 3.
     let f = n.as_f64()?;
     if f.fract() == 0.0 && f >= 0.0 && f <= MAX_SAFE_INTEGER as f64 && !f.is_sign_negative() {
         return Some(f as u64);
@@ -85,9 +186,8 @@ pub fn as_safe_u64(value: &Value) -> Option<u64> {
     None
 }
 
-/// Reads a safe integer of either sign (a time).
-pub fn as_safe_i64(value: &Value) -> Option<i64> {
-    let n = value.as_number()?;
+/// Reads a safe integer of either sign from a JSON number.
+pub fn number_as_safe_i64(n: &serde_json::Number) -> Option<i64> {
     if let Some(i) = n.as_i64() {
         return (-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER)
             .contains(&i)
@@ -99,6 +199,17 @@ pub fn as_safe_i64(value: &Value) -> Option<i64> {
         return Some(f as i64);
     }
     None
+}
+
+/// Reads a non-negative safe integer (a seq, count or index).
+pub fn as_safe_u64(value: &Value) -> Option<u64> {
+    // A float with an integral value (e.g. `3.0`) is still a JSON number equal to 3.
+    number_as_safe_u64(value.as_number()?)
+}
+
+/// Reads a safe integer of either sign (a time).
+pub fn as_safe_i64(value: &Value) -> Option<i64> {
+    number_as_safe_i64(value.as_number()?)
 }
 
 /// Reads a positive safe integer (turn and step numbers).
@@ -133,6 +244,25 @@ mod tests {
         assert!(validate_lossless(&v, "data").is_err());
         let v = json!({"n": 9_007_199_254_740_991_u64});
         assert!(validate_lossless(&v, "data").is_ok());
+    }
+
+    #[test]
+    fn text_check_agrees_with_the_tree_check() {
+        for (json, ok) in [
+            (r#"{"a":[1,2.5,"x",null,true],"b":{"c":-3}}"#, true),
+            (r#"{"a":[-0.0]}"#, false),
+            (r#"{"a":-0}"#, false),
+            (r#"{"n":9007199254740992}"#, false),
+            (r#"{"n":-9007199254740992}"#, false),
+            (r#"{"n":9007199254740991,"s":"\u0000"}"#, true),
+            (r#"{"n":1e400}"#, false),
+        ] {
+            let text = validate_lossless_str(json, "data");
+            assert_eq!(text.is_ok(), ok, "{json}: {text:?}");
+        }
+        let err = validate_lossless_str(r#"{"a":{"b":[0,-0.0]}}"#, "data").unwrap_err();
+        assert_eq!(err.path, "data/a/b/1");
+        assert_eq!(err.problem, "negative zero (-0)");
     }
 
     #[test]

@@ -3,17 +3,21 @@
 //! - [`Event`] / [`NewEvent`]: the immutable, shared envelope (format §3) and what callers append.
 //! - [`SessionLog`]: admission (format §4), the incremental surface and `derive_messages()`
 //!   (§8), crash repair (§15) and fork seeds (§12).
-//! - [`data`]: typed payloads of the core events; [`stream`]: embedded stream records.
+//! - [`EventKind`] (the 60 known types plus plugin types), [`CoreEvent`] and [`data`]: typed
+//!   payloads of the core events, decoded once per event and kept beside its exact JSON;
+//!   [`PluginEvent`]: a plugin's own typed event; [`wire`]: the closed sets as enums;
+//!   [`stream`]: embedded stream records.
 //! - [`codec`]: reading stored bytes (header, torn tails, version refusal) and the v3→v4
 //!   conversion ([`migrate`]).
 //!
-//! The normative format is `shared/reference/session-format.md`.
+//! The normative format is `docs/session-format.md`.
 
 pub mod codec;
 pub mod data;
 pub mod error;
 pub mod event;
 pub mod header;
+pub mod ids;
 pub mod json;
 pub mod log;
 pub mod migrate;
@@ -26,13 +30,20 @@ pub mod stream;
 pub mod surface;
 pub mod validate;
 pub mod vocab;
+pub mod wire;
 
-pub use error::{AppendError, LogError, SessionError};
-pub use event::{Event, NewEvent, SurfaceOp};
+pub use data::{CoreEvent, EventData, PluginEvent};
+pub use error::{
+    AppendError, EventError, ForkError, LogError, Rejection, SeqsError, SessionError,
+    SurfaceOpError,
+};
+pub use event::{Event, NewData, NewEvent, SurfaceOp};
 pub use header::SessionHeader;
-pub use log::{CloseCause, Inbox, PendingCall, SessionLog, TurnTracker, now_ms};
+pub use log::{CloseCause, Inbox, PendingCall, SessionLog, TurnTracker, UnknownValue, now_ms};
 pub use persist::{SessionPersistence, SessionSummary};
 pub use plugin::{KernelSink, SessionEvent, SessionFlush, SessionsPlugin};
 pub use service::{CreateOptions, ForkOptions, SessionStore, Sessions, new_session_id};
 pub use session::{DirectSink, NullSink, Session, SessionSink};
 pub use surface::{Node, Surface};
+pub use vocab::EventKind;
+pub use wire::Target;

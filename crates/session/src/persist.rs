@@ -58,4 +58,21 @@ pub trait SessionPersistence: Send + Sync + 'static {
     }
     /// Flushes and releases the write lock.
     fn close(&self, id: &str) -> Result<(), SessionError>;
+    /// The session's own directory for artefacts such as spill files of tool output (created on
+    /// demand, removed with the session), for a session open for write or stored. `Ok(None)`
+    /// (the default): this backend keeps no artefacts; callers use their own scratch space.
+    fn artifact_dir(&self, id: &str) -> Result<Option<PathBuf>, SessionError> {
+        let _ = id;
+        Ok(None)
+    }
+    /// The cap on the total size of one session's artefacts, in bytes (`None`, the default: no
+    /// cap, or no artefacts kept).
+    fn artifact_cap(&self) -> Option<u64> {
+        None
+    }
+    /// Bytes currently used by the session's artefacts (default 0).
+    fn artifact_usage(&self, id: &str) -> Result<u64, SessionError> {
+        let _ = id;
+        Ok(0)
+    }
 }

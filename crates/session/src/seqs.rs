@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use crate::error::SeqsError;
 use crate::json::as_safe_u64;
 
 /// Encodes a logical seq list physically: a strictly increasing list writes every run of three
@@ -33,34 +34,32 @@ pub fn encode_runs(seqs: &[u64]) -> Value {
 
 /// Decodes the physical form into the logical list and validates it against the owning event's
 /// seq: non-empty, distinct, every member a non-negative safe integer smaller than `own_seq`.
-pub fn decode_runs(value: &Value, own_seq: u64) -> Result<Vec<u64>, String> {
-    let items = value
-        .as_array()
-        .ok_or_else(|| "sourceEventSeqs must be an array".to_string())?;
+pub fn decode_runs(value: &Value, own_seq: u64) -> Result<Vec<u64>, SeqsError> {
+    let items = value.as_array().ok_or(SeqsError::NotArray)?;
     let mut out = Vec::with_capacity(items.len());
     for item in items {
         match item {
             Value::Array(pair) => {
+                let bad = || SeqsError::BadRun(item.to_string());
                 let [a, b] = pair.as_slice() else {
-                    return Err("sourceEventSeqs run must be [start, end]".into());
+                    return Err(bad());
                 };
                 let (Some(a), Some(b)) = (as_safe_u64(a), as_safe_u64(b)) else {
-                    return Err("sourceEventSeqs run bounds must be non-negative integers".into());
+                    return Err(bad());
                 };
                 if a > b {
-                    return Err(format!("sourceEventSeqs run [{a}, {b}] is reversed"));
+                    return Err(bad());
                 }
                 if b >= own_seq {
-                    return Err(format!(
-                        "sourceEventSeqs member {b} is not earlier than the event's seq {own_seq}"
-                    ));
+                    return Err(SeqsError::NotEarlier {
+                        member: b,
+                        seq: own_seq,
+                    });
                 }
                 out.extend(a..=b);
             }
             other => {
-                let s = as_safe_u64(other).ok_or_else(|| {
-                    "sourceEventSeqs members must be non-negative integers".to_string()
-                })?;
+                let s = as_safe_u64(other).ok_or(SeqsError::BadMember)?;
                 out.push(s);
             }
         }
@@ -70,19 +69,20 @@ pub fn decode_runs(value: &Value, own_seq: u64) -> Result<Vec<u64>, String> {
 }
 
 /// Validates a logical seq list (non-empty, distinct, each earlier than `own_seq`).
-pub fn validate_logical(seqs: &[u64], own_seq: u64) -> Result<(), String> {
+pub fn validate_logical(seqs: &[u64], own_seq: u64) -> Result<(), SeqsError> {
     if seqs.is_empty() {
-        return Err("sourceEventSeqs must not be empty".into());
+        return Err(SeqsError::Empty);
     }
     let mut seen = std::collections::HashSet::with_capacity(seqs.len());
     for s in seqs {
         if *s >= own_seq {
-            return Err(format!(
-                "sourceEventSeqs member {s} is not earlier than the event's seq {own_seq}"
-            ));
+            return Err(SeqsError::NotEarlier {
+                member: *s,
+                seq: own_seq,
+            });
         }
         if !seen.insert(*s) {
-            return Err(format!("sourceEventSeqs repeats {s}"));
+            return Err(SeqsError::Repeated(*s));
         }
     }
     Ok(())
@@ -117,13 +117,25 @@ mod tests {
 
     #[test]
     fn decode_rejects_bad_lists() {
-        assert!(decode_runs(&json!([]), 5).is_err());
-        assert!(decode_runs(&json!([5]), 5).is_err());
-        assert!(decode_runs(&json!([1, 1]), 5).is_err());
-        assert!(decode_runs(&json!([[1, 3], 2]), 5).is_err());
-        assert!(decode_runs(&json!([[3, 1]]), 5).is_err());
-        assert!(decode_runs(&json!([[1, 2, 3]]), 5).is_err());
-        assert!(decode_runs(&json!(["1"]), 5).is_err());
-        assert!(decode_runs(&json!(3), 5).is_err());
+        assert_eq!(decode_runs(&json!([]), 5), Err(SeqsError::Empty));
+        assert_eq!(
+            decode_runs(&json!([5]), 5),
+            Err(SeqsError::NotEarlier { member: 5, seq: 5 })
+        );
+        assert_eq!(decode_runs(&json!([1, 1]), 5), Err(SeqsError::Repeated(1)));
+        assert_eq!(
+            decode_runs(&json!([[1, 3], 2]), 5),
+            Err(SeqsError::Repeated(2))
+        );
+        assert!(matches!(
+            decode_runs(&json!([[3, 1]]), 5),
+            Err(SeqsError::BadRun(_))
+        ));
+        assert!(matches!(
+            decode_runs(&json!([[1, 2, 3]]), 5),
+            Err(SeqsError::BadRun(_))
+        ));
+        assert_eq!(decode_runs(&json!(["1"]), 5), Err(SeqsError::BadMember));
+        assert_eq!(decode_runs(&json!(3), 5), Err(SeqsError::NotArray));
     }
 }

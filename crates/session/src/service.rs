@@ -9,12 +9,13 @@ use futures::future::BoxFuture;
 use parking_lot::Mutex;
 
 use crate::NewEvent;
-use crate::error::SessionError;
+use crate::data::{CoreEvent, EndSeed};
+use crate::error::{ForkError, SessionError};
 use crate::header::SessionHeader;
 use crate::log::{SessionLog, now_ms};
 use crate::persist::{SessionPersistence, SessionSummary};
 use crate::session::{Session, SessionSink};
-use crate::vocab::{END_SEED, TURN_END, TURN_START};
+use crate::vocab::EventKind;
 
 /// Options of [`Sessions::create`].
 #[derive(Debug, Clone, Default)]
@@ -49,7 +50,7 @@ pub struct ForkOptions {
 
 /// A fresh session id: `session-<uuid v7>` (time-ordered, so ids sort by creation).
 pub fn new_session_id() -> String {
-    format!("session-{}", uuid::Uuid::now_v7())
+    crate::ids::session_id()
 }
 
 /// The session service (kernel service `sessions`).
@@ -139,9 +140,9 @@ impl SessionStore {
 fn inside_open_turn(log: &SessionLog, b: u64) -> bool {
     let mut open = false;
     for e in &log.events()[..=(b as usize)] {
-        match e.kind() {
-            TURN_START => open = true,
-            TURN_END => open = false,
+        match e.event_kind() {
+            EventKind::TurnStart => open = true,
+            EventKind::TurnEnd => open = false,
             _ => {}
         }
     }
@@ -152,7 +153,7 @@ impl Sessions for SessionStore {
     fn create(&self, o: CreateOptions) -> Result<Arc<Session>, SessionError> {
         let id = o.id.unwrap_or_else(new_session_id);
         if id.is_empty() {
-            return Err(SessionError::Io("session id must not be empty".into()));
+            return Err(SessionError::InvalidId(id));
         }
         if self.open.lock().contains_key(&id) {
             return Err(SessionError::Exists(id));
@@ -189,11 +190,13 @@ impl Sessions for SessionStore {
         // Crash repair (§15), then the restored/live boundary (§12), exactly once.
         let closers = session.with_log(|l| l.closers(crate::CloseCause::Interrupted));
         session.append_all(closers)?;
-        let ends_in_seed =
-            session.with_log(|l| l.events().last().is_some_and(|e| e.kind() == END_SEED));
+        let ends_in_seed = session.with_log(|l| {
+            l.last()
+                .is_some_and(|e| matches!(e.core(), Some(CoreEvent::EndSeed(_))))
+        });
         if !ends_in_seed {
-            let time = session.with_log(|l| l.events().last().map(|e| e.time()));
-            let mut marker = NewEvent::new(END_SEED, serde_json::json!({}));
+            let time = session.with_log(|l| l.last().map(|e| e.time()));
+            let mut marker = NewEvent::core(EndSeed::default());
             if let Some(t) = time {
                 marker = marker.at(t.max(now_ms()));
             }
@@ -239,15 +242,14 @@ impl Sessions for SessionStore {
         let boundary = match o.boundary {
             Some(b) => {
                 if b >= source.len() {
-                    return Err(SessionError::Fork(format!(
-                        "boundary {b} is beyond the log (len {})",
-                        source.len()
-                    )));
+                    return Err(ForkError::BeyondLog {
+                        boundary: b,
+                        len: source.len(),
+                    }
+                    .into());
                 }
                 if inside_open_turn(&source, b) {
-                    return Err(SessionError::Fork(format!(
-                        "boundary {b} is inside an open turn"
-                    )));
+                    return Err(ForkError::InsideOpenTurn(b).into());
                 }
                 Some(b)
             }
@@ -276,9 +278,7 @@ impl Sessions for SessionStore {
             delegation_depth: parent.delegation_depth + u64::from(o.subagent),
             agent_preset: parent.agent_preset.clone(),
         };
-        let child = source
-            .fork_seed(boundary, header)
-            .map_err(SessionError::Fork)?;
+        let child = source.fork_seed(boundary, header)?;
         if let Some(p) = &backend {
             p.create(child.header())?;
         }

@@ -10,6 +10,7 @@ use dsh_llm::Message;
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 
+use crate::data::{CoreEvent, PluginEvent};
 use crate::error::SessionError;
 use crate::event::{Event, NewEvent};
 use crate::header::SessionHeader;
@@ -152,17 +153,29 @@ impl Session {
         Ok(ev)
     }
 
-    /// Commits a typed core event (`NewEvent::typed` + [`Session::append`]).
+    /// Commits a typed core event with the default metadata (surface types append): the typed
+    /// append path for core events. For provenance or replacements, build
+    /// [`NewEvent::core`] and use [`Session::append`].
+    pub fn append_core(&self, event: impl Into<CoreEvent>) -> Result<Arc<Event>, SessionError> {
+        self.append(NewEvent::core(event))
+    }
+
+    /// Commits a plugin's typed event (see [`PluginEvent`]).
+    pub fn append_plugin<T: PluginEvent>(&self, event: &T) -> Result<Arc<Event>, SessionError> {
+        let ev = NewEvent::plugin(event).map_err(|e| crate::AppendError {
+            seq: self.len(),
+            kind: T::TYPE.to_string(),
+            reason: crate::Rejection::Serialize(Arc::new(e)),
+        })?;
+        self.append(ev)
+    }
+
+    /// Commits a typed core event from a reference (clones it). Prefer [`Session::append_core`].
     pub fn append_data<T: crate::data::EventData>(
         &self,
         data: &T,
     ) -> Result<Arc<Event>, SessionError> {
-        let ev = NewEvent::typed(data).map_err(|e| crate::AppendError {
-            seq: self.len(),
-            kind: T::TYPE.to_string(),
-            reason: format!("payload does not serialize: {e}"),
-        })?;
-        self.append(ev)
+        self.append_core(data.clone())
     }
 
     /// The pending inbox lists (format §11), rebuilt from the log.
@@ -216,16 +229,27 @@ impl Session {
         f(&self.log.lock())
     }
 
-    /// A snapshot of all events (shared `Arc`s).
+    /// A snapshot of all events (a new vector of shared `Arc`s: O(log length)). Per-step code
+    /// should borrow instead: [`Session::with_log`], [`Session::with_events_since`],
+    /// [`Session::events_since`].
     pub fn events(&self) -> Vec<Arc<Event>> {
         self.log.lock().events().to_vec()
     }
 
-    /// Events with `seq >= from`.
+    /// Events with `seq >= from` (a vector of the new events only: O(new events)).
     pub fn events_since(&self, from: u64) -> Vec<Arc<Event>> {
-        let log = self.log.lock();
-        let from = (from as usize).min(log.events().len());
-        log.events()[from..].to_vec()
+        self.log.lock().events_since(from).to_vec()
+    }
+
+    /// Runs `f` on the events with `seq >= from`, borrowed (no copy). Same locking rule as
+    /// [`Session::with_log`].
+    pub fn with_events_since<R>(&self, from: u64, f: impl FnOnce(&[Arc<Event>]) -> R) -> R {
+        f(self.log.lock().events_since(from))
+    }
+
+    /// The last committed event.
+    pub fn last_event(&self) -> Option<Arc<Event>> {
+        self.log.lock().last().cloned()
     }
 
     /// Number of committed events (= next seq).

@@ -1,10 +1,34 @@
 //! Embedded stream records (format §3.4): lossless packing of an attempt's timed chunks, the
 //! inverse expansion, and validation.
 
-use dsh_llm::StreamChunk;
-use serde_json::{Map, Value, json};
+use std::borrow::Cow;
 
-use crate::json::{MAX_SAFE_INTEGER, as_safe_i64, as_safe_u64};
+use dsh_llm::StreamChunk;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Number, Value, json};
+
+use crate::data::StreamRecords;
+use crate::json::{
+    MAX_SAFE_INTEGER, as_safe_i64, as_safe_u64, number_as_safe_i64, number_as_safe_u64,
+};
+
+/// A malformed embedded stream (format §3.4); the text names the record and member.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StreamError(pub String);
+
+impl From<String> for StreamError {
+    fn from(s: String) -> Self {
+        StreamError(s)
+    }
+}
+
+impl From<&str> for StreamError {
+    fn from(s: &str) -> Self {
+        StreamError(s.to_owned())
+    }
+}
 
 /// Packs timed chunks into stream records incrementally (one packer per attempt).
 #[derive(Debug, Default, Clone)]
@@ -91,8 +115,13 @@ impl StreamPacker {
         &self.records
     }
 
-    /// Takes the records.
-    pub fn finish(self) -> Vec<Value> {
+    /// Takes the records, as the payload's [`StreamRecords`].
+    pub fn finish(self) -> StreamRecords {
+        StreamRecords::from_records(&self.records)
+    }
+
+    /// Takes the records as JSON values.
+    pub fn into_records(self) -> Vec<Value> {
         self.records
     }
 }
@@ -105,7 +134,7 @@ fn push_to(m: &mut Map<String, Value>, key: &str, v: Value) {
 
 /// Expands stream records into `(time, chunk JSON)` pairs (the chunks as JSON, so plugin block
 /// tags survive). Fails on invalid records.
-pub fn expand_stream(records: &[Value]) -> Result<Vec<(i64, Value)>, String> {
+pub fn expand_stream(records: &[Value]) -> Result<Vec<(i64, Value)>, StreamError> {
     let mut out = Vec::new();
     walk(records, 0, Some(&mut out))?;
     Ok(out)
@@ -116,7 +145,7 @@ fn walk(
     records: &[Value],
     base: usize,
     mut out: Option<&mut Vec<(i64, Value)>>,
-) -> Result<(), String> {
+) -> Result<(), StreamError> {
     for (i, rec) in records.iter().enumerate() {
         let i = i + base;
         let m = rec
@@ -132,7 +161,7 @@ fn walk(
                     .ok_or_else(|| format!("stream record {i}: bad time"))?;
                 let chunk = m.get("chunk").unwrap_or(&Value::Null);
                 if !chunk.is_object() || chunk.get("type").and_then(Value::as_str).is_none() {
-                    return Err(format!("stream record {i}: chunk is not a typed object"));
+                    return Err(format!("stream record {i}: chunk is not a typed object").into());
                 }
                 let chunk = chunk.clone();
                 if let Some(out) = out.as_deref_mut() {
@@ -167,7 +196,7 @@ fn walk(
                     .and_then(Value::as_array)
                     .ok_or_else(|| format!("stream record {i}: dt must be an array"))?;
                 if dt.len() + 1 != members.len() {
-                    return Err(format!("stream record {i}: dt length must be members - 1"));
+                    return Err(format!("stream record {i}: dt length must be members - 1").into());
                 }
                 let id = m.get("id").and_then(Value::as_str);
                 let name = m.get("name");
@@ -175,14 +204,16 @@ fn walk(
                     if id.is_none_or(str::is_empty) {
                         return Err(format!(
                             "stream record {i}: tool-call-chunks id must be non-empty"
-                        ));
+                        )
+                        .into());
                     }
                     if let Some(n) = name
                         && n.as_str().is_none_or(str::is_empty)
                     {
                         return Err(format!(
                             "stream record {i}: tool-call-chunks name must be non-empty"
-                        ));
+                        )
+                        .into());
                     }
                 }
                 let mut t = t0;
@@ -220,21 +251,28 @@ fn walk(
                     out.push((t, chunk));
                 }
             }
-            other => return Err(format!("stream record {i} has unknown type \"{other}\"")),
+            other => {
+                return Err(format!("stream record {i} has unknown type \"{other}\"").into());
+            }
         }
     }
     Ok(())
 }
 
-fn exact_keys(m: &Map<String, Value>, req: &[&str], opt: &[&str], i: usize) -> Result<(), String> {
+fn exact_keys(
+    m: &Map<String, Value>,
+    req: &[&str],
+    opt: &[&str],
+    i: usize,
+) -> Result<(), StreamError> {
     for k in req {
         if !m.contains_key(*k) {
-            return Err(format!("stream record {i} lacks \"{k}\""));
+            return Err(format!("stream record {i} lacks \"{k}\"").into());
         }
     }
     for k in m.keys() {
         if !req.contains(&k.as_str()) && !opt.contains(&k.as_str()) {
-            return Err(format!("stream record {i} has unknown member \"{k}\""));
+            return Err(format!("stream record {i} has unknown member \"{k}\"").into());
         }
     }
     Ok(())
@@ -242,7 +280,7 @@ fn exact_keys(m: &Map<String, Value>, req: &[&str], opt: &[&str], i: usize) -> R
 
 /// Validates a stream (§3.4, §4.5) without expanding it: record shapes and times, and no
 /// retired `tool-result` or tool-change tags in `block-start`/`block-end` chunks.
-pub fn validate_stream(stream: &Value) -> Result<(), String> {
+pub fn validate_stream(stream: &Value) -> Result<(), StreamError> {
     let records = stream.as_array().ok_or("stream must be an array")?;
     for (i, rec) in records.iter().enumerate() {
         let m = rec
@@ -265,16 +303,212 @@ pub fn validate_stream(stream: &Value) -> Result<(), String> {
                         .and_then(|b| b.get("type"))
                         .and_then(Value::as_str),
                     Some(_) => None,
-                    None => return Err(format!("stream record {i}: chunk has no type")),
+                    None => return Err(format!("stream record {i}: chunk has no type").into()),
                 };
                 if let Some(t @ ("tool-result" | "tool-addition" | "tool-removal")) = tag {
-                    return Err(format!("stream holds a retired or misplaced \"{t}\" block"));
+                    return Err(format!("stream holds a retired or misplaced \"{t}\" block").into());
                 }
             }
             Some("text-chunks" | "reasoning-chunks" | "tool-call-chunks") => {
                 walk(std::slice::from_ref(rec), i, None)?;
             }
-            other => return Err(format!("stream record {i} has unknown type {other:?}")),
+            other => return Err(format!("stream record {i} has unknown type {other:?}").into()),
+        }
+    }
+    Ok(())
+}
+
+/// One stream record, borrowed from the payload text (validation only).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordView<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "some_raw", borrow)]
+    time: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "some_raw", borrow)]
+    time0: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "some_raw", borrow)]
+    index: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "some_raw", borrow)]
+    dt: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "some_raw", borrow)]
+    texts: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "some_raw", borrow)]
+    args: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "some_raw", borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "some_raw", borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "some_raw", borrow)]
+    chunk: Option<&'a RawValue>,
+}
+
+fn some_raw<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&'de RawValue>::deserialize(d).map(Some)
+}
+
+/// The `type` tags a `chunk` record's chunk carries (validation only).
+#[derive(Deserialize)]
+struct ChunkView<'a> {
+    #[serde(rename = "type", default, deserialize_with = "some_raw", borrow)]
+    kind: Option<&'a RawValue>,
+    #[serde(rename = "blockType", default, deserialize_with = "some_raw", borrow)]
+    block_type: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "some_raw", borrow)]
+    block: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct BlockView<'a> {
+    #[serde(rename = "type", default, deserialize_with = "some_raw", borrow)]
+    kind: Option<&'a RawValue>,
+}
+
+fn raw_str(raw: &RawValue) -> Option<Cow<'_, str>> {
+    serde_json::from_str::<Cow<'_, str>>(raw.get()).ok()
+}
+
+fn raw_number(raw: Option<&RawValue>) -> Option<Number> {
+    raw.and_then(|r| serde_json::from_str::<Number>(r.get()).ok())
+}
+
+/// Validates a stream given as JSON text (§3.4, §4.5): the same rules as [`validate_stream`],
+/// without building a JSON tree (this runs for every assistant event of a log being opened).
+pub fn validate_stream_json(stream: &str) -> Result<(), StreamError> {
+    let records: Vec<&RawValue> =
+        serde_json::from_str(stream).map_err(|_| StreamError::from("stream must be an array"))?;
+    for (i, rec) in records.iter().enumerate() {
+        let err = |m: &str| StreamError(format!("stream record {i}{m}"));
+        let view: RecordView<'_> = serde_json::from_str(rec.get()).map_err(|e| {
+            let text = e.to_string();
+            match text
+                .strip_prefix("unknown field `")
+                .and_then(|r| r.split('`').next())
+            {
+                Some(name) => {
+                    StreamError(format!("stream record {i} has unknown member \"{name}\""))
+                }
+                None => StreamError(format!(
+                    "stream record {i} is not an object of record members: {text}"
+                )),
+            }
+        })?;
+        let present = |name: &str, v: &Option<&RawValue>| -> Result<(), StreamError> {
+            match v {
+                Some(_) => Ok(()),
+                None => Err(err(&format!(" lacks \"{name}\""))),
+            }
+        };
+        let absent = |name: &str, v: &Option<&RawValue>| -> Result<(), StreamError> {
+            match v {
+                Some(_) => Err(err(&format!(" has unknown member \"{name}\""))),
+                None => Ok(()),
+            }
+        };
+        let kind = view.kind.as_deref().unwrap_or("");
+        match kind {
+            "chunk" => {
+                present("time", &view.time)?;
+                present("chunk", &view.chunk)?;
+                for (n, v) in [
+                    ("time0", &view.time0),
+                    ("index", &view.index),
+                    ("dt", &view.dt),
+                    ("texts", &view.texts),
+                    ("args", &view.args),
+                    ("id", &view.id),
+                    ("name", &view.name),
+                ] {
+                    absent(n, v)?;
+                }
+                raw_number(view.time)
+                    .as_ref()
+                    .and_then(number_as_safe_i64)
+                    .ok_or_else(|| err(": bad time"))?;
+                let chunk: ChunkView<'_> = view
+                    .chunk
+                    .and_then(|c| serde_json::from_str(c.get()).ok())
+                    .ok_or_else(|| err(": chunk is not an object"))?;
+                let tag = match chunk.kind.and_then(raw_str).as_deref() {
+                    Some("block-start") => chunk.block_type.and_then(raw_str),
+                    Some("block-end") => chunk
+                        .block
+                        .and_then(|b| serde_json::from_str::<BlockView<'_>>(b.get()).ok())
+                        .and_then(|b| b.kind.and_then(raw_str)),
+                    Some(_) => None,
+                    None => return Err(err(": chunk has no type")),
+                };
+                if let Some(t @ ("tool-result" | "tool-addition" | "tool-removal")) = tag.as_deref()
+                {
+                    return Err(format!("stream holds a retired or misplaced \"{t}\" block").into());
+                }
+            }
+            "text-chunks" | "reasoning-chunks" | "tool-call-chunks" => {
+                let tool = kind == "tool-call-chunks";
+                present("time0", &view.time0)?;
+                present("index", &view.index)?;
+                present("dt", &view.dt)?;
+                absent("time", &view.time)?;
+                absent("chunk", &view.chunk)?;
+                if tool {
+                    present("id", &view.id)?;
+                    present("args", &view.args)?;
+                    absent("texts", &view.texts)?;
+                } else {
+                    present("texts", &view.texts)?;
+                    for (n, v) in [("args", &view.args), ("id", &view.id), ("name", &view.name)] {
+                        absent(n, v)?;
+                    }
+                }
+                let t0 = raw_number(view.time0)
+                    .as_ref()
+                    .and_then(number_as_safe_i64)
+                    .ok_or_else(|| err(": bad time0"))?;
+                raw_number(view.index)
+                    .as_ref()
+                    .and_then(number_as_safe_u64)
+                    .ok_or_else(|| err(": bad index"))?;
+                let members = if tool { view.args } else { view.texts };
+                let members: Vec<Cow<'_, str>> = members
+                    .and_then(|m| serde_json::from_str(m.get()).ok())
+                    .filter(|m: &Vec<Cow<'_, str>>| !m.is_empty())
+                    .ok_or_else(|| err(": members must be a non-empty string array"))?;
+                let dt: Vec<&RawValue> = view
+                    .dt
+                    .and_then(|d| serde_json::from_str(d.get()).ok())
+                    .ok_or_else(|| err(": dt must be an array"))?;
+                if dt.len() + 1 != members.len() {
+                    return Err(err(": dt length must be members - 1"));
+                }
+                if tool {
+                    if view.id.and_then(raw_str).is_none_or(|s| s.is_empty()) {
+                        return Err(err(": tool-call-chunks id must be non-empty"));
+                    }
+                    if let Some(n) = view.name
+                        && raw_str(n).is_none_or(|s| s.is_empty())
+                    {
+                        return Err(err(": tool-call-chunks name must be non-empty"));
+                    }
+                }
+                let mut t = t0;
+                for d in dt {
+                    let d = raw_number(Some(d))
+                        .as_ref()
+                        .and_then(number_as_safe_i64)
+                        .ok_or_else(|| err(": bad dt"))?;
+                    t = t
+                        .checked_add(d)
+                        .filter(|t| t.abs() <= MAX_SAFE_INTEGER)
+                        .ok_or_else(|| err(": time overflow"))?;
+                }
+            }
+            _ => {
+                return Err(err(&format!(
+                    " has unknown type {:?}",
+                    view.kind.as_deref()
+                )));
+            }
         }
     }
     Ok(())
@@ -317,7 +551,7 @@ mod tests {
             },
         );
         p.push(0, &StreamChunk::finish(FinishReason::Stop));
-        let recs = p.finish();
+        let recs = p.into_records();
         assert_eq!(recs.len(), 4);
         assert_eq!(
             recs[0],
@@ -327,6 +561,8 @@ mod tests {
             recs[1],
             json!({"type":"tool-call-chunks","time0":0,"index":0,"dt":[],"id":"advanced-code","args":["{}"]})
         );
+        let text = Value::Array(recs.clone()).to_string();
+        assert!(validate_stream_json(&text).is_ok());
         assert!(validate_stream(&Value::Array(recs)).is_ok());
     }
 
@@ -354,7 +590,8 @@ mod tests {
                 text: "c".into(),
             },
         );
-        let recs = p.finish();
+        let recs = p.clone().into_records();
+        assert_eq!(p.finish().records().unwrap(), recs);
         assert_eq!(
             recs,
             vec![
@@ -377,8 +614,26 @@ mod tests {
             json!([{"type":"chunk","time":0,"chunk":{"type":"block-start","index":0,"blockType":"tool-result"}}]),
             json!([{"type":"chunk","time":0}]),
             json!([{"type":"mystery"}]),
+            json!([{"type":"text-chunks","time0":0,"index":0,"dt":[],"texts":["a"],"id":"x"}]),
+            json!([{"type":"text-chunks","time0":0,"index":-1,"dt":[],"texts":["a"]}]),
+            json!([{"type":"text-chunks","time0":0,"index":0,"dt":[],"texts":[1]}]),
+            json!([{"type":"text-chunks","time0":9007199254740991_i64,"index":0,"dt":[1],"texts":["a","b"]}]),
+            json!([{"type":"tool-call-chunks","time0":0,"index":0,"dt":[],"id":"i","name":"","args":["a"]}]),
+            json!([{"type":"chunk","time":0,"chunk":{"type":"block-end","index":0,"block":{"type":"tool-addition"}}}]),
+            json!([{"type":"chunk","time":0,"chunk":{"index":0}}]),
+            json!({"type":"chunk"}),
         ] {
             assert!(validate_stream(&bad).is_err(), "{bad}");
+            assert!(validate_stream_json(&bad.to_string()).is_err(), "{bad}");
+        }
+        for good in [
+            json!([]),
+            json!([{"type":"chunk","time":0,"chunk":{"type":"usage","usage":{"inputTokens":1}}}]),
+            json!([{"type":"tool-call-chunks","time0":0,"index":0,"dt":[-3],"id":"i","args":["a","b"]}]),
+            json!([{"type":"reasoning-chunks","time0":5,"index":1,"dt":[0,2],"texts":["a","\"",""]}]),
+        ] {
+            assert!(validate_stream(&good).is_ok(), "{good}");
+            assert!(validate_stream_json(&good.to_string()).is_ok(), "{good}");
         }
     }
 }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use dsh_llm::{ContentBlock, Message};
 
+use crate::data::{CoreEvent, ImageOffload};
+use crate::error::Rejection;
 use crate::vocab::*;
 
 /// One current surface node.
@@ -46,12 +48,8 @@ pub(crate) struct ReplacePlan {
     end: usize,
 }
 
-pub(crate) fn static_kind(kind: &str) -> &'static str {
-    SURFACE_TYPES
-        .iter()
-        .copied()
-        .find(|k| *k == kind)
-        .unwrap_or(USER_MESSAGE)
+pub(crate) fn static_kind(kind: &EventKind) -> &'static str {
+    kind.static_name().unwrap_or(USER_MESSAGE)
 }
 
 impl Surface {
@@ -102,34 +100,38 @@ impl Surface {
         self.nodes.push(node);
     }
 
-    /// Checks a replacement (§8.5) for the event `kind` with `sources`.
+    /// Checks a replacement (§8.5) by the event whose typed payload is `core`, with `sources`.
     pub(crate) fn check_replace(
         &self,
-        kind: &str,
+        core: &CoreEvent,
         start_seq: u64,
         end_seq: u64,
         sources: Option<&[u64]>,
         events: &[Arc<crate::Event>],
-        data: &serde_json::Value,
-    ) -> Result<ReplacePlan, String> {
-        if kind == ASSISTANT_MESSAGE {
-            return Err("assistant/message never replaces".into());
+    ) -> Result<ReplacePlan, Rejection> {
+        let err = |m: String| Err(Rejection::Surface(m));
+        if matches!(core, CoreEvent::AssistantMessage(_)) {
+            return err("assistant/message never replaces".into());
         }
-        let start = self
-            .position(start_seq)
-            .ok_or_else(|| format!("replace startSeq {start_seq} is not a current surface node"))?;
-        let end = self
-            .position(end_seq)
-            .ok_or_else(|| format!("replace endSeq {end_seq} is not a current surface node"))?;
+        let Some(start) = self.position(start_seq) else {
+            return err(format!(
+                "replace startSeq {start_seq} is not a current surface node"
+            ));
+        };
+        let Some(end) = self.position(end_seq) else {
+            return err(format!(
+                "replace endSeq {end_seq} is not a current surface node"
+            ));
+        };
         if start > end {
-            return Err(format!(
+            return err(format!(
                 "replace span {start_seq}..{end_seq} is reversed in surface order"
             ));
         }
         let sources = sources.unwrap_or(&[]);
         for n in &self.nodes[start..=end] {
             if !sources.contains(&n.seq) {
-                return Err(format!(
+                return err(format!(
                     "sourceEventSeqs must cover shadowed node {}",
                     n.seq
                 ));
@@ -137,20 +139,25 @@ impl Surface {
         }
         if start == 0
             && self.nodes[0].kind == SYSTEM_MESSAGE
-            && (kind != SYSTEM_MESSAGE || end != 0)
+            && (!matches!(core, CoreEvent::SystemMessage(_)) || end != 0)
         {
-            return Err(
+            return err(
                 "the protected system head may only be replaced by one system/message, alone"
                     .into(),
             );
         }
-        if kind == TOOL_RESULT {
+        if let CoreEvent::ToolResult(new) = core {
             if start != end || self.nodes[start].kind != TOOL_RESULT {
-                return Err("a tool/result replacement shadows exactly one tool/result".into());
+                return err("a tool/result replacement shadows exactly one tool/result".into());
             }
-            let shadowed = &events[self.nodes[start].seq as usize];
-            if strip_content(shadowed.data()) != strip_content(data) {
-                return Err("a tool/result replacement may differ only in message.content".into());
+            let shadowed = events
+                .get(self.nodes[start].seq as usize)
+                .and_then(|e| e.core());
+            let Some(CoreEvent::ToolResult(old)) = shadowed else {
+                return err("a tool/result replacement shadows exactly one tool/result".into());
+            };
+            if !same_but_content(old, new) {
+                return err("a tool/result replacement may differ only in message.content".into());
             }
         }
         Ok(ReplacePlan { start, end })
@@ -168,55 +175,27 @@ impl Surface {
     /// Checks an `image/offload` payload (§8.6) and returns the projected messages.
     pub(crate) fn check_offload(
         &self,
-        data: &serde_json::Value,
-    ) -> Result<Vec<(usize, Arc<Message>)>, String> {
-        let m = data
-            .as_object()
-            .ok_or("image/offload data must be an object")?;
-        if m.len() != 1 {
-            return Err("image/offload data must have exactly the key targets".into());
-        }
-        let targets = m
-            .get("targets")
-            .and_then(serde_json::Value::as_array)
-            .filter(|t| !t.is_empty())
-            .ok_or("image/offload targets must be a non-empty array")?;
+        offload: &ImageOffload,
+    ) -> Result<Vec<(usize, Arc<Message>)>, Rejection> {
+        let err = |m: String| Err(Rejection::Surface(m));
         let mut out: Vec<(usize, Arc<Message>)> = Vec::new();
-        for t in targets {
-            let t = t
-                .as_object()
-                .filter(|t| t.len() == 2)
-                .ok_or("image/offload target must be exactly {seq, imageIndexes}")?;
-            let seq = t
-                .get("seq")
-                .and_then(crate::json::as_safe_u64)
-                .ok_or("image/offload target seq must be an integer")?;
-            let pos = self.position(seq).ok_or_else(|| {
-                format!("image/offload target {seq} is not a current surface node")
-            })?;
+        for t in &offload.targets {
+            let seq = t.seq;
+            let Some(pos) = self.position(seq) else {
+                return err(format!(
+                    "image/offload target {seq} is not a current surface node"
+                ));
+            };
             if out.iter().any(|(p, _)| *p == pos) {
-                return Err(format!("image/offload repeats target {seq}"));
+                return err(format!("image/offload repeats target {seq}"));
             }
             let node = &self.nodes[pos];
             if node.kind != USER_MESSAGE && node.kind != TOOL_RESULT {
-                return Err(format!(
+                return err(format!(
                     "image/offload target {seq} is not a user/message or tool/result"
                 ));
             }
-            let idx = t
-                .get("imageIndexes")
-                .and_then(serde_json::Value::as_array)
-                .filter(|a| !a.is_empty())
-                .ok_or("imageIndexes must be a non-empty array")?;
-            let mut indexes = Vec::with_capacity(idx.len());
-            for i in idx {
-                let i = crate::json::as_safe_u64(i)
-                    .ok_or("imageIndexes members must be non-negative integers")?;
-                if indexes.last().is_some_and(|l| *l >= i) {
-                    return Err("imageIndexes must be strictly increasing".into());
-                }
-                indexes.push(i);
-            }
+            let indexes = &t.image_indexes;
             let mut msg = (*node.message).clone();
             let mut k = 0u64;
             let mut hit = 0usize;
@@ -224,7 +203,7 @@ impl Surface {
                 if let ContentBlock::Image { offloaded, .. } = block {
                     if indexes.contains(&k) {
                         if *offloaded == Some(true) {
-                            return Err(format!("image {k} of {seq} is already offloaded"));
+                            return err(format!("image {k} of {seq} is already offloaded"));
                         }
                         *offloaded = Some(true);
                         hit += 1;
@@ -233,7 +212,7 @@ impl Surface {
                 }
             }
             if hit != indexes.len() {
-                return Err(format!(
+                return err(format!(
                     "image/offload names an image that {seq} does not have"
                 ));
             }
@@ -250,13 +229,18 @@ impl Surface {
     }
 }
 
-fn strip_content(data: &serde_json::Value) -> serde_json::Value {
-    let mut d = data.clone();
-    if let Some(m) = d
-        .get_mut("message")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        m.remove("content");
-    }
-    d
+/// Whether two tool results are equal but for `message.content` (typed members; unknown
+/// top-level payload members are not compared).
+fn same_but_content(a: &crate::data::ToolResult, b: &crate::data::ToolResult) -> bool {
+    let (ma, mb) = (&a.message, &b.message);
+    a.turn == b.turn
+        && a.step == b.step
+        && a.error == b.error
+        && a.meta == b.meta
+        && ma.id == mb.id
+        && ma.role == mb.role
+        && ma.source == mb.source
+        && ma.tool_call_id == mb.tool_call_id
+        && ma.is_error == mb.is_error
+        && ma.extra == mb.extra
 }

@@ -1,115 +1,79 @@
-//! Stateless admission checks of known event payloads (format §4.4–§4.6).
+//! Stateless admission checks of known event payloads (format §4.4–§4.6), on the typed payloads.
+//! State-dependent rules (headerSeq, offload targets, replacements, turn structure) are checked
+//! by the log.
 
+use dsh_llm::{ContentBlock, Message, Role};
 use serde_json::{Map, Value};
 
-use crate::json::{as_positive, as_safe_u64};
-use crate::stream::validate_stream;
-use crate::vocab::*;
+use crate::data::{CoreEvent, StreamRecords};
+use crate::error::Rejection;
+use crate::vocab::EventKind;
 
-/// Which role an interpreted message slot must carry.
-fn role_of(kind: &str) -> Option<&'static str> {
-    Some(match kind {
-        SYSTEM_MESSAGE => "system",
-        DEVELOPER_MESSAGE => "developer",
-        USER_MESSAGE => "user",
-        ASSISTANT_MESSAGE => "assistant",
-        TOOL_RESULT => "tool",
-        _ => return None,
-    })
+fn payload(msg: impl Into<String>) -> Rejection {
+    Rejection::Payload(msg.into())
 }
 
-/// The message value of a surface event (`data` for `user/message`, else `data.message`).
-pub fn message_slot<'a>(kind: &str, data: &'a Value) -> Option<&'a Value> {
-    if kind == USER_MESSAGE {
-        Some(data)
-    } else {
-        data.get("message")
-    }
-}
-
-fn obj<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
-    v.as_object()
-        .ok_or_else(|| format!("{what} must be an object"))
-}
-
-fn positive(m: &Map<String, Value>, key: &str) -> Result<u64, String> {
-    m.get(key)
-        .and_then(as_positive)
-        .ok_or_else(|| format!("data.{key} must be a positive integer"))
-}
-
-/// Checks an interpreted message slot (§4.5).
-pub fn check_message(msg: &Value, role: &str) -> Result<(), String> {
-    let m = obj(msg, "message")?;
-    if m.get("id")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        return Err("message id must be a non-empty string".into());
-    }
-    if m.get("role").and_then(Value::as_str) != Some(role) {
-        return Err(format!("message role must be \"{role}\""));
-    }
-    let source = m
-        .get("source")
-        .and_then(Value::as_object)
-        .ok_or("message source must be an object")?;
-    match source.get("kind").and_then(Value::as_str) {
-        Some("plugin") => return Err("message source kind \"plugin\" is retired in v4".into()),
-        Some(k) if !k.is_empty() => {}
-        _ => return Err("message source kind must be a non-empty string".into()),
-    }
-    let content = m
-        .get("content")
-        .and_then(Value::as_array)
-        .ok_or("message content must be an array")?;
-    for (i, block) in content.iter().enumerate() {
-        check_block(block, role == "developer").map_err(|e| format!("content[{i}]: {e}"))?;
+fn positive(what: &str, field: &str, n: u64) -> Result<(), Rejection> {
+    if n == 0 {
+        return Err(payload(format!(
+            "{what} data.{field} must be a positive integer"
+        )));
     }
     Ok(())
 }
 
-fn check_block(block: &Value, developer: bool) -> Result<(), String> {
-    let b = obj(block, "content block")?;
-    let tag = b
-        .get("type")
-        .and_then(Value::as_str)
-        .ok_or("content block type must be a string")?;
-    let string = |k: &str| -> Result<(), String> {
-        b.get(k)
-            .and_then(Value::as_str)
-            .map(|_| ())
-            .ok_or_else(|| format!("{tag} block member \"{k}\" must be a string"))
-    };
-    match tag {
-        "text" | "reasoning" => string("text"),
-        "tool-call" => {
-            string("id")?;
-            string("name")?;
-            string("arguments")
+fn turn_step(what: &str, turn: u64, step: u64) -> Result<(), Rejection> {
+    positive(what, "turn", turn)?;
+    positive(what, "step", step)
+}
+
+/// Checks an interpreted message slot (§4.5): `what` names the slot in errors.
+pub fn check_message(msg: &Message, role: Role, what: &str) -> Result<(), Rejection> {
+    if msg.id.is_empty() {
+        return Err(payload(format!(
+            "{what}: message id must be a non-empty string"
+        )));
+    }
+    if msg.role != role {
+        return Err(payload(format!(
+            "{what}: message role must be \"{}\", not \"{}\"",
+            role.as_str(),
+            msg.role.as_str()
+        )));
+    }
+    match msg.source.kind.as_str() {
+        "plugin" => {
+            return Err(payload(format!(
+                "{what}: message source kind \"plugin\" is retired in v4"
+            )));
         }
-        "image" | "file" => {
-            obj(b.get("attachment").unwrap_or(&Value::Null), "attachment")?;
-            if let Some(o) = b.get("offloaded")
-                && o != &Value::Bool(true)
-            {
-                return Err("image offloaded must be true when present".into());
-            }
-            Ok(())
+        "" => {
+            return Err(payload(format!(
+                "{what}: message source kind must be a non-empty string"
+            )));
         }
-        "tool-result" => Err("tool-result blocks are retired in v4".into()),
-        "tool-addition" | "tool-removal" => {
+        _ => {}
+    }
+    for (i, block) in msg.content.iter().enumerate() {
+        check_block(block, role == Role::Developer)
+            .map_err(|e| payload(format!("{what}: content[{i}]: {e}")))?;
+    }
+    Ok(())
+}
+
+fn check_block(block: &ContentBlock, developer: bool) -> Result<(), &'static str> {
+    match block {
+        ContentBlock::Image {
+            offloaded: Some(false),
+            ..
+        } => Err("image offloaded must be true when present"),
+        ContentBlock::ToolResult(_) => Err("tool-result blocks are retired in v4"),
+        ContentBlock::ToolAddition { tool_name } | ContentBlock::ToolRemoval { tool_name } => {
             if !developer {
-                return Err("tool-change blocks require developer role".into());
+                return Err("tool-change blocks require developer role");
             }
-            if b.get("toolName")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-            {
-                return Err("tool-change block needs a non-empty toolName".into());
-            }
-            if tag == "tool-addition" && b.contains_key("tool") {
-                return Err("tool-addition must not carry an inline tool".into());
+            if tool_name.is_empty() {
+                return Err("tool-change block needs a non-empty toolName");
             }
             Ok(())
         }
@@ -117,254 +81,264 @@ fn check_block(block: &Value, developer: bool) -> Result<(), String> {
     }
 }
 
-fn no_retired_blocks(blocks: Option<&Value>, what: &str) -> Result<(), String> {
+fn check_stream(stream: &StreamRecords, what: &str) -> Result<(), Rejection> {
+    crate::stream::validate_stream_json(stream.json())
+        .map_err(|e| payload(format!("{what} data.stream: {e}")))
+}
+
+/// Stateless checks of a typed core payload (format §4.5, §4.6). `json` is the payload's JSON
+/// text (for the few rules on members the typed form does not carry).
+pub fn check_core(core: &CoreEvent, json: &str) -> Result<(), Rejection> {
+    match core {
+        CoreEvent::TurnStart(e) => positive("turn/start", "turn", e.turn),
+        CoreEvent::TurnEnd(e) => positive("turn/end", "turn", e.turn),
+        CoreEvent::StepStart(e) => turn_step("step/start", e.turn, e.step),
+        CoreEvent::StepEnd(e) => turn_step("step/end", e.turn, e.step),
+        CoreEvent::SystemMessage(e) => {
+            check_message(&e.message, Role::System, "system/message")?;
+            turn_step("system/message", e.turn, e.step)
+        }
+        CoreEvent::DeveloperMessage(e) => {
+            check_message(&e.message, Role::Developer, "developer/message")?;
+            turn_step("developer/message", e.turn, e.step)?;
+            let additions = e
+                .message
+                .content
+                .iter()
+                .filter(|b| matches!(b, ContentBlock::ToolAddition { .. }))
+                .count();
+            if (additions > 0) != e.header_seq.is_some() {
+                return Err(payload(
+                    "developer/message requires headerSeq exactly when tool additions are present",
+                ));
+            }
+            Ok(())
+        }
+        CoreEvent::UserMessage(e) => check_message(&e.0, Role::User, "user/message"),
+        CoreEvent::AssistantMessage(e) => {
+            check_message(&e.message, Role::Assistant, "assistant/message")?;
+            turn_step("assistant/message", e.turn, e.step)?;
+            if e.interrupted == Some(false) {
+                return Err(payload(
+                    "assistant/message interrupted must be true when present",
+                ));
+            }
+            check_stream(&e.stream, "assistant/message")
+        }
+        CoreEvent::AssistantAttempt(e) => {
+            turn_step("assistant/attempt", e.turn, e.step)?;
+            check_stream(&e.stream, "assistant/attempt")
+        }
+        CoreEvent::ToolCallEvent(e) => turn_step("tool/call", e.turn, e.step),
+        CoreEvent::ToolResult(e) => {
+            let msg = &e.message;
+            check_message(msg, Role::Tool, "tool/result")?;
+            turn_step("tool/result", e.turn, e.step)?;
+            let call_id = msg.tool_call_id.as_deref().filter(|s| !s.is_empty());
+            let source_call = msg.source.extra.get("callId").and_then(Value::as_str);
+            if call_id.is_none() || call_id != source_call {
+                return Err(payload(
+                    "tool/result message.toolCallId must be non-empty and equal message.source.callId",
+                ));
+            }
+            if msg.source.kind != "tool" {
+                return Err(payload(
+                    "tool/result message.source must be {kind:\"tool\", callId}",
+                ));
+            }
+            if e.error.is_some() && msg.is_error != Some(true) {
+                return Err(payload(
+                    "tool/result error requires message.isError === true",
+                ));
+            }
+            Ok(())
+        }
+        CoreEvent::RequestHeader(_) => {
+            let v: Value = serde_json::from_str(json)
+                .map_err(|e| Rejection::Decode(std::sync::Arc::new(e)))?;
+            check_request_header(v.as_object().unwrap_or(&Map::new()))
+        }
+        CoreEvent::RequestContext(_) => Ok(()),
+        CoreEvent::InboxSpliced(e) => {
+            for (i, m) in e.inserted.iter().enumerate() {
+                check_message(m, Role::User, &format!("agent/inbox/spliced inserted[{i}]"))?;
+            }
+            Ok(())
+        }
+        CoreEvent::EndSeed(_) => {
+            let v: Value = serde_json::from_str(json)
+                .map_err(|e| Rejection::Decode(std::sync::Arc::new(e)))?;
+            let ok = v.as_object().is_some_and(|m| {
+                m.is_empty() || (m.len() == 1 && m.get("inherited") == Some(&Value::Bool(true)))
+            });
+            if !ok {
+                return Err(payload(
+                    "session/end-seed data must be {} or {\"inherited\":true}",
+                ));
+            }
+            Ok(())
+        }
+        CoreEvent::ImageOffload(e) => {
+            if e.targets.is_empty() {
+                return Err(Rejection::Surface(
+                    "image/offload targets must be a non-empty array".into(),
+                ));
+            }
+            for t in &e.targets {
+                if t.image_indexes.is_empty() {
+                    return Err(Rejection::Surface(format!(
+                        "image/offload target {}: imageIndexes must be a non-empty array",
+                        t.seq
+                    )));
+                }
+                if t.image_indexes.windows(2).any(|w| w[0] >= w[1]) {
+                    return Err(Rejection::Surface(format!(
+                        "image/offload target {}: imageIndexes must be strictly increasing",
+                        t.seq
+                    )));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn no_retired_blocks(blocks: Option<&Value>, what: &str) -> Result<(), Rejection> {
     if let Some(Value::Array(items)) = blocks {
         for b in items {
             if matches!(
                 b.get("type").and_then(Value::as_str),
                 Some("tool-result" | "tool-addition" | "tool-removal")
             ) {
-                return Err(format!("{what} holds a retired or misplaced block"));
+                return Err(payload(format!(
+                    "{what} holds a retired or misplaced block"
+                )));
             }
         }
     }
     Ok(())
 }
 
-/// Stateless checks of one known event's payload. State-dependent rules (headerSeq, offload
-/// targets, replacements, turn structure) are checked by the log.
-pub fn check_payload(kind: &str, data: &Value) -> Result<(), String> {
-    let m = obj(data, "data")?;
-    if let Some(role) = role_of(kind) {
-        let msg = message_slot(kind, data).ok_or("data.message is missing")?;
-        check_message(msg, role)?;
-        if kind != USER_MESSAGE {
-            positive(m, "turn")?;
-            positive(m, "step")?;
-        }
+/// Stateless checks of a known feature or opaque type's payload (format §4.5): an object, and
+/// no retired blocks where messages are embedded.
+pub fn check_feature(kind: &EventKind, json: &str) -> Result<(), Rejection> {
+    if !json.trim_start().starts_with('{') {
+        return Err(payload(format!("{kind} data must be an object")));
     }
+    let parse = || -> Result<Value, Rejection> {
+        serde_json::from_str(json).map_err(|e| Rejection::Decode(std::sync::Arc::new(e)))
+    };
     match kind {
-        TURN_START => {
-            positive(m, "turn")?;
-        }
-        TURN_END => {
-            positive(m, "turn")?;
-            let reason = m
-                .get("reason")
-                .and_then(Value::as_object)
-                .ok_or("turn/end reason must be an object")?;
-            match reason.get("kind").and_then(Value::as_str) {
-                Some(
-                    "completed" | "aborted" | "blocked" | "error" | "max-tokens" | "interrupted"
-                    | "forked",
-                ) => {}
-                other => return Err(format!("turn/end reason kind {other:?} is not known")),
-            }
-        }
-        STEP_START | STEP_END => {
-            positive(m, "turn")?;
-            positive(m, "step")?;
-        }
-        SYSTEM_MESSAGE => {}
-        TOOL_RESULT => {
-            let msg = m
-                .get("message")
-                .and_then(Value::as_object)
-                .ok_or("data.message missing")?;
-            let call_id = msg
-                .get("toolCallId")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty());
-            let source_call = msg.pointer_source_call();
-            if call_id.is_none() || call_id != source_call {
-                return Err("tool/result message.toolCallId must be non-empty and equal message.source.callId".into());
-            }
-            if msg
-                .get("source")
-                .and_then(|s| s.get("kind"))
-                .and_then(Value::as_str)
-                != Some("tool")
-            {
-                return Err("tool/result source must be {kind:\"tool\", callId}".into());
-            }
-            let is_error = match msg.get("isError") {
-                None => false,
-                Some(Value::Bool(b)) => *b,
-                Some(_) => return Err("tool/result message.isError must be a boolean".into()),
-            };
-            if m.contains_key("error") && !is_error {
-                return Err("error requires message.isError === true".into());
-            }
-        }
-        DEVELOPER_MESSAGE => {
-            let additions = m
-                .get("message")
-                .and_then(|x| x.get("content"))
-                .and_then(Value::as_array)
-                .map(|c| {
-                    c.iter()
-                        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool-addition"))
-                        .count()
-                })
-                .unwrap_or(0);
-            let header_seq = m.get("headerSeq");
-            if (additions > 0) != header_seq.is_some() {
-                return Err(
-                    "developer/message requires headerSeq exactly when tool additions are present"
-                        .into(),
-                );
-            }
-            if let Some(h) = header_seq
-                && as_safe_u64(h).is_none()
-            {
-                return Err("developer/message headerSeq must be a non-negative integer".into());
-            }
-        }
-        USER_MESSAGE => {}
-        ASSISTANT_MESSAGE | ASSISTANT_ATTEMPT => {
-            if kind == ASSISTANT_ATTEMPT {
-                positive(m, "turn")?;
-                positive(m, "step")?;
-            }
-            validate_stream(m.get("stream").ok_or("data.stream is missing")?)?;
-            if let Some(i) = m.get("interrupted")
-                && i != &Value::Bool(true)
-            {
-                return Err("interrupted must be true when present".into());
-            }
-        }
-        TOOL_CALL => {
-            positive(m, "turn")?;
-            positive(m, "step")?;
-            for k in ["callId", "name", "arguments"] {
-                if m.get(k).and_then(Value::as_str).is_none() {
-                    return Err(format!("tool/call {k} must be a string"));
+        EventKind::SessionTitleLlmRequest => {
+            if let Some(Value::Array(msgs)) = parse()?.get("messages") {
+                for (i, m) in msgs.iter().enumerate() {
+                    let msg: Message = serde_json::from_value(m.clone())
+                        .map_err(|e| Rejection::Decode(std::sync::Arc::new(e)))?;
+                    check_message(
+                        &msg,
+                        Role::User,
+                        &format!("session/title-llm-request messages[{i}]"),
+                    )?;
                 }
             }
         }
-        REQUEST_HEADER => check_request_header(m)?,
-        REQUEST_CONTEXT => {}
-        INBOX_SPLICED => {
-            match m.get("target").and_then(Value::as_str) {
-                Some("next-turn" | "next-step") => {}
-                _ => return Err("inbox splice target must be next-turn or next-step".into()),
-            }
-            as_safe_u64(m.get("start").unwrap_or(&Value::Null))
-                .ok_or("inbox splice start must be a non-negative integer")?;
-            let inserted = m
-                .get("inserted")
-                .and_then(Value::as_array)
-                .ok_or("inbox splice inserted must be an array")?;
-            for msg in inserted {
-                check_message(msg, "user")?;
-            }
+        EventKind::TeamMessageQueued => {
+            no_retired_blocks(parse()?.pointer("/message/content"), "team message")?
         }
-        END_SEED
-            if !(m.is_empty()
-                || (m.len() == 1 && m.get("inherited") == Some(&Value::Bool(true)))) =>
-        {
-            return Err("session/end-seed data must be {} or {\"inherited\":true}".into());
+        EventKind::CompactionSummary => {
+            let v = parse()?;
+            no_retired_blocks(v.get("summary"), "compaction summary")?;
+            no_retired_blocks(v.get("rawOutput"), "compaction rawOutput")?;
         }
-        "session/title-llm-request" => {
-            if let Some(Value::Array(msgs)) = m.get("messages") {
-                for msg in msgs {
-                    check_message(msg, "user")?;
-                }
-            }
+        EventKind::ToolPtcDispatch => {
+            no_retired_blocks(parse()?.get("content"), "ptc dispatch content")?
         }
-        "team/message/queued" => {
-            no_retired_blocks(data.pointer("/message/content"), "team message")?
-        }
-        "compaction/summary" => {
-            no_retired_blocks(m.get("summary"), "compaction summary")?;
-            no_retired_blocks(m.get("rawOutput"), "compaction rawOutput")?;
-        }
-        "tool/ptc-dispatch" => no_retired_blocks(m.get("content"), "ptc dispatch content")?,
         _ => {}
     }
     Ok(())
 }
 
-trait SourceCall {
-    fn pointer_source_call(&self) -> Option<&str>;
-}
-impl SourceCall for Map<String, Value> {
-    fn pointer_source_call(&self) -> Option<&str> {
-        self.get("source")?.get("callId")?.as_str()
-    }
-}
-
-fn check_request_header(m: &Map<String, Value>) -> Result<(), String> {
+fn check_request_header(m: &Map<String, Value>) -> Result<(), Rejection> {
     let header = m
         .get("header")
         .and_then(Value::as_object)
-        .ok_or("request/header header must be an object")?;
+        .ok_or_else(|| payload("request/header header must be an object"))?;
     if header.contains_key("system") {
-        return Err("must omit header.system; use system/message".into());
+        return Err(payload(
+            "request/header must omit header.system; use system/message",
+        ));
     }
     let config = header
         .get("config")
         .and_then(Value::as_object)
-        .ok_or("request/header config must be an object")?;
+        .ok_or_else(|| payload("request/header config must be an object"))?;
     for k in ["provider", "model"] {
         if config
             .get(k)
             .and_then(Value::as_str)
             .is_none_or(str::is_empty)
         {
-            return Err(format!(
+            return Err(payload(format!(
                 "request/header config.{k} must be a non-empty string"
-            ));
+            )));
         }
     }
     if let Some(e) = config.get("reasoningEffort")
         && e.as_str().is_none_or(str::is_empty)
     {
-        return Err("request/header config.reasoningEffort must be non-empty".into());
+        return Err(payload(
+            "request/header config.reasoningEffort must be non-empty",
+        ));
     }
     if let Some(d) = header.get("adapterDefaults") {
-        let d = d.as_object().ok_or("adapterDefaults must be an object")?;
+        let d = d
+            .as_object()
+            .ok_or_else(|| payload("request/header adapterDefaults must be an object"))?;
         if d.is_empty() {
-            return Err("adapterDefaults must not be {}".into());
+            return Err(payload("request/header adapterDefaults must not be {}"));
         }
         for (k, v) in d {
             if v != &Value::Bool(true) || !config.contains_key(k) {
-                return Err(format!(
-                    "adapterDefaults.{k} must be true and its config value present"
-                ));
+                return Err(payload(format!(
+                    "request/header adapterDefaults.{k} must be true and its config value present"
+                )));
             }
         }
     }
     if let Some(t) = header.get("tools") {
         let tools = t
             .as_array()
-            .ok_or("request/header tools must be an array")?;
+            .ok_or_else(|| payload("request/header tools must be an array"))?;
         if tools.is_empty() {
-            return Err("request/header tools must be omitted when empty".into());
+            return Err(payload("request/header tools must be omitted when empty"));
         }
-        for tool in tools {
-            let tool = tool.as_object().ok_or("tool schema must be an object")?;
+        for (i, tool) in tools.iter().enumerate() {
+            let tool = tool
+                .as_object()
+                .ok_or_else(|| payload(format!("request/header tools[{i}] must be an object")))?;
             if tool.get("name").and_then(Value::as_str).is_none()
                 || tool.get("description").and_then(Value::as_str).is_none()
                 || !tool.get("parameters").is_some_and(Value::is_object)
             {
-                return Err("tool schema must be {name, description, parameters}".into());
+                return Err(payload(format!(
+                    "request/header tools[{i}] must be {{name, description, parameters}}"
+                )));
             }
             if let Some(d) = tool.get("deferLoading")
                 && d != &Value::Bool(true)
             {
-                return Err("tool deferLoading must be true when present".into());
+                return Err(payload(format!(
+                    "request/header tools[{i}].deferLoading must be true when present"
+                )));
             }
         }
-    }
-    match m.get("reason").and_then(Value::as_str) {
-        Some("initial" | "resume" | "change" | "series") => {}
-        other => return Err(format!("request/header reason {other:?} is not known")),
     }
     if let Some(s) = m.get("startsSeries")
         && s != &Value::Bool(true)
     {
-        return Err("request/header startsSeries must be true when present".into());
+        return Err(payload(
+            "request/header startsSeries must be true when present",
+        ));
     }
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_kernel::{BoxError, Ctx, Dep, Plugin};
-use dsh_llm::adapter::{ChunkStream, LlmAdapter, LlmRequest, ModelInfo};
+use dsh_llm::adapter::{ChunkStream, LlmAdapter, LlmRequest, ModelInfo, ReasoningEffort};
 use dsh_llm::service::Llm;
 use dsh_llm::{
     BlockKind, ContentBlock, FinishReason, LlmFailure, StreamChunk, TokenUsage, ToolCall, codes,
@@ -103,9 +103,11 @@ impl LlmAdapter for ScriptedAdapter {
             context_window: 100_000,
             default_max_tokens: 4096,
             max_output_tokens: None,
-            reasoning_efforts: vec!["off".into(), "high".into()],
+            reasoning_efforts: vec![ReasoningEffort::Off, ReasoningEffort::High],
             default_effort: None,
             input_modalities: Vec::new(),
+            system_prompt_update: None,
+            tool_update: None,
         }
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin};
 use dsh_shell::{ShellError, ShellExecutor, ShellOutcome, ShellRequest, limits};
-use dsh_tools::{Tool, ToolContext, ToolError, ToolOutput, Tools};
+use dsh_tools::{Tool, ToolContext, ToolError, ToolErrorCode, ToolOutput, Tools};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -33,7 +33,7 @@ note names a file holding the full output (use read with offset/limit, or grep, 
 DSH_SESSION_ID set; secrets such as API keys are removed from it.";
 
 /// Code of a result whose shell process could not be started.
-pub const SPAWN_FAILED: &str = "BASH_SPAWN_FAILED";
+pub const SPAWN_FAILED: ToolErrorCode = ToolErrorCode::tool_defined("BASH_SPAWN_FAILED");
 
 /// The `bash` tool. Exclusive (never runs in parallel with other calls).
 pub struct BashTool {

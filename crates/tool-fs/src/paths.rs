@@ -88,31 +88,36 @@ pub fn io_error(verb: &str, path: &Path, err: &std::io::Error) -> ToolError {
 
 /// Error codes of the fs tools.
 pub mod codes {
+    use dsh_tools::ToolErrorCode;
+
     pub use dsh_tools::codes::FS_NOT_OBSERVED;
     /// The file (or the offset) does not exist.
-    pub const FS_NOT_FOUND: &str = "FS_NOT_FOUND";
+    pub const FS_NOT_FOUND: ToolErrorCode = ToolErrorCode::tool_defined("FS_NOT_FOUND");
     /// Binary or non-UTF-8 content.
-    pub const FS_NOT_TEXT: &str = "FS_NOT_TEXT";
+    pub const FS_NOT_TEXT: ToolErrorCode = ToolErrorCode::tool_defined("FS_NOT_TEXT");
     /// A directory or other non-regular file where a file was expected.
-    pub const FS_NOT_A_FILE: &str = "FS_NOT_A_FILE";
+    pub const FS_NOT_A_FILE: ToolErrorCode = ToolErrorCode::tool_defined("FS_NOT_A_FILE");
     /// The operating system refused access.
-    pub const FS_PERMISSION_DENIED: &str = "FS_PERMISSION_DENIED";
+    pub const FS_PERMISSION_DENIED: ToolErrorCode =
+        ToolErrorCode::tool_defined("FS_PERMISSION_DENIED");
     /// Any other I/O failure.
-    pub const FS_IO_ERROR: &str = "FS_IO_ERROR";
+    pub const FS_IO_ERROR: ToolErrorCode = ToolErrorCode::tool_defined("FS_IO_ERROR");
     /// The file changed (or vanished) since it was last observed.
-    pub const FS_STALE_VERSION: &str = "FS_STALE_VERSION";
+    pub const FS_STALE_VERSION: ToolErrorCode = ToolErrorCode::tool_defined("FS_STALE_VERSION");
     /// `edit`: the file is over the size `edit` will load.
-    pub const FS_TOO_LARGE: &str = "FS_TOO_LARGE";
+    pub const FS_TOO_LARGE: ToolErrorCode = ToolErrorCode::tool_defined("FS_TOO_LARGE");
     /// `edit`: `old_string` not found.
-    pub const FS_EDIT_NOT_FOUND: &str = "FS_EDIT_NOT_FOUND";
+    pub const FS_EDIT_NOT_FOUND: ToolErrorCode = ToolErrorCode::tool_defined("FS_EDIT_NOT_FOUND");
     /// `edit`: `old_string` matched several times without `replace_all`.
-    pub const FS_AMBIGUOUS_EDIT: &str = "FS_AMBIGUOUS_EDIT";
+    pub const FS_AMBIGUOUS_EDIT: ToolErrorCode = ToolErrorCode::tool_defined("FS_AMBIGUOUS_EDIT");
     /// `grep`/`glob`: the regex or glob was rejected.
-    pub const SEARCH_INVALID_PATTERN: &str = "SEARCH_INVALID_PATTERN";
+    pub const SEARCH_INVALID_PATTERN: ToolErrorCode =
+        ToolErrorCode::tool_defined("SEARCH_INVALID_PATTERN");
     /// `grep`/`glob`: the search failed.
-    pub const SEARCH_FAILED: &str = "SEARCH_FAILED";
+    pub const SEARCH_FAILED: ToolErrorCode = ToolErrorCode::tool_defined("SEARCH_FAILED");
     /// `grep`: more than 20,000,000 bytes of matching lines.
-    pub const SEARCH_RAW_OUTPUT_OVERFLOW: &str = "SEARCH_RAW_OUTPUT_OVERFLOW";
+    pub const SEARCH_RAW_OUTPUT_OVERFLOW: ToolErrorCode =
+        ToolErrorCode::tool_defined("SEARCH_RAW_OUTPUT_OVERFLOW");
 }
 
 /// Write `bytes` to `path` atomically: a temp file in the same directory, fsync, rename.
@@ -156,6 +161,32 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tool_defined_codes_are_canonical_and_round_trip() {
+        use super::codes::*;
+        let all = [
+            FS_NOT_FOUND,
+            FS_NOT_TEXT,
+            FS_NOT_A_FILE,
+            FS_PERMISSION_DENIED,
+            FS_IO_ERROR,
+            FS_STALE_VERSION,
+            FS_TOO_LARGE,
+            FS_EDIT_NOT_FOUND,
+            FS_AMBIGUOUS_EDIT,
+            SEARCH_INVALID_PATTERN,
+            SEARCH_FAILED,
+            SEARCH_RAW_OUTPUT_OVERFLOW,
+        ];
+        for code in all {
+            assert!(code.is_canonical(), "{code} has a named variant");
+            let json = serde_json::to_string(&code).unwrap();
+            let back: dsh_tools::ToolErrorCode = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, code);
+        }
+        assert_eq!(FS_NOT_OBSERVED, dsh_tools::ToolErrorCode::FsNotObserved);
+    }
 
     #[test]
     fn resolves_and_displays() {

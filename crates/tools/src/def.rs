@@ -11,6 +11,8 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use dsh_llm::ToolErrorCode;
+
 use crate::error::ToolError;
 
 /// Whether a call may run concurrently with other parallel-safe calls of the same batch.
@@ -418,7 +420,7 @@ impl ToolResult {
     }
 
     /// The error code, if this is a failure with one.
-    pub fn code(&self) -> Option<&str> {
-        self.error.as_ref().map(|e| e.code.as_str())
+    pub fn code(&self) -> Option<&ToolErrorCode> {
+        self.error.as_ref().map(|e| &e.code)
     }
 }

@@ -1,46 +1,50 @@
 //! Tool failures: the error a tool body (or any pipeline stage) reports, and the codes the
-//! pipeline itself produces.
+//! pipeline itself produces (values of [`ToolErrorCode`], shared with the session log).
 
-use std::fmt;
+use dsh_llm::ToolErrorCode;
 
-/// Error codes produced by the pipeline (`architecture.md` §7, `behaviours.md` §4).
+/// The codes the pipeline produces, as constants of [`ToolErrorCode`] (kept so `codes::X`
+/// reads as before; the variants are the same values).
 pub mod codes {
+    use dsh_llm::ToolErrorCode;
+
     /// The tool is not registered, or not visible to the calling scope.
-    pub const UNKNOWN_TOOL: &str = "UNKNOWN_TOOL";
+    pub const UNKNOWN_TOOL: ToolErrorCode = ToolErrorCode::UnknownTool;
     /// The arguments are not valid JSON or do not match the tool's schema.
-    pub const INVALID_ARGS: &str = "INVALID_ARGS";
+    pub const INVALID_ARGS: ToolErrorCode = ToolErrorCode::InvalidArgs;
     /// The tool's deadline passed (set by the timeout-policy plugin).
-    pub const TOOL_TIMEOUT: &str = "TOOL_TIMEOUT";
+    pub const TOOL_TIMEOUT: ToolErrorCode = ToolErrorCode::ToolTimeout;
     /// The call was cancelled before its body started.
-    pub const ABORTED_BEFORE_DISPATCH: &str = "ABORTED_BEFORE_DISPATCH";
+    pub const ABORTED_BEFORE_DISPATCH: ToolErrorCode = ToolErrorCode::AbortedBeforeDispatch;
     /// The call was cancelled while its body ran.
-    pub const ABORTED: &str = "ABORTED";
+    pub const ABORTED: ToolErrorCode = ToolErrorCode::Aborted;
     /// Crash repair: a call requested but never started.
-    pub const TOOL_NOT_STARTED: &str = "TOOL_NOT_STARTED";
+    pub const TOOL_NOT_STARTED: ToolErrorCode = ToolErrorCode::ToolNotStarted;
     /// Crash repair: a call started but its result was not recorded.
-    pub const TOOL_OUTCOME_UNKNOWN: &str = "TOOL_OUTCOME_UNKNOWN";
+    pub const TOOL_OUTCOME_UNKNOWN: ToolErrorCode = ToolErrorCode::ToolOutcomeUnknown;
     /// A `tools/pre-execute` listener or a guard denied the call.
-    pub const TOOL_DENIED: &str = "TOOL_DENIED";
+    pub const TOOL_DENIED: ToolErrorCode = ToolErrorCode::ToolDenied;
     /// A `tools/post-execute` listener blocked the result.
-    pub const TOOL_BLOCKED: &str = "TOOL_BLOCKED";
+    pub const TOOL_BLOCKED: ToolErrorCode = ToolErrorCode::ToolBlocked;
     /// The tool body (or a listener) failed without a code of its own, or panicked.
-    pub const TOOL_FAILED: &str = "TOOL_FAILED";
+    pub const TOOL_FAILED: ToolErrorCode = ToolErrorCode::ToolFailed;
     /// A post-execute listener returned an invalid decision.
-    pub const INVALID_TOOL_OUTPUT: &str = "INVALID_TOOL_OUTPUT";
+    pub const INVALID_TOOL_OUTPUT: ToolErrorCode = ToolErrorCode::InvalidToolOutput;
     /// The read-before-write policy refused a write or edit (file never read).
-    pub const FS_NOT_OBSERVED: &str = "FS_NOT_OBSERVED";
+    pub const FS_NOT_OBSERVED: ToolErrorCode = ToolErrorCode::FsNotObserved;
 }
 
 /// A failed tool call, as the model and the log see it.
 ///
 /// Rendered as `Error: <message>` with `isError: true`; `name` and `code` go to
 /// `tool/result.error`, `reason` (raw user-facing text) is kept out of the model's content.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message} ({code})")]
 pub struct ToolError {
     /// Error class name (`AbortError`, `ToolTimeoutError`, ...).
     pub name: String,
     /// Machine-readable code (`INVALID_ARGS`, `FS_NOT_OBSERVED`, ...).
-    pub code: String,
+    pub code: ToolErrorCode,
     /// The message shown to the model after `Error: `.
     pub message: String,
     /// Optional raw reason for users (not shown to the model).
@@ -50,9 +54,9 @@ pub struct ToolError {
 impl ToolError {
     /// An error with `code` and `message`; the name is derived from the code
     /// (`TOOL_TIMEOUT` → `ToolTimeoutError`; the two abort codes → `AbortError`).
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn new(code: impl Into<ToolErrorCode>, message: impl Into<String>) -> Self {
         let code = code.into();
-        let name = name_for_code(&code);
+        let name = code.error_name();
         Self {
             name,
             code,
@@ -115,31 +119,6 @@ impl ToolError {
     }
 }
 
-impl fmt::Display for ToolError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.message, self.code)
-    }
-}
-
-impl std::error::Error for ToolError {}
-
-/// `SOME_CODE` → `SomeCodeError`; abort codes → `AbortError` (upstream's names).
-fn name_for_code(code: &str) -> String {
-    if code == codes::ABORTED || code == codes::ABORTED_BEFORE_DISPATCH {
-        return "AbortError".to_owned();
-    }
-    let mut name = String::with_capacity(code.len() + 5);
-    for part in code.split('_').filter(|p| !p.is_empty()) {
-        let mut chars = part.chars();
-        if let Some(first) = chars.next() {
-            name.push(first.to_ascii_uppercase());
-            name.extend(chars.map(|c| c.to_ascii_lowercase()));
-        }
-    }
-    name.push_str("Error");
-    name
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +140,14 @@ mod tests {
             ToolError::unknown_tool("nope").model_text(),
             "Error: unknown tool \"nope\""
         );
+        assert_eq!(
+            ToolError::unknown_tool("nope").code,
+            ToolErrorCode::UnknownTool
+        );
+        // A tool's own code keeps its spelling and gets a derived name.
+        let own = ToolError::new("FS_NOT_FOUND", "x");
+        assert_eq!(own.code, ToolErrorCode::from_wire("FS_NOT_FOUND"));
+        assert_eq!(own.name, "FsNotFoundError");
+        assert_eq!(own.to_string(), "x (FS_NOT_FOUND)");
     }
 }

@@ -12,20 +12,22 @@
 
 pub mod def;
 pub mod error;
-pub mod pipeline;
+mod pipeline;
 pub mod registry;
 pub mod schema;
 pub mod service;
 mod spill;
+pub mod vocab;
 
 pub use def::{Concurrency, FnTool, Tool, ToolContext, ToolOutput, ToolResult, render_default};
+pub use dsh_llm::ToolErrorCode;
 pub use error::{ToolError, codes};
-pub use pipeline::{
-    ApprovalOutcome, Approvals, CallInfo, ExecuteInput, PostDecision, PostExecuteInput,
-    PreDecision, ToolRequest, ToolsExecute, ToolsPostExecute, ToolsPreExecute, ToolsResultEvent,
-};
-pub use registry::{Guard, ToolFilter, ToolSchema, ToolsError, valid_tool_name};
+pub use registry::{ToolFilter, ToolSchema, ToolsError, valid_tool_name};
 pub use service::{
     DEFAULT_MAX_INLINE_BYTES, ToolTimeoutConfig, ToolTimeoutPlugin, Tools, ToolsConfig,
     ToolsPlugin, ToolsService,
+};
+pub use vocab::{
+    ApprovalOutcome, Approvals, CallInfo, ExecuteInput, Guard, PostDecision, PostExecuteInput,
+    PreDecision, ToolRequest, ToolsExecute, ToolsPostExecute, ToolsPreExecute, ToolsResultEvent,
 };

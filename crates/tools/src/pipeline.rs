@@ -1,227 +1,25 @@
-//! The execution pipeline: its hooks, their vocabulary, and the driver that runs one call.
+//! The execution pipeline: the driver that runs one call through the hooks declared in
+//! [`crate::vocab`].
 //!
 //! Order: resolve → parse and validate → `tools/pre-execute` (allow / deny / ask) → guards →
 //! `tools/execute` (around the body) → render → `tools/post-execute` → `tools/result`.
 //! Every failure, including a panic in a listener or the body, becomes an error result.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
-use dsh_kernel::{Ctx, Hook, Notify, ScopeKey, Service, contain, contain_sync};
-use dsh_llm::ContentBlock;
+use dsh_kernel::{Ctx, Hook, contain, contain_sync};
 use futures::future::BoxFuture;
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use crate::def::{Tool, ToolContext, ToolOutput, ToolResult};
 use crate::error::{ToolError, codes};
 use crate::registry::Registry;
 use crate::schema;
-
-/// One call as the model made it, plus the session facts the pipeline runs it with.
-#[derive(Clone, Debug)]
-pub struct ToolRequest {
-    /// The provider's call id.
-    pub call_id: String,
-    /// The tool name as called.
-    pub name: String,
-    /// The raw argument string exactly as streamed (`""` means `{}`).
-    pub arguments: String,
-    /// The session the call belongs to.
-    pub session_id: String,
-    /// The working directory of the session or agent.
-    pub cwd: PathBuf,
-    /// The agent scope (`None`: global tools only).
-    pub scope: Option<ScopeKey>,
-    /// Cancelled when the turn is aborted.
-    pub cancel: CancellationToken,
-    /// Session-private directory for spill files (`None`: the default under the temp dir).
-    pub scratch_dir: Option<PathBuf>,
-}
-
-impl ToolRequest {
-    /// A request with a fresh token, no scope and the default scratch directory.
-    pub fn new(
-        call_id: impl Into<String>,
-        name: impl Into<String>,
-        arguments: impl Into<String>,
-        session_id: impl Into<String>,
-        cwd: impl Into<PathBuf>,
-    ) -> Self {
-        Self {
-            call_id: call_id.into(),
-            name: name.into(),
-            arguments: arguments.into(),
-            session_id: session_id.into(),
-            cwd: cwd.into(),
-            scope: None,
-            cancel: CancellationToken::new(),
-            scratch_dir: None,
-        }
-    }
-}
-
-/// A validated call, shared by every stage of the pipeline.
-#[derive(Clone, Debug)]
-pub struct CallInfo {
-    /// The provider's call id.
-    pub call_id: String,
-    /// The tool name.
-    pub name: String,
-    /// The raw argument string.
-    pub arguments: String,
-    /// The parsed, schema-valid arguments.
-    pub args: Value,
-    /// The session id.
-    pub session_id: String,
-    /// The working directory.
-    pub cwd: PathBuf,
-    /// The agent scope.
-    pub scope: Option<ScopeKey>,
-}
-
-/// `tools/pre-execute`: may allow, deny or ask for approval. It cannot rewrite arguments.
-#[derive(Debug)]
-pub struct ToolsPreExecute;
-
-impl Hook for ToolsPreExecute {
-    const NAME: &'static str = "tools/pre-execute";
-    type Input = Arc<CallInfo>;
-    type Output = PreDecision;
-}
-
-/// A `tools/pre-execute` answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PreDecision {
-    /// Run the call.
-    Allow,
-    /// Refuse it: `Error: <reason>` (`TOOL_DENIED`).
-    Deny {
-        /// Shown to the model.
-        reason: String,
-    },
-    /// Ask the approval service; without one the call is denied.
-    Ask {
-        /// Why approval is needed.
-        reason: Option<String>,
-    },
-}
-
-/// What an approval service answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApprovalOutcome {
-    /// Run this call once.
-    AllowedOnce,
-    /// The user said no.
-    Rejected,
-    /// The question was cancelled (e.g. the turn ended).
-    Cancelled,
-    /// No one could answer.
-    Unavailable,
-}
-
-/// The approval seam: a plugin that can ask the user provides it.
-pub trait Approvals: Send + Sync + 'static {
-    /// Ask whether `call` may run.
-    fn ask<'a>(
-        &'a self,
-        call: &'a CallInfo,
-        reason: Option<&'a str>,
-    ) -> BoxFuture<'a, ApprovalOutcome>;
-}
-
-impl Service for dyn Approvals {
-    const NAME: &'static str = "approvals";
-}
-
-/// `tools/execute`: middleware around the body (timeouts, checkpoints, sandboxes).
-///
-/// A listener that limits time cancels `input.ctx.cancel_token()` and keeps awaiting
-/// `next.run(..)`; it never drops the inner future.
-#[derive(Debug)]
-pub struct ToolsExecute;
-
-impl Hook for ToolsExecute {
-    const NAME: &'static str = "tools/execute";
-    type Input = ExecuteInput;
-    type Output = Result<ToolOutput, ToolError>;
-}
-
-/// The input of `tools/execute`.
-#[derive(Clone, Debug)]
-pub struct ExecuteInput {
-    /// The call.
-    pub call: Arc<CallInfo>,
-    /// What the body receives (its token is a child of the turn's).
-    pub ctx: ToolContext,
-    /// The tool's declared budget, if any.
-    pub timeout: Option<Duration>,
-}
-
-/// `tools/post-execute`: sees a successful result; may accept (optionally replacing content or
-/// value, adding context) or block it.
-#[derive(Debug)]
-pub struct ToolsPostExecute;
-
-impl Hook for ToolsPostExecute {
-    const NAME: &'static str = "tools/post-execute";
-    type Input = PostExecuteInput;
-    type Output = PostDecision;
-}
-
-/// The input of `tools/post-execute`.
-#[derive(Clone, Debug)]
-pub struct PostExecuteInput {
-    /// The call.
-    pub call: Arc<CallInfo>,
-    /// The result so far.
-    pub result: Arc<ToolResult>,
-}
-
-/// A `tools/post-execute` answer.
-#[derive(Clone, Debug, PartialEq)]
-pub enum PostDecision {
-    /// Keep the result, possibly amended.
-    Accept {
-        /// Replacement content (value and meta are kept).
-        content: Option<Vec<ContentBlock>>,
-        /// Replacement value (re-rendered by the tool). Not together with `content`.
-        value: Option<Value>,
-        /// Context for the next step, after the tool's and wrappers' contexts.
-        additional_contexts: Vec<String>,
-    },
-    /// Turn the result into a failure carrying `feedback` (`TOOL_BLOCKED`).
-    Block {
-        /// Shown to the model.
-        feedback: String,
-    },
-}
-
-impl PostDecision {
-    /// Accept unchanged.
-    pub fn accept() -> Self {
-        PostDecision::Accept {
-            content: None,
-            value: None,
-            additional_contexts: Vec::new(),
-        }
-    }
-}
-
-/// `tools/result`: every finished call, success or failure, before it is returned.
-#[derive(Clone, Debug)]
-pub struct ToolsResultEvent {
-    /// The call (`args` is `Null` when the call failed before validation).
-    pub call: Arc<CallInfo>,
-    /// The final result.
-    pub result: Arc<ToolResult>,
-}
-
-impl Notify for ToolsResultEvent {
-    const NAME: &'static str = "tools/result";
-}
+use crate::vocab::{
+    ApprovalOutcome, Approvals, CallInfo, ExecuteInput, PostDecision, PostExecuteInput,
+    PreDecision, ToolRequest, ToolsExecute, ToolsPostExecute, ToolsPreExecute, ToolsResultEvent,
+};
 
 /// Runs one pipeline stage with the kernel's panic containment: a panic becomes `TOOL_FAILED`.
 async fn contained<T>(stage: &str, fut: BoxFuture<'_, T>) -> Result<T, ToolError> {

@@ -4,14 +4,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use dsh_kernel::ScopeKey;
-use futures::future::BoxFuture;
 use parking_lot::RwLock;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::def::Tool;
-use crate::error::ToolError;
-use crate::pipeline::CallInfo;
+use crate::vocab::Guard;
 
 /// Why a registration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -51,13 +49,6 @@ pub struct ToolSchema {
     pub description: String,
     /// The parameter schema, byte-stable (key order as declared).
     pub parameters: Value,
-}
-
-/// A deny-only check run after `tools/pre-execute` and before the body: `Ok(())` lets the call
-/// through, an error denies it (and becomes the result, code included).
-pub trait Guard: Send + Sync + 'static {
-    /// Check one call (arguments already validated).
-    fn check<'a>(&'a self, call: &'a CallInfo) -> BoxFuture<'a, Result<(), ToolError>>;
 }
 
 /// A per-scope restriction of the visible tools: an optional allow-list and a deny-list.

@@ -11,12 +11,13 @@ use serde::Deserialize;
 
 use crate::def::{Concurrency, Tool, ToolResult};
 use crate::error::ToolError;
-use crate::pipeline::{ExecuteInput, ToolRequest, ToolsExecute, run_call};
+use crate::pipeline::run_call;
 use crate::registry::{
-    FilterEntry, Guard, GuardEntry, Registry, ToolEntry, ToolFilter, ToolSchema, ToolsError,
+    FilterEntry, GuardEntry, Registry, ToolEntry, ToolFilter, ToolSchema, ToolsError,
     valid_tool_name,
 };
 use crate::schema;
+use crate::vocab::{ExecuteInput, Guard, ToolRequest, ToolsExecute};
 
 /// The tool registry and execution pipeline, as a kernel service.
 ///

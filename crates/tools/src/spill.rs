@@ -7,7 +7,7 @@ use std::io::Write;
 use dsh_llm::ContentBlock;
 
 use crate::def::{ToolResult, create_private_file, default_scratch_dir};
-use crate::pipeline::ToolRequest;
+use crate::vocab::ToolRequest;
 
 /// Apply the policy to `result` (returned unchanged when it does not apply).
 pub(crate) fn apply(req: &ToolRequest, cap: usize, result: ToolResult) -> ToolResult {

@@ -60,6 +60,19 @@ fn quick_run_reports_every_figure_and_passes_the_exact_budgets() {
         ("parallel reads", "step gap with 8 reads"),
         ("large output", "tool result bytes sent to the model"),
         ("resume", "`dsh exec --resume`: spawn → first request"),
+        ("resume (1000", "memory per stored event"),
+        ("resume (3000", "peak RSS of the resumed run"),
+        ("bash (3 steps)", "TCP connections the mock accepted"),
+        ("bash, `[DONE]` split", "TCP connections the mock accepted"),
+        ("long session: bash", "peak RSS"),
+        ("long session: bash", "harness overhead, last quarter"),
+        ("long session: 100 KB outputs", "request size at the end (last request)"),
+        (
+            "bash spawn round trip",
+            "large history: dsh RSS at the calls",
+        ),
+        ("large payload", "peak RSS"),
+        ("large payload", "session log size"),
     ] {
         let row = figure(group, name);
         if row["measured"]
@@ -75,7 +88,7 @@ fn quick_run_reports_every_figure_and_passes_the_exact_budgets() {
     }
     // The correctness figures are exact and must pass even in a debug build.
     let exact: Vec<&Value> = rows.iter().filter(|r| r["exact"] == true).collect();
-    assert!(exact.len() >= 12, "{exact:?}");
+    assert!(exact.len() >= 22, "{}", exact.len());
     for r in &exact {
         assert_eq!(r["verdict"], "pass", "{r}");
     }
@@ -88,6 +101,34 @@ fn quick_run_reports_every_figure_and_passes_the_exact_budgets() {
     assert_eq!(bash["gapsUs"].as_array().unwrap().len(), 3);
     assert_eq!(bash["prefixFraction"].as_array().unwrap().len(), 3);
     assert!(report["resume"][0]["events"].as_u64().unwrap() >= 1000);
+    assert!(report["resumeLarge"][0]["events"].as_u64().unwrap() >= 3000);
+    // The long sessions ran every step and read dsh's RSS once a quarter.
+    let long = &report["long"][0]["runs"][0];
+    assert_eq!(long["gapsUs"].as_array().unwrap().len(), 8);
+    assert_eq!(long["rssProbesKib"].as_array().unwrap().len(), 4, "{long}");
+    for g in [
+        "resume growth",
+        "long session: bash",
+        "long session: 100 KB outputs",
+    ] {
+        assert!(
+            rows.iter()
+                .filter(|r| r["group"].as_str().unwrap().starts_with(g))
+                .count()
+                >= 3,
+            "{g}"
+        );
+    }
+    // The spawn probe measured one pair at each history size, with dsh's RSS from its child.
+    for key in ["spawnSmall", "spawnLarge"] {
+        let run = &report[key][0];
+        assert_eq!(run["perCallMs"].as_array().unwrap().len(), 1, "{run}");
+        assert_eq!(run["harnessRssKib"].as_array().unwrap().len(), 2, "{run}");
+    }
+    assert!(report["spawnLarge"][0]["resumedEvents"].as_u64().unwrap() >= 3000);
+    let payload = &report["payload"][0];
+    assert_eq!(payload["fileMatches"], true);
+    assert!(payload["payloadBytes"].as_u64().unwrap() > 200_000);
     // Both files were written, the markdown with the tables and the microbenchmark sections.
     let md = std::fs::read_to_string(out_dir.path().join("benchmarks.md")).unwrap();
     assert!(md.contains("## Budgets (ARCHITECTURE §10)"));

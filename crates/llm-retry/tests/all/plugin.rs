@@ -210,7 +210,7 @@ async fn non_retryable_failures_go_down_the_chain_unrecorded() {
     for code in [codes::AUTH, codes::CONTEXT_WINDOW_EXCEEDED, codes::ABORTED] {
         let (d, terminal) = e
             .call(
-                e.input(1, LlmFailure::new(code, "no"), &cancel),
+                e.input(1, LlmFailure::new(code.clone(), "no"), &cancel),
                 RequestErrorDecision::Fail,
             )
             .await;

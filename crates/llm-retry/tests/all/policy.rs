@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use dsh_llm::{LlmFailure, codes};
+use dsh_llm::{FailureCode, LlmFailure, codes};
 use dsh_llm_retry::{GiveUp, RetryDecision, RetryMode, RetryPolicy, RetryRecord};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -19,7 +19,7 @@ fn fixture_policy() -> RetryPolicy {
     .unwrap()
 }
 
-fn failure(code: &str) -> LlmFailure {
+fn failure(code: FailureCode) -> LlmFailure {
     LlmFailure::new(code, "boom")
 }
 
@@ -123,8 +123,8 @@ proptest! {
         rand in 0.0f64..1.0,
     ) {
         let p = RetryPolicy::default();
-        let d = p.decide(&failure(code), spent, rand);
-        let retryable = p.is_retryable(code);
+        let d = p.decide(&failure(code.clone()), spent, rand);
+        let retryable = p.is_retryable(&code);
         match d {
             RetryDecision::Retry { retry, delay } => {
                 prop_assert!(retryable && spent < 5);
@@ -288,5 +288,61 @@ fn always_mode_records_omit_max_retries() {
     assert_eq!(
         data["failure"],
         json!({"message": "boom", "code": "AUTH", "status": 401})
+    );
+}
+
+#[test]
+fn stream_closed_is_retried_by_default_and_configurable_back_to_no_retry() {
+    let p = RetryPolicy::default();
+    assert!(p.retry_stream_closed);
+    assert!(matches!(
+        p.decide(&failure(FailureCode::StreamClosed), 0, 0.5),
+        RetryDecision::Retry { retry: 1, .. }
+    ));
+    // It shares the budget with the other codes.
+    assert_eq!(
+        p.decide(&failure(FailureCode::StreamClosed), 5, 0.5),
+        RetryDecision::GiveUp(GiveUp::Exhausted)
+    );
+    // The key stays upstream's: the extra retry is not part of it.
+    assert_eq!(
+        p.policy_key(),
+        r#"["normal",5,["EMPTY_RESPONSE","RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],500,10000,0.1]"#
+    );
+    let original: RetryPolicy =
+        serde_json::from_value(json!({"retryStreamClosed": false})).unwrap();
+    assert!(!original.retry_stream_closed);
+    assert_eq!(
+        original.decide(&failure(FailureCode::StreamClosed), 0, 0.5),
+        RetryDecision::GiveUp(GiveUp::NotRetryable)
+    );
+    // Listing the code explicitly retries it whatever the switch says.
+    let listed: RetryPolicy =
+        serde_json::from_value(json!({"retryStreamClosed": false, "retryable": ["STREAM_CLOSED"]}))
+            .unwrap();
+    assert!(listed.is_retryable(&FailureCode::StreamClosed));
+}
+
+#[test]
+fn unknown_retryable_codes_are_kept_verbatim() {
+    let p: RetryPolicy =
+        serde_json::from_value(json!({"retryable": ["SERVER", "PROVIDER_BUSY"]})).unwrap();
+    assert_eq!(
+        p.retryable,
+        [
+            FailureCode::Server,
+            FailureCode::Other("PROVIDER_BUSY".into())
+        ]
+    );
+    assert!(p.is_retryable(&FailureCode::from_wire("PROVIDER_BUSY")));
+    assert!(!p.is_retryable(&FailureCode::Timeout));
+    assert_eq!(
+        serde_json::to_value(&p).unwrap()["retryable"],
+        json!(["SERVER", "PROVIDER_BUSY"])
+    );
+    assert!(
+        p.policy_key().contains(r#"["SERVER","PROVIDER_BUSY"]"#),
+        "{}",
+        p.policy_key()
     );
 }

@@ -1,7 +1,10 @@
 //! Integration tests of dsh-session-jsonl (one binary).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod corrupt;
 mod kernel;
+mod prop;
+mod spill;
 mod store;
 mod v3;
 mod zstd;

@@ -2,10 +2,38 @@
 
 use std::sync::Arc;
 
-use dsh_session::{NewEvent, SessionHeader, SessionLog, SurfaceOp};
+use dsh_session::{NewEvent, Rejection, SessionHeader, SessionLog, SurfaceOp};
 use serde_json::json;
 
 use crate::common::*;
+
+/// The class of rule a rejection names (its variant).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    UnknownType,
+    Lossless,
+    Decode,
+    Metadata,
+    Payload,
+    Structure,
+    Surface,
+    Inbox,
+    Relation,
+}
+
+fn class(r: &Rejection) -> Class {
+    match r {
+        Rejection::UnknownRequiredType(_) => Class::UnknownType,
+        Rejection::NotLossless(_) => Class::Lossless,
+        Rejection::Decode(_) | Rejection::Serialize(_) => Class::Decode,
+        Rejection::Metadata(_) => Class::Metadata,
+        Rejection::Payload(_) => Class::Payload,
+        Rejection::Structure(_) => Class::Structure,
+        Rejection::Surface(_) => Class::Surface,
+        Rejection::Inbox(_) => Class::Inbox,
+        Rejection::Relation(_) => Class::Relation,
+    }
+}
 
 fn opened() -> SessionLog {
     let mut log = new_log();
@@ -16,14 +44,21 @@ fn opened() -> SessionLog {
     log
 }
 
-fn rejects(log: &mut SessionLog, ev: NewEvent, needle: &str) {
+/// Asserts that `ev` is rejected with a rule of class `expected` whose message names `needle`,
+/// and that nothing was committed.
+#[track_caller]
+fn rejects(expected: Class, log: &mut SessionLog, ev: NewEvent, needle: &str) {
     let before = log.len();
     let gens = (
         log.surface().replace_generation(),
         log.surface().content_generation(),
     );
     let err = log.append(ev).expect_err("must be rejected");
-    assert!(err.reason.contains(needle), "expected {needle:?} in {err}");
+    assert_eq!(class(&err.reason), expected, "{err}");
+    assert!(
+        err.to_string().contains(needle),
+        "expected {needle:?} in {err}"
+    );
     assert_eq!(log.len(), before, "nothing committed");
     assert_eq!(
         gens,
@@ -51,13 +86,24 @@ fn seq_is_contiguous_and_time_assigned() {
 fn lossless_data_is_required() {
     let mut log = opened();
     let neg_zero: serde_json::Value = serde_json::from_str("{\"x\":-0.0}").unwrap();
-    rejects(&mut log, NewEvent::new("dsh/x", neg_zero), "negative zero");
     rejects(
+        Class::Lossless,
+        &mut log,
+        NewEvent::new("dsh/x", neg_zero),
+        "negative zero",
+    );
+    rejects(
+        Class::Lossless,
         &mut log,
         NewEvent::new("dsh/x", json!({"n": 9_007_199_254_740_993_u64})),
         "safe range",
     );
-    rejects(&mut log, user("u9", "x").at(i64::MAX), "time");
+    rejects(
+        Class::Lossless,
+        &mut log,
+        user("u9", "x").at(i64::MAX),
+        "time",
+    );
 }
 
 #[test]
@@ -65,34 +111,45 @@ fn surface_metadata_rules() {
     let mut log = opened();
     let mut no_op = user("u2", "x");
     no_op.surface_op = None;
-    rejects(&mut log, no_op, "must carry surfaceOp");
+    rejects(Class::Metadata, &mut log, no_op, "must carry surfaceOp");
     rejects(
+        Class::Metadata,
         &mut log,
         turn_end(1).with_surface_op(SurfaceOp::Append),
         "only surface events",
     );
     rejects(
+        Class::Metadata,
         &mut log,
         NewEvent::new("request/context", json!({"provider":"p","model":"m"})).with_sources(vec![1]),
         "only surface events",
     );
     rejects(
+        Class::Metadata,
         &mut log,
         assistant(1, 1, "a", "x", &[]).with_sources(vec![3]),
         "assistant/message must not carry",
     );
     rejects(
+        Class::Metadata,
         &mut log,
         NewEvent::new("dsh/note", json!({})).with_surface_op(SurfaceOp::Append),
         "plugin-owned",
     );
     rejects(
+        Class::Metadata,
         &mut log,
         user("u2", "x").with_sources(vec![7]),
         "not earlier",
     );
-    rejects(&mut log, user("u2", "x").with_sources(vec![]), "empty");
     rejects(
+        Class::Metadata,
+        &mut log,
+        user("u2", "x").with_sources(vec![]),
+        "empty",
+    );
+    rejects(
+        Class::Metadata,
         &mut log,
         user("u2", "x").with_sources(vec![1, 1]),
         "repeats",
@@ -104,7 +161,12 @@ fn unknown_types_need_ignorable_and_plugin_types_get_it() {
     let mut log = opened();
     let mut required = NewEvent::new("acme/thing", json!({}));
     required.ignorable = false;
-    rejects(&mut log, required, "unknown required event type");
+    rejects(
+        Class::UnknownType,
+        &mut log,
+        required,
+        "unknown required event type",
+    );
     let ev = log
         .append(NewEvent::new("dsh/turn-budget", json!({"steps": 3})))
         .unwrap();
@@ -116,6 +178,7 @@ fn unknown_types_need_ignorable_and_plugin_types_get_it() {
 fn message_slot_rules() {
     let mut log = opened();
     rejects(
+        Class::Decode,
         &mut log,
         NewEvent::new(
             "user/message",
@@ -124,6 +187,7 @@ fn message_slot_rules() {
         "id",
     );
     rejects(
+        Class::Payload,
         &mut log,
         NewEvent::new(
             "user/message",
@@ -132,6 +196,7 @@ fn message_slot_rules() {
         "role",
     );
     rejects(
+        Class::Payload,
         &mut log,
         NewEvent::new(
             "user/message",
@@ -140,6 +205,7 @@ fn message_slot_rules() {
         "plugin",
     );
     rejects(
+        Class::Payload,
         &mut log,
         NewEvent::new(
             "user/message",
@@ -148,6 +214,7 @@ fn message_slot_rules() {
         "retired",
     );
     rejects(
+        Class::Payload,
         &mut log,
         NewEvent::new(
             "user/message",
@@ -164,29 +231,34 @@ fn replace_rules() {
     log.append(user("u2", "more")).unwrap(); // 5
     // span must exist in the current surface
     rejects(
+        Class::Surface,
         &mut log,
         user("c", "sum").replacing(0, 3).with_sources(vec![0, 3]),
         "not a current surface node",
     );
     // in order
     rejects(
+        Class::Surface,
         &mut log,
         user("c", "sum").replacing(5, 3).with_sources(vec![3, 4, 5]),
         "reversed",
     );
     // covered by the sources
     rejects(
+        Class::Surface,
         &mut log,
         user("c", "sum").replacing(3, 5).with_sources(vec![3, 5]),
         "cover shadowed node 4",
     );
     // the system head rule
     rejects(
+        Class::Surface,
         &mut log,
         user("c", "sum").replacing(2, 3).with_sources(vec![2, 3]),
         "protected system head",
     );
     rejects(
+        Class::Surface,
         &mut log,
         system(1, 1, "s2", "new")
             .replacing(2, 3)
@@ -195,6 +267,7 @@ fn replace_rules() {
     );
     // assistant never replaces
     rejects(
+        Class::Surface,
         &mut log,
         assistant(1, 1, "a9", "x", &[]).replacing(4, 4),
         "never replaces",
@@ -207,6 +280,7 @@ fn replace_rules() {
     assert_eq!(log.surface().replace_generation(), 1);
     // replaced nodes are gone from the surface
     rejects(
+        Class::Surface,
         &mut log,
         user("c2", "sum").replacing(4, 4).with_sources(vec![4]),
         "not a current surface node",
@@ -227,11 +301,16 @@ fn tool_result_replacement_is_content_only() {
     let mut other = tool_result(1, 1, "r-other", "c1", "short")
         .replacing(6, 6)
         .with_sources(vec![6]);
-    rejects(&mut log, other.clone(), "only in message.content");
+    rejects(
+        Class::Surface,
+        &mut log,
+        other.clone(),
+        "only in message.content",
+    );
     other = tool_result(1, 1, "r1", "c1", "short")
         .replacing(3, 3)
         .with_sources(vec![3]);
-    rejects(&mut log, other, "exactly one tool/result");
+    rejects(Class::Surface, &mut log, other, "exactly one tool/result");
     let ok = tool_result(1, 1, "r1", "c1", "short")
         .replacing(6, 6)
         .with_sources(vec![6]);
@@ -243,25 +322,38 @@ fn tool_result_replacement_is_content_only() {
 #[test]
 fn turn_and_tool_relationships() {
     let mut log = new_log();
-    rejects(&mut log, step_start(1, 1), "outside an open turn");
-    rejects(&mut log, turn_end(1), "not the open turn");
-    log.append(turn_start(1)).unwrap();
-    rejects(&mut log, turn_start(2), "already open");
     rejects(
+        Class::Structure,
+        &mut log,
+        step_start(1, 1),
+        "outside an open turn",
+    );
+    rejects(Class::Structure, &mut log, turn_end(1), "not the open turn");
+    log.append(turn_start(1)).unwrap();
+    rejects(Class::Structure, &mut log, turn_start(2), "already open");
+    rejects(
+        Class::Structure,
         &mut log,
         assistant(1, 1, "a", "x", &[]),
         "not the open step",
     );
     log.append(step_start(1, 1)).unwrap();
-    rejects(&mut log, turn_end(1), "step is open");
+    rejects(Class::Structure, &mut log, turn_end(1), "step is open");
     log.append(assistant(1, 1, "a", "", &["c1", "c2"])).unwrap();
     rejects(
+        Class::Structure,
         &mut log,
         assistant(1, 1, "a2", "", &["c1"]),
         "advertised twice",
     );
-    rejects(&mut log, tool_call(1, 1, "nope"), "no advertised");
     rejects(
+        Class::Structure,
+        &mut log,
+        tool_call(1, 1, "nope"),
+        "no advertised",
+    );
+    rejects(
+        Class::Structure,
         &mut log,
         NewEvent::new(
             "tool/call",
@@ -270,16 +362,18 @@ fn turn_and_tool_relationships() {
         "repeat the block",
     );
     rejects(
+        Class::Structure,
         &mut log,
         tool_result(1, 1, "r", "c1", "x"),
         "precedes its tool/call",
     );
-    rejects(&mut log, step_end(1, 1), "unresolved");
+    rejects(Class::Structure, &mut log, step_end(1, 1), "unresolved");
     let c = log.append(tool_call(1, 1, "c1")).unwrap();
-    rejects(&mut log, tool_call(1, 1, "c1"), "twice");
+    rejects(Class::Structure, &mut log, tool_call(1, 1, "c1"), "twice");
     log.append(tool_result(1, 1, "r1", "c1", "x").with_sources(vec![c.seq()]))
         .unwrap();
     rejects(
+        Class::Structure,
         &mut log,
         tool_result(1, 1, "r1b", "c1", "x"),
         "settles no pending",
@@ -289,8 +383,9 @@ fn turn_and_tool_relationships() {
         .unwrap();
     log.append(step_end(1, 1)).unwrap();
     log.append(turn_end(1)).unwrap();
-    rejects(&mut log, turn_start(1), "does not follow");
+    rejects(Class::Structure, &mut log, turn_start(1), "does not follow");
     rejects(
+        Class::Structure,
         &mut log,
         NewEvent::new("request/context", json!({"provider":"p","model":"m"})),
         "outside an open turn",
@@ -307,17 +402,29 @@ fn request_header_and_developer_rules() {
         }
         NewEvent::new("request/header", d)
     };
-    rejects(&mut log, hdr(json!({"system": "x"})), "header.system");
-    rejects(&mut log, hdr(json!({"tools": []})), "omitted when empty");
     rejects(
+        Class::Payload,
+        &mut log,
+        hdr(json!({"system": "x"})),
+        "header.system",
+    );
+    rejects(
+        Class::Payload,
+        &mut log,
+        hdr(json!({"tools": []})),
+        "omitted when empty",
+    );
+    rejects(
+        Class::Payload,
         &mut log,
         hdr(json!({"adapterDefaults": {}})),
         "adapterDefaults",
     );
     rejects(
+        Class::Decode,
         &mut log,
         hdr(json!({"tools": "{{tools}}"})),
-        "must be an array",
+        "expected a sequence",
     );
     let h = log.append(hdr(json!({}))).unwrap();
     let dev = |header_seq: Option<u64>, name: &str| {
@@ -327,9 +434,24 @@ fn request_header_and_developer_rules() {
         }
         NewEvent::new("developer/message", d)
     };
-    rejects(&mut log, dev(None, "t1"), "headerSeq exactly when");
-    rejects(&mut log, dev(Some(3), "t1"), "earlier request/header");
-    rejects(&mut log, dev(Some(h.seq()), "t9"), "exactly one tool");
+    rejects(
+        Class::Payload,
+        &mut log,
+        dev(None, "t1"),
+        "headerSeq exactly when",
+    );
+    rejects(
+        Class::Relation,
+        &mut log,
+        dev(Some(3), "t1"),
+        "earlier request/header",
+    );
+    rejects(
+        Class::Relation,
+        &mut log,
+        dev(Some(h.seq()), "t9"),
+        "exactly one tool",
+    );
     log.append(dev(Some(h.seq()), "t1")).unwrap();
 }
 
@@ -337,11 +459,13 @@ fn request_header_and_developer_rules() {
 fn seeds_need_a_seeded_header() {
     let mut log = opened();
     rejects(
+        Class::Relation,
         &mut log,
         NewEvent::new("session/end-seed", json!({"inherited": true})),
         "isSeeded",
     );
     rejects(
+        Class::Payload,
         &mut log,
         NewEvent::new("session/end-seed", json!({"x": 1})),
         "{}",
@@ -380,16 +504,19 @@ fn image_offload_projection() {
     let node = log.append(NewEvent::new("user/message", m)).unwrap();
     let off = |t: serde_json::Value| NewEvent::new("image/offload", json!({"targets": t}));
     rejects(
+        Class::Surface,
         &mut log,
         off(json!([{"seq": 2, "imageIndexes": [0]}])),
         "not a user/message",
     );
     rejects(
+        Class::Surface,
         &mut log,
         off(json!([{"seq": node.seq(), "imageIndexes": [2]}])),
         "does not have",
     );
     rejects(
+        Class::Surface,
         &mut log,
         off(json!([{"seq": node.seq(), "imageIndexes": [1, 0]}])),
         "strictly increasing",
@@ -397,6 +524,7 @@ fn image_offload_projection() {
     log.append(off(json!([{"seq": node.seq(), "imageIndexes": [1]}])))
         .unwrap();
     rejects(
+        Class::Surface,
         &mut log,
         off(json!([{"seq": node.seq(), "imageIndexes": [1]}])),
         "already offloaded",
@@ -429,12 +557,23 @@ fn inbox_splices_rebuild_both_queues_and_check_bounds() {
     log.append(splice("next-turn", 0, 0, &["a", "b"])).unwrap();
     log.append(splice("next-step", 0, 0, &["c"])).unwrap();
     rejects(
+        Class::Inbox,
         &mut log,
         splice("next-turn", 3, 0, &["x"]),
         "outside its list",
     );
-    rejects(&mut log, splice("next-turn", 1, 2, &[]), "outside its list");
-    rejects(&mut log, splice("next-step", 1, 0, &["a"]), "queued twice");
+    rejects(
+        Class::Inbox,
+        &mut log,
+        splice("next-turn", 1, 2, &[]),
+        "outside its list",
+    );
+    rejects(
+        Class::Inbox,
+        &mut log,
+        splice("next-step", 1, 0, &["a"]),
+        "queued twice",
+    );
     log.append(splice("next-turn", 0, 1, &[])).unwrap(); // claim "a"
     let ids = |v: &Vec<Arc<dsh_llm::Message>>| v.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
     assert_eq!(ids(&log.inbox().next_turn), ["b"]);
@@ -453,6 +592,7 @@ fn feature_relationships_commands_retries_titles() {
     let mut log = opened(); // turn 1 step 1 open; 3 = human user/message
     let cmd = |kind: &str, d: serde_json::Value| NewEvent::new(kind, d);
     rejects(
+        Class::Relation,
         &mut log,
         cmd(
             "command/done",
@@ -466,6 +606,7 @@ fn feature_relationships_commands_retries_titles() {
     ))
     .unwrap();
     rejects(
+        Class::Relation,
         &mut log,
         cmd(
             "command/run",
@@ -474,6 +615,7 @@ fn feature_relationships_commands_retries_titles() {
         "not unique",
     );
     rejects(
+        Class::Relation,
         &mut log,
         cmd(
             "command/done",
@@ -487,6 +629,7 @@ fn feature_relationships_commands_retries_titles() {
     ))
     .unwrap();
     rejects(
+        Class::Relation,
         &mut log,
         cmd(
             "command/done",
@@ -497,6 +640,7 @@ fn feature_relationships_commands_retries_titles() {
 
     let retry = json!({"retryId": "r1", "turn": 1, "step": 1, "provider": "p", "mode": "normal", "policyKey": "k", "retry": 1, "maxRetries": 2, "delayMs": 1, "failure": {"message": "m", "code": "SERVER"}});
     rejects(
+        Class::Relation,
         &mut log,
         cmd(
             "llm/retry-started",
@@ -505,8 +649,14 @@ fn feature_relationships_commands_retries_titles() {
         "no scheduled retry",
     );
     log.append(cmd("llm/retry", retry.clone())).unwrap();
-    rejects(&mut log, cmd("llm/retry", retry), "not unique");
     rejects(
+        Class::Relation,
+        &mut log,
+        cmd("llm/retry", retry),
+        "not unique",
+    );
+    rejects(
+        Class::Relation,
         &mut log,
         cmd(
             "llm/retry-started",
@@ -520,6 +670,7 @@ fn feature_relationships_commands_retries_titles() {
     ))
     .unwrap();
     rejects(
+        Class::Relation,
         &mut log,
         cmd(
             "llm/retry-started",
@@ -534,8 +685,13 @@ fn feature_relationships_commands_retries_titles() {
             json!({"title": "t", "messageSeqs": seqs, "source": {"kind": "fallback"}}),
         )
     };
-    rejects(&mut log, title(json!([2])), "human user/message");
-    rejects(&mut log, title(json!([3, 3])), "distinct");
+    rejects(
+        Class::Relation,
+        &mut log,
+        title(json!([2])),
+        "human user/message",
+    );
+    rejects(Class::Relation, &mut log, title(json!([3, 3])), "distinct");
     log.append(title(json!([3]))).unwrap();
     log.append(title(json!([]))).unwrap(); // a user rename cites none
 }

@@ -1,5 +1,6 @@
 //! Result text per `docs/behaviours.md` (BA-5, BA-6, BA-7), on real runs.
 
+use dsh_tools::ToolErrorCode;
 use std::path::PathBuf;
 
 use dsh_llm::ContentBlock;
@@ -186,7 +187,7 @@ async fn cancellation_is_an_aborted_error() {
         pid
     });
     assert!(result.is_error);
-    assert_eq!(result.code(), Some("ABORTED"));
+    assert_eq!(result.code(), Some(&ToolErrorCode::Aborted));
     assert_eq!(result.text(), "Error: tool call aborted");
     // The background sleep died with the run (zombie at most until its reaper collects it).
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -204,7 +205,7 @@ async fn spawn_failure_is_an_error_result() {
         .call(json!({"command": "true", "description": "Run nothing"}))
         .await;
     assert!(result.is_error);
-    assert_eq!(result.code(), Some(dsh_tool_bash::SPAWN_FAILED));
+    assert_eq!(result.code(), Some(&dsh_tool_bash::SPAWN_FAILED));
     assert!(
         result
             .text()

@@ -1,5 +1,6 @@
 //! Invalid arguments: every one is an `INVALID_ARGS` error result the model can act on.
 
+use dsh_tools::ToolErrorCode;
 use serde_json::json;
 
 use crate::common::Harness;
@@ -9,7 +10,7 @@ async fn invalid(h: &Harness, arguments: &str) -> String {
     assert!(result.is_error, "{arguments}: {}", result.text());
     assert_eq!(
         result.code(),
-        Some("INVALID_ARGS"),
+        Some(&ToolErrorCode::InvalidArgs),
         "{arguments}: {}",
         result.text()
     );

@@ -121,12 +121,12 @@ async fn invalid_arguments_and_patterns() {
         (
             json!({"pattern": "a[b"}),
             "glob pattern rejected: error parsing glob 'a[b': unclosed character class; missing ']'",
-            "SEARCH_INVALID_PATTERN",
+            dsh_tool_fs::codes::SEARCH_INVALID_PATTERN,
         ),
     ] {
         let r = e.call("glob", args.clone()).await;
         assert_eq!(r.text(), format!("Error: {msg}"), "{args}");
-        assert_eq!(r.code(), Some(code));
+        assert_eq!(r.code(), Some(&code));
     }
     let r = e
         .call("glob", json!({"pattern": "*", "path": "nowhere"}))

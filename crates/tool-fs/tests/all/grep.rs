@@ -1,6 +1,6 @@
 //! `grep`: output format, ignore rules, include globs, caps, errors.
 
-use dsh_tools::codes;
+use dsh_tools::ToolErrorCode;
 use serde_json::json;
 
 use crate::common::{env, stored_path};
@@ -147,10 +147,10 @@ async fn invalid_arguments_and_patterns() {
     ] {
         let r = e.call("grep", args.clone()).await;
         assert_eq!(r.text(), format!("Error: {msg}"), "{args}");
-        assert_eq!(r.code(), Some(codes::INVALID_ARGS));
+        assert_eq!(r.code(), Some(&ToolErrorCode::InvalidArgs));
     }
     let r = e.call("grep", json!({"pattern": "(unclosed"})).await;
-    assert_eq!(r.code(), Some("SEARCH_INVALID_PATTERN"));
+    assert_eq!(r.code(), Some(&dsh_tool_fs::codes::SEARCH_INVALID_PATTERN));
     assert!(
         r.text()
             .starts_with("Error: grep pattern rejected by ripgrep: "),
@@ -160,7 +160,7 @@ async fn invalid_arguments_and_patterns() {
     let r = e
         .call("grep", json!({"pattern": "x", "include": "a[b"}))
         .await;
-    assert_eq!(r.code(), Some("SEARCH_INVALID_PATTERN"));
+    assert_eq!(r.code(), Some(&dsh_tool_fs::codes::SEARCH_INVALID_PATTERN));
     let r = e
         .call("grep", json!({"pattern": "x", "path": "missing"}))
         .await;

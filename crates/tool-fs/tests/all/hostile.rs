@@ -32,7 +32,7 @@ async fn binary_content_is_refused_or_skipped() {
     blob.extend_from_slice(b"\nneedle\n");
     e.file("blob.bin", &blob);
     let r = e.call("read", json!({"file_path": "blob.bin"})).await;
-    assert_eq!(r.code(), Some("FS_NOT_TEXT"));
+    assert_eq!(r.code(), Some(&dsh_tool_fs::codes::FS_NOT_TEXT));
     let r = e.call("grep", json!({"pattern": "needle"})).await;
     assert_eq!(r.text(), "No matches found");
     // A NUL after the 8192-byte sniff window is still valid UTF-8 text for read.
@@ -52,7 +52,10 @@ async fn raw_output_overflow_is_refused() {
     let line = format!("{}\n", "m".repeat(999));
     e.file("flood.txt", line.repeat(21_000));
     let r = e.call("grep", json!({"pattern": "m"})).await;
-    assert_eq!(r.code(), Some("SEARCH_RAW_OUTPUT_OVERFLOW"));
+    assert_eq!(
+        r.code(),
+        Some(&dsh_tool_fs::codes::SEARCH_RAW_OUTPUT_OVERFLOW)
+    );
     assert_eq!(
         r.text(),
         "Error: grep output exceeded 20000000 bytes; narrow pattern, path, or include and retry"
@@ -91,7 +94,7 @@ async fn edit_refuses_huge_files() {
             json!({"file_path": "huge.txt", "old_string": "a", "new_string": "b"}),
         )
         .await;
-    assert_eq!(r.code(), Some("FS_TOO_LARGE"));
+    assert_eq!(r.code(), Some(&dsh_tool_fs::codes::FS_TOO_LARGE));
     assert_eq!(
         r.text(),
         format!(

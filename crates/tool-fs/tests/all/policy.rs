@@ -1,5 +1,6 @@
 //! The read-before-write policy (FS_NOT_OBSERVED, FS_STALE_VERSION) through the pipeline.
 
+use dsh_tools::ToolErrorCode;
 use serde_json::json;
 
 use crate::common::{env, env_opts};
@@ -14,7 +15,7 @@ async fn overwrite_needs_a_read_of_the_current_version() {
             json!({"file_path": "exists.txt", "content": "v2\n"}),
         )
         .await;
-    assert_eq!(r.code(), Some("FS_NOT_OBSERVED"));
+    assert_eq!(r.code(), Some(&ToolErrorCode::FsNotObserved));
     assert_eq!(
         r.text(),
         format!(
@@ -46,7 +47,7 @@ async fn overwrite_needs_a_read_of_the_current_version() {
             json!({"file_path": "exists.txt", "content": "v3\n"}),
         )
         .await;
-    assert_eq!(r.code(), Some("FS_STALE_VERSION"));
+    assert_eq!(r.code(), Some(&dsh_tool_fs::codes::FS_STALE_VERSION));
     assert_eq!(
         r.text(),
         format!(
@@ -103,7 +104,7 @@ async fn edit_requires_a_read_and_new_files_are_free() {
             json!({"file_path": "e.txt", "old_string": "abc", "new_string": "x"}),
         )
         .await;
-    assert_eq!(r.code(), Some("FS_NOT_OBSERVED"));
+    assert_eq!(r.code(), Some(&ToolErrorCode::FsNotObserved));
     assert_eq!(
         r.text(),
         format!(
@@ -123,7 +124,7 @@ async fn edit_requires_a_read_and_new_files_are_free() {
             json!({"file_path": "nope.txt", "old_string": "a", "new_string": "b"}),
         )
         .await;
-    assert_eq!(r.code(), Some("FS_NOT_FOUND"));
+    assert_eq!(r.code(), Some(&dsh_tool_fs::codes::FS_NOT_FOUND));
 }
 
 #[tokio::test]
@@ -135,7 +136,7 @@ async fn observations_are_per_session() {
     let r = e
         .call("write", json!({"file_path": "shared.txt", "content": "y"}))
         .await;
-    assert_eq!(r.code(), Some("FS_NOT_OBSERVED"));
+    assert_eq!(r.code(), Some(&ToolErrorCode::FsNotObserved));
 }
 
 #[tokio::test]
@@ -164,7 +165,7 @@ async fn observations_can_be_rebuilt_from_logged_results() {
     let write = json!({"file_path": p, "content": "v2\n"});
     assert_eq!(
         fresh.call("write", write.clone()).await.code(),
-        Some("FS_NOT_OBSERVED")
+        Some(&ToolErrorCode::FsNotObserved)
     );
     store.record_logged(&fresh.session, "read", false, logged.meta.as_ref());
     let r = fresh.call("write", write).await;

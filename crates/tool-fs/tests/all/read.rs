@@ -1,6 +1,7 @@
 //! `read`: envelope, numbering, windows, caps, errors, argument checks.
 
-use dsh_tools::{Concurrency, codes};
+use dsh_tools::Concurrency;
+use dsh_tools::ToolErrorCode;
 use serde_json::json;
 
 use crate::common::{env, envelope, permissions_enforced};
@@ -74,7 +75,7 @@ async fn windows_and_pagination_footer() {
     let r = e
         .call("read", json!({"file_path": "ten.txt", "offset": 11}))
         .await;
-    assert_eq!(r.code(), Some("FS_NOT_FOUND"));
+    assert_eq!(r.code(), Some(&dsh_tool_fs::codes::FS_NOT_FOUND));
     assert_eq!(
         r.text(),
         format!(
@@ -143,7 +144,7 @@ async fn errors_name_the_problem() {
         r.text(),
         format!("Error: cannot read \"{}\": not found", missing.display())
     );
-    assert_eq!(r.code(), Some(dsh_tool_fs::codes::FS_NOT_FOUND));
+    assert_eq!(r.code(), Some(&dsh_tool_fs::codes::FS_NOT_FOUND));
 
     std::fs::create_dir(e.path("sub")).unwrap();
     let r = e.call("read", json!({"file_path": "sub"})).await;
@@ -161,7 +162,7 @@ async fn errors_name_the_problem() {
         r.text(),
         format!("Error: cannot read \"{}\": binary file", bin.display())
     );
-    assert_eq!(r.code(), Some("FS_NOT_TEXT"));
+    assert_eq!(r.code(), Some(&dsh_tool_fs::codes::FS_NOT_TEXT));
 
     let latin1 = e.file("latin1.txt", b"caf\xe9\n");
     let r = e.call("read", json!({"file_path": "latin1.txt"})).await;
@@ -203,7 +204,7 @@ async fn permission_denied_when_enforced() {
         r.text(),
         format!("Error: cannot read \"{}\": permission denied", p.display())
     );
-    assert_eq!(r.code(), Some("FS_PERMISSION_DENIED"));
+    assert_eq!(r.code(), Some(&dsh_tool_fs::codes::FS_PERMISSION_DENIED));
 }
 
 #[tokio::test]
@@ -247,7 +248,7 @@ async fn invalid_arguments() {
     for (args, msg) in cases {
         let r = e.call("read", args.clone()).await;
         assert_eq!(r.text(), format!("Error: {msg}"), "{args}");
-        assert_eq!(r.code(), Some(codes::INVALID_ARGS));
+        assert_eq!(r.code(), Some(&ToolErrorCode::InvalidArgs));
     }
     let r = e.call_raw("read", "{not json").await;
     assert_eq!(

@@ -1,6 +1,6 @@
 //! `write` and `edit`: formats, line endings, matching rules, errors, argument checks.
 
-use dsh_tools::codes;
+use dsh_tools::ToolErrorCode;
 use serde_json::json;
 
 use crate::common::{env, env_opts};
@@ -116,7 +116,7 @@ async fn write_errors() {
     ] {
         let r = e.call("write", args.clone()).await;
         assert_eq!(r.text(), format!("Error: {msg}"), "{args}");
-        assert_eq!(r.code(), Some(codes::INVALID_ARGS));
+        assert_eq!(r.code(), Some(&ToolErrorCode::InvalidArgs));
     }
 }
 
@@ -142,7 +142,7 @@ async fn edit_replaces_uniquely_or_all() {
             json!({"file_path": "code.rs", "old_string": "= 1", "new_string": "= 9"}),
         )
         .await;
-    assert_eq!(r.code(), Some("FS_AMBIGUOUS_EDIT"));
+    assert_eq!(r.code(), Some(&dsh_tool_fs::codes::FS_AMBIGUOUS_EDIT));
     assert_eq!(
         r.text(),
         format!(
@@ -170,7 +170,7 @@ async fn edit_replaces_uniquely_or_all() {
             json!({"file_path": "code.rs", "old_string": "nowhere", "new_string": "x"}),
         )
         .await;
-    assert_eq!(r.code(), Some("FS_EDIT_NOT_FOUND"));
+    assert_eq!(r.code(), Some(&dsh_tool_fs::codes::FS_EDIT_NOT_FOUND));
     assert_eq!(
         r.text(),
         format!("Error: old_string was not found in \"{}\"", p.display())
@@ -260,7 +260,7 @@ async fn edit_errors_and_arguments() {
     ] {
         let r = e.call("edit", args.clone()).await;
         assert_eq!(r.text(), format!("Error: {msg}"), "{args}");
-        assert_eq!(r.code(), Some(codes::INVALID_ARGS));
+        assert_eq!(r.code(), Some(&ToolErrorCode::InvalidArgs));
     }
     assert_eq!(std::fs::read_to_string(e.path("t.txt")).unwrap(), "abc");
 }

@@ -8,8 +8,8 @@ use dsh_kernel::ScopeKey;
 use dsh_llm::ContentBlock;
 use dsh_tools::{
     ApprovalOutcome, Approvals, CallInfo, FnTool, Guard, PostDecision, PreDecision, ToolError,
-    ToolOutput, ToolTimeoutPlugin, ToolsExecute, ToolsPostExecute, ToolsPreExecute,
-    ToolsResultEvent, codes,
+    ToolErrorCode, ToolOutput, ToolTimeoutPlugin, ToolsExecute, ToolsPostExecute, ToolsPreExecute,
+    ToolsResultEvent,
 };
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
@@ -29,7 +29,7 @@ async fn success_and_argument_validation() {
 
     let missing = e.tools.execute(req("echo", "")).await;
     assert!(missing.is_error);
-    assert_eq!(missing.code(), Some(codes::INVALID_ARGS));
+    assert_eq!(missing.code(), Some(&ToolErrorCode::InvalidArgs));
     assert_eq!(
         missing.text(),
         "Error: invalid arguments: missing required property \"text\""
@@ -59,7 +59,7 @@ async fn success_and_argument_validation() {
 
     let unknown = e.tools.execute(req("nope", "{}")).await;
     assert_eq!(unknown.text(), "Error: unknown tool \"nope\"");
-    assert_eq!(unknown.code(), Some(codes::UNKNOWN_TOOL));
+    assert_eq!(unknown.code(), Some(&ToolErrorCode::UnknownTool));
 }
 
 #[tokio::test]
@@ -90,7 +90,7 @@ async fn body_errors_and_panics_become_results() {
     assert!(r.value.is_none());
     let r = e.tools.execute(req("boom", r#"{"text":"x"}"#)).await;
     assert!(r.is_error);
-    assert_eq!(r.code(), Some(codes::TOOL_FAILED));
+    assert_eq!(r.code(), Some(&ToolErrorCode::ToolFailed));
     assert_eq!(r.text(), "Error: tool \"boom\" panicked: kaboom");
     // The service still works afterwards.
     assert_eq!(
@@ -125,9 +125,9 @@ async fn pre_execute_allow_deny_and_panics() {
         .unwrap();
     let r = e.tools.execute(req("t", r#"{"text":"deny"}"#)).await;
     assert_eq!(r.text(), "Error: not today");
-    assert_eq!(r.code(), Some(codes::TOOL_DENIED));
+    assert_eq!(r.code(), Some(&ToolErrorCode::ToolDenied));
     let r = e.tools.execute(req("t", r#"{"text":"panic"}"#)).await;
-    assert_eq!(r.code(), Some(codes::TOOL_FAILED));
+    assert_eq!(r.code(), Some(&ToolErrorCode::ToolFailed));
     assert_eq!(
         r.text(),
         "Error: tools/pre-execute failed: listener exploded"
@@ -161,7 +161,7 @@ async fn ask_goes_to_the_approval_service_or_is_denied() {
         })
         .unwrap();
     let r = e.tools.execute(req("t", r#"{"text":"x"}"#)).await;
-    assert_eq!(r.code(), Some(codes::TOOL_DENIED));
+    assert_eq!(r.code(), Some(&ToolErrorCode::ToolDenied));
     assert_eq!(
         r.text(),
         "Error: tool \"t\" requires approval (writes files), but no approval service is available"
@@ -214,7 +214,7 @@ async fn guards_deny_within_their_scope() {
     r.scope = Some(ScopeKey::new("guarded"));
     let res = e.tools.execute(r).await;
     assert_eq!(res.text(), "Error: writes are not allowed here");
-    assert_eq!(res.code(), Some("NO_WRITES"));
+    assert_eq!(res.code(), Some(&ToolErrorCode::from_wire("NO_WRITES")));
     assert_eq!(
         e.tools
             .execute(req("t", r#"{"text":"write"}"#))
@@ -277,10 +277,10 @@ async fn post_execute_accepts_replaces_and_blocks() {
         ("new value", Some(json!("new value")))
     );
     let r = e.tools.execute(req("t", r#"{"text":"both"}"#)).await;
-    assert_eq!(r.code(), Some(codes::INVALID_TOOL_OUTPUT));
+    assert_eq!(r.code(), Some(&ToolErrorCode::InvalidToolOutput));
     let r = e.tools.execute(req("t", r#"{"text":"block"}"#)).await;
     assert_eq!(r.text(), "Error: blocked by policy");
-    assert_eq!(r.code(), Some(codes::TOOL_BLOCKED));
+    assert_eq!(r.code(), Some(&ToolErrorCode::ToolBlocked));
     assert!(r.value.is_none() && r.contexts.is_empty());
     let r = e.tools.execute(req("t", r#"{"text":"plain"}"#)).await;
     assert_eq!((r.text().as_str(), r.is_error), ("plain", false));
@@ -359,7 +359,7 @@ async fn cancellation_before_and_after_dispatch() {
         res.error.as_ref().map(|e| e.name.as_str()),
         Some("AbortError")
     );
-    assert_eq!(res.code(), Some(codes::ABORTED_BEFORE_DISPATCH));
+    assert_eq!(res.code(), Some(&ToolErrorCode::AbortedBeforeDispatch));
     assert!(!finished.load(Ordering::SeqCst));
 
     let r = req("wait", r#"{"text":"x"}"#);
@@ -369,7 +369,7 @@ async fn cancellation_before_and_after_dispatch() {
     token.cancel();
     let res = running.await.unwrap();
     assert_eq!(res.text(), "Error: tool call aborted");
-    assert_eq!(res.code(), Some(codes::ABORTED));
+    assert_eq!(res.code(), Some(&ToolErrorCode::Aborted));
     assert!(finished.load(Ordering::SeqCst), "the body was awaited");
 
     let (tx, rx) = oneshot::channel();
@@ -379,7 +379,10 @@ async fn cancellation_before_and_after_dispatch() {
     let running = tokio::spawn(e.tools.execute(r));
     rx.await.unwrap();
     token.cancel();
-    assert_eq!(running.await.unwrap().code(), Some("SPECIFIC"));
+    assert_eq!(
+        running.await.unwrap().code(),
+        Some(&ToolErrorCode::from_wire("SPECIFIC"))
+    );
 }
 
 #[tokio::test]
@@ -404,8 +407,8 @@ async fn timeout_policy_cancels_and_awaits_the_body() {
     assert_eq!(res.text(), "Error: tool call timed out after 50ms");
     let err = res.error.unwrap();
     assert_eq!(
-        (err.name.as_str(), err.code.as_str()),
-        ("ToolTimeoutError", codes::TOOL_TIMEOUT)
+        (err.name.as_str(), err.code),
+        ("ToolTimeoutError", ToolErrorCode::ToolTimeout)
     );
     assert!(
         finished.load(Ordering::SeqCst),

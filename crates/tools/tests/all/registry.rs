@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use dsh_kernel::{BoxError, Ctx, Dep, Plugin, ScopeKey};
+use dsh_tools::ToolErrorCode;
 use dsh_tools::{
-    Concurrency, FnTool, Tool, ToolFilter, ToolOutput, Tools, ToolsConfig, ToolsError, codes,
+    Concurrency, FnTool, Tool, ToolFilter, ToolOutput, Tools, ToolsConfig, ToolsError,
 };
 use serde_json::{Value, json};
 
@@ -113,7 +114,10 @@ async fn scoped_tools_are_private_shadow_globals_and_die_with_the_scope() {
     assert_eq!(e.tools.execute(r).await.text(), "global:hi");
     let mut r = req("private", r#"{"text":"hi"}"#);
     r.scope = Some(b);
-    assert_eq!(e.tools.execute(r).await.code(), Some(codes::UNKNOWN_TOOL));
+    assert_eq!(
+        e.tools.execute(r).await.code(),
+        Some(&ToolErrorCode::UnknownTool)
+    );
 
     scope.dispose().await;
     let in_a: Vec<String> = e

@@ -1,0 +1,293 @@
+//! Non-destructive recovery of a refused log: [`JsonlStore::plan_repair`] and
+//! [`JsonlStore::repair`].
+//!
+//! A log refused as corrupt (a bad row before the last line, a garbage or overlong line, a row
+//! that admission refuses) is not opened by dsh. A repair keeps the *valid prefix* — the header
+//! and every row up to the last one that reads and admits — and **moves** everything after it,
+//! byte for byte, to a side file next to the log (`session.v4.jsonl.corrupt-<epoch ms>`), then
+//! truncates the log to the prefix. No byte is deleted: the side file plus the kept prefix are
+//! the original file. After a repair, resuming the session appends the usual crash-repair
+//! closers (format §15) if the kept prefix ends inside a turn.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufReader, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use dsh_session::codec::{DecodedLog, LoadError};
+use dsh_session::{LogError, SessionLog, now_ms};
+
+use crate::JsonlStore;
+use crate::error::StoreError;
+
+/// Why a repair is (or was) needed.
+#[derive(Debug, Clone)]
+pub enum RepairCause {
+    /// The log reads and admits; only its last line is torn (an incomplete final write). A
+    /// repair moves that line aside instead of letting the next write open truncate it.
+    TornTail,
+    /// The log is refused: the error the reader gives (file, line, byte offset, cause).
+    Refused(Box<LoadError>),
+    /// A well-formed row that admission refuses, at `line` (byte `offset`) of the file.
+    Rejected {
+        /// 1-based line of the refused row.
+        line: u64,
+        /// Byte offset of that line.
+        offset: u64,
+        /// The refusal.
+        error: LogError,
+    },
+}
+
+/// What a repair keeps and moves: returned by [`JsonlStore::plan_repair`] (nothing done) and
+/// [`JsonlStore::repair`] (done).
+#[derive(Debug, Clone)]
+pub struct RepairReport {
+    /// The session.
+    pub id: String,
+    /// The log file.
+    pub log: PathBuf,
+    /// `None`: the log is healthy, nothing to do.
+    pub cause: Option<RepairCause>,
+    /// Events kept (the valid prefix, header not counted).
+    pub kept_events: u64,
+    /// Bytes kept (header and kept rows).
+    pub kept_bytes: u64,
+    /// Bytes moved to the side file.
+    pub moved_bytes: u64,
+    /// The side file (planned, or written by [`JsonlStore::repair`]); `None` when nothing moves.
+    pub side_file: Option<PathBuf>,
+    /// Whether the repair was carried out (`false` for a plan).
+    pub applied: bool,
+}
+
+impl JsonlStore {
+    /// Diagnoses a session without changing anything (no lock, no write): what
+    /// [`repair`](Self::repair) would keep and move. Use it to ask for confirmation.
+    pub fn plan_repair(&self, id: &str) -> Result<RepairReport, StoreError> {
+        let (_, sel) = self.locate(id)?;
+        refuse_unrepairable(id, &sel)?;
+        let mut report = diagnose(id, &sel.path, sel.version)?;
+        if report.moved_bytes > 0 {
+            report.side_file = Some(side_file_name(&sel.path, now_ms()));
+        }
+        Ok(report)
+    }
+
+    /// Repairs a refused (or torn) log without destroying anything: takes the session's write
+    /// lock (`Locked` if a writer holds it), keeps the valid prefix, copies every byte after it
+    /// to `<log>.corrupt-<epoch ms>` (fsynced), then truncates the log to the prefix (fsynced).
+    /// A healthy log is left untouched (`cause: None`, `applied: false`).
+    ///
+    /// Refused: zstd-compressed and v3 logs (never modified by dsh) and logs whose header is
+    /// refused (nothing valid to keep), with [`StoreError::Unrepairable`] or
+    /// [`StoreError::ZstdReadOnly`].
+    pub fn repair(&self, id: &str) -> Result<RepairReport, StoreError> {
+        let open = self.open.lock();
+        if open.contains_key(id) {
+            return Err(StoreError::Locked(id.to_string()));
+        }
+        let (dir, sel) = self.locate(id)?;
+        refuse_unrepairable(id, &sel)?;
+        let _lock = crate::store::take_lock(&dir, id)?;
+        let mut report = diagnose(id, &sel.path, sel.version)?;
+        if report.moved_bytes == 0 {
+            return Ok(report);
+        }
+        let side = move_tail(
+            &sel.path,
+            &side_file_name(&sel.path, now_ms()),
+            report.kept_bytes,
+        )?;
+        report.side_file = Some(side);
+        report.applied = true;
+        drop(open);
+        tracing::warn!(
+            session = %id,
+            kept_events = report.kept_events,
+            moved_bytes = report.moved_bytes,
+            side_file = ?report.side_file,
+            "repaired a session log; the rest was moved aside"
+        );
+        Ok(report)
+    }
+}
+
+fn refuse_unrepairable(id: &str, sel: &crate::store::Selected) -> Result<(), StoreError> {
+    if sel.zstd {
+        return Err(StoreError::ZstdReadOnly {
+            id: id.to_string(),
+            path: sel.path.clone(),
+        });
+    }
+    if sel.version != 4 {
+        return Err(StoreError::Unrepairable {
+            id: id.to_string(),
+            reason: format!(
+                "{} is a v{} generation, which dsh never modifies",
+                sel.path.display(),
+                sel.version
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Reads and admits the log; returns what a repair would keep and move.
+fn diagnose(id: &str, path: &Path, version: u64) -> Result<RepairReport, StoreError> {
+    let total = fs::metadata(path)
+        .map_err(|e| StoreError::io("inspecting", path, e))?
+        .len();
+    let file = File::open(path).map_err(|e| StoreError::io("opening", path, e))?;
+    let shown = path.display().to_string();
+    let read = dsh_session::codec::read_jsonl(
+        BufReader::with_capacity(256 << 10, file),
+        version,
+        &shown,
+        id,
+    );
+    let mut report = RepairReport {
+        id: id.to_string(),
+        log: path.to_path_buf(),
+        cause: None,
+        kept_events: 0,
+        kept_bytes: total,
+        moved_bytes: 0,
+        side_file: None,
+        applied: false,
+    };
+    let (kept_events, kept_bytes, cause) = match read {
+        Err(e) if e.is_row_corruption() => (
+            e.valid_events,
+            e.valid_len,
+            RepairCause::Refused(Box::new(e)),
+        ),
+        Err(e) => {
+            return Err(StoreError::Unrepairable {
+                id: id.to_string(),
+                reason: e.to_string(),
+            });
+        }
+        Ok(decoded) => match admit(decoded) {
+            Admitted::Healthy { events, len, torn } => {
+                if !torn {
+                    report.kept_events = events;
+                    return Ok(report);
+                }
+                (events, len, RepairCause::TornTail)
+            }
+            Admitted::Rejected {
+                seq,
+                line,
+                offset,
+                error,
+            } => (
+                seq,
+                offset,
+                RepairCause::Rejected {
+                    line,
+                    offset,
+                    error,
+                },
+            ),
+            Admitted::Unlocated(error) => {
+                return Err(StoreError::Unrepairable {
+                    id: id.to_string(),
+                    reason: error.to_string(),
+                });
+            }
+        },
+    };
+    report.kept_events = kept_events;
+    report.kept_bytes = kept_bytes;
+    report.moved_bytes = total.saturating_sub(kept_bytes);
+    report.cause = Some(cause);
+    Ok(report)
+}
+
+enum Admitted {
+    Healthy {
+        events: u64,
+        len: u64,
+        torn: bool,
+    },
+    Rejected {
+        seq: u64,
+        line: u64,
+        offset: u64,
+        error: LogError,
+    },
+    Unlocated(LogError),
+}
+
+/// Replays the decoded rows; a refusal is located at its row.
+fn admit(decoded: DecodedLog) -> Admitted {
+    let events = decoded.events.len() as u64;
+    let len = decoded.committed_len as u64;
+    let torn = decoded.torn;
+    let offsets = decoded.row_offsets.clone();
+    let located = |seq: u64| -> Option<(u64, u64)> {
+        let offset = *offsets.get(usize::try_from(seq).ok()?)?;
+        Some((seq + 2, offset))
+    };
+    match SessionLog::replay(decoded.header, decoded.events) {
+        Ok(_) => Admitted::Healthy { events, len, torn },
+        Err(error) => match crate::store::rejected_seq(&error).and_then(|s| Some((s, located(s)?)))
+        {
+            Some((seq, (line, offset))) => Admitted::Rejected {
+                seq,
+                line,
+                offset,
+                error,
+            },
+            None => Admitted::Unlocated(error),
+        },
+    }
+}
+
+/// `<log>.corrupt-<epoch ms>` (not a generation name, so readers ignore it).
+fn side_file_name(log: &Path, ms: i64) -> PathBuf {
+    let name = log
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    log.with_file_name(format!("{name}.corrupt-{ms}"))
+}
+
+/// Copies `log[keep..]` to a new side file (fsynced, with its directory), then truncates the log
+/// to `keep` (fsynced). The side file is created exclusively; an existing name gets a suffix.
+/// Returns the side file's path.
+fn move_tail(log: &Path, side: &Path, keep: u64) -> Result<PathBuf, StoreError> {
+    let mut src = File::open(log).map_err(|e| StoreError::io("opening", log, e))?;
+    src.seek(SeekFrom::Start(keep))
+        .map_err(|e| StoreError::io("reading", log, e))?;
+    let mut target = side.to_path_buf();
+    let mut n = 1;
+    let mut out = loop {
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&target)
+        {
+            Ok(f) => break f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => {
+                target = PathBuf::from(format!("{}-{n}", side.display()));
+                n += 1;
+            }
+            Err(e) => return Err(StoreError::io("creating", &target, e)),
+        }
+    };
+    std::io::copy(&mut src, &mut out).map_err(|e| StoreError::io("copying to", &target, e))?;
+    out.sync_all()
+        .map_err(|e| StoreError::io("syncing", &target, e))?;
+    if let Some(dir) = log.parent() {
+        crate::store::sync_dir(dir);
+    }
+    let f = OpenOptions::new()
+        .write(true)
+        .open(log)
+        .map_err(|e| StoreError::io("opening", log, e))?;
+    f.set_len(keep)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| StoreError::io("truncating", log, e))?;
+    Ok(target)
+}
