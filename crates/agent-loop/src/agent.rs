@@ -9,13 +9,12 @@ use dsh_agent::{Agent, AgentError, AgentOptions, AgentStatus, CancelCause, Targe
 use dsh_kernel::{CancellationToken, Ctx, Scope};
 use dsh_llm::{Message, Role};
 use dsh_session::data::InboxSpliced;
-use dsh_session::{NewEvent, Session};
+use dsh_session::{Inbox, NewEvent, Session};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 
 use crate::LoopShared;
-use crate::inbox::Inbox;
 use crate::request::RequestState;
 
 /// Mutable state guarded by one lock.
@@ -200,18 +199,22 @@ impl LoopAgent {
         inserted: Vec<Message>,
         canceled: bool,
     ) -> Result<Vec<Message>, AgentError> {
-        let data = InboxSpliced {
+        let inserted: Vec<Arc<Message>> = inserted.into_iter().map(Arc::new).collect();
+        st.inbox
+            .check(target, start, removed, &inserted)
+            .map_err(|e| AgentError::InvalidMessage(format!("inbox splice: {e}")))?;
+        self.session.append(NewEvent::core(InboxSpliced {
             target,
             start: start as u64,
             removed_count: (removed > 0).then_some(removed as u64),
-            inserted: inserted.iter().cloned().map(std::sync::Arc::new).collect(),
+            inserted: inserted.clone(),
             outcome: canceled.then_some(dsh_session::data::InboxOutcome::Canceled),
-        };
-        let event = NewEvent::typed(&data)
+        }))?;
+        let removed = st
+            .inbox
+            .splice(target, start, removed, inserted)
             .map_err(|e| AgentError::InvalidMessage(format!("inbox splice: {e}")))?;
-        self.session.append(event)?;
-        let list = st.inbox.list_mut(target);
-        Ok(list.splice(start..start + removed, inserted).collect())
+        Ok(removed.into_iter().map(Arc::unwrap_or_clone).collect())
     }
 
     /// Claims every next-step message, plus one next-turn message at a turn's first step.
@@ -395,7 +398,7 @@ impl Agent for LoopAgent {
                 return Err(AgentError::Disposed(self.id.clone()));
             }
             if message.id.is_empty() || st.inbox.contains_id(&message.id) {
-                message.id = format!("m-{}", uuid::Uuid::now_v7());
+                message.id = dsh_session::ids::message_id();
             }
             let id = message.id.clone();
             let start = st.inbox.list(target).len();

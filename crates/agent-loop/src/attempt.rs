@@ -30,10 +30,6 @@ pub(crate) enum AttemptOutcome {
     Failed(LlmFailure),
 }
 
-fn typed<T: dsh_session::data::EventData>(data: &T) -> Result<NewEvent, SessionError> {
-    NewEvent::typed(data).map_err(|e| SessionError::Io(format!("{}: {e}", T::TYPE)))
-}
-
 /// Runs one attempt of `prepared` with `request`.
 pub(crate) async fn run_attempt(
     agent: &LoopAgent,
@@ -50,11 +46,11 @@ pub(crate) async fn run_attempt(
     let mut assembler = BlockAssembler::new();
     let session = &agent.session;
     let attempt = |packer: StreamPacker| -> Result<(), SessionError> {
-        session.append(typed(&AssistantAttempt {
+        session.append(NewEvent::core(AssistantAttempt {
             turn,
             step,
             stream: packer.finish(),
-        })?)?;
+        }))?;
         Ok(())
     };
 
@@ -153,7 +149,7 @@ pub(crate) async fn run_attempt(
                 interrupted: Some(true),
                 stream: packer.finish(),
             };
-            session.append(typed(&data)?)?;
+            session.append(NewEvent::core(data))?;
         }
         return Ok(AttemptOutcome::Cancelled);
     }
@@ -190,7 +186,7 @@ pub(crate) async fn run_attempt(
         interrupted: None,
         stream: packer.finish(),
     };
-    session.append(typed(&data)?)?;
+    session.append(NewEvent::core(data))?;
     Ok(AttemptOutcome::Done { finish, tool_calls })
 }
 

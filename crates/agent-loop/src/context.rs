@@ -4,8 +4,11 @@
 
 use std::sync::Arc;
 
-use dsh_session::{Event, Session, SessionLog, SurfaceOp};
-use dsh_system_prompt::runtime_context::{OwnedContextMessage, RetainedContext, SOURCE_KIND};
+use dsh_llm::ContentBlock;
+use dsh_session::data::UserMessage;
+use dsh_session::wire::SourceKind;
+use dsh_session::{CoreEvent, Event, Session, SessionLog, SurfaceOp};
+use dsh_system_prompt::runtime_context::{OwnedContextMessage, RetainedContext};
 
 /// The snapshot and how far into the log it has been folded.
 pub(crate) struct ContextTracker {
@@ -16,18 +19,19 @@ pub(crate) struct ContextTracker {
 
 /// The text of a runtime-context message owned by the loop, or `None` for any other event.
 fn owned_text(e: &Event) -> Option<String> {
-    if e.kind() != "user/message" {
+    let Some(CoreEvent::UserMessage(UserMessage(m))) = e.core() else {
         return None;
-    }
-    let data = e.data();
-    if data.get("source")?.get("kind")?.as_str()? != SOURCE_KIND {
+    };
+    if SourceKind::of(m) != SourceKind::RuntimeContext {
         return None;
     }
     Some(
-        data.get("content")?
-            .as_array()?
+        m.content
             .iter()
-            .filter_map(|b| b.get("text").and_then(|t| t.as_str()))
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
             .collect(),
     )
 }
@@ -72,8 +76,10 @@ impl ContextTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dsh_llm::{ContentBlock, Message, MessageSource, Role};
+    use dsh_llm::{Message, MessageSource, Role};
+    use dsh_session::data::{StepStart, TurnStart};
     use dsh_session::{NewEvent, SessionHeader};
+    use dsh_system_prompt::runtime_context::SOURCE_KIND;
 
     fn context(id: &str, text: &str) -> NewEvent {
         let m = Message::new(
@@ -82,14 +88,11 @@ mod tests {
             vec![ContentBlock::text(text)],
             MessageSource::new(SOURCE_KIND),
         );
-        NewEvent::new("user/message", serde_json::to_value(&m).unwrap())
+        NewEvent::core(UserMessage(m.into()))
     }
 
     fn user(id: &str) -> NewEvent {
-        NewEvent::new(
-            "user/message",
-            serde_json::to_value(Message::user_text(id, "hi")).unwrap(),
-        )
+        NewEvent::core(UserMessage(Message::user_text(id, "hi").into()))
     }
 
     fn text(t: &RetainedContext) -> Option<String> {
@@ -115,13 +118,9 @@ mod tests {
                 matches!(ContextTracker::attach(log).state, RetainedContext::Cleared)
             );
         };
-        log.append(NewEvent::new("turn/start", serde_json::json!({"turn":1})))
+        log.append(NewEvent::core(TurnStart { turn: 1 })).unwrap();
+        log.append(NewEvent::core(StepStart { turn: 1, step: 1 }))
             .unwrap();
-        log.append(NewEvent::new(
-            "step/start",
-            serde_json::json!({"turn":1,"step":1}),
-        ))
-        .unwrap();
         log.append(user("m0")).unwrap();
         check(&log, &mut tracker);
         assert!(matches!(tracker.state, RetainedContext::Absent));

@@ -13,7 +13,6 @@ mod agent;
 mod attempt;
 mod context;
 mod factory;
-mod inbox;
 mod request;
 mod tools;
 mod turn;

@@ -1,18 +1,17 @@
 //! Request bookkeeping (`session-format.md` §9) and system prompt reconciliation (§10.2).
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use dsh_llm::service::PreparedCall;
-
-use crate::context::ContextTracker;
 use dsh_llm::{ContentBlock, Message, MessageSource, Role};
 use dsh_session::data::{
-    AssistantMessage, DeveloperMessage, EpochHeader, RequestConfig, RequestContext, RequestHeader,
+    DeveloperMessage, EpochHeader, RequestConfig, RequestContext, RequestHeader, RequestReason,
     SystemMessage, ToolSchema,
 };
-use dsh_session::{Event, NewEvent, Session, SessionError};
+use dsh_session::{CoreEvent, EventKind, NewEvent, Session, SessionError};
 use serde_json::{Map, Value};
+
+use crate::context::ContextTracker;
 
 /// Per loop-instance request state.
 pub(crate) struct RequestState {
@@ -20,8 +19,8 @@ pub(crate) struct RequestState {
     header_logged: bool,
     /// `content_generation` at attachment, then after every built request.
     pub(crate) request_surface_generation: u64,
-    /// The latest `request/context` data in the log.
-    last_context: Option<Value>,
+    /// The latest `request/context` payload in the log.
+    last_context: Option<RequestContext>,
     /// Every tool-call id advertised in the log, so a provider's reused or empty id is
     /// replaced before it is committed (the log refuses a second advertisement).
     pub(crate) call_ids: HashSet<String>,
@@ -33,23 +32,16 @@ impl RequestState {
     /// State of a loop attaching to `session` (fresh or resumed).
     pub(crate) fn attach(session: &Session) -> Self {
         let (generation, last_context, call_ids, context) = session.with_log(|l| {
-            let ctx = l
-                .events()
-                .iter()
-                .rev()
-                .find(|e| e.kind() == "request/context")
-                .map(|e| e.data().clone());
+            let ctx = l.latest_request_context().and_then(|e| match e.core() {
+                Some(CoreEvent::RequestContext(c)) => Some((**c).clone()),
+                _ => None,
+            });
             let ids = l
                 .events()
                 .iter()
-                .filter(|e| e.kind() == "assistant/message")
-                .filter_map(|e| e.data_as::<AssistantMessage>().ok())
-                .flat_map(|m| {
-                    m.message
-                        .tool_calls()
-                        .map(|c| c.id.clone())
-                        .collect::<Vec<_>>()
-                })
+                .filter(|e| *e.event_kind() == EventKind::AssistantMessage)
+                .filter_map(|e| e.message())
+                .flat_map(|m| m.tool_calls().map(|c| c.id.clone()))
                 .collect();
             (
                 l.surface().content_generation(),
@@ -68,9 +60,7 @@ impl RequestState {
     }
 }
 
-pub(crate) fn new_id() -> String {
-    format!("m-{}", uuid::Uuid::now_v7())
-}
+pub(crate) use dsh_session::ids::message_id as new_id;
 
 /// Text of a system node: `Some("")` empty, `Some(t)` one text block, `None` anything else (⊥).
 fn node_text(message: &Message) -> Option<&str> {
@@ -93,12 +83,11 @@ fn system_event(turn: u64, step: u64, text: &str) -> Result<NewEvent, SessionErr
         content,
         MessageSource::system_prompt(),
     );
-    NewEvent::typed(&SystemMessage {
+    Ok(NewEvent::core(SystemMessage {
         turn,
         step,
         message: message.into(),
-    })
-    .map_err(|e| SessionError::Io(format!("system/message: {e}")))
+    }))
 }
 
 /// Reconciles the rendered prompt with the surviving system nodes (§10.2) and appends the
@@ -115,7 +104,7 @@ pub(crate) fn reconcile_prompt(
         l.surface()
             .nodes()
             .iter()
-            .filter(|n| n.kind == "system/message")
+            .filter(|n| n.kind == dsh_session::vocab::SYSTEM_MESSAGE)
             .map(|n| (n.seq, node_text(&n.message).map(str::to_owned)))
             .collect()
     });
@@ -177,10 +166,13 @@ pub(crate) fn header_of(prepared: &PreparedCall, tools: &[ToolSchema]) -> EpochH
     }
 }
 
-fn latest_header(session: &Session) -> Option<(u64, RequestHeader)> {
+fn latest_header(session: &Session) -> Option<(u64, Box<RequestHeader>)> {
     session.with_log(|l| {
-        let ev: &Arc<Event> = l.latest_request_header()?;
-        ev.data_as::<RequestHeader>().ok().map(|h| (ev.seq(), h))
+        let ev = l.latest_request_header()?;
+        match ev.core() {
+            Some(CoreEvent::RequestHeader(h)) => Some((ev.seq(), h.clone())),
+            _ => None,
+        }
     })
 }
 
@@ -217,28 +209,27 @@ pub(crate) fn log_request(
     let baseline = latest_header(session);
     let reason = if !state.header_logged {
         Some(if baseline.is_some() {
-            "resume"
+            RequestReason::Resume
         } else {
-            "initial"
+            RequestReason::Initial
         })
     } else if baseline.as_ref().is_none_or(|(_, b)| b.header != header) {
-        Some("change")
+        Some(RequestReason::Change)
     } else if starts {
-        Some("series")
+        Some(RequestReason::Series)
     } else {
         None
     };
     if let Some(reason) = reason {
-        let data = RequestHeader {
+        let starts_series = (starts && reason != RequestReason::Series).then_some(true);
+        let changed = matches!(reason, RequestReason::Resume | RequestReason::Change);
+        let ev = session.append(NewEvent::core(RequestHeader {
             header: header.clone(),
-            reason: dsh_session::data::RequestReason::parse(reason),
-            starts_series: (starts && reason != "series").then_some(true),
-        };
-        let ev = session.append(
-            NewEvent::typed(&data).map_err(|e| SessionError::Io(format!("request/header: {e}")))?,
-        )?;
+            reason,
+            starts_series,
+        }))?;
         state.header_logged = true;
-        if let (Some((_, base)), "resume" | "change") = (&baseline, reason) {
+        if let (Some((_, base)), true) = (&baseline, changed) {
             let prev = names(&base.header.tools);
             let cur = names(&header.tools);
             let mut content = Vec::new();
@@ -271,18 +262,13 @@ pub(crate) fn log_request(
                     message: message.into(),
                     header_seq: additions.then_some(ev.seq()),
                 };
-                session.append(
-                    NewEvent::typed(&data)
-                        .map_err(|e| SessionError::Io(format!("developer/message: {e}")))?,
-                )?;
+                session.append(NewEvent::core(data))?;
             }
         }
     }
-    let value = serde_json::to_value(&context)
-        .map_err(|e| SessionError::Io(format!("request/context: {e}")))?;
-    if state.last_context.as_ref() != Some(&value) {
-        session.append(NewEvent::new("request/context", value.clone()))?;
-        state.last_context = Some(value);
+    if state.last_context.as_ref() != Some(&context) {
+        session.append(NewEvent::core(context.clone()))?;
+        state.last_context = Some(context);
     }
     Ok(())
 }

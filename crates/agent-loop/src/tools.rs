@@ -14,10 +14,6 @@ use crate::request::new_id;
 /// The text of a call never dispatched because the turn was cancelled.
 pub(crate) const ABORTED_BEFORE_DISPATCH_TEXT: &str = "Error: tool call aborted before dispatch";
 
-fn io(e: impl std::fmt::Display) -> SessionError {
-    SessionError::Io(e.to_string())
-}
-
 fn log_call(agent: &LoopAgent, call: &ToolCall, turn: u64, step: u64) -> Result<u64, SessionError> {
     let data = ToolCallEvent {
         turn,
@@ -26,10 +22,7 @@ fn log_call(agent: &LoopAgent, call: &ToolCall, turn: u64, step: u64) -> Result<
         name: call.name.clone(),
         arguments: call.arguments.clone(),
     };
-    Ok(agent
-        .session
-        .append(NewEvent::typed(&data).map_err(io)?)?
-        .seq())
+    Ok(agent.session.append(NewEvent::core(data))?.seq())
 }
 
 fn log_result(
@@ -61,11 +54,9 @@ fn log_result(
         error,
         meta: result.meta.clone(),
     };
-    agent.session.append(
-        NewEvent::typed(&data)
-            .map_err(io)?
-            .with_sources(vec![call_seq]),
-    )?;
+    agent
+        .session
+        .append(NewEvent::core(data).with_sources(vec![call_seq]))?;
     Ok(())
 }
 

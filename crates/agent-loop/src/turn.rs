@@ -11,11 +11,11 @@ use dsh_agent::{Agent, Target};
 use dsh_kernel::{CancellationToken, Hook};
 use dsh_llm::adapter::ToolSpec;
 use dsh_llm::service::CallSettings;
-use dsh_llm::{FinishReason, LlmFailure, Message, Role};
+use dsh_llm::{FailureCode, FinishReason, LlmFailure, Message, Role};
 use dsh_session::data::{
-    RequestContext, StepEnd, StepStart, ToolSchema, TurnEnd, TurnEndReason, TurnStart,
+    RequestContext, StepEnd, StepStart, ToolSchema, TurnEnd, TurnEndReason, TurnStart, UserMessage,
 };
-use dsh_session::{CloseCause, NewEvent, SessionError};
+use dsh_session::{CloseCause, CoreEvent, EventKind, NewEvent, SessionError};
 use dsh_system_prompt::runtime_context::propose;
 use dsh_system_prompt::{AssembleContext, ContextSection, SystemPrompt};
 
@@ -29,19 +29,25 @@ use crate::tools::{context_message, run_tools};
 /// A failure that ends the turn with `{kind: error}`.
 struct TurnError(LlmFailure);
 
+/// A session failure keeps its own code (`SESSION_IO`, `EVENT_REJECTED`, `SESSION_CLOSED`, …),
+/// so the turn end says what went wrong with the log.
 impl From<SessionError> for TurnError {
     fn from(e: SessionError) -> Self {
-        TurnError(LlmFailure::new("UNKNOWN", e.to_string()))
+        TurnError(LlmFailure::new(
+            FailureCode::from_wire(e.code()),
+            e.to_string(),
+        ))
     }
 }
 
-fn unknown(message: impl Into<String>) -> TurnError {
-    TurnError(LlmFailure::new("UNKNOWN", message))
+/// A failure of the loop's own machinery (a hook listener panicked, the agent was dropped, no
+/// provider configured): `UNKNOWN`, as the original reports an error without a code.
+fn internal(message: impl Into<String>) -> TurnError {
+    TurnError(LlmFailure::new(FailureCode::Unknown, message))
 }
 
-fn append<T: dsh_session::data::EventData>(agent: &LoopAgent, data: &T) -> Result<(), TurnError> {
-    let ev = NewEvent::typed(data).map_err(|e| unknown(format!("{}: {e}", T::TYPE)))?;
-    agent.session.append(ev)?;
+fn append(agent: &LoopAgent, data: impl Into<CoreEvent>) -> Result<(), TurnError> {
+    agent.session.append(NewEvent::core(data))?;
     Ok(())
 }
 
@@ -58,14 +64,14 @@ where
     let fut = agent.scope_ctx().call::<H, T, Fut>(input, terminal);
     dsh_kernel::contain(fut)
         .await
-        .map_err(|p| unknown(format!("a `{}` listener panicked: {}", H::NAME, p.message)))
+        .map_err(|p| internal(format!("a `{}` listener panicked: {}", H::NAME, p.message)))
 }
 
 /// One turn: `turn/start` … `turn/end`, then the durability barrier.
 pub(crate) async fn run_turn(agent: &Arc<LoopAgent>, rs: &mut RequestState) {
     let token = agent.turn_token();
     let turn = agent.session.with_log(|l| l.tracker().last_turn()) + 1;
-    if let Err(TurnError(e)) = append(agent, &TurnStart { turn }) {
+    if let Err(TurnError(e)) = append(agent, TurnStart { turn }) {
         tracing::error!(agent = %agent.id, error = %e.message, "could not open a turn");
         return;
     }
@@ -81,7 +87,7 @@ pub(crate) async fn run_turn(agent: &Arc<LoopAgent>, rs: &mut RequestState) {
             error: error.clone(),
         });
     }
-    if let Err(TurnError(e)) = append(agent, &TurnEnd { turn, reason }) {
+    if let Err(TurnError(e)) = append(agent, TurnEnd { turn, reason }) {
         tracing::error!(agent = %agent.id, error = %e.message, "could not close the turn");
     }
     if let Err(e) = agent.session.flush().await {
@@ -125,7 +131,7 @@ async fn assemble(agent: &LoopAgent, provider: &str, model: &str) -> Result<Asse
             let a = sp
                 .assemble(context)
                 .await
-                .map_err(|e| unknown(e.to_string()))?;
+                .map_err(|e| internal(e.to_string()))?;
             (a.prompt(), a.tools, a.runtime_context)
         }
         None => (
@@ -161,11 +167,13 @@ async fn run_steps(
     token: &CancellationToken,
     turn: u64,
 ) -> Result<TurnEndReason, TurnError> {
-    let handle = agent.handle().ok_or_else(|| unknown("agent dropped"))?;
+    let handle = agent.handle().ok_or_else(|| internal("agent dropped"))?;
     let mut step = 0u64;
     loop {
         step += 1;
-        let mut batch = agent.claim(step == 1).map_err(|e| unknown(e.to_string()))?;
+        let mut batch = agent
+            .claim(step == 1)
+            .map_err(|e| internal(e.to_string()))?;
         if token.is_cancelled() {
             return Ok(aborted(agent));
         }
@@ -173,7 +181,7 @@ async fn run_steps(
         let provider = options
             .provider
             .clone()
-            .ok_or_else(|| unknown("no provider is configured for this agent"))?;
+            .ok_or_else(|| internal("no provider is configured for this agent"))?;
         let model = match options.model.clone() {
             Some(m) => m,
             None => match agent.shared.llm.adapter(&provider) {
@@ -220,7 +228,7 @@ async fn run_steps(
         if token.is_cancelled() {
             return Ok(aborted(agent));
         }
-        append(agent, &StepStart { turn, step })?;
+        append(agent, StepStart { turn, step })?;
         let outcome = run_step(
             agent, &handle, rs, token, turn, step, batch, starts, &model, assembly,
         )
@@ -232,7 +240,7 @@ async fn run_steps(
                 return Err(e);
             }
         };
-        append(agent, &StepEnd { turn, step })?;
+        append(agent, StepEnd { turn, step })?;
         match outcome {
             StepOutcome::Aborted => return Ok(aborted(agent)),
             // Sticky for the turn: a truncated step ends it `max-tokens`.
@@ -272,12 +280,12 @@ fn close_failed_step(agent: &LoopAgent, turn: u64, step: u64) {
         .with_log(|l| l.closers(CloseCause::Interrupted));
     let results: Vec<NewEvent> = closers
         .into_iter()
-        .filter(|e| e.kind == "tool/result")
+        .filter(|e| e.kind == EventKind::ToolResult)
         .collect();
     if let Err(e) = agent.session.append_all(results) {
         tracing::error!(agent = %agent.id, error = %e, "could not record recovery results");
     }
-    if let Err(TurnError(e)) = append(agent, &StepEnd { turn, step }) {
+    if let Err(TurnError(e)) = append(agent, StepEnd { turn, step }) {
         tracing::error!(agent = %agent.id, error = %e.message, "could not close the failed step");
     }
 }
@@ -339,10 +347,7 @@ async fn run_step(
                 reconcile_prompt(session, &assembly.prompt, false, starts_recon, turn, step)?;
                 if first {
                     for message in &batch {
-                        session.append(NewEvent::new(
-                            "user/message",
-                            serde_json::to_value(message).map_err(|e| unknown(e.to_string()))?,
-                        ))?;
+                        session.append(NewEvent::core(UserMessage(Arc::new(message.clone()))))?;
                     }
                     admitted = true;
                 }
@@ -427,5 +432,19 @@ async fn run_step(
             RequestErrorDecision::Retry => attempt += 1,
             RequestErrorDecision::Fail => return Err(TurnError(failure)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_failures_keep_their_code() {
+        let TurnError(f) = SessionError::Closed("s1".into()).into();
+        assert_eq!(f.code, FailureCode::Other("SESSION_CLOSED".into()));
+        let TurnError(f) = SessionError::Locked("s1".into()).into();
+        assert_eq!(f.code.as_str(), "SESSION_LOCKED");
+        assert!(f.message.contains("s1"), "{}", f.message);
     }
 }
