@@ -9,7 +9,8 @@ use dsh_agent::events::AgentStreamChunk;
 use dsh_agent::{Agent, AgentError, AgentOptions, Agents, CancelCause, CreateAgent, ResumeAgent};
 use dsh_kernel::{Composer, Composition, Kernel};
 use dsh_llm::{Message, StreamChunk};
-use dsh_session::Sessions;
+use dsh_session::data::TurnEndReason;
+use dsh_session::{CoreEvent, EventKind, Sessions};
 use serde_json::Value;
 
 use crate::compose::{compose, registry};
@@ -54,6 +55,9 @@ fn agent_error(e: AgentError) -> Failure {
         AgentError::NotFound(id) => Failure::usage(anyhow!(
             "no stored session `{id}` (see `dsh sessions list`)"
         )),
+        AgentError::Session(s) if s.code() == "SESSION_CORRUPT" => Failure::run(anyhow!(
+            "{s}\n(`dsh sessions repair <ID>` keeps the valid part and moves the rest aside; nothing is deleted)"
+        )),
         AgentError::Session(s) => Failure::run(anyhow!("{s}")),
         other => Failure::run(anyhow!("{other}")),
     }
@@ -72,56 +76,41 @@ fn latest_for(sessions: &dyn Sessions, cwd: &str) -> Result<String, Failure> {
 }
 
 /// The last `turn/end` reason and the text of the last assistant message of that turn.
-fn outcome(agent: &Arc<dyn Agent>) -> (Option<Value>, String) {
-    let events = agent.session().events();
-    let mut reason = None;
-    let mut text = String::new();
-    let start = events
-        .iter()
-        .rposition(|e| e.kind() == "turn/start")
-        .unwrap_or(0);
-    for e in &events[start..] {
-        match e.kind() {
-            "turn/end" => reason = e.data().get("reason").cloned(),
-            "assistant/message" => {
-                if let Ok(m) = serde_json::from_value::<Message>(e.data()["message"].clone()) {
-                    let t = m.text();
+fn outcome(agent: &Arc<dyn Agent>) -> (Option<TurnEndReason>, String) {
+    let session = agent.session();
+    session.with_log(|log| {
+        let events = log.events();
+        let start = events
+            .iter()
+            .rposition(|e| *e.event_kind() == EventKind::TurnStart)
+            .unwrap_or(0);
+        let mut reason = None;
+        let mut text = String::new();
+        for e in &events[start..] {
+            match e.core() {
+                Some(CoreEvent::TurnEnd(end)) => reason = Some(end.reason.clone()),
+                Some(CoreEvent::AssistantMessage(m)) => {
+                    let t = m.message.text();
                     if !t.is_empty() {
                         text = t;
                     }
                 }
+                _ => {}
             }
-            _ => {}
         }
-    }
-    (reason, text)
+        (reason, text)
+    })
 }
 
-fn describe(reason: &Value) -> String {
-    let kind = reason
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown");
-    match kind {
-        "error" => {
-            let code = reason["error"]
-                .get("code")
-                .and_then(Value::as_str)
-                .unwrap_or("UNKNOWN");
-            let message = reason["error"]
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            format!("the turn failed: {code}: {message}")
+fn describe(reason: &TurnEndReason) -> String {
+    match reason {
+        TurnEndReason::Error { error } => {
+            format!("the turn failed: {}: {}", error.code, error.message)
         }
-        "aborted" => {
-            let cause = reason["reason"]
-                .get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown");
-            format!("the turn was aborted ({cause})")
+        TurnEndReason::Aborted { reason } => {
+            format!("the turn was aborted ({})", reason.kind())
         }
-        other => format!("the turn ended `{other}`"),
+        other => format!("the turn ended `{}`", other.kind()),
     }
 }
 
@@ -279,7 +268,7 @@ async fn run_agent(
         return Ok(130);
     }
     match reason {
-        Some(r) if r.get("kind").and_then(Value::as_str) == Some("completed") => Ok(0),
+        Some(TurnEndReason::Completed) => Ok(0),
         Some(r) => Err(Failure::run(anyhow!("{} (session {id})", describe(&r)))),
         None => Err(Failure::run(anyhow!("the turn did not run (session {id})"))),
     }

@@ -118,6 +118,15 @@ enum SessionsCommand {
         /// Session id.
         id: String,
     },
+    /// Make a refused (corrupt) log resumable without destroying anything: keep the valid
+    /// prefix and move the rest, byte for byte, to a side file next to the log.
+    Repair {
+        /// Session id.
+        id: String,
+        /// Do not ask for confirmation (required when stdin is not a terminal).
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -194,6 +203,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                     SessionsCommand::List => sessions_cmd::list().await,
                     SessionsCommand::Show { id } => sessions_cmd::show(&id).await,
                     SessionsCommand::Export { id } => sessions_cmd::export(&id).await,
+                    SessionsCommand::Repair { id, yes } => sessions_cmd::repair(&id, yes).await,
                 }
             })
         }

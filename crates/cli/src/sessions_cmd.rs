@@ -3,9 +3,14 @@
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use dsh_session::{SessionLog, SessionPersistence};
+use dsh_llm::{ContentBlock, Message};
+use dsh_session::data::UserMessage;
+use dsh_session::wire::SourceKind;
+use dsh_session::{CoreEvent, EventKind, SessionLog, SessionPersistence};
+use dsh_session_jsonl::error::StoreError;
+use dsh_session_jsonl::repair::RepairCause;
 use dsh_session_jsonl::store::JsonlStore;
-use serde_json::Value;
+use std::io::IsTerminal;
 
 use crate::config_cmd::write_stdout;
 use crate::{Failure, home};
@@ -27,10 +32,20 @@ fn read(id: &str) -> Result<SessionLog, Failure> {
 fn first_prompt(log: &SessionLog) -> String {
     log.events()
         .iter()
-        .filter(|e| e.kind() == "user/message")
-        .find(|e| e.data()["source"]["kind"] == "user")
-        .and_then(|e| e.data()["content"][0]["text"].as_str().map(str::to_owned))
+        .filter_map(|e| match e.core() {
+            Some(CoreEvent::UserMessage(UserMessage(m))) => Some(m),
+            _ => None,
+        })
+        .find(|m| SourceKind::of(m) == SourceKind::User)
+        .map(|m| m.text())
         .unwrap_or_default()
+}
+
+/// The `session/title` payload: `{title}` (an event outside the core set, read through its
+/// typed shape).
+#[derive(serde::Deserialize)]
+struct SessionTitle {
+    title: String,
 }
 
 fn title(log: &SessionLog) -> String {
@@ -38,8 +53,9 @@ fn title(log: &SessionLog) -> String {
         .events()
         .iter()
         .rev()
-        .find(|e| e.kind() == "session/title")
-        .and_then(|e| e.data()["title"].as_str().map(str::to_owned))
+        .find(|e| *e.event_kind() == EventKind::SessionTitle)
+        .and_then(|e| e.data_as::<SessionTitle>().ok())
+        .map(|t| t.title)
         .unwrap_or_else(|| first_prompt(log));
     let line = t.lines().next().unwrap_or("").trim().to_owned();
     if line.chars().count() > 60 {
@@ -50,11 +66,14 @@ fn title(log: &SessionLog) -> String {
 }
 
 fn last_status(log: &SessionLog) -> String {
-    match log.events().iter().rev().find(|e| e.kind() == "turn/end") {
-        Some(e) => e.data()["reason"]["kind"]
-            .as_str()
-            .unwrap_or("?")
-            .to_owned(),
+    let end = log
+        .last_turn_end()
+        .and_then(|seq| match log.event(seq)?.core() {
+            Some(CoreEvent::TurnEnd(end)) => Some(end.reason.kind().to_owned()),
+            _ => None,
+        });
+    match end {
+        Some(kind) => kind,
         None if log.tracker().open_turn().is_some() => "open".into(),
         None => "-".into(),
     }
@@ -95,18 +114,22 @@ pub(crate) async fn list() -> Result<u8, Failure> {
     write_stdout(&out)
 }
 
-fn block_text(block: &Value) -> String {
-    match block["type"].as_str() {
-        Some("text") => block["text"].as_str().unwrap_or("").to_owned(),
-        Some("reasoning") => format!("(thinking) {}", block["text"].as_str().unwrap_or("")),
-        Some("tool-call") => format!(
-            "→ {}({})",
-            block["name"].as_str().unwrap_or("?"),
-            block["arguments"].as_str().unwrap_or("")
-        ),
-        Some(other) => format!("[{other}]"),
-        None => String::new(),
+fn block_text(block: &ContentBlock) -> String {
+    match block {
+        ContentBlock::Text { text } => text.clone(),
+        ContentBlock::Reasoning { text, .. } => format!("(thinking) {text}"),
+        ContentBlock::ToolCall(c) => format!("→ {}({})", c.name, c.arguments),
+        other => format!("[{}]", other.type_tag()),
     }
+}
+
+fn content(message: &Message) -> String {
+    message
+        .content
+        .iter()
+        .map(block_text)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `dsh sessions show ID`: a readable transcript of the model history and turn outcomes.
@@ -120,37 +143,30 @@ pub(crate) async fn show(id: &str) -> Result<u8, Failure> {
         h.cwd.as_deref().unwrap_or("-")
     );
     for e in log.events() {
-        let d = e.data();
-        let line = match e.kind() {
-            "turn/start" => format!("\n── turn {} ──", d["turn"]),
-            "turn/end" => format!(
-                "── turn {} ended: {} ──",
-                d["turn"],
-                d["reason"]["kind"].as_str().unwrap_or("?")
-            ),
-            "user/message" if d["source"]["kind"] == "user" => {
-                format!("user: {}", content(&d["content"]))
+        let line = match e.core() {
+            Some(CoreEvent::TurnStart(t)) => format!("\n── turn {} ──", t.turn),
+            Some(CoreEvent::TurnEnd(t)) => {
+                format!("── turn {} ended: {} ──", t.turn, t.reason.kind())
             }
-            "user/message" => format!(
-                "context ({}): {}",
-                d["source"]["kind"].as_str().unwrap_or("?"),
-                content(&d["content"])
-            ),
-            "assistant/message" => {
-                let mark = if d["interrupted"] == true {
+            Some(CoreEvent::UserMessage(UserMessage(m))) => match SourceKind::of(m) {
+                SourceKind::User => format!("user: {}", content(m)),
+                _ => format!("context ({}): {}", m.source.kind, content(m)),
+            },
+            Some(CoreEvent::AssistantMessage(a)) => {
+                let mark = if a.interrupted == Some(true) {
                     " (interrupted)"
                 } else {
                     ""
                 };
-                format!("assistant{mark}: {}", content(&d["message"]["content"]))
+                format!("assistant{mark}: {}", content(&a.message))
             }
-            "tool/result" => {
-                let err = if d["message"]["isError"] == true {
+            Some(CoreEvent::ToolResult(r)) => {
+                let err = if r.message.is_error == Some(true) {
                     " error"
                 } else {
                     ""
                 };
-                format!("tool{err}: {}", content(&d["message"]["content"]))
+                format!("tool{err}: {}", content(&r.message))
             }
             _ => continue,
         };
@@ -160,11 +176,82 @@ pub(crate) async fn show(id: &str) -> Result<u8, Failure> {
     write_stdout(&out)
 }
 
-fn content(blocks: &Value) -> String {
-    blocks
-        .as_array()
-        .map(|a| a.iter().map(block_text).collect::<Vec<_>>().join("\n"))
-        .unwrap_or_default()
+/// `dsh sessions repair ID [--yes]`: shows what a repair keeps and moves, asks (on a terminal),
+/// then moves the damaged part of the log aside. Nothing is deleted.
+pub(crate) async fn repair(id: &str, yes: bool) -> Result<u8, Failure> {
+    let store = JsonlStore::new(home::sessions_root());
+    let plan = store.plan_repair(id).map_err(|e| store_failure(id, e))?;
+    let Some(cause) = &plan.cause else {
+        write_stdout(&format!(
+            "session {id} is healthy ({} events); nothing to repair\n",
+            plan.kept_events
+        ))?;
+        return Ok(0);
+    };
+    let side = plan
+        .side_file
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let mut summary = format!(
+        "session {id}: {}\n  log: {}\n  keep: {} events ({} bytes)\n  move aside: {} bytes -> {side}\n",
+        describe_cause(cause),
+        plan.log.display(),
+        plan.kept_events,
+        plan.kept_bytes,
+        plan.moved_bytes,
+    );
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(Failure::usage(anyhow!(
+                "{summary}refusing to repair without confirmation: pass --yes"
+            )));
+        }
+        summary.push_str("Repair? [y/N] ");
+        eprint!("{summary}");
+        let mut answer = String::new();
+        std::io::stdin()
+            .read_line(&mut answer)
+            .map_err(|e| Failure::run(anyhow!("cannot read the answer: {e}")))?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            eprintln!("dsh: nothing changed");
+            return Ok(1);
+        }
+    } else {
+        eprint!("{summary}");
+    }
+    let done = store.repair(id).map_err(|e| store_failure(id, e))?;
+    let side = done
+        .side_file
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    write_stdout(&format!(
+        "repaired session {id}: kept {} events, moved {} bytes to {side}\n",
+        done.kept_events, done.moved_bytes
+    ))?;
+    Ok(0)
+}
+
+fn describe_cause(cause: &RepairCause) -> String {
+    match cause {
+        RepairCause::TornTail => "the last line is torn (an incomplete final write)".into(),
+        RepairCause::Refused(e) => format!("the log is refused: {e}"),
+        RepairCause::Rejected {
+            line,
+            offset,
+            error,
+        } => format!("line {line} (byte {offset}) is refused: {error}"),
+    }
+}
+
+fn store_failure(id: &str, e: StoreError) -> Failure {
+    match e {
+        StoreError::NotFound(_) => Failure::usage(anyhow!(
+            "no stored session `{id}` (see `dsh sessions list`)"
+        )),
+        other => Failure::run(anyhow!("{other}")),
+    }
 }
 
 /// `dsh sessions export ID`: the raw stored log.

@@ -169,3 +169,76 @@ fn empty_and_reused_tool_call_ids_keep_the_session_resumable() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "again\n");
 }
+
+#[test]
+fn a_corrupt_row_inside_the_last_turn_is_refused_then_repaired_without_loss() {
+    let env = Env::new();
+    env.server().push(Completion::new().text("first").reply());
+    env.server().push(
+        Completion::new()
+            .tool_call("bash", r#"{"command":"echo hi","description":"Say hi"}"#)
+            .reply(),
+    );
+    env.server().push(Completion::new().text("second").reply());
+    assert_eq!(env.exec(&["one"]).status.code(), Some(0));
+    let id = env.session_id();
+    assert_eq!(env.exec(&["--resume", &id, "two"]).status.code(), Some(0));
+    let files = session_files(&env.home.path().join("sessions"));
+    let path = files[0].clone();
+    // Drop the final `turn/end` (a crash before it) and break a row in the middle of turn 2.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    assert!(lines.pop().unwrap().contains("\"turn/end\""));
+    let bad = lines
+        .iter()
+        .rposition(|l| l.contains("\"tool/call\""))
+        .unwrap();
+    lines[bad] = lines[bad].replacen("\"seq\":", "\"seq\":9", 1);
+    let broken = lines.join("\n") + "\n";
+    std::fs::write(&path, &broken).unwrap();
+
+    // Resume refuses, naming the file and the line, and changes nothing.
+    let out = env.exec(&["--resume", &id, "three"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains(&format!("line {}", bad + 1)), "{err}");
+    assert!(err.contains("dsh sessions repair"), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
+    assert_eq!(env.server().request_count(), 3);
+
+    // Without a terminal, repair needs --yes.
+    let out = env.dsh().args(["sessions", "repair", &id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--yes"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
+
+    // The repair moves the damaged part aside: kept + moved are the original bytes.
+    let out = env
+        .dsh()
+        .args(["sessions", "repair", &id, "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let kept = std::fs::read(&path).unwrap();
+    let side: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains(".corrupt-"))
+        .collect();
+    assert_eq!(side.len(), 1, "{side:?}");
+    let moved = std::fs::read(&side[0]).unwrap();
+    assert_eq!([kept.clone(), moved].concat(), broken.as_bytes());
+    assert_eq!(
+        kept.iter().filter(|b| **b == b'\n').count(),
+        bad,
+        "the valid prefix is kept (header and rows before the bad line)"
+    );
+
+    // And the session resumes from the kept prefix.
+    env.server().push(Completion::new().text("third").reply());
+    let out = env.exec(&["--resume", &id, "three"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "third\n");
+}
