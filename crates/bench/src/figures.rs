@@ -518,8 +518,10 @@ const METHOD: &str = "
   **Rule violations** are testkit's `dsh_rule_violations` (key order, nulls, changed fields).
 - **Request sizes**: HTTP body bytes. System prompt: the text of the system message of the first
   request. Tool schemas: the raw `tools` array of the first request.
-- **Session directory bytes per step**: all files in the session's directory after the run,
-  divided by the model steps (tool steps + the final answer). **write(2) bytes per session
+- **Session directory bytes per step**: all files in the session's directory after the run
+  (the log, its lock and any spill files of long tool output kept with the session), divided by
+  the model steps (tool steps + the final answer); **session log bytes per step**: the `.jsonl`
+  alone. **write(2) bytes per session
   byte**: `wchar` of the probe after the wait (every byte dsh and its reaped children passed to
   `write`-family calls: log, stdout, pipes, sockets) minus the HTTP request bodies and stdout,
   over the session directory size. About 1 means each log byte is written once (the rest is
