@@ -112,6 +112,16 @@ pub struct ScenarioRuns {
     pub runs: Vec<ScenarioRun>,
 }
 
+/// The load average when a group of runs started.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupLoad {
+    /// What was about to run.
+    pub group: String,
+    /// `/proc/loadavg` (1, 5, 15 minutes).
+    pub load_average: String,
+}
+
 /// Everything measured, and the rows derived from it.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -128,6 +138,8 @@ pub struct Report {
     pub load_average: String,
     /// `/proc/loadavg` when the run ended.
     pub load_average_end: String,
+    /// `/proc/loadavg` when each group of runs started.
+    pub group_load: Vec<GroupLoad>,
     /// What was run.
     pub plan: Plan,
     /// The figures with budgets and verdicts.
@@ -219,51 +231,59 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
         bash_spawn_ms.push(start.elapsed().as_secs_f64() * 1e3);
         anyhow::ensure!(out.status.success(), "bash -c 'echo step-1' failed");
     }
+    let mut group_load: Vec<GroupLoad> = Vec::new();
+    let mut mark = |group: String| {
+        eprintln!("dsh-bench: {group}");
+        group_load.push(GroupLoad {
+            group,
+            load_average: load_average(),
+        });
+    };
     let mut scenarios = Vec::new();
     for s in &plan.scenarios {
-        eprintln!(
-            "dsh-bench: scenario {} ({} steps) ×{}",
+        mark(format!(
+            "scenario {} ({} steps) ×{}",
             s.name, s.steps, plan.iterations
-        );
+        ));
         let runs = (0..plan.iterations)
             .map(|_| s.run(dsh))
             .collect::<Result<Vec<_>>>()?;
         scenarios.push(ScenarioRuns { scenario: *s, runs });
     }
-    eprintln!(
-        "dsh-bench: resume of a {}-event session ×{}",
+    mark(format!(
+        "resume of a {}-event session ×{}",
         plan.resume_events, plan.iterations
-    );
+    ));
     let resume = {
         let g = Generated::new(dsh, plan.resume_events)?;
         (0..plan.iterations)
             .map(|_| resume::run(dsh, &g))
             .collect::<Result<Vec<_>>>()?
     };
-    eprintln!(
-        "dsh-bench: resume of a {}-event session ×{}",
+    mark(format!(
+        "resume of a {}-event session ×{}",
         plan.resume_large_events, plan.long_iterations
-    );
+    ));
     let large = Generated::new(dsh, plan.resume_large_events)?;
     let resume_large = (0..plan.long_iterations)
         .map(|_| resume::run(dsh, &large))
         .collect::<Result<Vec<_>>>()?;
     let mut long = Vec::new();
     for s in &plan.long {
-        eprintln!(
-            "dsh-bench: scenario {} ({} steps) ×{}",
+        mark(format!(
+            "scenario {} ({} steps) ×{}",
             s.name, s.steps, plan.long_iterations
-        );
+        ));
         let runs = (0..plan.long_iterations)
             .map(|_| s.run(dsh))
             .collect::<Result<Vec<_>>>()?;
         long.push(ScenarioRuns { scenario: *s, runs });
     }
     let spawn_events = spawn_history(plan, &resume_large);
-    eprintln!(
-        "dsh-bench: bash spawn probe, fresh and after resuming {spawn_events} events ×{}",
+    mark(format!(
+        "bash spawn probe, fresh and after resuming {spawn_events} events ×{}",
         plan.long_iterations
-    );
+    ));
     let spawn_small = (0..plan.long_iterations)
         .map(|_| spawn::run(dsh, &plan.spawn, None))
         .collect::<Result<Vec<_>>>()?;
@@ -280,10 +300,10 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
             .map(|_| spawn::run(dsh, &plan.spawn, Some(g)))
             .collect::<Result<Vec<_>>>()?
     };
-    eprintln!(
-        "dsh-bench: large payload ({} bytes) ×{}",
+    mark(format!(
+        "large payload ({} bytes) ×{}",
         plan.payload_bytes, plan.iterations
-    );
+    ));
     let payload = (0..plan.iterations)
         .map(|_| payload::run(dsh, plan.payload_bytes))
         .collect::<Result<Vec<_>>>()?;
@@ -315,6 +335,7 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         load_average: load_start,
         load_average_end: load_average(),
+        group_load,
         plan: Plan::new(plan.quick, plan.iterations),
         rows,
         version_ms,
@@ -425,6 +446,7 @@ pub fn markdown(report: &Report, root: &Path) -> String {
             }
         },
     );
+    out.push_str(&load_lines(report));
     out.push_str("## Budgets (ARCHITECTURE §10)\n\n");
     out.push_str(&table(&report.rows, true));
     out.push_str("\n## All figures\n\n");
@@ -436,6 +458,41 @@ pub fn markdown(report: &Report, root: &Path) -> String {
          from its own `cargo bench`, copied here when this file was written.\n\n",
     );
     out.push_str(&micro_sections(root));
+    out
+}
+
+/// The 1-minute load when each group started, and a warning when it reached the CPU count.
+fn load_lines(report: &Report) -> String {
+    let one = |l: &str| {
+        l.split_whitespace()
+            .next()
+            .and_then(|x| x.parse::<f64>().ok())
+    };
+    let mut out = String::new();
+    if !report.group_load.is_empty() {
+        out.push_str("1-minute load average when each group of runs started:\n\n");
+        for g in &report.group_load {
+            out.push_str(&format!(
+                "- {}: {}\n",
+                g.load_average.split_whitespace().next().unwrap_or("?"),
+                g.group
+            ));
+        }
+        out.push('\n');
+    }
+    let peak = std::iter::once(report.load_average.as_str())
+        .chain(std::iter::once(report.load_average_end.as_str()))
+        .chain(report.group_load.iter().map(|g| g.load_average.as_str()))
+        .filter_map(one)
+        .fold(f64::NAN, f64::max);
+    if peak >= report.cpus as f64 {
+        out.push_str(&format!(
+            "**Load warning**: the 1-minute load average reached {peak:.2} on {} CPUs during \
+             this run: other processes competed for the cores, so the timings (not the memory, \
+             size or exact figures) are inflated and noisier than on a quiet machine.\n\n",
+            report.cpus
+        ));
+    }
     out
 }
 
@@ -461,8 +518,10 @@ const METHOD: &str = "
   **Rule violations** are testkit's `dsh_rule_violations` (key order, nulls, changed fields).
 - **Request sizes**: HTTP body bytes. System prompt: the text of the system message of the first
   request. Tool schemas: the raw `tools` array of the first request.
-- **Session directory bytes per step**: all files in the session's directory after the run,
-  divided by the model steps (tool steps + the final answer). **write(2) bytes per session
+- **Session directory bytes per step**: all files in the session's directory after the run
+  (the log, its lock and any spill files of long tool output kept with the session), divided by
+  the model steps (tool steps + the final answer); **session log bytes per step**: the `.jsonl`
+  alone. **write(2) bytes per session
   byte**: `wchar` of the probe after the wait (every byte dsh and its reaped children passed to
   `write`-family calls: log, stdout, pipes, sockets) minus the HTTP request bodies and stdout,
   over the session directory size. About 1 means each log byte is written once (the rest is

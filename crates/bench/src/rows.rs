@@ -157,6 +157,12 @@ fn growth_and_session_rows(g: &mut Group<'_>, s: &Scenario, runs: &[ScenarioRun]
         "B",
         0,
     );
+    g.info(
+        "session log (`.jsonl`) bytes per step",
+        &per(&|r| r.session_log_bytes as f64 / (s.steps + 1) as f64),
+        "B",
+        0,
+    );
 }
 
 /// The exact budgets of a scenario: prefix stability, request rules, result order.

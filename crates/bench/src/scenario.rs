@@ -84,8 +84,10 @@ pub struct ScenarioRun {
     pub system_prompt_bytes: usize,
     /// Bytes of the serialised `tools` array in the first request.
     pub tool_schema_bytes: usize,
-    /// Bytes of every file in the session directory after the run.
+    /// Bytes of every file in the session directory after the run (log, lock, spill files).
     pub session_dir_bytes: u64,
+    /// Bytes of the session log (`.jsonl`) after the run.
+    pub session_log_bytes: u64,
     /// Events in the session log.
     pub events: usize,
     /// Bytes the run passed to `write(2)` (dsh and its tools), if the probe could read them.
@@ -286,6 +288,7 @@ impl Scenario {
                     .map(|v| (k, v))
             })
             .collect();
+        run.session_log_bytes = std::fs::metadata(&log).map_or(0, |m| m.len());
         if let Some(dir) = log.parent() {
             run.session_dir_bytes = files_under(dir)
                 .iter()

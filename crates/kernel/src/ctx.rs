@@ -107,7 +107,7 @@ impl Ctx {
     fn check(&self, what: &str) -> Result<(), KernelError> {
         self.fiber
             .accepts(self.generation)
-            .map_err(|state| self.inactive(what, state))
+            .map_err(|refusal| self.inactive(what, refusal.to_string()))
     }
 
     /// Whether both contexts belong to the same fiber (any activation).

@@ -181,12 +181,12 @@ impl FiberInner {
     }
 
     /// Whether `generation` is the current, accepting activation.
-    pub(crate) fn accepts(&self, generation: u64) -> Result<(), String> {
+    pub(crate) fn accepts(&self, generation: u64) -> Result<(), NotAccepting> {
         let act = self.act.lock();
         if act.generation != generation {
-            Err("stale".to_owned())
+            Err(NotAccepting::Stale)
         } else if !act.accepting {
-            Err(self.state().to_string())
+            Err(NotAccepting::State(self.state()))
         } else {
             Ok(())
         }
@@ -360,6 +360,17 @@ impl FiberInner {
         tracker.wait().await;
         self.act.lock().resolved.clear();
     }
+}
+
+/// Why a fiber refuses a registration from a context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NotAccepting {
+    /// The context belongs to an earlier activation.
+    #[error("stale")]
+    Stale,
+    /// The current activation is not accepting (unloading, disposed, failed).
+    #[error("{0}")]
+    State(FiberState),
 }
 
 /// Runs one undo, containing panics.

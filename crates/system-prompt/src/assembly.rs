@@ -149,15 +149,37 @@ pub fn order_tools_hiding(
     Ok(head)
 }
 
+/// Why a `toolOrder` config was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ToolOrderError {
+    /// An entry is empty or blank.
+    #[error("toolOrder[{index}]: empty tool name")]
+    EmptyName {
+        /// Position in the list.
+        index: usize,
+    },
+    /// A name (or [`UNLISTED_TOOLS`]) appears twice.
+    #[error("toolOrder[{index}]: `{name}` is listed twice")]
+    Duplicate {
+        /// Position of the second occurrence.
+        index: usize,
+        /// The name.
+        name: String,
+    },
+}
+
 /// Checks a `toolOrder` config: no empty or duplicate names, at most one [`UNLISTED_TOOLS`].
-pub fn check_tool_order(tool_order: &[String]) -> Result<(), String> {
+pub fn check_tool_order(tool_order: &[String]) -> Result<(), ToolOrderError> {
     let mut seen = std::collections::BTreeSet::new();
-    for (i, name) in tool_order.iter().enumerate() {
+    for (index, name) in tool_order.iter().enumerate() {
         if name.trim().is_empty() {
-            return Err(format!("toolOrder[{i}]: empty tool name"));
+            return Err(ToolOrderError::EmptyName { index });
         }
         if !seen.insert(name.as_str()) {
-            return Err(format!("toolOrder[{i}]: `{name}` is listed twice"));
+            return Err(ToolOrderError::Duplicate {
+                index,
+                name: name.clone(),
+            });
         }
     }
     Ok(())

@@ -34,6 +34,41 @@ pub fn parameters() -> Value {
     })
 }
 
+/// Why the arguments of a call were refused. The text of each (its `Display`) is the
+/// model-actionable `INVALID_ARGS` message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BashArgsError {
+    /// The arguments are not a JSON object.
+    #[error("invalid arguments: expected an object, got {got}")]
+    NotAnObject {
+        /// The value, compact and bounded.
+        got: String,
+    },
+    /// `command` or `description` is missing, not a string, or blank.
+    #[error("invalid {field}: expected a non-empty string")]
+    Blank {
+        /// The field.
+        field: &'static str,
+    },
+    /// `timeoutMs` is not a positive finite number.
+    #[error("invalid timeoutMs: expected a positive number, got {got}")]
+    BadTimeout {
+        /// The value, compact and bounded.
+        got: String,
+    },
+    /// `workdir` is not a string.
+    #[error("invalid workdir: expected a string, got {got}")]
+    BadWorkdir {
+        /// The value, compact and bounded.
+        got: String,
+    },
+    /// `run_in_background` asked for a background job.
+    #[error(
+        "invalid run_in_background: background jobs are not available; run the command in the foreground"
+    )]
+    Background,
+}
+
 /// Validated arguments of one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BashArgs {
@@ -49,12 +84,9 @@ pub struct BashArgs {
 
 impl BashArgs {
     /// Parses and checks `args`. Every message is a model-actionable `INVALID_ARGS` text.
-    pub fn parse(args: &Value) -> Result<Self, String> {
+    pub fn parse(args: &Value) -> Result<Self, BashArgsError> {
         let Some(object) = args.as_object() else {
-            return Err(format!(
-                "invalid arguments: expected an object, got {}",
-                compact(args)
-            ));
+            return Err(BashArgsError::NotAnObject { got: compact(args) });
         };
         let command = non_blank(object.get("command"), "command")?;
         let description = non_blank(object.get("description"), "description")?;
@@ -66,21 +98,16 @@ impl BashArgs {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.clone()),
             Some(other) => {
-                return Err(format!(
-                    "invalid workdir: expected a string, got {}",
-                    compact(other)
-                ));
+                return Err(BashArgsError::BadWorkdir {
+                    got: compact(other),
+                });
             }
         };
         if let Some(background) = object.get("run_in_background")
             && background != &Value::Bool(false)
             && !background.is_null()
         {
-            return Err(
-                "invalid run_in_background: background jobs are not available; \
-                        run the command in the foreground"
-                    .to_owned(),
-            );
+            return Err(BashArgsError::Background);
         }
         Ok(Self {
             command,
@@ -99,19 +126,16 @@ impl BashArgs {
     }
 }
 
-fn non_blank(value: Option<&Value>, field: &str) -> Result<String, String> {
+fn non_blank(value: Option<&Value>, field: &'static str) -> Result<String, BashArgsError> {
     match value {
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
-        _ => Err(format!("invalid {field}: expected a non-empty string")),
+        _ => Err(BashArgsError::Blank { field }),
     }
 }
 
-fn parse_timeout(value: &Value) -> Result<Duration, String> {
-    let bad = || {
-        format!(
-            "invalid timeoutMs: expected a positive number, got {}",
-            compact(value)
-        )
+fn parse_timeout(value: &Value) -> Result<Duration, BashArgsError> {
+    let bad = || BashArgsError::BadTimeout {
+        got: compact(value),
     };
     let ms = value.as_f64().filter(|ms| ms.is_finite() && *ms > 0.0);
     let Some(ms) = ms else { return Err(bad()) };
@@ -138,8 +162,32 @@ fn compact(value: &Value) -> String {
 mod tests {
     use super::*;
 
-    fn parse(v: Value) -> Result<BashArgs, String> {
+    fn parse(v: Value) -> Result<BashArgs, BashArgsError> {
         BashArgs::parse(&v)
+    }
+
+    #[test]
+    fn rejections_by_variant() {
+        assert_eq!(
+            parse(json!({"command": " ", "description": "x"})),
+            Err(BashArgsError::Blank { field: "command" })
+        );
+        assert_eq!(
+            parse(json!({"command": "x", "description": "d", "timeoutMs": -1})),
+            Err(BashArgsError::BadTimeout { got: "-1".into() })
+        );
+        assert_eq!(
+            parse(json!({"command": "x", "description": "d", "workdir": 3})),
+            Err(BashArgsError::BadWorkdir { got: "3".into() })
+        );
+        assert_eq!(
+            parse(json!({"command": "x", "description": "d", "run_in_background": true})),
+            Err(BashArgsError::Background)
+        );
+        assert_eq!(
+            parse(json!(null)),
+            Err(BashArgsError::NotAnObject { got: "null".into() })
+        );
     }
 
     #[test]
@@ -153,19 +201,25 @@ mod tests {
     #[test]
     fn blank_fields_are_rejected_with_the_reference_text() {
         assert_eq!(
-            parse(json!({"command": "  ", "description": "x"})).unwrap_err(),
+            parse(json!({"command": "  ", "description": "x"}))
+                .unwrap_err()
+                .to_string(),
             "invalid command: expected a non-empty string"
         );
         assert_eq!(
-            parse(json!({"command": "ls", "description": ""})).unwrap_err(),
+            parse(json!({"command": "ls", "description": ""}))
+                .unwrap_err()
+                .to_string(),
             "invalid description: expected a non-empty string"
         );
         assert_eq!(
-            parse(json!({"description": "x"})).unwrap_err(),
+            parse(json!({"description": "x"})).unwrap_err().to_string(),
             "invalid command: expected a non-empty string"
         );
         assert_eq!(
-            parse(json!({"command": 5, "description": "x"})).unwrap_err(),
+            parse(json!({"command": 5, "description": "x"}))
+                .unwrap_err()
+                .to_string(),
             "invalid command: expected a non-empty string"
         );
     }
@@ -177,15 +231,15 @@ mod tests {
         assert_eq!(t(json!(0.5)).unwrap().timeout, Duration::from_millis(1));
         assert_eq!(t(json!(1e12)).unwrap().timeout, limits::MAX_TIMEOUT);
         assert_eq!(
-            t(json!(0)).unwrap_err(),
+            t(json!(0)).unwrap_err().to_string(),
             "invalid timeoutMs: expected a positive number, got 0"
         );
         assert_eq!(
-            t(json!(-5)).unwrap_err(),
+            t(json!(-5)).unwrap_err().to_string(),
             "invalid timeoutMs: expected a positive number, got -5"
         );
         assert_eq!(
-            t(json!("100")).unwrap_err(),
+            t(json!("100")).unwrap_err().to_string(),
             "invalid timeoutMs: expected a positive number, got \"100\""
         );
         assert_eq!(
@@ -205,7 +259,9 @@ mod tests {
         let a = parse(json!({"command": "x", "description": "d", "workdir": "/abs"})).unwrap();
         assert_eq!(a.resolve_workdir(Path::new("/w")), PathBuf::from("/abs"));
         assert_eq!(
-            parse(json!({"command": "x", "description": "d", "workdir": 3})).unwrap_err(),
+            parse(json!({"command": "x", "description": "d", "workdir": 3}))
+                .unwrap_err()
+                .to_string(),
             "invalid workdir: expected a string, got 3"
         );
     }
@@ -215,16 +271,17 @@ mod tests {
         assert!(
             parse(json!({"command": "x", "description": "d", "run_in_background": true}))
                 .unwrap_err()
+                .to_string()
                 .contains("background jobs are not available")
         );
         assert!(
             parse(json!({"command": "x", "description": "d", "run_in_background": false})).is_ok()
         );
         assert_eq!(
-            parse(json!([1])).unwrap_err(),
+            parse(json!([1])).unwrap_err().to_string(),
             "invalid arguments: expected an object, got [1]"
         );
         let long = "x".repeat(1000);
-        assert!(parse(json!(long)).unwrap_err().len() < 300);
+        assert!(parse(json!(long)).unwrap_err().to_string().len() < 300);
     }
 }

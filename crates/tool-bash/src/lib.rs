@@ -11,6 +11,6 @@ pub mod args;
 pub mod format;
 mod tool;
 
-pub use args::BashArgs;
+pub use args::{BashArgs, BashArgsError};
 pub use format::format_result;
 pub use tool::{BashTool, BashToolPlugin, DESCRIPTION, NAME, SPAWN_FAILED};

@@ -59,7 +59,7 @@ impl BashTool {
     }
 
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args = BashArgs::parse(&args).map_err(ToolError::invalid_args)?;
+        let args = BashArgs::parse(&args).map_err(|e| ToolError::invalid_args(e.to_string()))?;
         let workdir = args.resolve_workdir(ctx.cwd());
         let request = ShellRequest::new(args.command.clone(), workdir.clone())
             .with_timeout(args.timeout)

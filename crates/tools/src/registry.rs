@@ -18,12 +18,13 @@ pub enum ToolsError {
     #[error("invalid tool name {0:?}: use 1 to 64 characters from [a-zA-Z0-9_-]")]
     InvalidName(String),
     /// The parameter schema is outside the supported subset.
-    #[error("tool \"{name}\" has an invalid parameter schema: {message}")]
+    #[error("tool \"{name}\" has an invalid parameter schema: {source}")]
     InvalidSchema {
         /// The tool.
         name: String,
         /// What is wrong, and where.
-        message: String,
+        #[source]
+        source: crate::schema::SchemaError,
     },
     /// A tool of that name already exists in the same scope.
     #[error("tool \"{name}\" is already registered {where_} by `{owner}`")]

@@ -27,46 +27,99 @@ const KEYWORDS: [&str; 10] = [
     "title",
 ];
 
+/// Why a parameter schema was refused at registration.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// The schema is not a JSON object.
+    #[error("parameters must be a JSON object")]
+    RootNotAnObject,
+    /// The root is not `"type": "object"`.
+    #[error(r#"parameters must have "type": "object" at the root"#)]
+    RootNotObjectType,
+    /// The root sets `additionalProperties` (upstream never sends one).
+    #[error("parameters must not set additionalProperties at the root")]
+    RootAdditionalProperties,
+    /// A sub-schema is not a JSON object.
+    #[error("{at}: a schema must be a JSON object")]
+    NotAnObject {
+        /// Where, e.g. `parameters.properties.a`.
+        at: String,
+    },
+    /// A keyword outside the supported subset.
+    #[error("{at}: unsupported schema keyword \"{keyword}\"")]
+    UnsupportedKeyword {
+        /// Where.
+        at: String,
+        /// The keyword.
+        keyword: String,
+    },
+    /// `type` is not one of the supported type names.
+    #[error("{at}: \"type\" must be one of {TYPES:?}")]
+    UnsupportedType {
+        /// Where.
+        at: String,
+    },
+    /// A supported keyword with a value of the wrong shape.
+    #[error("{at}: \"{keyword}\" must be {expected}")]
+    BadKeywordValue {
+        /// Where.
+        at: String,
+        /// The keyword (`required`, `enum`, ...).
+        keyword: &'static str,
+        /// What it must be (`an array of strings`, ...).
+        expected: &'static str,
+    },
+}
+
 /// Check that `schema` is a valid tool-parameter schema in the supported subset.
 ///
 /// The root must be `{"type":"object", ...}` without a root-level `additionalProperties`
-/// (upstream never sends one). Returns a message naming the offending location.
-pub fn check_schema(schema: &Value) -> Result<(), String> {
+/// (upstream never sends one). The error names the offending location.
+pub fn check_schema(schema: &Value) -> Result<(), SchemaError> {
     let Some(root) = schema.as_object() else {
-        return Err("parameters must be a JSON object".to_owned());
+        return Err(SchemaError::RootNotAnObject);
     };
     if root.get("type").and_then(Value::as_str) != Some("object") {
-        return Err(r#"parameters must have "type": "object" at the root"#.to_owned());
+        return Err(SchemaError::RootNotObjectType);
     }
     if root.contains_key("additionalProperties") {
-        return Err("parameters must not set additionalProperties at the root".to_owned());
+        return Err(SchemaError::RootAdditionalProperties);
     }
     check_node(schema, "parameters")
 }
 
-fn check_node(node: &Value, at: &str) -> Result<(), String> {
+fn check_node(node: &Value, at: &str) -> Result<(), SchemaError> {
+    let bad = |keyword: &'static str, expected: &'static str| SchemaError::BadKeywordValue {
+        at: at.to_owned(),
+        keyword,
+        expected,
+    };
     let Some(obj) = node.as_object() else {
-        return Err(format!("{at}: a schema must be a JSON object"));
+        return Err(SchemaError::NotAnObject { at: at.to_owned() });
     };
     for key in obj.keys() {
         if !KEYWORDS.contains(&key.as_str()) {
-            return Err(format!("{at}: unsupported schema keyword \"{key}\""));
+            return Err(SchemaError::UnsupportedKeyword {
+                at: at.to_owned(),
+                keyword: key.clone(),
+            });
         }
     }
     if let Some(ty) = obj.get("type") {
         match ty.as_str() {
             Some(t) if TYPES.contains(&t) => {}
-            _ => return Err(format!("{at}: \"type\" must be one of {TYPES:?}")),
+            _ => return Err(SchemaError::UnsupportedType { at: at.to_owned() }),
         }
     }
-    for key in ["description", "title"] {
-        if obj.get(key).is_some_and(|v| !v.is_string()) {
-            return Err(format!("{at}: \"{key}\" must be a string"));
-        }
+    if obj.get("description").is_some_and(|v| !v.is_string()) {
+        return Err(bad("description", "a string"));
+    }
+    if obj.get("title").is_some_and(|v| !v.is_string()) {
+        return Err(bad("title", "a string"));
     }
     if let Some(props) = obj.get("properties") {
         let Some(props) = props.as_object() else {
-            return Err(format!("{at}: \"properties\" must be an object"));
+            return Err(bad("properties", "an object"));
         };
         for (name, sub) in props {
             check_node(sub, &format!("{at}.properties.{name}"))?;
@@ -75,24 +128,24 @@ fn check_node(node: &Value, at: &str) -> Result<(), String> {
     if let Some(req) = obj.get("required") {
         let names = req.as_array().filter(|a| a.iter().all(Value::is_string));
         if names.is_none() {
-            return Err(format!("{at}: \"required\" must be an array of strings"));
+            return Err(bad("required", "an array of strings"));
         }
     }
     if obj
         .get("additionalProperties")
         .is_some_and(|v| !v.is_boolean())
     {
-        return Err(format!("{at}: \"additionalProperties\" must be a boolean"));
+        return Err(bad("additionalProperties", "a boolean"));
     }
     if let Some(items) = obj.get("items") {
         check_node(items, &format!("{at}.items"))?;
     }
     if obj.get("enum").is_some_and(|v| !v.is_array()) {
-        return Err(format!("{at}: \"enum\" must be an array"));
+        return Err(bad("enum", "an array"));
     }
     if let Some(one_of) = obj.get("oneOf") {
         let Some(alts) = one_of.as_array().filter(|a| !a.is_empty()) else {
-            return Err(format!("{at}: \"oneOf\" must be a non-empty array"));
+            return Err(bad("oneOf", "a non-empty array"));
         };
         for (i, alt) in alts.iter().enumerate() {
             check_node(alt, &format!("{at}.oneOf[{i}]"))?;
@@ -308,13 +361,35 @@ mod tests {
     fn accepts_catalog_schemas_and_rejects_unsupported_keywords() {
         assert_eq!(check_schema(&todo_schema()), Ok(()));
         let bad = json!({"type":"object","properties":{"a":{"type":"string","format":"uri"}}});
+        let err = check_schema(&bad).unwrap_err();
         assert_eq!(
-            check_schema(&bad),
-            Err("parameters.properties.a: unsupported schema keyword \"format\"".to_owned())
+            err,
+            SchemaError::UnsupportedKeyword {
+                at: "parameters.properties.a".into(),
+                keyword: "format".into()
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "parameters.properties.a: unsupported schema keyword \"format\""
         );
         let root_ap = json!({"type":"object","properties":{},"additionalProperties":false});
-        assert!(check_schema(&root_ap).is_err());
-        assert!(check_schema(&json!({"type":"array"})).is_err());
+        assert_eq!(
+            check_schema(&root_ap),
+            Err(SchemaError::RootAdditionalProperties)
+        );
+        assert_eq!(
+            check_schema(&json!({"type":"array"})),
+            Err(SchemaError::RootNotObjectType)
+        );
+        assert_eq!(
+            check_schema(&json!({"type":"object","properties":{"a":{"required":"x"}}})),
+            Err(SchemaError::BadKeywordValue {
+                at: "parameters.properties.a".into(),
+                keyword: "required",
+                expected: "an array of strings"
+            })
+        );
         assert!(
             check_schema(&json!({"type":"object","properties":{"a":{"type":["string"]}}})).is_err()
         );

@@ -89,9 +89,9 @@ impl Tools for ToolsService {
         if !valid_tool_name(&name) {
             return Err(ToolsError::InvalidName(name));
         }
-        schema::check_schema(tool.parameters()).map_err(|message| ToolsError::InvalidSchema {
+        schema::check_schema(tool.parameters()).map_err(|source| ToolsError::InvalidSchema {
             name: name.clone(),
-            message,
+            source,
         })?;
         let scope = ctx.scope_key();
         let id = self.next_id();

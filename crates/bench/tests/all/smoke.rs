@@ -66,7 +66,10 @@ fn quick_run_reports_every_figure_and_passes_the_exact_budgets() {
         ("bash, `[DONE]` split", "TCP connections the mock accepted"),
         ("long session: bash", "peak RSS"),
         ("long session: bash", "harness overhead, last quarter"),
-        ("long session: 100 KB outputs", "request size at the end (last request)"),
+        (
+            "long session: 100 KB outputs",
+            "request size at the end (last request)",
+        ),
         (
             "bash spawn round trip",
             "large history: dsh RSS at the calls",
@@ -126,6 +129,8 @@ fn quick_run_reports_every_figure_and_passes_the_exact_budgets() {
         assert_eq!(run["harnessRssKib"].as_array().unwrap().len(), 2, "{run}");
     }
     assert!(report["spawnLarge"][0]["resumedEvents"].as_u64().unwrap() >= 3000);
+    // The load average is recorded as each group starts.
+    assert!(report["groupLoad"].as_array().unwrap().len() >= 11);
     let payload = &report["payload"][0];
     assert_eq!(payload["fileMatches"], true);
     assert!(payload["payloadBytes"].as_u64().unwrap() > 200_000);

@@ -495,3 +495,21 @@ async fn tool_order_skips_tools_an_agent_filter_hides() {
     assert_eq!(scoped.tool_names(), ["edit", "grep", "write", "read"]);
     e.kernel.dispose().await;
 }
+
+#[test]
+fn tool_order_rejections_by_variant() {
+    use dsh_system_prompt::{ToolOrderError, check_tool_order};
+    let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(check_tool_order(&names(&["read", "bash"])), Ok(()));
+    assert_eq!(
+        check_tool_order(&names(&["read", " "])),
+        Err(ToolOrderError::EmptyName { index: 1 })
+    );
+    assert_eq!(
+        check_tool_order(&names(&["read", "bash", "read"])),
+        Err(ToolOrderError::Duplicate {
+            index: 2,
+            name: "read".into()
+        })
+    );
+}

@@ -60,13 +60,19 @@ async fn bad_registrations_are_refused_with_reasons() {
         json!({"type":"object","properties":{"a":{"type":"string","pattern":"x"}}}),
         |_, _| async { Ok(ToolOutput::text("")) },
     ));
-    let err = e
-        .tools
-        .register(&e.root, bad_schema)
-        .unwrap_err()
-        .to_string();
+    let err = e.tools.register(&e.root, bad_schema).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            ToolsError::InvalidSchema {
+                source: dsh_tools::schema::SchemaError::UnsupportedKeyword { keyword, .. },
+                ..
+            } if keyword == "pattern"
+        ),
+        "{err:?}"
+    );
     assert_eq!(
-        err,
+        err.to_string(),
         "tool \"t\" has an invalid parameter schema: parameters.properties.a: unsupported schema keyword \"pattern\""
     );
     e.tools.register(&e.root, echo("dup", "")).unwrap();
