@@ -92,6 +92,15 @@ pub(crate) async fn run_tools(
     }
     let cwd = agent.options.lock().cwd.clone();
     let session_id = agent.id.clone();
+    // Spill files live in the session's own storage, removed with it; the pipeline's private
+    // default only when the storage keeps no artefacts.
+    let scratch = match agent.shared.sessions.artifact_dir(&agent.id) {
+        Ok(dir) => dir,
+        Err(e) => {
+            tracing::warn!(agent = %agent.id, error = %e, "no session artefact directory");
+            None
+        }
+    };
     let mut contexts = Vec::new();
     for (kind, group) in groups {
         let pool = match kind {
@@ -104,6 +113,7 @@ pub(crate) async fn run_tools(
             let scope = scope.clone();
             let cwd = cwd.clone();
             let session_id = session_id.clone();
+            let scratch = scratch.clone();
             async move {
                 if token.is_cancelled() {
                     return (call, None);
@@ -126,6 +136,7 @@ pub(crate) async fn run_tools(
                     cwd,
                 );
                 request.scope = scope;
+                request.scratch_dir = scratch;
                 request.cancel = token.child_token();
                 let result = tools.execute(request).await;
                 (call, Some(Ok((call_seq, result))))

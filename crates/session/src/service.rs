@@ -3,6 +3,7 @@
 //! [`SessionPersistence`] backend and a [`SessionSink`].
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -75,6 +76,12 @@ pub trait Sessions: Send + Sync + 'static {
     fn fork(&self, id: &str, options: ForkOptions) -> Result<Arc<Session>, SessionError>;
     /// Flushes and releases the session (its handle refuses further appends).
     fn close(&self, id: &str) -> BoxFuture<'static, Result<(), SessionError>>;
+    /// The session's own directory for artefacts (tool spill files), created on demand and
+    /// removed with the session; `None` when the storage keeps none (in-memory sessions).
+    fn artifact_dir(&self, id: &str) -> Result<Option<PathBuf>, SessionError> {
+        let _ = id;
+        Ok(None)
+    }
 }
 
 type Resolver = Box<dyn Fn() -> Option<Arc<dyn SessionPersistence>> + Send + Sync>;
@@ -150,6 +157,13 @@ fn inside_open_turn(log: &SessionLog, b: u64) -> bool {
 }
 
 impl Sessions for SessionStore {
+    fn artifact_dir(&self, id: &str) -> Result<Option<PathBuf>, SessionError> {
+        match (self.persistence)() {
+            Some(p) => p.artifact_dir(id),
+            None => Ok(None),
+        }
+    }
+
     fn create(&self, o: CreateOptions) -> Result<Arc<Session>, SessionError> {
         let id = o.id.unwrap_or_else(new_session_id);
         if id.is_empty() {

@@ -208,7 +208,11 @@ fn a_corrupt_row_inside_the_last_turn_is_refused_then_repaired_without_loss() {
     assert_eq!(env.server().request_count(), 3);
 
     // Without a terminal, repair needs --yes.
-    let out = env.dsh().args(["sessions", "repair", &id]).output().unwrap();
+    let out = env
+        .dsh()
+        .args(["sessions", "repair", &id])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--yes"), "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
@@ -241,4 +245,48 @@ fn a_corrupt_row_inside_the_last_turn_is_refused_then_repaired_without_loss() {
     let out = env.exec(&["--resume", &id, "three"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "third\n");
+}
+
+#[test]
+fn spill_files_live_in_the_session_directory() {
+    let env = Env::new();
+    let tmp = tempfile::tempdir().unwrap();
+    env.server().push(
+        Completion::new()
+            .tool_call(
+                "bash",
+                r#"{"command":"head -c 300000 /dev/zero | tr '\\0' a","description":"Big"}"#,
+            )
+            .reply(),
+    );
+    env.server().push(Completion::new().text("ok").reply());
+    let out = env
+        .dsh()
+        .env("TMPDIR", tmp.path())
+        .args(["exec", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let result = env
+        .stored_events()
+        .into_iter()
+        .find(|e| e["type"] == "tool/result")
+        .unwrap();
+    let spill = result["data"]["meta"]["stdoutSpill"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no spill path in {}", result["data"]["meta"]))
+        .to_owned();
+    let log = &session_files(&env.home.path().join("sessions"))[0];
+    let session_dir = log.parent().unwrap();
+    assert!(
+        std::path::Path::new(&spill).starts_with(session_dir),
+        "{spill} is outside {}",
+        session_dir.display()
+    );
+    assert_eq!(std::fs::metadata(&spill).unwrap().len(), 300_000);
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).unwrap().count(),
+        0,
+        "nothing left in TMPDIR"
+    );
 }
