@@ -60,6 +60,11 @@ impl Default for Timeouts {
 }
 
 const MAX_ERROR_BODY: usize = 64 * 1024;
+/// How long the body is read past `[DONE]` for its end (the chunked terminator), so the
+/// connection goes back to the pool; also bounded by the total deadline.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+/// How many bytes past `[DONE]` are read (and ignored) before giving the connection up.
+pub const MAX_DRAIN_BYTES: usize = 64 * 1024;
 
 /// Installs rustls' `ring` provider once per process (idempotent; a provider installed by
 /// someone else is kept).
@@ -508,6 +513,7 @@ async fn attempt(inner: Arc<Inner>, req: LlmRequest) -> Result<ChunkStream, LlmF
         framer: SseFramer::with_max_event_bytes(inner.max_event_bytes),
         translator: Translator::new(),
         pending: VecDeque::new(),
+        held: None,
         items: Vec::new(),
         out: Vec::new(),
         finished: false,
@@ -526,6 +532,8 @@ struct BodyState {
     framer: SseFramer,
     translator: Translator,
     pending: VecDeque<StreamChunk>,
+    /// The finish chunk, held back after `[DONE]` until the body has been read to its end.
+    held: Option<StreamChunk>,
     items: Vec<SseItem>,
     out: Vec<StreamChunk>,
     finished: bool,
@@ -546,7 +554,55 @@ impl BodyState {
             if self.finished {
                 return None;
             }
+            if self.held.is_some() {
+                self.drain().await;
+                continue;
+            }
             self.read().await;
+        }
+    }
+
+    /// After `[DONE]`: reads the rest of the body (normally just the chunked terminator) so the
+    /// connection returns to the pool, bounded by [`DRAIN_TIMEOUT`], the total deadline and
+    /// [`MAX_DRAIN_BYTES`]; cancellation stops it. Then releases the held finish chunk (the
+    /// answer is complete whatever the drain gives).
+    async fn drain(&mut self) {
+        if let Some(mut response) = self.response.take() {
+            let until = (Instant::now() + DRAIN_TIMEOUT).min(self.clock.total_at);
+            let mut extra = 0usize;
+            loop {
+                let chunk = tokio::select! {
+                    biased;
+                    _ = self.cancel.cancelled() => break,
+                    _ = sleep_until(until) => {
+                        tracing::debug!("DeepSeek body did not end after [DONE]; connection dropped");
+                        break;
+                    }
+                    c = response.chunk() => c,
+                };
+                match chunk {
+                    Ok(Some(bytes)) => {
+                        extra += bytes.len();
+                        if extra > MAX_DRAIN_BYTES {
+                            tracing::debug!(
+                                extra,
+                                "DeepSeek body continues after [DONE]; connection dropped"
+                            );
+                            break;
+                        }
+                    }
+                    // The end of the body: the connection is reusable.
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "DeepSeek body failed after [DONE]");
+                        break;
+                    }
+                }
+            }
+        }
+        self.finished = true;
+        if let Some(finish) = self.held.take() {
+            self.pending.push_back(finish);
         }
     }
 
@@ -581,6 +637,15 @@ impl BodyState {
                 ),
             ))),
             Wait::Done(Ok(None)) => {
+                if self.translator.is_complete() && self.framer.is_idle() {
+                    // A complete finish (reason and usage) then a clean end without `[DONE]`.
+                    self.out.clear();
+                    self.translator.end_without_done(&mut self.out);
+                    self.pending.extend(self.out.drain(..));
+                    self.response = None;
+                    self.finished = true;
+                    return;
+                }
                 let f = if self.translator.events_seen() > 0 || !self.framer.is_idle() {
                     LlmFailure::new(codes::STREAM_CLOSED, "SSE stream ended without [DONE]")
                 } else if self.saw_bytes {
@@ -619,8 +684,13 @@ impl BodyState {
             match r {
                 Ok(Progress::Continue) => {}
                 Ok(Progress::Done) => {
-                    self.response = None;
-                    self.finished = true;
+                    // Hold the finish until the body is read to its end (connection reuse).
+                    if matches!(self.pending.back(), Some(StreamChunk::Finish { .. })) {
+                        self.held = self.pending.pop_back();
+                    } else {
+                        self.response = None;
+                        self.finished = true;
+                    }
                     self.items = items;
                     return;
                 }

@@ -1,24 +1,36 @@
-//! Translation of DeepSeek chat-completion chunks into [`StreamChunk`]s (`wire-protocol.md` §6–§8).
+//! Translation of DeepSeek chat-completion chunks into [`StreamChunk`]s (`deepseek-wire.md` §6–§8).
 //!
 //! Pure and synchronous: feed each SSE `data:` payload to [`Translator::event`]; it appends the
 //! chunks to emit. Block indexes are assigned in first-seen order across reasoning, text and tool
 //! calls; `finish_reason` and usage are held until `[DONE]`, which emits every `block-end`, then
 //! `usage`, then `finish`.
+//!
+//! One bad field does not sink an answer: a usage count that is not a token count (negative,
+//! fractional, beyond `u64`) is dropped with a warning, unpaired UTF-16 surrogate escapes are
+//! replaced with U+FFFD, and a tool call without an id gets a deterministic synthetic one. Each
+//! repair is logged (`tracing::warn`) and recorded as a [`StreamNote`] on the finish chunk. A
+//! payload that really is malformed fails with a message naming the field, not the payload.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use dsh_llm::{
-    BlockKind, ContentBlock, FailureCode, FinishReason, LlmFailure, StreamChunk, TokenUsage, codes,
+    BlockKind, ContentBlock, FailureCode, FinishReason, LlmFailure, StreamChunk, StreamNote,
+    TokenUsage,
 };
 use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 #[derive(Deserialize)]
 struct WireChunk<'a> {
     #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
     choices: Option<Vec<WireChoice<'a>>>,
-    #[serde(default)]
-    usage: Option<WireUsage>,
+    /// Parsed leniently (field by field), see [`Translator::usage`].
+    #[serde(default, borrow)]
+    usage: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -57,56 +69,6 @@ struct WireFunction<'a> {
     arguments: Option<Cow<'a, str>>,
 }
 
-#[derive(Deserialize, Default)]
-struct WireUsage {
-    #[serde(default)]
-    prompt_tokens: Option<u64>,
-    #[serde(default)]
-    completion_tokens: Option<u64>,
-    #[serde(default)]
-    prompt_tokens_details: Option<PromptDetails>,
-    #[serde(default)]
-    completion_tokens_details: Option<CompletionDetails>,
-    #[serde(default)]
-    prompt_cache_hit_tokens: Option<u64>,
-}
-
-#[derive(Deserialize, Default)]
-struct PromptDetails {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
-}
-
-#[derive(Deserialize, Default)]
-struct CompletionDetails {
-    #[serde(default)]
-    reasoning_tokens: Option<u64>,
-}
-
-impl WireUsage {
-    /// `wire-protocol.md` §8: input excludes cached tokens; cache reads from `cached_tokens`,
-    /// else `prompt_cache_hit_tokens`.
-    fn to_usage(&self) -> TokenUsage {
-        let cache_read = self
-            .prompt_tokens_details
-            .as_ref()
-            .and_then(|d| d.cached_tokens)
-            .or(self.prompt_cache_hit_tokens);
-        let prompt = self.prompt_tokens.unwrap_or(0);
-        TokenUsage {
-            input_tokens: prompt.saturating_sub(cache_read.unwrap_or(0)),
-            output_tokens: self.completion_tokens.unwrap_or(0),
-            total_tokens: None,
-            cache_read_tokens: cache_read,
-            cache_write_tokens: None,
-            reasoning_tokens: self
-                .completion_tokens_details
-                .as_ref()
-                .and_then(|d| d.reasoning_tokens),
-        }
-    }
-}
-
 #[derive(Debug)]
 enum Block {
     Reasoning(String),
@@ -139,6 +101,11 @@ pub struct Translator {
     last_wire_index: Option<u32>,
     finish_reason: Option<String>,
     usage: Option<TokenUsage>,
+    /// A usage object (possibly with dropped fields) was received.
+    usage_seen: bool,
+    /// The response id (`id` of the chunks), for synthetic tool-call ids.
+    response_id: Option<String>,
+    notes: Vec<StreamNote>,
     events: usize,
 }
 
@@ -146,13 +113,209 @@ fn idx(i: usize) -> u32 {
     u32::try_from(i).unwrap_or(u32::MAX)
 }
 
-/// `malformed SSE payload: <first 120 chars>`.
-pub fn malformed(payload: &str) -> LlmFailure {
-    let head: String = payload.chars().take(120).collect();
+/// A `MALFORMED_RESPONSE` failure with `what` (which names the problem, not the payload).
+pub fn malformed(what: &str) -> LlmFailure {
     LlmFailure::new(
-        codes::MALFORMED_RESPONSE,
-        format!("malformed SSE payload: {head}"),
+        FailureCode::MalformedResponse,
+        format!("malformed SSE payload: {what}"),
     )
+}
+
+/// The JSON type name of a value, for error messages.
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Finds the first member of a chunk whose JSON type the translator cannot take, as
+/// `(path, found, expected)`. Only called on the error path.
+fn bad_field(chunk: &Value) -> Option<(String, &'static str, &'static str)> {
+    let Value::Object(top) = chunk else {
+        return Some(("(chunk)".into(), kind_of(chunk), "an object"));
+    };
+    let string = |v: &Value| v.is_string() || v.is_null();
+    if let Some(v) = top.get("id").filter(|v| !string(v)) {
+        return Some(("id".into(), kind_of(v), "a string"));
+    }
+    let choices = match top.get("choices") {
+        None | Some(Value::Null) => return None,
+        Some(Value::Array(c)) => c,
+        Some(v) => return Some(("choices".into(), kind_of(v), "an array")),
+    };
+    for (i, choice) in choices.iter().enumerate() {
+        let Value::Object(choice) = choice else {
+            return Some((format!("choices[{i}]"), kind_of(choice), "an object"));
+        };
+        if let Some(v) = choice.get("finish_reason").filter(|v| !string(v)) {
+            return Some((
+                format!("choices[{i}].finish_reason"),
+                kind_of(v),
+                "a string",
+            ));
+        }
+        let delta = match choice.get("delta") {
+            None | Some(Value::Null) => continue,
+            Some(Value::Object(d)) => d,
+            Some(v) => return Some((format!("choices[{i}].delta"), kind_of(v), "an object")),
+        };
+        for key in ["content", "reasoning_content"] {
+            if let Some(v) = delta.get(key).filter(|v| !string(v)) {
+                return Some((format!("choices[{i}].delta.{key}"), kind_of(v), "a string"));
+            }
+        }
+        let calls = match delta.get("tool_calls") {
+            None | Some(Value::Null) => continue,
+            Some(Value::Array(c)) => c,
+            Some(v) => {
+                return Some((
+                    format!("choices[{i}].delta.tool_calls"),
+                    kind_of(v),
+                    "an array",
+                ));
+            }
+        };
+        for (j, call) in calls.iter().enumerate() {
+            let at = format!("choices[{i}].delta.tool_calls[{j}]");
+            let Value::Object(call) = call else {
+                return Some((at, kind_of(call), "an object"));
+            };
+            if let Some(v) = call
+                .get("index")
+                .filter(|v| !v.is_null() && v.as_u64().is_none_or(|n| u32::try_from(n).is_err()))
+            {
+                return Some((format!("{at}.index"), kind_of(v), "a call index (u32)"));
+            }
+            if let Some(v) = call.get("id").filter(|v| !string(v)) {
+                return Some((format!("{at}.id"), kind_of(v), "a string"));
+            }
+            let func = match call.get("function") {
+                None | Some(Value::Null) => continue,
+                Some(Value::Object(f)) => f,
+                Some(v) => return Some((format!("{at}.function"), kind_of(v), "an object")),
+            };
+            for key in ["name", "arguments"] {
+                if let Some(v) = func.get(key).filter(|v| !string(v)) {
+                    return Some((format!("{at}.function.{key}"), kind_of(v), "a string"));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The failure for a payload the typed parse refused: names the bad field when it can.
+fn refusal(data: &str, err: &serde_json::Error) -> LlmFailure {
+    match serde_json::from_str::<Value>(data) {
+        Err(e) => malformed(&format!("not JSON ({e})")),
+        Ok(v) => match bad_field(&v) {
+            Some((path, found, expected)) => {
+                malformed(&format!("`{path}` is {found}, expected {expected}"))
+            }
+            None => malformed(&err.to_string()),
+        },
+    }
+}
+
+/// Replaces `\uXXXX` escapes of unpaired UTF-16 surrogates in JSON text with `\ufffd`, so the
+/// text parses and the log stays valid JSON. `None` when nothing needed replacing (no copy).
+pub fn repair_surrogates(json: &str) -> Option<(String, u64)> {
+    fn hex4(b: &[u8]) -> Option<u16> {
+        let s = std::str::from_utf8(b.get(..4)?).ok()?;
+        u16::from_str_radix(s, 16).ok()
+    }
+    let b = json.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut count = 0u64;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        if b.get(i + 1) != Some(&b'u') {
+            i += 2; // any other escape, `\\` included
+            continue;
+        }
+        let Some(unit) = hex4(&b[i + 2..]) else {
+            i += 2;
+            continue;
+        };
+        let paired = (0xD800..0xDC00).contains(&unit)
+            && b.get(i + 6) == Some(&b'\\')
+            && b.get(i + 7) == Some(&b'u')
+            && hex4(&b[(i + 8).min(b.len())..]).is_some_and(|lo| (0xDC00..0xE000).contains(&lo));
+        if paired {
+            i += 12;
+        } else if (0xD800..0xE000).contains(&unit) {
+            let o = out.get_or_insert_with(|| String::with_capacity(json.len()));
+            o.push_str(&json[copied..i]);
+            o.push_str("\\ufffd");
+            count += 1;
+            i += 6;
+            copied = i;
+        } else {
+            i += 6;
+        }
+    }
+    out.map(|mut o| {
+        o.push_str(&json[copied..]);
+        (o, count)
+    })
+}
+
+/// At most 64 bytes of a JSON value's text, for notes and warnings.
+fn short(v: &Value) -> String {
+    let mut s = v.to_string();
+    if s.len() > 64 {
+        let mut end = 64;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
+/// A token count, or `None` (with the reason) for anything else.
+fn count(v: &Value) -> Result<Option<u64>, ()> {
+    match v {
+        Value::Null => Ok(None),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                return Ok(Some(u));
+            }
+            // Integral floats within the exact range (`12.0`) are counts too.
+            match n.as_f64() {
+                Some(f) if f.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(&f) => {
+                    Ok(Some(f as u64))
+                }
+                _ => Err(()),
+            }
+        }
+        _ => Err(()),
+    }
+}
+
+/// A deterministic tool-call id for call `ordinal` of the response `response_id`.
+fn synthetic_id(response_id: Option<&str>, ordinal: usize) -> String {
+    let rid: String = response_id
+        .unwrap_or("")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(36)
+        .collect();
+    if rid.is_empty() {
+        format!("call_synth_{ordinal}")
+    } else {
+        format!("call_synth_{ordinal}_{rid}")
+    }
 }
 
 impl Translator {
@@ -166,8 +329,14 @@ impl Translator {
         self.events
     }
 
-    /// Handles one SSE `data:` payload. `Err` = the payload is not JSON (`MALFORMED_RESPONSE`);
-    /// the caller ends the attempt with that failure.
+    /// Whether a complete finish was received: a finish reason and a usage object. A stream
+    /// that then ends without `[DONE]` is complete (see [`Translator::end_without_done`]).
+    pub fn is_complete(&self) -> bool {
+        self.finish_reason.is_some() && self.usage_seen
+    }
+
+    /// Handles one SSE `data:` payload. `Err` = the payload cannot be read
+    /// (`MALFORMED_RESPONSE`, naming the bad field); the caller ends the attempt with it.
     pub fn event(
         &mut self,
         data: &str,
@@ -178,9 +347,33 @@ impl Translator {
             self.done(out);
             return Ok(Progress::Done);
         }
-        let chunk: WireChunk<'_> = serde_json::from_str(data).map_err(|_| malformed(data))?;
-        if let Some(u) = &chunk.usage {
-            self.usage = Some(u.to_usage());
+        let repaired = if data.contains("\\ud") || data.contains("\\uD") {
+            repair_surrogates(data)
+        } else {
+            None
+        };
+        let data = match repaired {
+            Some((fixed, n)) => {
+                tracing::warn!(
+                    count = n,
+                    "DeepSeek chunk had unpaired UTF-16 surrogates; replaced with U+FFFD"
+                );
+                self.note_surrogates(n);
+                Cow::Owned(fixed)
+            }
+            None => Cow::Borrowed(data),
+        };
+        let chunk: WireChunk<'_> = match serde_json::from_str(&data) {
+            Ok(c) => c,
+            Err(e) => return Err(refusal(&data, &e)),
+        };
+        if self.response_id.is_none()
+            && let Some(id) = chunk.id.as_deref().filter(|i| !i.is_empty())
+        {
+            self.response_id = Some(id.to_owned());
+        }
+        if let Some(u) = chunk.usage {
+            self.usage(u);
         }
         for choice in chunk.choices.iter().flatten() {
             if let Some(delta) = &choice.delta {
@@ -191,6 +384,79 @@ impl Translator {
             }
         }
         Ok(Progress::Continue)
+    }
+
+    fn note_surrogates(&mut self, n: u64) {
+        for note in &mut self.notes {
+            if let StreamNote::SurrogatesReplaced { count } = note {
+                *count += n;
+                return;
+            }
+        }
+        self.notes.push(StreamNote::SurrogatesReplaced { count: n });
+    }
+
+    /// Reads a usage object field by field (`deepseek-wire.md` §8: input excludes cached tokens;
+    /// cache reads from `cached_tokens`, else `prompt_cache_hit_tokens`). A field that is not a
+    /// token count is dropped with a warning and a note; the rest is kept.
+    fn usage(&mut self, raw: &RawValue) {
+        let v: Value = match serde_json::from_str(raw.get()) {
+            Ok(v) => v,
+            Err(_) => return, // unreachable: `raw` was parsed as JSON
+        };
+        let obj = match &v {
+            Value::Null => return,
+            Value::Object(o) => o,
+            other => {
+                self.drop_field("usage", other);
+                return;
+            }
+        };
+        self.usage_seen = true;
+        let mut field = |path: &str, v: Option<&Value>| -> Option<u64> {
+            let v = v?;
+            match count(v) {
+                Ok(n) => n,
+                Err(()) => {
+                    self.drop_field(path, v);
+                    None
+                }
+            }
+        };
+        let prompt = field("usage.prompt_tokens", obj.get("prompt_tokens"));
+        let completion = field("usage.completion_tokens", obj.get("completion_tokens"));
+        let cached = field(
+            "usage.prompt_tokens_details.cached_tokens",
+            obj.get("prompt_tokens_details")
+                .and_then(|d| d.get("cached_tokens")),
+        );
+        let hit = field(
+            "usage.prompt_cache_hit_tokens",
+            obj.get("prompt_cache_hit_tokens"),
+        );
+        let reasoning = field(
+            "usage.completion_tokens_details.reasoning_tokens",
+            obj.get("completion_tokens_details")
+                .and_then(|d| d.get("reasoning_tokens")),
+        );
+        let cache_read = cached.or(hit);
+        self.usage = Some(TokenUsage {
+            input_tokens: prompt.unwrap_or(0).saturating_sub(cache_read.unwrap_or(0)),
+            output_tokens: completion.unwrap_or(0),
+            total_tokens: None,
+            cache_read_tokens: cache_read,
+            cache_write_tokens: None,
+            reasoning_tokens: reasoning,
+        });
+    }
+
+    fn drop_field(&mut self, field: &str, value: &Value) {
+        let value = short(value);
+        tracing::warn!(field, %value, "DeepSeek usage field is not a token count; dropped");
+        self.notes.push(StreamNote::UsageFieldDropped {
+            field: field.to_owned(),
+            value,
+        });
     }
 
     fn delta(&mut self, delta: &WireDelta<'_>, out: &mut Vec<StreamChunk>) {
@@ -250,9 +516,23 @@ impl Translator {
             Some(p) => *p,
             None => {
                 let p = self.blocks.len();
+                // The id comes on the first fragment; without one, a stable synthetic id is
+                // assigned now (every delta and the log carry it; a later id is ignored).
+                let id = match call.id.as_deref().filter(|i| !i.is_empty()) {
+                    Some(i) => i.to_owned(),
+                    None => {
+                        let id = synthetic_id(self.response_id.as_deref(), self.tool_blocks.len());
+                        tracing::warn!(%id, wire_index = wire, "DeepSeek tool call without an id; synthesised one");
+                        self.notes.push(StreamNote::SynthesizedToolCallId {
+                            index: idx(p),
+                            id: id.clone(),
+                        });
+                        id
+                    }
+                };
                 self.blocks.push(Block::Tool {
                     wire_index: wire,
-                    id: String::new(),
+                    id,
                     name: String::new(),
                     arguments: String::new(),
                 });
@@ -273,12 +553,7 @@ impl Translator {
         else {
             return;
         };
-        // id and name come on the first fragment; later empty (or repeated) values are ignored.
-        if let Some(i) = call.id.as_deref().filter(|i| !i.is_empty())
-            && id.is_empty()
-        {
-            i.clone_into(id);
-        }
+        // The name comes on the first fragment; later empty (or repeated) values are ignored.
         let func = call.function.as_ref();
         if let Some(n) = func
             .and_then(|f| f.name.as_deref())
@@ -301,17 +576,30 @@ impl Translator {
         });
     }
 
+    /// Ends a stream that closed cleanly without `[DONE]` after a complete finish (see
+    /// [`Translator::is_complete`]): emits the final chunks as `[DONE]` would, with a
+    /// [`StreamNote::MissingDone`] note.
+    pub fn end_without_done(&mut self, out: &mut Vec<StreamChunk>) {
+        tracing::warn!(
+            "DeepSeek stream ended without [DONE] after a complete finish; accepted as complete"
+        );
+        self.notes.push(StreamNote::MissingDone);
+        self.done(out);
+    }
+
     fn done(&mut self, out: &mut Vec<StreamChunk>) {
-        for (i, b) in self.blocks.iter().enumerate() {
+        let empty = self.blocks.is_empty();
+        // The accumulated strings move into the block-ends (no copy of large arguments).
+        for (i, b) in self.blocks.iter_mut().enumerate() {
             let block = match b {
-                Block::Reasoning(s) => ContentBlock::reasoning(s.clone()),
-                Block::Text(s) => ContentBlock::text(s.clone()),
+                Block::Reasoning(s) => ContentBlock::reasoning(std::mem::take(s)),
+                Block::Text(s) => ContentBlock::text(std::mem::take(s)),
                 Block::Tool {
                     id,
                     name,
                     arguments,
                     ..
-                } => ContentBlock::tool_call(id.clone(), name.clone(), arguments.clone()),
+                } => ContentBlock::tool_call(id.clone(), name.clone(), std::mem::take(arguments)),
             };
             out.push(StreamChunk::BlockEnd {
                 index: idx(i),
@@ -322,8 +610,8 @@ impl Translator {
             out.push(StreamChunk::Usage { usage: u });
         }
         let reason = match self.finish_reason.as_deref() {
-            None | Some("stop") if self.blocks.is_empty() => FinishReason::error(LlmFailure::new(
-                codes::EMPTY_RESPONSE,
+            None | Some("stop") if empty => FinishReason::error(LlmFailure::new(
+                FailureCode::EmptyResponse,
                 "model returned a completed response with no content",
             )),
             None | Some("stop") => FinishReason::Stop,
@@ -338,7 +626,11 @@ impl Translator {
                 FinishReason::error(LlmFailure::new(code, format!("model stopped: {other}")))
             }
         };
-        out.push(StreamChunk::finish(reason));
+        out.push(StreamChunk::Finish {
+            reason,
+            replay_state: None,
+            notes: std::mem::take(&mut self.notes),
+        });
     }
 
     /// The wire index of each tool-call block, in block order (diagnostics).
@@ -350,5 +642,67 @@ impl Translator {
                 _ => None,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn surrogate_repair_replaces_only_unpaired_escapes() {
+        assert_eq!(repair_surrogates(r#"{"a":"x"}"#), None);
+        assert_eq!(repair_surrogates(r#""\ud83d\ude00""#), None, "a valid pair");
+        assert_eq!(
+            repair_surrogates(r#""\\ud800""#),
+            None,
+            "an escaped backslash"
+        );
+        assert_eq!(
+            repair_surrogates(r#""a\ud800b""#),
+            Some((r#""a\ufffdb""#.to_owned(), 1))
+        );
+        assert_eq!(
+            repair_surrogates(r#""\udc00\uD800\ud800\udc00""#),
+            Some((r#""\ufffd\ufffd\ud800\udc00""#.to_owned(), 2))
+        );
+        assert_eq!(
+            repair_surrogates(r#""\ud800"#),
+            Some((r#""\ufffd"#.to_owned(), 1)),
+            "at the very end"
+        );
+        let (fixed, _) = repair_surrogates(r#"{"t":"\ud800 é"}"#).unwrap();
+        let v: Value = serde_json::from_str(&fixed).unwrap();
+        assert_eq!(v["t"], "\u{fffd} é");
+    }
+
+    #[test]
+    fn counts_accept_integers_and_integral_floats_only() {
+        use serde_json::json;
+        assert_eq!(count(&json!(5)), Ok(Some(5)));
+        assert_eq!(count(&json!(12.0)), Ok(Some(12)));
+        assert_eq!(count(&Value::Null), Ok(None));
+        for bad in [
+            json!(-1),
+            json!(1.5),
+            json!(1e30),
+            json!(1e308),
+            json!("7"),
+            json!([]),
+        ] {
+            assert_eq!(count(&bad), Err(()), "{bad}");
+        }
+        let big: Value = serde_json::from_str("18446744073709551617").unwrap();
+        assert_eq!(count(&big), Err(()));
+    }
+
+    #[test]
+    fn synthetic_ids_are_stable_and_sanitised() {
+        assert_eq!(synthetic_id(None, 0), "call_synth_0");
+        assert_eq!(
+            synthetic_id(Some("5e1f2b3c-0d4a"), 2),
+            "call_synth_2_5e1f2b3c-0d4a"
+        );
+        assert_eq!(synthetic_id(Some("a b\"c"), 1), "call_synth_1_abc");
     }
 }

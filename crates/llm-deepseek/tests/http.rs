@@ -288,7 +288,10 @@ async fn truncations_resets_and_bad_payloads() {
     let f = finish_failure(&run(&a).await.unwrap());
     assert_eq!(
         (f.code.as_str(), f.message.as_str()),
-        ("MALFORMED_RESPONSE", "malformed SSE payload: {not json}")
+        (
+            "MALFORMED_RESPONSE",
+            "malformed SSE payload: not JSON (key must be a string at line 1 column 2)"
+        )
     );
     // Oversized event.
     let mut cfg = config(&server);
@@ -510,4 +513,93 @@ async fn connect_timeout_when_the_server_never_completes_the_handshake() {
     );
     assert!(started.elapsed() >= Duration::from_millis(300));
     drop(held);
+}
+
+/// Reads one attempt the way the agent loop does: up to the finish chunk, then drops the stream.
+async fn run_to_finish(a: &DeepSeekAdapter) -> StreamChunk {
+    let mut s = tokio::time::timeout(SAFETY, a.stream(request(CancellationToken::new())))
+        .await
+        .expect("stream() did not return")
+        .expect("streaming");
+    loop {
+        let c = tokio::time::timeout(SAFETY, s.next())
+            .await
+            .expect("stream stalled")
+            .expect("the stream ended without a finish");
+        if matches!(c, StreamChunk::Finish { .. }) {
+            return c;
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_body_is_read_past_done_so_one_connection_serves_a_20_step_run() {
+    let server = MockServer::start().await;
+    let a = adapter(&config(&server));
+    for i in 0..20 {
+        server.push(
+            dsh_testkit::Completion::new()
+                .text(&format!("step {i}"))
+                .reply()
+                .terminator_after(Duration::from_millis(15)),
+        );
+    }
+    for _ in 0..20 {
+        let finish = run_to_finish(&a).await;
+        assert_eq!(finish, StreamChunk::finish(FinishReason::Stop));
+    }
+    let done = server.wait_for_finished(20).await;
+    assert!(done.iter().all(|r| r.outcome == Outcome::Completed));
+    assert_eq!(server.connection_count(), 1, "one keep-alive connection");
+}
+
+#[tokio::test]
+async fn a_body_that_never_ends_after_done_still_delivers_the_finish() {
+    let server = MockServer::start().await;
+    let mut cfg = config(&server);
+    cfg.total_timeout_ms = Some(300);
+    let a = adapter(&cfg);
+    // `[DONE]`, then the body stays open: the drain gives up at the total deadline.
+    server.push(
+        Reply::sse()
+            .bytes(dsh_testkit::Completion::new().text("ok").to_bytes())
+            .stall(),
+    );
+    let started = Instant::now();
+    assert_eq!(
+        run_to_finish(&a).await,
+        StreamChunk::finish(FinishReason::Stop)
+    );
+    assert!(started.elapsed() < SAFETY);
+}
+
+#[tokio::test]
+async fn a_complete_finish_then_eof_without_done_is_accepted_with_a_note() {
+    let server = MockServer::start().await;
+    let a = adapter(&config(&server));
+    let c = dsh_testkit::Completion::new()
+        .tool_call_with_id("call_00_x", "bash", r#"{"command":"ls"}"#)
+        .no_done();
+    server.push(c.reply());
+    let chunks = run(&a).await.unwrap();
+    let mut asm = dsh_llm::BlockAssembler::new();
+    for ch in &chunks {
+        asm.push(ch).unwrap();
+    }
+    let done = asm.finish().unwrap();
+    assert_eq!(done.finish, FinishReason::ToolCalls);
+    assert_eq!(done.tool_calls().count(), 1);
+    assert_eq!(done.notes, vec![dsh_llm::StreamNote::MissingDone]);
+    // Without usage the finish is not complete: still STREAM_CLOSED.
+    server.push(
+        dsh_testkit::Completion::new()
+            .text("partial")
+            .no_usage()
+            .no_done()
+            .reply(),
+    );
+    assert_eq!(
+        finish_failure(&run(&a).await.unwrap()).code,
+        dsh_llm::FailureCode::StreamClosed
+    );
 }

@@ -1,6 +1,10 @@
 //! Fixture decoding, random re-fragmenting, and translation edge cases.
 
-use dsh_llm::{BlockAssembler, BlockKind, ContentBlock, FinishReason, StreamChunk, TokenUsage};
+use dsh_llm::{
+    BlockAssembler, BlockKind, ContentBlock, FailureCode, FinishReason, StreamChunk, StreamNote,
+    TokenUsage,
+};
+use dsh_llm_deepseek::Translator;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -311,16 +315,230 @@ fn length_finish_with_truncated_tool_json_is_max_tokens_and_drops_the_call() {
 }
 
 #[test]
-fn malformed_payload_is_an_error_with_the_payload_head() {
+fn malformed_payload_errors_name_the_problem_not_the_payload() {
     let mut tr = dsh_llm_deepseek::Translator::new();
     let mut out = Vec::new();
     let long = format!("{{not json {}", "x".repeat(300));
     let err = tr.event(&long, &mut out).unwrap_err();
-    assert_eq!(err.code, "MALFORMED_RESPONSE");
+    assert_eq!(err.code, FailureCode::MalformedResponse);
     assert_eq!(
         err.message,
-        format!("malformed SSE payload: {}", &long[..120])
+        "malformed SSE payload: not JSON (key must be a string at line 1 column 2)"
     );
+    assert!(!err.message.contains("xxxx"), "{}", err.message);
+    // A wrong type names the field.
+    for (chunk, want) in [
+        (
+            json!({"choices":[{"delta":{"content":5}}]}),
+            "`choices[0].delta.content` is a number, expected a string",
+        ),
+        (
+            json!({"choices":{"delta":{}}}),
+            "`choices` is an object, expected an array",
+        ),
+        (
+            json!({"choices":[{"delta":{"tool_calls":[{"index":-1}]}}]}),
+            "`choices[0].delta.tool_calls[0].index` is a number, expected a call index (u32)",
+        ),
+        (
+            json!({"choices":[{"delta":{"tool_calls":[{"function":{"arguments":{"a":1}}}]}}]}),
+            "`choices[0].delta.tool_calls[0].function.arguments` is an object, expected a string",
+        ),
+        (
+            json!({"choices":[{"finish_reason":1}]}),
+            "`choices[0].finish_reason` is a number, expected a string",
+        ),
+    ] {
+        let err = Translator::new()
+            .event(&chunk.to_string(), &mut out)
+            .unwrap_err();
+        assert_eq!(err.message, format!("malformed SSE payload: {want}"));
+    }
+}
+
+/// The chunks of one whole SSE body.
+fn all_chunks(events: &[serde_json::Value]) -> Vec<StreamChunk> {
+    let (chunks, done) = decode(&sse(events), &[]);
+    assert!(done);
+    chunks
+}
+
+fn notes_of(chunks: &[StreamChunk]) -> Vec<StreamNote> {
+    match chunks.last() {
+        Some(StreamChunk::Finish { notes, .. }) => notes.clone(),
+        other => panic!("last chunk is {other:?}"),
+    }
+}
+
+#[test]
+fn a_bad_usage_value_is_dropped_and_the_answer_kept() {
+    for bad in [
+        "-5",
+        "1e30",
+        "18446744073709551617",
+        "1e308",
+        "\"7\"",
+        "1.5",
+    ] {
+        let fin = format!(
+            r#"{{"id":"x","choices":[{{"index":0,"delta":{{"content":""}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":{bad},"completion_tokens":9,"prompt_cache_hit_tokens":2}}}}"#
+        );
+        let fin: serde_json::Value = serde_json::from_str(&fin).unwrap();
+        let chunks = all_chunks(&[delta(json!({"content":"the answer"}), None), fin]);
+        let mut a = BlockAssembler::new();
+        for c in &chunks {
+            a.push(c).unwrap();
+        }
+        let done = a.finish().unwrap();
+        assert_eq!(done.finish, FinishReason::Stop, "{bad}");
+        assert_eq!(done.content, vec![ContentBlock::text("the answer")]);
+        assert_eq!(
+            done.usage,
+            Some(TokenUsage {
+                input_tokens: 0,
+                output_tokens: 9,
+                cache_read_tokens: Some(2),
+                ..Default::default()
+            })
+        );
+        assert_eq!(
+            done.notes,
+            vec![StreamNote::UsageFieldDropped {
+                field: "usage.prompt_tokens".into(),
+                value: serde_json::from_str::<serde_json::Value>(bad)
+                    .unwrap()
+                    .to_string()
+            }],
+            "{bad}"
+        );
+    }
+    // A usage that is not an object at all is dropped whole.
+    let mut fin = delta(json!({"content":""}), Some("stop"));
+    fin["usage"] = json!("lots");
+    let chunks = all_chunks(&[delta(json!({"content":"ok"}), None), fin]);
+    assert!(
+        !chunks
+            .iter()
+            .any(|c| matches!(c, StreamChunk::Usage { .. }))
+    );
+    assert_eq!(
+        notes_of(&chunks),
+        vec![StreamNote::UsageFieldDropped {
+            field: "usage".into(),
+            value: "\"lots\"".into()
+        }]
+    );
+}
+
+#[test]
+fn lone_surrogates_become_replacement_characters() {
+    let events = [
+        r#"{"id":"x","choices":[{"index":0,"delta":{"content":"a\ud800b"},"finish_reason":null}]}"#,
+        r#"{"id":"x","choices":[{"index":0,"delta":{"reasoning_content":"\udfff"},"finish_reason":null}]}"#,
+        r#"{"id":"x","choices":[{"index":0,"delta":{"content":" \ud83d\ude00"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+    ];
+    let mut bytes = String::new();
+    for e in events {
+        bytes.push_str(&format!("data: {e}\n\n"));
+    }
+    bytes.push_str("data: [DONE]\n\n");
+    let (chunks, done) = decode(bytes.as_bytes(), &[]);
+    assert!(done);
+    let mut a = BlockAssembler::new();
+    for c in &chunks {
+        a.push(c).unwrap();
+    }
+    let done = a.finish().unwrap();
+    assert_eq!(done.finish, FinishReason::Stop);
+    assert_eq!(
+        done.content,
+        vec![
+            ContentBlock::text("a\u{fffd}b \u{1f600}"),
+            ContentBlock::reasoning("\u{fffd}"),
+        ]
+    );
+    assert_eq!(
+        done.notes,
+        vec![StreamNote::SurrogatesReplaced { count: 2 }]
+    );
+    // What the log gets is valid JSON.
+    let logged = serde_json::to_string(&done.content).unwrap();
+    assert!(serde_json::from_str::<serde_json::Value>(&logged).is_ok());
+}
+
+#[test]
+fn a_tool_call_without_an_id_gets_a_stable_synthetic_one() {
+    for id in [json!(""), serde_json::Value::Null] {
+        let mut head = json!({"tool_calls":[{"index":0,"type":"function","function":{"name":"bash","arguments":""}}]});
+        if !id.is_null() {
+            head["tool_calls"][0]["id"] = id.clone();
+        }
+        let mk = || {
+            all_chunks(&[
+                json!({"id":"resp-1","choices":[{"index":0,"delta":head,"finish_reason":null}]}),
+                delta(
+                    json!({"tool_calls":[{"index":0,"id":"late","function":{"arguments":"{}"}}]}),
+                    Some("tool_calls"),
+                ),
+            ])
+        };
+        let chunks = mk();
+        assert_eq!(chunks, mk(), "deterministic");
+        for c in &chunks {
+            if let StreamChunk::ToolCallDelta { id, .. } = c {
+                assert_eq!(id, "call_synth_0_resp-1");
+            }
+        }
+        let mut a = BlockAssembler::new();
+        for c in &chunks {
+            a.push(c).unwrap();
+        }
+        let done = a.finish().unwrap();
+        let call = done.tool_calls().next().unwrap().clone();
+        assert_eq!(
+            (
+                call.id.as_str(),
+                call.name.as_str(),
+                call.arguments.as_str()
+            ),
+            ("call_synth_0_resp-1", "bash", "{}")
+        );
+        assert_eq!(
+            done.notes,
+            vec![StreamNote::SynthesizedToolCallId {
+                index: 0,
+                id: "call_synth_0_resp-1".into()
+            }]
+        );
+    }
+}
+
+#[test]
+fn a_complete_finish_without_done_can_be_ended() {
+    let mut tr = Translator::new();
+    let mut out = Vec::new();
+    tr.event(&delta(json!({"content":"hi"}), None).to_string(), &mut out)
+        .unwrap();
+    assert!(!tr.is_complete());
+    tr.event(
+        &delta(json!({"content":""}), Some("stop")).to_string(),
+        &mut out,
+    )
+    .unwrap();
+    assert!(!tr.is_complete(), "no usage yet");
+    tr.event(
+        &json!({"id":"x","choices":[],"usage":wire_usage()}).to_string(),
+        &mut out,
+    )
+    .unwrap();
+    assert!(tr.is_complete());
+    tr.end_without_done(&mut out);
+    assert_eq!(notes_of(&out), vec![StreamNote::MissingDone]);
+    let mut a = BlockAssembler::new();
+    for c in &out {
+        a.push(c).unwrap();
+    }
+    assert_eq!(a.finish().unwrap().finish, FinishReason::Stop);
 }
 
 proptest! {

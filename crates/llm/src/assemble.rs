@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::chunk::{BlockKind, FinishReason, LlmFailure, StreamChunk, TokenUsage, codes};
+use crate::chunk::{
+    BlockKind, FinishReason, LlmFailure, StreamChunk, StreamNote, TokenUsage, codes,
+};
 use crate::message::{ContentBlock, Message, MessageSource, Role, ToolCall};
 
 /// A stream that broke the chunk contract.
@@ -90,6 +92,8 @@ pub struct Assembled {
     pub replay_state: Option<Value>,
     /// Tool calls dropped because the output hit `max_tokens` (never to be run).
     pub dropped_tool_calls: Vec<ToolCall>,
+    /// What the adapter repaired or tolerated (from the finish chunk); the loop may log them.
+    pub notes: Vec<StreamNote>,
 }
 
 impl Assembled {
@@ -115,7 +119,7 @@ impl Assembled {
 pub struct BlockAssembler {
     blocks: BTreeMap<u32, Slot>,
     usage: Option<TokenUsage>,
-    finish: Option<(FinishReason, Option<Value>)>,
+    finish: Option<(FinishReason, Option<Value>, Vec<StreamNote>)>,
 }
 
 fn chunk_name(c: &StreamChunk) -> &'static str {
@@ -226,19 +230,35 @@ impl BlockAssembler {
                 if !consistent {
                     return Err(ProtocolViolation::EndMismatch(*index));
                 }
-                slot.ended = Some(block.clone());
+                // The streamed text equals the block's: move it instead of copying the block
+                // (tool arguments can be megabytes; one owned copy is kept, not two).
+                let text = std::mem::take(&mut slot.text);
+                slot.ended = Some(match block {
+                    ContentBlock::Text { .. } => ContentBlock::Text { text },
+                    ContentBlock::Reasoning { .. } => ContentBlock::Reasoning { text },
+                    ContentBlock::ToolCall(c) => ContentBlock::ToolCall(ToolCall {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        arguments: text,
+                    }),
+                    other => {
+                        slot.text = text;
+                        other.clone()
+                    }
+                });
             }
             StreamChunk::Usage { usage } => self.usage = Some(*usage),
             StreamChunk::Finish {
                 reason,
                 replay_state,
+                notes,
             } => {
                 if reason.is_success()
                     && let Some((i, _)) = self.blocks.iter().find(|(_, s)| s.ended.is_none())
                 {
                     return Err(ProtocolViolation::OpenAtFinish(*i));
                 }
-                self.finish = Some((reason.clone(), replay_state.clone()));
+                self.finish = Some((reason.clone(), replay_state.clone(), notes.clone()));
             }
         }
         Ok(())
@@ -251,7 +271,7 @@ impl BlockAssembler {
 
     /// The finish reason, once finished.
     pub fn finish_reason(&self) -> Option<&FinishReason> {
-        self.finish.as_ref().map(|(r, _)| r)
+        self.finish.as_ref().map(|(r, _, _)| r)
     }
 
     /// The last usage seen.
@@ -270,11 +290,20 @@ impl BlockAssembler {
     pub fn interrupted_prefix(&self) -> Vec<ContentBlock> {
         self.blocks
             .values()
-            .filter(|s| !s.text.is_empty())
-            .filter_map(|s| match s.kind {
-                BlockKind::Text => Some(ContentBlock::text(s.text.clone())),
-                BlockKind::Reasoning => Some(ContentBlock::reasoning(s.text.clone())),
-                _ => None,
+            .filter_map(|s| {
+                // An ended block holds its text in `ended` (moved there at `block-end`).
+                let text = match &s.ended {
+                    Some(ContentBlock::Text { text } | ContentBlock::Reasoning { text }) => text,
+                    _ => &s.text,
+                };
+                if text.is_empty() {
+                    return None;
+                }
+                match s.kind {
+                    BlockKind::Text => Some(ContentBlock::text(text.clone())),
+                    BlockKind::Reasoning => Some(ContentBlock::reasoning(text.clone())),
+                    _ => None,
+                }
             })
             .collect()
     }
@@ -282,7 +311,7 @@ impl BlockAssembler {
     /// Finishes the fold. Content is every ended block in index order; on a `max-tokens` finish
     /// tool calls are moved to `dropped_tool_calls`. Errors if no `finish` was folded.
     pub fn finish(self) -> Result<Assembled, ProtocolViolation> {
-        let (finish, replay_state) = self.finish.ok_or(ProtocolViolation::NoFinish)?;
+        let (finish, replay_state, notes) = self.finish.ok_or(ProtocolViolation::NoFinish)?;
         let max_tokens = finish == FinishReason::MaxTokens;
         let mut content = Vec::new();
         let mut dropped_tool_calls = Vec::new();
@@ -307,6 +336,7 @@ impl BlockAssembler {
             finish,
             replay_state,
             dropped_tool_calls,
+            notes,
         })
     }
 }

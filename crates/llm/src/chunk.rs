@@ -413,15 +413,59 @@ pub enum StreamChunk {
         /// Opaque provider-owned replay state for the assistant message source.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         replay_state: Option<Value>,
+        /// What the adapter repaired or tolerated in this attempt (omitted when none), so the
+        /// log's stream record shows it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        notes: Vec<StreamNote>,
     },
 }
 
 impl StreamChunk {
-    /// A finish chunk without replay state.
+    /// A finish chunk without replay state or notes.
     pub fn finish(reason: FinishReason) -> Self {
         StreamChunk::Finish {
             reason,
             replay_state: None,
+            notes: Vec::new(),
         }
     }
+}
+
+/// Something an adapter noticed in provider output and repaired or tolerated instead of failing
+/// the attempt; carried on the `finish` chunk (`notes`), so it is in the log. The set is open:
+/// notes of other writers are kept verbatim as [`StreamNote::Other`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase"
+)]
+pub enum StreamNote {
+    /// A tool call arrived without an id (absent or `""` in its first fragment); `id` was
+    /// synthesised, deterministically, and is what the log and later requests carry.
+    SynthesizedToolCallId {
+        /// Block index of the call.
+        index: u32,
+        /// The synthesised id.
+        id: String,
+    },
+    /// The stream ended (clean EOF) after a complete finish (finish reason and usage) without
+    /// the `[DONE]` terminator; the attempt was accepted.
+    MissingDone,
+    /// A usage field was not a token count (negative, fractional, beyond `u64`, not a number)
+    /// and was dropped.
+    UsageFieldDropped {
+        /// The provider's field path, e.g. `usage.prompt_tokens`.
+        field: String,
+        /// The offending value as sent (JSON text, at most 64 bytes).
+        value: String,
+    },
+    /// Unpaired UTF-16 surrogate escapes (`\ud800`) were replaced with U+FFFD.
+    SurrogatesReplaced {
+        /// How many were replaced.
+        count: u64,
+    },
+    /// A note this build does not know, kept verbatim.
+    #[serde(untagged)]
+    Other(Value),
 }

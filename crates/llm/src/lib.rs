@@ -26,7 +26,9 @@ pub use adapter::{
     ToolSpec, ToolUpdate,
 };
 pub use assemble::{Assembled, BlockAssembler, ProtocolViolation};
-pub use chunk::{BlockKind, FailureCode, FinishReason, LlmFailure, StreamChunk, TokenUsage, codes};
+pub use chunk::{
+    BlockKind, FailureCode, FinishReason, LlmFailure, StreamChunk, StreamNote, TokenUsage, codes,
+};
 pub use message::{
     ContentBlock, Dimensions, FileRef, ImageRef, Message, MessageSource, Role, ToolCall,
     ToolResultBlock,

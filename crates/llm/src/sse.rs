@@ -14,6 +14,9 @@ pub const DEFAULT_MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// Line buffers up to this capacity are reused between lines; larger ones are freed.
+const KEEP_LINE_CAPACITY: usize = 64 * 1024;
+
 /// One dispatched event.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SseEvent {
@@ -135,8 +138,12 @@ impl SseFramer {
                 let mut line = std::mem::take(&mut self.line);
                 line.extend_from_slice(&rest[..i]);
                 let r = self.process_line(&line, out);
-                line.clear();
-                self.line = line;
+                // Keep a small buffer for the next line; give a huge one (a multi-megabyte
+                // event) back instead of holding it for the rest of the stream.
+                if line.capacity() <= KEEP_LINE_CAPACITY {
+                    line.clear();
+                    self.line = line;
+                }
                 r?;
             }
             pos += i + 1;

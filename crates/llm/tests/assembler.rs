@@ -2,7 +2,7 @@
 
 use dsh_llm::{
     BlockAssembler, BlockKind, ContentBlock, FinishReason, LlmFailure, ProtocolViolation,
-    StreamChunk, TokenUsage,
+    StreamChunk, StreamNote, TokenUsage,
 };
 
 fn start(index: u32, kind: BlockKind) -> StreamChunk {
@@ -314,4 +314,76 @@ mod props {
             let _ = a.finish();
         }
     }
+}
+
+#[test]
+fn ended_blocks_stay_in_the_interrupted_prefix_and_notes_reach_the_result() {
+    // Every block ended (their text moved into the ended blocks), no finish yet.
+    let all = tool_stream();
+    let before_finish: Vec<_> = all
+        .iter()
+        .take_while(|c| !matches!(c, StreamChunk::Finish { .. }))
+        .cloned()
+        .collect();
+    let a = fold(&before_finish);
+    assert_eq!(
+        a.interrupted_prefix(),
+        vec![ContentBlock::reasoning("think"), ContentBlock::text("Hi")]
+    );
+    let mut a = fold(&before_finish);
+    let notes = vec![
+        StreamNote::MissingDone,
+        StreamNote::SynthesizedToolCallId {
+            index: 2,
+            id: "call_synth_0".into(),
+        },
+    ];
+    a.push(&StreamChunk::Finish {
+        reason: FinishReason::ToolCalls,
+        replay_state: None,
+        notes: notes.clone(),
+    })
+    .unwrap();
+    let done = a.finish().unwrap();
+    assert_eq!(done.notes, notes);
+    assert_eq!(done.tool_calls().count(), 1);
+}
+
+#[test]
+fn finish_notes_round_trip_and_unknown_notes_are_kept() {
+    let chunk = StreamChunk::Finish {
+        reason: FinishReason::Stop,
+        replay_state: None,
+        notes: vec![
+            StreamNote::UsageFieldDropped {
+                field: "usage.prompt_tokens".into(),
+                value: "-5".into(),
+            },
+            StreamNote::SurrogatesReplaced { count: 2 },
+        ],
+    };
+    let text = serde_json::to_string(&chunk).unwrap();
+    assert_eq!(
+        text,
+        r#"{"type":"finish","reason":{"kind":"stop"},"notes":[{"kind":"usage-field-dropped","field":"usage.prompt_tokens","value":"-5"},{"kind":"surrogates-replaced","count":2}]}"#
+    );
+    assert_eq!(serde_json::from_str::<StreamChunk>(&text).unwrap(), chunk);
+    // No notes: the finish chunk is byte-identical to before.
+    assert_eq!(
+        serde_json::to_string(&StreamChunk::finish(FinishReason::Stop)).unwrap(),
+        r#"{"type":"finish","reason":{"kind":"stop"}}"#
+    );
+    let other = r#"{"type":"finish","reason":{"kind":"stop"},"notes":[{"kind":"from-elsewhere","x":1},{"kind":"missing-done"}]}"#;
+    let parsed: StreamChunk = serde_json::from_str(other).unwrap();
+    let StreamChunk::Finish { notes, .. } = &parsed else {
+        panic!("{parsed:?}")
+    };
+    assert_eq!(
+        notes,
+        &vec![
+            StreamNote::Other(serde_json::json!({"kind":"from-elsewhere","x":1})),
+            StreamNote::MissingDone
+        ]
+    );
+    assert_eq!(serde_json::to_string(&parsed).unwrap(), other);
 }

@@ -226,6 +226,15 @@ impl Reply {
         self
     }
 
+    /// Sends the end of the body (the chunked terminator `0\r\n\r\n`) in a separate write,
+    /// `delay` after the last body write, as servers do that flush `data: [DONE]` before they
+    /// close the body. A client that stops reading at `[DONE]` then cannot return the
+    /// connection to its pool (see [`crate::MockServer::connection_count`]). Call it last.
+    pub fn terminator_after(mut self, delay: Duration) -> Self {
+        self.body.push(Step::Sleep(delay));
+        self
+    }
+
     /// Appends an abrupt connection teardown: the client sees a body error, not a clean end.
     pub fn reset(mut self) -> Self {
         self.body.push(Step::Reset);

@@ -151,6 +151,7 @@ struct ResponseSpec {
     split: Option<SplitSpec>,
     write_delay_ms: Option<u64>,
     delay_head_ms: Option<u64>,
+    terminator_delay_ms: Option<u64>,
     times: Option<usize>,
 }
 
@@ -341,6 +342,9 @@ impl ResponseSpec {
         }
         if let Some(ms) = self.delay_head_ms.filter(|ms| *ms > 0) {
             reply = reply.delay_head(Duration::from_millis(ms));
+        }
+        if let Some(ms) = self.terminator_delay_ms.filter(|ms| *ms > 0) {
+            reply = reply.terminator_after(Duration::from_millis(ms));
         }
         Ok(reply)
     }

@@ -232,3 +232,21 @@ fn mock_llm_binary_rejects_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent.yaml"));
 }
+
+#[test]
+fn terminator_delay_sends_the_body_end_as_its_own_step() {
+    use dsh_testkit::Step;
+    let json = r#"{"responses": [{"completion": {"text": "hi"}, "terminatorDelayMs": 20}]}"#;
+    let scenario = Scenario::parse(json, Format::Json, Path::new(".")).unwrap();
+    let reply = &scenario.replies[0];
+    let steps = reply.body_steps();
+    assert!(
+        matches!(steps.last(), Some(Step::Sleep(d)) if d.as_millis() == 20),
+        "{steps:?}"
+    );
+    // The bytes are those of the plain completion: only the end moves.
+    assert_eq!(
+        reply.body_bytes(),
+        dsh_testkit::Completion::new().text("hi").to_bytes()
+    );
+}
