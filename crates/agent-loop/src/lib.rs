@@ -119,21 +119,36 @@ impl LoopShared {
     }
 }
 
-fn check_config(config: &AgentLoopConfig) -> Result<(), String> {
+/// Why an `agent-loop` config row is refused (the field path is in the message).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// `maxParallelToolCalls` is 0.
+    #[error("maxParallelToolCalls: must be a positive integer (1 = serial)")]
+    ZeroParallel,
+    /// `agents[i].id` is empty.
+    #[error("agents[{0}].id: must not be empty")]
+    EmptyId(usize),
+    /// `agents[i].maxTokens` is 0.
+    #[error("agents[{0}].maxTokens: must be a positive integer")]
+    ZeroMaxTokens(usize),
+    /// `agents[i]` names both a new and a resumed session.
+    #[error("agents[{0}]: sessionId and resumeSessionId are mutually exclusive")]
+    SessionConflict(usize),
+}
+
+fn check_config(config: &AgentLoopConfig) -> Result<(), ConfigError> {
     if config.max_parallel_tool_calls == 0 {
-        return Err("maxParallelToolCalls: must be a positive integer (1 = serial)".into());
+        return Err(ConfigError::ZeroParallel);
     }
     for (i, a) in config.agents.iter().enumerate() {
         if a.id.is_empty() {
-            return Err(format!("agents[{i}].id: must not be empty"));
+            return Err(ConfigError::EmptyId(i));
         }
         if a.max_tokens == Some(0) {
-            return Err(format!("agents[{i}].maxTokens: must be a positive integer"));
+            return Err(ConfigError::ZeroMaxTokens(i));
         }
         if a.session_id.is_some() && a.resume_session_id.is_some() {
-            return Err(format!(
-                "agents[{i}]: sessionId and resumeSessionId are mutually exclusive"
-            ));
+            return Err(ConfigError::SessionConflict(i));
         }
     }
     Ok(())
@@ -251,4 +266,23 @@ async fn start_declared(ctx: &Ctx, shared: &Arc<LoopShared>, spec: &AgentSpec) {
 
 pub(crate) fn default_cwd() -> std::path::PathBuf {
     std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_configs_are_refused_by_variant() {
+        let ok: AgentLoopConfig = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert_eq!(check_config(&ok), Ok(()));
+        let zero: AgentLoopConfig =
+            serde_json::from_value(serde_json::json!({"maxParallelToolCalls": 0})).unwrap();
+        assert_eq!(check_config(&zero), Err(ConfigError::ZeroParallel));
+        let agents: AgentLoopConfig = serde_json::from_value(serde_json::json!({
+            "agents": [{"id": "a"}, {"id": "b", "maxTokens": 0}]
+        }))
+        .unwrap();
+        assert_eq!(check_config(&agents), Err(ConfigError::ZeroMaxTokens(1)));
+    }
 }
