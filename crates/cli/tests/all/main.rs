@@ -8,3 +8,4 @@ mod basics;
 mod exec;
 mod failures;
 mod resume;
+mod wire;
