@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::def::Tool;
-use crate::vocab::Guard;
+use crate::vocab::{Guard, ToolRequest};
 
 /// Why a registration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +113,9 @@ pub(crate) struct Registry {
     pub(crate) order: Vec<String>,
     /// Inline byte cap of all-text results (0: off).
     pub(crate) max_inline_bytes: usize,
+    /// The private scratch directory for requests that name none (created on first use,
+    /// removed when the registry is dropped; `None` inside when it could not be created).
+    pub(crate) private_scratch: std::sync::OnceLock<Option<tempfile::TempDir>>,
 }
 
 /// `^[a-zA-Z0-9_-]{1,64}$`
@@ -137,6 +140,33 @@ impl Registry {
             max_inline_bytes,
             ..Self::default()
         }
+    }
+
+    /// The scratch directory of `req`: its own, else `<private dir>/<session id>`.
+    pub(crate) fn scratch_dir(&self, req: &ToolRequest) -> Option<std::path::PathBuf> {
+        if let Some(dir) = &req.scratch_dir {
+            return Some(dir.clone());
+        }
+        let private = self.private_scratch.get_or_init(|| {
+            match tempfile::Builder::new()
+                .prefix("dsh-tools-scratch-")
+                .tempdir()
+            {
+                Ok(dir) => Some(dir),
+                Err(error) => {
+                    tracing::warn!(%error, "no private scratch directory; spill files disabled");
+                    None
+                }
+            }
+        });
+        let session = crate::def::file_safe(&req.session_id);
+        private.as_ref().map(|d| {
+            d.path().join(if session.is_empty() {
+                "default"
+            } else {
+                &session
+            })
+        })
     }
 
     pub(crate) fn admitted(&self, scope: Option<&ScopeKey>, name: &str) -> bool {
