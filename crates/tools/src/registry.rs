@@ -4,9 +4,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use dsh_kernel::ScopeKey;
+use dsh_llm::ToolSpec;
 use parking_lot::RwLock;
-use serde::Serialize;
-use serde_json::Value;
 
 use crate::def::Tool;
 use crate::vocab::{Guard, ToolRequest};
@@ -39,17 +38,6 @@ pub enum ToolsError {
     /// The kernel refused the effect (e.g. the registering fiber is unloading).
     #[error(transparent)]
     Kernel(#[from] dsh_kernel::KernelError),
-}
-
-/// One tool as sent to the model: only `name`, `description` and `parameters`, in that order.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ToolSchema {
-    /// The tool name.
-    pub name: String,
-    /// The description.
-    pub description: String,
-    /// The parameter schema, byte-stable (key order as declared).
-    pub parameters: Value,
 }
 
 /// A per-scope restriction of the visible tools: an optional allow-list and a deny-list.
@@ -89,7 +77,7 @@ pub(crate) struct ToolEntry {
     pub(crate) scope: Option<ScopeKey>,
     pub(crate) owner: String,
     pub(crate) tool: Arc<dyn Tool>,
-    pub(crate) schema: ToolSchema,
+    pub(crate) schema: ToolSpec,
 }
 
 pub(crate) struct GuardEntry {
@@ -197,8 +185,8 @@ impl Registry {
             .map(|t| t.tool.clone())
     }
 
-    pub(crate) fn schemas(&self, scope: Option<&ScopeKey>) -> Vec<ToolSchema> {
-        let mut visible: Vec<ToolSchema> = Vec::new();
+    pub(crate) fn schemas(&self, scope: Option<&ScopeKey>) -> Vec<ToolSpec> {
+        let mut visible: Vec<ToolSpec> = Vec::new();
         {
             let tools = self.tools.read();
             for t in tools.iter().filter(|t| applies(&t.scope, scope)) {
