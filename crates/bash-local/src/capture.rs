@@ -3,12 +3,16 @@
 //! Memory per stream stays below `2 × cap + READ_CHUNK` whatever the command writes. The spill
 //! file is only created once the stream outgrows the cap (small outputs touch no disk); it is
 //! created `0600` with `create_new`, and deleted again if the stream outgrows the spill cap.
+//! When the run has a session spill cap, the spill files of the whole directory stay within
+//! it: a spill that would pass it is discarded and the stream reports
+//! [`SpillSkipped::SessionCap`].
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use dsh_shell::CapturedStream;
+use dsh_shell::{CapturedStream, SpillSkipped};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +28,72 @@ pub(crate) struct SpillTarget {
     pub file_name: String,
     /// Largest spill file; a longer stream abandons (deletes) its spill.
     pub cap: u64,
+    /// The session's spill budget, shared by the streams of one run (`None`: no total cap).
+    pub budget: Option<Arc<SpillBudget>>,
+}
+
+/// What the spill directory may still grow by during one run: the session's cap minus the
+/// size of the files already in the directory (measured once, at the run's first spill).
+/// Shared by the run's two streams; a discarded spill gives its bytes back.
+#[derive(Debug)]
+pub(crate) struct SpillBudget {
+    cap: u64,
+    dir: PathBuf,
+    remaining: tokio::sync::Mutex<Option<u64>>,
+}
+
+impl SpillBudget {
+    /// A budget of `cap` bytes in total for the files of `dir`.
+    pub(crate) fn new(dir: PathBuf, cap: u64) -> Self {
+        Self {
+            cap,
+            dir,
+            remaining: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Takes `bytes` from the budget; false (and nothing taken) when they do not fit.
+    async fn reserve(&self, bytes: u64) -> bool {
+        let mut remaining = self.remaining.lock().await;
+        let left = match *remaining {
+            Some(left) => left,
+            None => {
+                let dir = self.dir.clone();
+                let used = tokio::task::spawn_blocking(move || dir_size(&dir))
+                    .await
+                    .unwrap_or(u64::MAX);
+                self.cap.saturating_sub(used)
+            }
+        };
+        if bytes > left {
+            *remaining = Some(left);
+            return false;
+        }
+        *remaining = Some(left - bytes);
+        true
+    }
+
+    /// Gives `bytes` back (their file was deleted).
+    async fn release(&self, bytes: u64) {
+        if let Some(left) = self.remaining.lock().await.as_mut() {
+            *left = left.saturating_add(bytes);
+        }
+    }
+}
+
+/// Total size of the regular files under `dir` (0 when it does not exist).
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&entry.path()),
+            Ok(t) if t.is_file() => entry.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// A unique stem for the spill files of one run: time, pid of the harness, a counter.
@@ -83,8 +153,8 @@ enum Spill {
         path: PathBuf,
         written: u64,
     },
-    /// No spill file: disabled, failed, or over the cap.
-    Abandoned,
+    /// No spill file, and why: disabled, failed, or over a cap.
+    Abandoned(SpillSkipped),
 }
 
 async fn open_spill(dir: &Path, file_name: &str) -> std::io::Result<(tokio::fs::File, PathBuf)> {
@@ -101,10 +171,25 @@ async fn open_spill(dir: &Path, file_name: &str) -> std::io::Result<(tokio::fs::
     Ok((file, path))
 }
 
-async fn abandon(file: tokio::fs::File, path: &Path) {
+async fn abandon(file: tokio::fs::File, path: &Path, written: u64, target: &SpillTarget) {
     drop(file);
-    if let Err(error) = tokio::fs::remove_file(path).await {
-        tracing::warn!(path = %path.display(), %error, "could not delete an abandoned spill file");
+    match tokio::fs::remove_file(path).await {
+        Ok(()) => {
+            if let Some(budget) = &target.budget {
+                budget.release(written).await;
+            }
+        }
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "could not delete an abandoned spill file");
+        }
+    }
+}
+
+/// Takes `bytes` from the run's session budget (true when there is none).
+async fn reserve(target: &SpillTarget, bytes: u64) -> bool {
+    match &target.budget {
+        Some(budget) => budget.reserve(bytes).await,
+        None => true,
     }
 }
 
@@ -114,11 +199,15 @@ impl Spill {
     async fn feed(&mut self, target: &SpillTarget, before: &[u8], chunk: &[u8], total: u64) {
         if matches!(self, Spill::NotStarted) {
             let Some(dir) = &target.dir else {
-                *self = Spill::Abandoned;
+                *self = Spill::Abandoned(SpillSkipped::Unavailable);
                 return;
             };
             if total > target.cap {
-                *self = Spill::Abandoned;
+                *self = Spill::Abandoned(SpillSkipped::StreamCap { cap: target.cap });
+                return;
+            }
+            if !reserve(target, before.len() as u64).await {
+                *self = Spill::Abandoned(session_cap(target));
                 return;
             }
             match open_spill(dir, &target.file_name).await {
@@ -132,14 +221,17 @@ impl Spill {
                     }
                     Err(error) => {
                         tracing::warn!(path = %path.display(), %error, "spill write failed");
-                        abandon(file, &path).await;
-                        *self = Spill::Abandoned;
+                        abandon(file, &path, before.len() as u64, target).await;
+                        *self = Spill::Abandoned(SpillSkipped::Unavailable);
                         return;
                     }
                 },
                 Err(error) => {
                     tracing::warn!(dir = %dir.display(), %error, "could not create a spill file");
-                    *self = Spill::Abandoned;
+                    if let Some(budget) = &target.budget {
+                        budget.release(before.len() as u64).await;
+                    }
+                    *self = Spill::Abandoned(SpillSkipped::Unavailable);
                     return;
                 }
             }
@@ -153,35 +245,56 @@ impl Spill {
             let next = *written + chunk.len() as u64;
             let failed = if next > target.cap {
                 tracing::debug!(path = %path.display(), cap = target.cap, "stream over the spill cap; spill discarded");
-                true
+                Some(SpillSkipped::StreamCap { cap: target.cap })
+            } else if !reserve(target, chunk.len() as u64).await {
+                tracing::debug!(path = %path.display(), "session spill cap reached; spill discarded");
+                Some(session_cap(target))
             } else if let Err(error) = file.write_all(chunk).await {
                 tracing::warn!(path = %path.display(), %error, "spill write failed");
-                true
+                // The chunk was reserved: count it as written so the release returns it.
+                *written = next;
+                Some(SpillSkipped::Unavailable)
             } else {
                 *written = next;
-                false
+                None
             };
-            if failed {
-                let old = std::mem::replace(self, Spill::Abandoned);
-                if let Spill::Writing { file, path, .. } = old {
-                    abandon(file, &path).await;
+            if let Some(reason) = failed {
+                let old = std::mem::replace(self, Spill::Abandoned(reason));
+                if let Spill::Writing {
+                    file,
+                    path,
+                    written,
+                } = old
+                {
+                    abandon(file, &path, written, target).await;
                 }
             }
         }
     }
 
-    async fn finish(self) -> Option<PathBuf> {
+    async fn finish(self, target: &SpillTarget) -> Result<Option<PathBuf>, SpillSkipped> {
         match self {
-            Spill::Writing { mut file, path, .. } => match file.flush().await {
-                Ok(()) => Some(path),
+            Spill::Writing {
+                mut file,
+                path,
+                written,
+            } => match file.flush().await {
+                Ok(()) => Ok(Some(path)),
                 Err(error) => {
                     tracing::warn!(path = %path.display(), %error, "spill flush failed");
-                    abandon(file, &path).await;
-                    None
+                    abandon(file, &path, written, target).await;
+                    Err(SpillSkipped::Unavailable)
                 }
             },
-            Spill::NotStarted | Spill::Abandoned => None,
+            Spill::NotStarted => Ok(None),
+            Spill::Abandoned(reason) => Err(reason),
         }
+    }
+}
+
+fn session_cap(target: &SpillTarget) -> SpillSkipped {
+    SpillSkipped::SessionCap {
+        cap: target.budget.as_ref().map_or(0, |b| b.cap),
     }
 }
 
@@ -213,7 +326,7 @@ pub(crate) async fn capture<R: AsyncRead + Unpin>(
         };
         let chunk = &buf[..n];
         let next_total = total + n as u64;
-        if next_total > cap as u64 && !matches!(spill, Spill::Abandoned) {
+        if next_total > cap as u64 && !matches!(spill, Spill::Abandoned(_)) {
             spill
                 .feed(&spill_target, &tail.buf, chunk, next_total)
                 .await;
@@ -222,12 +335,16 @@ pub(crate) async fn capture<R: AsyncRead + Unpin>(
         total = next_total;
     }
     let truncated = total > cap as u64;
-    let spill_path = spill.finish().await;
+    let (spill_path, spill_skipped) = match spill.finish(&spill_target).await {
+        Ok(path) => (path, None),
+        Err(reason) => (None, truncated.then_some(reason)),
+    };
     CapturedStream {
         tail: tail.finish(),
         total_bytes: total,
         truncated,
         spill_path,
+        spill_skipped,
     }
 }
 
@@ -255,6 +372,7 @@ mod tests {
             dir: Some(dir.path().join("spill")),
             file_name: name.into(),
             cap: 1 << 20,
+            budget: None,
         };
         let small = capture(&b"hello"[..], 8, target("a"), CancellationToken::new()).await;
         assert_eq!(small.tail, b"hello");
@@ -281,12 +399,48 @@ mod tests {
             dir: Some(dir.path().to_path_buf()),
             file_name: "c".into(),
             cap: 5000,
+            budget: None,
         };
         let data = vec![b'x'; 10_000];
         let s = capture(&data[..], 100, target, CancellationToken::new()).await;
         assert!(s.truncated);
         assert_eq!(s.total_bytes, 10_000);
         assert_eq!(s.spill_path, None);
+        assert_eq!(s.spill_skipped, Some(SpillSkipped::StreamCap { cap: 5000 }));
         assert!(!dir.path().join("c").exists());
+    }
+
+    #[tokio::test]
+    async fn session_cap_counts_existing_files_and_is_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        // 3,000 bytes of earlier spills are already there; the session may hold 10,000.
+        std::fs::write(dir.path().join("old"), vec![b'o'; 3000]).unwrap();
+        let budget = Arc::new(SpillBudget::new(dir.path().to_path_buf(), 10_000));
+        let target = |name: &str| SpillTarget {
+            dir: Some(dir.path().to_path_buf()),
+            file_name: name.into(),
+            cap: 1 << 20,
+            budget: Some(budget.clone()),
+        };
+        // 5,000 bytes fit (8,000 in total) and are spilled.
+        let first = vec![b'a'; 5000];
+        let s = capture(&first[..], 100, target("first"), CancellationToken::new()).await;
+        assert_eq!(std::fs::read(s.spill_path.unwrap()).unwrap(), first);
+        assert_eq!(s.spill_skipped, None);
+        // 5,000 more would make 13,000: not written, and the reason is reported.
+        let second = vec![b'b'; 5000];
+        let s = capture(&second[..], 100, target("second"), CancellationToken::new()).await;
+        assert!(s.truncated);
+        assert_eq!(s.spill_path, None);
+        assert_eq!(
+            s.spill_skipped,
+            Some(SpillSkipped::SessionCap { cap: 10_000 })
+        );
+        assert!(!dir.path().join("second").exists());
+        // The discarded spill gave its bytes back: 1,500 still fit.
+        let third = vec![b'c'; 1500];
+        let s = capture(&third[..], 100, target("third"), CancellationToken::new()).await;
+        assert_eq!(std::fs::read(s.spill_path.unwrap()).unwrap(), third);
+        assert_eq!(dir_size(dir.path()), 9500);
     }
 }

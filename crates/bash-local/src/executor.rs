@@ -5,7 +5,7 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::pin::pin;
 use std::process::{ExitStatus, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use dsh_shell::{
@@ -17,7 +17,7 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::capture::{SpillTarget, capture, spill_stem};
+use crate::capture::{SpillBudget, SpillTarget, capture, spill_stem};
 use crate::env::EnvPolicy;
 use crate::group::{
     group_alive, pipe_holders, pipe_id, signal_group, signal_name, terminate_pids, wait_group_gone,
@@ -239,10 +239,15 @@ impl LocalShell {
 
         let spill_dir = self.spill_dir(&request);
         let stem = spill_stem();
+        let budget = match (&spill_dir, request.spill_total_cap) {
+            (Some(dir), Some(cap)) => Some(Arc::new(SpillBudget::new(dir.clone(), cap))),
+            _ => None,
+        };
         let target = |suffix: &str| SpillTarget {
             dir: spill_dir.clone(),
             file_name: format!("{stem}.{suffix}"),
             cap: self.options.spill_cap_bytes,
+            budget: budget.clone(),
         };
         let cap = self.options.stream_capture_bytes;
         let stdout = child.stdout.take();

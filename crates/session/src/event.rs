@@ -96,7 +96,7 @@ pub(crate) enum Payload {
     /// A core type, decoded and checked (format §4.5, §4.6).
     Core(CoreEvent),
     /// The payload breaks a stateless rule; admission refuses the event with this.
-    Invalid(Rejection),
+    Invalid(Box<Rejection>),
 }
 
 impl Payload {
@@ -104,7 +104,7 @@ impl Payload {
     /// serialised from).
     fn check(kind: &EventKind, json: &RawValue, given: Option<CoreEvent>) -> Payload {
         if let Err(e) = crate::json::validate_lossless_str(json.get(), "data") {
-            return Payload::Invalid(Rejection::NotLossless(e));
+            return Payload::Invalid(Box::new(Rejection::NotLossless(e)));
         }
         if !kind.is_known() {
             return Payload::Opaque;
@@ -116,12 +116,12 @@ impl Payload {
         match core {
             Some(Ok(core)) => match crate::validate::check_core(&core, json.get()) {
                 Ok(()) => Payload::Core(core),
-                Err(e) => Payload::Invalid(e),
+                Err(e) => Payload::Invalid(Box::new(e)),
             },
-            Some(Err(e)) => Payload::Invalid(Rejection::Decode(Arc::new(e))),
+            Some(Err(e)) => Payload::Invalid(Box::new(Rejection::Decode(Arc::new(e)))),
             None => match crate::validate::check_feature(kind, json.get()) {
                 Ok(()) => Payload::Opaque,
-                Err(e) => Payload::Invalid(e),
+                Err(e) => Payload::Invalid(Box::new(e)),
             },
         }
     }
@@ -133,13 +133,52 @@ pub struct Event {
     kind: EventKind,
     seq: u64,
     time: i64,
-    data: Box<RawValue>,
     payload: Payload,
-    surface_op: Option<SurfaceOp>,
-    source_event_seqs: Option<Box<[u64]>>,
-    ignorable: bool,
+    /// [`IGNORABLE`], [`APPEND`].
+    flags: u8,
+    /// What few events carry (kept out of line so an event stays small).
+    extra: Option<Box<Extra>>,
     /// The transition accessor [`Event::data`]: parsed on first use only.
     value: OnceLock<Box<Value>>,
+}
+
+const IGNORABLE: u8 = 1;
+const APPEND: u8 = 2;
+
+/// The rarer parts of an event.
+#[derive(Debug, Clone, Default)]
+struct Extra {
+    /// `surfaceOp: {op:"replace", startSeq, endSeq}`.
+    replace: Option<(u64, u64)>,
+    /// `sourceEventSeqs`, logical.
+    sources: Option<Box<[u64]>>,
+    /// The exact JSON text, kept only when it is not what the typed payload serialises to
+    /// (opaque types, other writers' spellings); `None`: the text is the typed serialisation.
+    data: Option<Box<RawValue>>,
+}
+
+fn pack(
+    surface_op: Option<SurfaceOp>,
+    sources: Option<Vec<u64>>,
+    ignorable: bool,
+    data: Option<Box<RawValue>>,
+) -> (u8, Option<Box<Extra>>) {
+    let mut flags = if ignorable { IGNORABLE } else { 0 };
+    let replace = match surface_op {
+        Some(SurfaceOp::Append) => {
+            flags |= APPEND;
+            None
+        }
+        Some(SurfaceOp::Replace { start_seq, end_seq }) => Some((start_seq, end_seq)),
+        None => None,
+    };
+    let extra = Extra {
+        replace,
+        sources: sources.map(Vec::into_boxed_slice),
+        data,
+    };
+    let empty = extra.replace.is_none() && extra.sources.is_none() && extra.data.is_none();
+    (flags, (!empty).then(|| Box::new(extra)))
 }
 
 impl PartialEq for Event {
@@ -147,10 +186,10 @@ impl PartialEq for Event {
         self.kind == other.kind
             && self.seq == other.seq
             && self.time == other.time
-            && self.data.get() == other.data.get()
-            && self.surface_op == other.surface_op
-            && self.source_event_seqs == other.source_event_seqs
-            && self.ignorable == other.ignorable
+            && self.data_json() == other.data_json()
+            && self.surface_op() == other.surface_op()
+            && self.source_event_seqs() == other.source_event_seqs()
+            && self.ignorable() == other.ignorable()
     }
 }
 
@@ -222,36 +261,54 @@ impl Event {
     pub fn message(&self) -> Option<&Arc<Message>> {
         self.core().and_then(CoreEvent::message)
     }
-    /// The payload's exact JSON text, as committed (unknown members included).
-    pub fn data_json(&self) -> &str {
-        self.data.get()
+    /// The payload's exact JSON text, as committed (unknown members included). Borrowed when
+    /// the event keeps the text; serialised from the typed payload when that gives the same
+    /// bytes (which is why the event did not keep them).
+    pub fn data_json(&self) -> Cow<'_, str> {
+        match (
+            self.extra.as_ref().and_then(|x| x.data.as_ref()),
+            &self.payload,
+        ) {
+            (Some(raw), _) => Cow::Borrowed(raw.get()),
+            (None, Payload::Core(core)) => {
+                Cow::Owned(core.to_json().unwrap_or_else(|_| "null".to_owned()))
+            }
+            (None, _) => Cow::Borrowed("null"),
+        }
     }
-    /// The payload's exact JSON, as committed.
-    pub fn raw_data(&self) -> &RawValue {
-        &self.data
+    /// Whether the event keeps its payload text (see [`Event::data_json`]).
+    pub fn keeps_raw_data(&self) -> bool {
+        self.extra.as_ref().is_some_and(|x| x.data.is_some())
     }
     /// The payload as a JSON tree. **Transition accessor**: parsed on first use and kept;
     /// prefer [`Event::core`], [`Event::plugin`] or [`Event::data_as`].
     pub fn data(&self) -> &Value {
-        self.value
-            .get_or_init(|| Box::new(serde_json::from_str(self.data.get()).unwrap_or(Value::Null)))
+        self.value.get_or_init(|| {
+            Box::new(serde_json::from_str(&self.data_json()).unwrap_or(Value::Null))
+        })
     }
     /// The surface operation of a surface event.
     pub fn surface_op(&self) -> Option<SurfaceOp> {
-        self.surface_op
+        if self.flags & APPEND != 0 {
+            return Some(SurfaceOp::Append);
+        }
+        self.extra
+            .as_ref()
+            .and_then(|x| x.replace)
+            .map(|(start_seq, end_seq)| SurfaceOp::Replace { start_seq, end_seq })
     }
     /// Logical provenance list (runs expanded).
     pub fn source_event_seqs(&self) -> Option<&[u64]> {
-        self.source_event_seqs.as_deref()
+        self.extra.as_ref().and_then(|x| x.sources.as_deref())
     }
     /// Whether the row is marked `ignorable: true`.
     pub fn ignorable(&self) -> bool {
-        self.ignorable
+        self.flags & IGNORABLE != 0
     }
 
     /// Deserializes `data` into a typed view (from the committed JSON text).
     pub fn data_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_str(self.data.get())
+        serde_json::from_str(&self.data_json())
     }
 
     /// The payload of a plugin's typed event: `None` when the event is of another type.
@@ -262,7 +319,7 @@ impl Event {
     /// The stateless rule this event's payload breaks, if any.
     pub(crate) fn payload_rejection(&self) -> Option<&Rejection> {
         match &self.payload {
-            Payload::Invalid(r) => Some(r),
+            Payload::Invalid(r) => Some(&**r),
             _ => None,
         }
     }
@@ -279,16 +336,23 @@ impl Event {
         source_event_seqs: Option<Vec<u64>>,
         ignorable: bool,
     ) -> Self {
+        let typed = given.is_some();
         let payload = Payload::check(&kind, &data, given);
+        let data = match &payload {
+            // Appended from a typed payload: the text is its serialisation by construction.
+            Payload::Core(_) if typed => None,
+            // Read: keep the text only if the typed payload does not give the same bytes.
+            Payload::Core(core) if core.to_json().is_ok_and(|t| t == data.get()) => None,
+            _ => Some(data),
+        };
+        let (flags, extra) = pack(surface_op, source_event_seqs, ignorable, data);
         Event {
             kind,
             seq,
             time,
-            data,
             payload,
-            surface_op,
-            source_event_seqs: source_event_seqs.map(Vec::into_boxed_slice),
-            ignorable,
+            flags,
+            extra,
             value: OnceLock::new(),
         }
     }
@@ -330,43 +394,65 @@ impl Event {
         source_event_seqs: Option<Option<Vec<u64>>>,
     ) {
         let changed = kind.is_some() || data.is_some();
+        let text = data.as_ref().map(raw_of);
         if let Some(k) = kind {
             self.kind = EventKind::parse(&k);
         }
-        if let Some(d) = data {
-            self.data = raw_of(&d);
+        if data.is_some() {
             self.value = OnceLock::new();
         }
-        if let Some(s) = surface_op {
-            self.surface_op = s;
-        }
-        if let Some(s) = source_event_seqs {
-            self.source_event_seqs = s.map(Vec::into_boxed_slice);
-        }
-        if changed {
-            self.payload = Payload::check(&self.kind, &self.data, None);
-        }
+        let surface_op = surface_op.unwrap_or_else(|| self.surface_op());
+        let sources =
+            source_event_seqs.unwrap_or_else(|| self.source_event_seqs().map(<[u64]>::to_vec));
+        let text = match text {
+            Some(t) => t,
+            None => match self.extra.as_mut().and_then(|x| x.data.take()) {
+                Some(t) => t,
+                None => RawValue::from_string(self.data_json().into_owned()).unwrap_or_default(),
+            },
+        };
+        let given = if changed {
+            None
+        } else {
+            match &self.payload {
+                Payload::Core(c) => Some(c.clone()),
+                _ => None,
+            }
+        };
+        let rebuilt = Event::build(
+            self.kind.clone(),
+            self.seq,
+            self.time,
+            text,
+            given,
+            surface_op,
+            sources,
+            self.ignorable(),
+        );
+        self.payload = rebuilt.payload;
+        self.flags = rebuilt.flags;
+        self.extra = rebuilt.extra;
     }
 
     /// Serializes the row as one JSON line (without the trailing `\n`), in the writer key order
     /// `type, data, sourceEventSeqs?, surfaceOp?, ignorable?, seq, time`.
     pub fn to_json_line(&self) -> String {
         use std::fmt::Write as _;
-        let data = self.data.get();
+        let data = self.data_json();
         let mut out = String::with_capacity(data.len() + 96);
         out.push_str("{\"type\":");
         push_str_json(&mut out, self.kind.as_str());
         out.push_str(",\"data\":");
-        out.push_str(data);
-        if let Some(seqs) = &self.source_event_seqs {
+        out.push_str(&data);
+        if let Some(seqs) = self.source_event_seqs() {
             out.push_str(",\"sourceEventSeqs\":");
             out.push_str(&encode_runs(seqs).to_string());
         }
-        if let Some(op) = &self.surface_op {
+        if let Some(op) = self.surface_op() {
             out.push_str(",\"surfaceOp\":");
             op.push_json(&mut out);
         }
-        if self.ignorable {
+        if self.ignorable() {
             out.push_str(",\"ignorable\":true");
         }
         let _ = write!(out, ",\"seq\":{},\"time\":{}}}", self.seq, self.time);
@@ -378,13 +464,13 @@ impl Event {
         let mut m = Map::new();
         m.insert("type".into(), Value::String(self.kind.to_string()));
         m.insert("data".into(), self.data().clone());
-        if let Some(seqs) = &self.source_event_seqs {
+        if let Some(seqs) = self.source_event_seqs() {
             m.insert("sourceEventSeqs".into(), encode_runs(seqs));
         }
-        if let Some(op) = &self.surface_op {
+        if let Some(op) = self.surface_op() {
             m.insert("surfaceOp".into(), op.to_json());
         }
-        if self.ignorable {
+        if self.ignorable() {
             m.insert("ignorable".into(), Value::Bool(true));
         }
         m.insert("seq".into(), self.seq.into());

@@ -4,6 +4,47 @@ use serde_json::{Map, Value};
 
 use crate::json::{as_safe_i64, as_safe_u64};
 
+/// Why a header line is refused (format §2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    /// Line 1 is not a JSON object.
+    #[error("corrupt session log: first line is not a JSON object")]
+    NotObject,
+    /// Line 1 is not `{"type":"session", ...}`.
+    #[error("corrupt session log: first line is not a session header")]
+    NotSessionHeader,
+    /// The retired `sandboxMode` / `approvalPolicy` baseline fields.
+    #[error("session header uses retired policy baseline fields")]
+    RetiredPolicyFields,
+    /// A member outside the header.
+    #[error("session header has unknown member \"{0}\"")]
+    UnknownMember(String),
+    /// No numeric `version`.
+    #[error("session header lacks a numeric version")]
+    MissingVersion,
+    /// No non-empty string `id`.
+    #[error("session header lacks a string id")]
+    MissingId,
+    /// `createdAt` not a non-negative safe integer.
+    #[error("session header createdAt must be a non-negative safe integer")]
+    BadCreatedAt,
+    /// An optional string member of another type.
+    #[error("session header {0} must be a string")]
+    NotString(&'static str),
+    /// A relative `cwd`.
+    #[error("session header cwd \"{0}\" is not an absolute path")]
+    RelativeCwd(String),
+    /// An `origin` other than `subagent`.
+    #[error("session header origin \"{0}\" is not \"subagent\"")]
+    BadOrigin(String),
+    /// `isSeeded` not a boolean.
+    #[error("session header isSeeded must be a boolean")]
+    BadIsSeeded,
+    /// `delegationDepth` not a non-negative safe integer.
+    #[error("session header delegationDepth must be a non-negative safe integer")]
+    BadDelegationDepth,
+}
+
 /// The format version dsh writes.
 pub const WRITE_VERSION: u64 = 4;
 
@@ -76,15 +117,13 @@ impl SessionHeader {
     }
 
     /// Validates the structure of a parsed header object whose version was already accepted.
-    pub fn from_json(value: &Value) -> Result<Self, String> {
-        let m = value
-            .as_object()
-            .ok_or("corrupt session log: first line is not a JSON object")?;
+    pub fn from_json(value: &Value) -> Result<Self, HeaderError> {
+        let m = value.as_object().ok_or(HeaderError::NotObject)?;
         if m.get("type").and_then(Value::as_str) != Some("session") {
-            return Err("corrupt session log: first line is not a session header".into());
+            return Err(HeaderError::NotSessionHeader);
         }
         if m.contains_key("sandboxMode") || m.contains_key("approvalPolicy") {
-            return Err("session header uses retired policy baseline fields".into());
+            return Err(HeaderError::RetiredPolicyFields);
         }
         for key in m.keys() {
             if !matches!(
@@ -100,55 +139,53 @@ impl SessionHeader {
                     | "delegationDepth"
                     | "agentPreset"
             ) {
-                return Err(format!("session header has unknown member \"{key}\""));
+                return Err(HeaderError::UnknownMember(key.clone()));
             }
         }
         let version = m
             .get("version")
             .and_then(as_safe_u64)
-            .ok_or("session header lacks a numeric version")?;
+            .ok_or(HeaderError::MissingVersion)?;
         let id = m
             .get("id")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
-            .ok_or("session header lacks a string id")?
+            .ok_or(HeaderError::MissingId)?
             .to_string();
         let created_at = m
             .get("createdAt")
             .and_then(as_safe_i64)
             .filter(|t| *t >= 0)
-            .ok_or("session header createdAt must be a non-negative safe integer")?;
-        let opt_str = |k: &str| -> Result<Option<String>, String> {
+            .ok_or(HeaderError::BadCreatedAt)?;
+        let opt_str = |k: &'static str| -> Result<Option<String>, HeaderError> {
             match m.get(k) {
                 None => Ok(None),
                 Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err(format!("session header {k} must be a string")),
+                Some(_) => Err(HeaderError::NotString(k)),
             }
         };
         let cwd = opt_str("cwd")?;
         if let Some(c) = &cwd
             && !(c.starts_with('/') || c.starts_with('\\') || c.get(1..3) == Some(":\\"))
         {
-            return Err(format!(
-                "session header cwd \"{c}\" is not an absolute path"
-            ));
+            return Err(HeaderError::RelativeCwd(c.clone()));
         }
         let parent_session = opt_str("parentSession")?;
         let origin = opt_str("origin")?;
         if let Some(o) = &origin
             && o != "subagent"
         {
-            return Err(format!("session header origin \"{o}\" is not \"subagent\""));
+            return Err(HeaderError::BadOrigin(o.clone()));
         }
         let agent_preset = opt_str("agentPreset")?;
         let is_seeded = m
             .get("isSeeded")
             .and_then(Value::as_bool)
-            .ok_or("session header isSeeded must be a boolean")?;
+            .ok_or(HeaderError::BadIsSeeded)?;
         let delegation_depth = m
             .get("delegationDepth")
             .and_then(as_safe_u64)
-            .ok_or("session header delegationDepth must be a non-negative safe integer")?;
+            .ok_or(HeaderError::BadDelegationDepth)?;
         Ok(SessionHeader {
             version,
             id,
@@ -180,9 +217,17 @@ mod tests {
         let v: Value = serde_json::from_str(r#"{"type":"session","version":4,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0,"sandboxMode":"x"}"#).unwrap();
         assert_eq!(
             SessionHeader::from_json(&v).unwrap_err(),
-            "session header uses retired policy baseline fields"
+            HeaderError::RetiredPolicyFields
         );
         let v: Value = serde_json::from_str(r#"{"type":"session","version":4,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0,"seedLength":3}"#).unwrap();
-        assert!(SessionHeader::from_json(&v).is_err());
+        assert_eq!(
+            SessionHeader::from_json(&v).unwrap_err(),
+            HeaderError::UnknownMember("seedLength".into())
+        );
+        let v: Value = serde_json::from_str(r#"{"type":"session","version":4,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0,"cwd":"rel"}"#).unwrap();
+        assert_eq!(
+            SessionHeader::from_json(&v).unwrap_err(),
+            HeaderError::RelativeCwd("rel".into())
+        );
     }
 }

@@ -12,6 +12,23 @@ use crate::header::SessionHeader;
 use crate::json::as_safe_u64;
 use crate::vocab::*;
 
+/// A v3 form the conversion cannot carry (format §16.2): what was found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+struct ConvertError(String);
+
+impl From<&str> for ConvertError {
+    fn from(s: &str) -> Self {
+        ConvertError(s.to_owned())
+    }
+}
+
+impl From<String> for ConvertError {
+    fn from(s: String) -> Self {
+        ConvertError(s)
+    }
+}
+
 fn unsupported(seq: u64, kind: &str, m: impl std::fmt::Display) -> LogError {
     LogError::Unsupported(format!(
         "v3 session log cannot be converted at event {seq} (\"{kind}\"): {m}"
@@ -175,7 +192,7 @@ fn remap_data(kind: &str, data: &mut Value, shift: &dyn Fn(u64) -> u64) {
     }
 }
 
-fn convert_data(kind: &str, data: &mut Value, seq: u64) -> Result<(), String> {
+fn convert_data(kind: &str, data: &mut Value, seq: u64) -> Result<(), ConvertError> {
     match kind {
         USER_MESSAGE => convert_message(data, "user")?,
         SYSTEM_MESSAGE | ASSISTANT_MESSAGE | TOOL_RESULT => {
@@ -267,7 +284,7 @@ fn convert_data(kind: &str, data: &mut Value, seq: u64) -> Result<(), String> {
 }
 
 /// Rule 3: a user-role tool result with one `tool-result` wrapper becomes a tool-role message.
-fn lift_tool_result(msg: &mut Value) -> Result<(), String> {
+fn lift_tool_result(msg: &mut Value) -> Result<(), ConvertError> {
     let Some(m) = msg.as_object() else {
         return Ok(());
     };
@@ -346,7 +363,7 @@ fn lift_tool_result(msg: &mut Value) -> Result<(), String> {
 }
 
 /// Rules 4 and 5 on one message slot.
-fn convert_message(msg: &mut Value, role: &str) -> Result<(), String> {
+fn convert_message(msg: &mut Value, role: &str) -> Result<(), ConvertError> {
     let Some(m) = msg.as_object_mut() else {
         return Ok(());
     };

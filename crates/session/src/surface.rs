@@ -1,7 +1,6 @@
 //! The surface (format §8): the ordered nodes whose messages form the model history, folded
 //! incrementally. Appending is O(1); a replacement splices only the shadowed span.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use dsh_llm::{ContentBlock, Message};
@@ -35,8 +34,8 @@ impl Node {
 #[derive(Debug, Clone, Default)]
 pub struct Surface {
     nodes: Vec<Node>,
-    /// seq → present; guards the linear position scans of replacements.
-    members: HashMap<u64, ()>,
+    /// Bit set of current node seqs; guards the linear position scans of replacements.
+    members: Vec<u64>,
     replace_generation: u64,
     content_generation: u64,
 }
@@ -67,7 +66,8 @@ impl Surface {
     }
     /// Whether `seq` is a current node.
     pub fn contains(&self, seq: u64) -> bool {
-        self.members.contains_key(&seq)
+        let (w, b) = ((seq / 64) as usize, seq % 64);
+        self.members.get(w).is_some_and(|word| word & (1 << b) != 0)
     }
     /// Position of a current node.
     pub fn position(&self, seq: u64) -> Option<usize> {
@@ -95,8 +95,20 @@ impl Surface {
         self.nodes.iter().filter(|n| !n.is_skipped()).collect()
     }
 
+    fn set_member(&mut self, seq: u64, present: bool) {
+        let (w, b) = ((seq / 64) as usize, seq % 64);
+        if self.members.len() <= w {
+            self.members.resize(w + 1, 0);
+        }
+        if present {
+            self.members[w] |= 1 << b;
+        } else {
+            self.members[w] &= !(1 << b);
+        }
+    }
+
     pub(crate) fn push(&mut self, node: Node) {
-        self.members.insert(node.seq, ());
+        self.set_member(node.seq, true);
         self.nodes.push(node);
     }
 
@@ -164,10 +176,16 @@ impl Surface {
     }
 
     pub(crate) fn apply_replace(&mut self, plan: ReplacePlan, node: Node) {
-        for n in self.nodes.splice(plan.start..=plan.end, [node.clone()]) {
-            self.members.remove(&n.seq);
+        let seq = node.seq;
+        let shadowed: Vec<u64> = self
+            .nodes
+            .splice(plan.start..=plan.end, [node])
+            .map(|n| n.seq)
+            .collect();
+        for s in shadowed {
+            self.set_member(s, false);
         }
-        self.members.insert(node.seq, ());
+        self.set_member(seq, true);
         self.replace_generation += 1;
         self.content_generation += 1;
     }

@@ -17,6 +17,27 @@ pub struct CapturedStream {
     /// succeeded (it is `None` when the stream exceeded the spill cap or the file could not be
     /// written).
     pub spill_path: Option<PathBuf>,
+    /// Why there is no spill file although the stream was truncated (`None` when it was
+    /// spilled, or not truncated).
+    pub spill_skipped: Option<SpillSkipped>,
+}
+
+/// Why a truncated stream has no spill file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpillSkipped {
+    /// The stream alone was longer than the per-stream spill cap (its incomplete spill was
+    /// discarded).
+    StreamCap {
+        /// The per-stream cap, in bytes.
+        cap: u64,
+    },
+    /// Writing it would have taken the session's spill files past their total cap.
+    SessionCap {
+        /// The session's cap, in bytes.
+        cap: u64,
+    },
+    /// No spill directory, or the file could not be written.
+    Unavailable,
 }
 
 impl CapturedStream {
@@ -54,14 +75,14 @@ mod tests {
             tail: vec![0xA9, b'o', b'k'],
             total_bytes: 10,
             truncated: true,
-            spill_path: None,
+            ..Default::default()
         };
         assert_eq!(cut.text(), "ok");
         let whole = CapturedStream {
             tail: vec![0xA9, b'o', b'k'],
             total_bytes: 3,
             truncated: false,
-            spill_path: None,
+            ..Default::default()
         };
         assert_eq!(whole.text(), "\u{FFFD}ok");
     }

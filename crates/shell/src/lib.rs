@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 pub mod limits;
 
 mod capture;
-pub use capture::CapturedStream;
+pub use capture::{CapturedStream, SpillSkipped};
 
 /// One shell run: a command, where to run it, how long it may take, and extra environment.
 ///
@@ -44,6 +44,11 @@ pub struct ShellRequest {
     /// Where the executor writes spill files for this run; `None` means the executor's own
     /// private directory. Consumers pass a session-private directory here when they have one.
     pub spill_dir: Option<PathBuf>,
+    /// Cap on the total size of the spill files in `spill_dir` (the session's spill budget,
+    /// counting what is already there). A stream whose spill would take the directory past it
+    /// is not spilled: its result says so ([`SpillSkipped::SessionCap`]). `None`: no cap
+    /// beyond the executor's per-stream one.
+    pub spill_total_cap: Option<u64>,
     /// Cancels the run: the executor terminates the process group (SIGTERM, grace, SIGKILL)
     /// and returns an outcome with `cancelled: true`.
     pub cancel: CancellationToken,
@@ -60,6 +65,7 @@ impl ShellRequest {
             session_id: None,
             env: Vec::new(),
             spill_dir: None,
+            spill_total_cap: None,
             cancel: CancellationToken::new(),
         }
     }
@@ -85,6 +91,13 @@ impl ShellRequest {
     /// Sets the spill directory for this run.
     pub fn with_spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.spill_dir = Some(dir.into());
+        self
+    }
+
+    /// Caps the total size of the spill files in the spill directory (see
+    /// [`ShellRequest::spill_total_cap`]).
+    pub fn with_spill_total_cap(mut self, cap: u64) -> Self {
+        self.spill_total_cap = Some(cap);
         self
     }
 

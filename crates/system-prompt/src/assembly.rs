@@ -1,7 +1,7 @@
 //! The result of an assembly, its hook, its errors, and tool ordering.
 
 use dsh_kernel::Hook;
-use dsh_tools::ToolSchema;
+use dsh_llm::ToolSpec;
 
 use crate::section::{AssembleContext, ContextSection, RenderedSection};
 use crate::template::TemplateError;
@@ -16,7 +16,7 @@ pub struct PromptAssembly {
     /// The rendered, non-empty prompt sections in order (one when a complete section won).
     pub sections: Vec<RenderedSection>,
     /// The tool schemas offered to the model, in canonical order.
-    pub tools: Vec<ToolSchema>,
+    pub tools: Vec<ToolSpec>,
     /// The rendered runtime-context sections, in order (see [`crate::runtime_context`]).
     pub runtime_context: Vec<ContextSection>,
 }
@@ -103,23 +103,23 @@ impl Hook for SystemPromptAssemble {
 /// [`UNLISTED_TOOLS`], or at the end when it is absent. A listed name that is not among `tools`
 /// is an error.
 pub fn order_tools(
-    tools: Vec<ToolSchema>,
+    tools: Vec<ToolSpec>,
     tool_order: &[String],
-) -> Result<Vec<ToolSchema>, SystemPromptError> {
+) -> Result<Vec<ToolSpec>, SystemPromptError> {
     order_tools_hiding(tools, tool_order, &|_| false)
 }
 
 /// [`order_tools`], where a listed name missing from `tools` is skipped when `hidden(name)`
 /// (a registered tool that this agent's filters hide) instead of failing.
 pub fn order_tools_hiding(
-    tools: Vec<ToolSchema>,
+    tools: Vec<ToolSpec>,
     tool_order: &[String],
     hidden: &dyn Fn(&str) -> bool,
-) -> Result<Vec<ToolSchema>, SystemPromptError> {
+) -> Result<Vec<ToolSpec>, SystemPromptError> {
     if tool_order.is_empty() {
         return Ok(tools);
     }
-    let mut slots: Vec<Option<ToolSchema>> = tools.into_iter().map(Some).collect();
+    let mut slots: Vec<Option<ToolSpec>> = tools.into_iter().map(Some).collect();
     let mut head = Vec::with_capacity(slots.len());
     let mut tail = Vec::new();
     let mut seen_rest = false;

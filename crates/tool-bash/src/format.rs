@@ -1,6 +1,6 @@
 //! The model-visible result text of a bash run (`docs/behaviours.md` BA-5).
 
-use dsh_shell::{CapturedStream, ShellOutcome, Termination};
+use dsh_shell::{CapturedStream, ShellOutcome, SpillSkipped, Termination};
 
 /// Text of an empty result.
 pub const NO_OUTPUT: &str = "(no output)";
@@ -10,7 +10,10 @@ pub const NO_OUTPUT: &str = "(no output)";
 /// - the body is stdout; a non-empty stderr follows as `[stderr]\n<stderr>` (with a `\n` first
 ///   when the body is non-empty and does not end with one);
 /// - a truncated stream is followed by `\n[output truncated; full output: <path>]`
-///   (`(unavailable)` when there is no spill file) right after its own text;
+///   (`(unavailable)` when there is no spill file) right after its own text; when the spill
+///   was not written because the session's spill files reached their cap, the note says so:
+///   `\n[output truncated; full output not saved: this session's spill files reached their
+///   cap of <n> bytes]`;
 /// - an empty body is `(no output)`;
 /// - then the markers, each on its own line: `[timed out after <ms>ms]`, then
 ///   `[killed by signal: <SIG>]` or, for a non-zero exit, `[exit code: <n>]`.
@@ -53,6 +56,12 @@ pub fn format_result(outcome: &ShellOutcome) -> String {
 fn stream_text(stream: &CapturedStream) -> String {
     let mut text = stream.text();
     if stream.truncated {
+        if let Some(SpillSkipped::SessionCap { cap }) = stream.spill_skipped {
+            text.push_str(&format!(
+                "\n[output truncated; full output not saved: this session's spill files reached their cap of {cap} bytes]"
+            ));
+            return text;
+        }
         let path = stream
             .spill_path
             .as_ref()
@@ -75,7 +84,7 @@ mod tests {
             tail: text.as_bytes().to_vec(),
             total_bytes: text.len() as u64,
             truncated: false,
-            spill_path: None,
+            ..Default::default()
         }
     }
 
@@ -157,6 +166,17 @@ mod tests {
         o.timed_out = true;
         o.timeout = Duration::from_millis(200);
         assert_eq!(format_result(&o), "(no output)\n[timed out after 200ms]");
+    }
+
+    #[test]
+    fn session_cap_note() {
+        let mut o = outcome("tail\n", "", OK);
+        o.stdout.truncated = true;
+        o.stdout.spill_skipped = Some(SpillSkipped::SessionCap { cap: 1000 });
+        assert_eq!(
+            format_result(&o),
+            "tail\n\n[output truncated; full output not saved: this session's spill files reached their cap of 1000 bytes]"
+        );
     }
 
     #[test]

@@ -61,11 +61,16 @@ impl BashTool {
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args = BashArgs::parse(&args).map_err(|e| ToolError::invalid_args(e.to_string()))?;
         let workdir = args.resolve_workdir(ctx.cwd());
-        let request = ShellRequest::new(args.command.clone(), workdir.clone())
+        let mut request = ShellRequest::new(args.command.clone(), workdir.clone())
             .with_timeout(args.timeout)
             .with_session_id(ctx.session_id())
-            .with_spill_dir(ctx.scratch_dir())
             .with_cancel(ctx.cancel_token().child_token());
+        if let Some(dir) = ctx.scratch_dir() {
+            request = request.with_spill_dir(dir);
+            if let Some(cap) = ctx.scratch_cap() {
+                request = request.with_spill_total_cap(cap);
+            }
+        }
         let outcome = self
             .shell
             .run(request)

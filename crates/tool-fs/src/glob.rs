@@ -156,6 +156,7 @@ fn format(ctx: &ToolContext, files: Vec<PathBuf>) -> ToolOutput {
 }
 
 fn save(ctx: &ToolContext, lines: &[String]) -> std::io::Result<PathBuf> {
+    ctx.check_scratch_room(lines.iter().map(|l| l.len() as u64 + 1).sum())?;
     let (file, path) = ctx.create_spill_file("glob", "txt")?;
     let mut w = std::io::BufWriter::new(file);
     for line in lines {

@@ -352,6 +352,7 @@ fn format(ctx: &ToolContext, outcome: &SearchOutcome) -> ToolOutput {
 }
 
 fn save(ctx: &ToolContext, text: &str) -> std::io::Result<PathBuf> {
+    ctx.check_scratch_room(text.len() as u64)?;
     let (mut file, path) = ctx.create_spill_file("grep", "txt")?;
     file.write_all(text.as_bytes())?;
     file.flush()?;

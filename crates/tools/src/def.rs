@@ -36,7 +36,8 @@ pub struct ToolContext {
     cwd: PathBuf,
     scope: Option<String>,
     cancel: CancellationToken,
-    scratch_dir: PathBuf,
+    scratch_dir: Option<PathBuf>,
+    scratch_cap: Option<u64>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -54,23 +55,22 @@ impl fmt::Debug for ToolContext {
 
 impl ToolContext {
     /// A context for call `call_id` in session `session_id` working in `cwd`, with a fresh
-    /// cancellation token and the default scratch directory
-    /// (`<tmp>/dsh-scratch/<session id>`).
+    /// cancellation token and no scratch directory (the pipeline always sets one: the
+    /// request's, or the service's private one).
     pub fn new(
         call_id: impl Into<String>,
         session_id: impl Into<String>,
         cwd: impl Into<PathBuf>,
     ) -> Self {
-        let session_id = session_id.into();
-        let scratch_dir = default_scratch_dir(&session_id);
         Self {
             call_id: call_id.into(),
             tool_name: String::new(),
-            session_id,
+            session_id: session_id.into(),
             cwd: cwd.into(),
             scope: None,
             cancel: CancellationToken::new(),
-            scratch_dir,
+            scratch_dir: None,
+            scratch_cap: None,
         }
     }
 
@@ -94,7 +94,13 @@ impl ToolContext {
 
     /// Builder: the session-private directory for spill files.
     pub fn with_scratch_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.scratch_dir = dir.into();
+        self.scratch_dir = Some(dir.into());
+        self
+    }
+
+    /// Builder: the cap on the total size of the files in the scratch directory.
+    pub fn with_scratch_cap(mut self, cap: Option<u64>) -> Self {
+        self.scratch_cap = cap;
         self
     }
 
@@ -129,25 +135,57 @@ impl ToolContext {
         &self.cancel
     }
 
-    /// Session-private directory for spill files (not created until needed).
-    pub fn scratch_dir(&self) -> &Path {
-        &self.scratch_dir
+    /// Session-private directory for spill files (not created until needed). Set by the
+    /// pipeline for every call: the session's artefact directory when the caller gave one,
+    /// else the Tools service's private temporary directory. `None` only for a context built
+    /// by hand without one.
+    pub fn scratch_dir(&self) -> Option<&Path> {
+        self.scratch_dir.as_deref()
+    }
+
+    /// Cap on the total size of the files in [`Self::scratch_dir`] (the session's spill
+    /// budget), when the caller set one. Writers check it before writing.
+    pub fn scratch_cap(&self) -> Option<u64> {
+        self.scratch_cap
+    }
+
+    /// Whether `bytes` more fit in the scratch directory under [`Self::scratch_cap`]: `Ok(())`
+    /// when they do (or there is no cap), else an error saying the session's spill files
+    /// reached their cap. Call it before writing a spill file of known size.
+    pub fn check_scratch_room(&self, bytes: u64) -> std::io::Result<()> {
+        let (Some(dir), Some(cap)) = (&self.scratch_dir, self.scratch_cap) else {
+            return Ok(());
+        };
+        if dir_size(dir).saturating_add(bytes) > cap {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                format!("this session's spill files reached their cap of {cap} bytes"),
+            ));
+        }
+        Ok(())
     }
 
     /// Create a new private spill file (mode 0600 in a 0700 directory) named
-    /// `<stem>-<call id>-<n>.<ext>` under [`Self::scratch_dir`].
+    /// `<stem>-<call id>-<n>.<ext>` under [`Self::scratch_dir`]. Fails with `NotFound` when
+    /// the context has no scratch directory.
     pub fn create_spill_file(
         &self,
         stem: &str,
         ext: &str,
     ) -> std::io::Result<(std::fs::File, PathBuf)> {
-        create_private_file(&self.scratch_dir, stem, &self.call_id, ext)
+        let Some(dir) = &self.scratch_dir else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "this tool call has no scratch directory",
+            ));
+        };
+        create_private_file(dir, stem, &self.call_id, ext)
     }
 }
 
-pub(crate) fn default_scratch_dir(session_id: &str) -> PathBuf {
-    let safe: String = session_id
-        .chars()
+/// `s` with every character outside `[A-Za-z0-9_-]` replaced by `_` (for file names).
+pub(crate) fn file_safe(s: &str) -> String {
+    s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
                 c
@@ -155,14 +193,22 @@ pub(crate) fn default_scratch_dir(session_id: &str) -> PathBuf {
                 '_'
             }
         })
-        .collect();
-    std::env::temp_dir()
-        .join("dsh-scratch")
-        .join(if safe.is_empty() {
-            "default".to_owned()
-        } else {
-            safe
+        .collect()
+}
+
+/// Total size of the regular files under `dir` (0 when it does not exist).
+pub(crate) fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&entry.path()),
+            Ok(t) if t.is_file() => entry.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
         })
+        .sum()
 }
 
 pub(crate) fn create_private_file(
@@ -176,16 +222,7 @@ pub(crate) fn create_private_file(
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    let safe_call: String = call_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let safe_call = file_safe(call_id);
     for n in 0..1000u32 {
         let path = dir.join(format!("{stem}-{safe_call}-{n}.{ext}"));
         match std::fs::OpenOptions::new()

@@ -21,8 +21,9 @@ pub mod vocab;
 
 pub use def::{Concurrency, FnTool, Tool, ToolContext, ToolOutput, ToolResult, render_default};
 pub use dsh_llm::ToolErrorCode;
+pub use dsh_llm::ToolSpec;
 pub use error::{ToolError, codes};
-pub use registry::{ToolFilter, ToolSchema, ToolsError, valid_tool_name};
+pub use registry::{ToolFilter, ToolsError, valid_tool_name};
 pub use service::{
     DEFAULT_MAX_INLINE_BYTES, ToolTimeoutConfig, ToolTimeoutPlugin, Tools, ToolsConfig,
     ToolsPlugin, ToolsService,

@@ -44,8 +44,8 @@ pub(crate) async fn run_call(ctx: Ctx, registry: Arc<Registry>, req: ToolRequest
     };
     let result = match prepare(&ctx, &registry, &req, &mut call).await {
         Ok((tool, call)) => {
-            let result = dispatch(&ctx, &req, tool, call).await;
-            crate::spill::apply(&req, registry.max_inline_bytes, result)
+            let result = dispatch(&ctx, &registry, &req, tool, call).await;
+            crate::spill::apply(&registry, &req, result)
         }
         Err(err) => ToolResult::failure(&req.call_id, &req.name, err),
     };
@@ -132,6 +132,7 @@ async fn ask(ctx: &Ctx, call: &CallInfo, reason: Option<&str>) -> Result<(), Too
 /// `tools/execute` around the body, then render and `tools/post-execute`.
 async fn dispatch(
     ctx: &Ctx,
+    registry: &Registry,
     req: &ToolRequest,
     tool: Arc<dyn Tool>,
     call: Arc<CallInfo>,
@@ -141,9 +142,10 @@ async fn dispatch(
         .with_tool_name(&req.name)
         .with_cancel(body_token.clone())
         .with_scope(req.scope.as_ref().map(|s| s.as_str().to_owned()));
-    if let Some(dir) = &req.scratch_dir {
+    if let Some(dir) = registry.scratch_dir(req) {
         tctx = tctx.with_scratch_dir(dir);
     }
+    tctx = tctx.with_scratch_cap(req.scratch_cap);
     let timeout = contain_sync(|| tool.timeout()).unwrap_or(None);
     let input = ExecuteInput {
         call: call.clone(),

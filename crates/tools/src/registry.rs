@@ -4,12 +4,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use dsh_kernel::ScopeKey;
+use dsh_llm::ToolSpec;
 use parking_lot::RwLock;
-use serde::Serialize;
-use serde_json::Value;
 
 use crate::def::Tool;
-use crate::vocab::Guard;
+use crate::vocab::{Guard, ToolRequest};
 
 /// Why a registration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -39,17 +38,6 @@ pub enum ToolsError {
     /// The kernel refused the effect (e.g. the registering fiber is unloading).
     #[error(transparent)]
     Kernel(#[from] dsh_kernel::KernelError),
-}
-
-/// One tool as sent to the model: only `name`, `description` and `parameters`, in that order.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ToolSchema {
-    /// The tool name.
-    pub name: String,
-    /// The description.
-    pub description: String,
-    /// The parameter schema, byte-stable (key order as declared).
-    pub parameters: Value,
 }
 
 /// A per-scope restriction of the visible tools: an optional allow-list and a deny-list.
@@ -89,7 +77,7 @@ pub(crate) struct ToolEntry {
     pub(crate) scope: Option<ScopeKey>,
     pub(crate) owner: String,
     pub(crate) tool: Arc<dyn Tool>,
-    pub(crate) schema: ToolSchema,
+    pub(crate) schema: ToolSpec,
 }
 
 pub(crate) struct GuardEntry {
@@ -113,6 +101,9 @@ pub(crate) struct Registry {
     pub(crate) order: Vec<String>,
     /// Inline byte cap of all-text results (0: off).
     pub(crate) max_inline_bytes: usize,
+    /// The private scratch directory for requests that name none (created on first use,
+    /// removed when the registry is dropped; `None` inside when it could not be created).
+    pub(crate) private_scratch: std::sync::OnceLock<Option<tempfile::TempDir>>,
 }
 
 /// `^[a-zA-Z0-9_-]{1,64}$`
@@ -137,6 +128,33 @@ impl Registry {
             max_inline_bytes,
             ..Self::default()
         }
+    }
+
+    /// The scratch directory of `req`: its own, else `<private dir>/<session id>`.
+    pub(crate) fn scratch_dir(&self, req: &ToolRequest) -> Option<std::path::PathBuf> {
+        if let Some(dir) = &req.scratch_dir {
+            return Some(dir.clone());
+        }
+        let private = self.private_scratch.get_or_init(|| {
+            match tempfile::Builder::new()
+                .prefix("dsh-tools-scratch-")
+                .tempdir()
+            {
+                Ok(dir) => Some(dir),
+                Err(error) => {
+                    tracing::warn!(%error, "no private scratch directory; spill files disabled");
+                    None
+                }
+            }
+        });
+        let session = crate::def::file_safe(&req.session_id);
+        private.as_ref().map(|d| {
+            d.path().join(if session.is_empty() {
+                "default"
+            } else {
+                &session
+            })
+        })
     }
 
     pub(crate) fn admitted(&self, scope: Option<&ScopeKey>, name: &str) -> bool {
@@ -167,8 +185,8 @@ impl Registry {
             .map(|t| t.tool.clone())
     }
 
-    pub(crate) fn schemas(&self, scope: Option<&ScopeKey>) -> Vec<ToolSchema> {
-        let mut visible: Vec<ToolSchema> = Vec::new();
+    pub(crate) fn schemas(&self, scope: Option<&ScopeKey>) -> Vec<ToolSpec> {
+        let mut visible: Vec<ToolSpec> = Vec::new();
         {
             let tools = self.tools.read();
             for t in tools.iter().filter(|t| applies(&t.scope, scope)) {

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use dsh_kernel::{BoxError, Ctx, Plugin, ScopeKey, Service, contain_sync};
+use dsh_llm::ToolSpec;
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -13,8 +14,7 @@ use crate::def::{Concurrency, Tool, ToolResult};
 use crate::error::ToolError;
 use crate::pipeline::run_call;
 use crate::registry::{
-    FilterEntry, GuardEntry, Registry, ToolEntry, ToolFilter, ToolSchema, ToolsError,
-    valid_tool_name,
+    FilterEntry, GuardEntry, Registry, ToolEntry, ToolFilter, ToolsError, valid_tool_name,
 };
 use crate::schema;
 use crate::vocab::{ExecuteInput, Guard, ToolRequest, ToolsExecute};
@@ -37,7 +37,7 @@ pub trait Tools: Send + Sync + 'static {
 
     /// The schemas visible to `scope`, in canonical order (configured order first, then
     /// lexicographic), exposing only name, description and parameters. Byte-stable.
-    fn schemas(&self, scope: Option<&ScopeKey>) -> Vec<ToolSchema>;
+    fn schemas(&self, scope: Option<&ScopeKey>) -> Vec<ToolSpec>;
 
     /// The tool `name` as `scope` sees it.
     fn lookup(&self, scope: Option<&ScopeKey>, name: &str) -> Option<Arc<dyn Tool>>;
@@ -110,11 +110,7 @@ impl Tools for ToolsService {
                     owner: existing.owner.clone(),
                 });
             }
-            let schema = ToolSchema {
-                name: name.clone(),
-                description: tool.description().to_owned(),
-                parameters: tool.parameters().clone(),
-            };
+            let schema = ToolSpec::new(name.clone(), tool.description(), tool.parameters().clone());
             tools.push(ToolEntry {
                 id,
                 scope,
@@ -164,7 +160,7 @@ impl Tools for ToolsService {
         Ok(())
     }
 
-    fn schemas(&self, scope: Option<&ScopeKey>) -> Vec<ToolSchema> {
+    fn schemas(&self, scope: Option<&ScopeKey>) -> Vec<ToolSpec> {
         self.registry.schemas(scope)
     }
 

@@ -6,11 +6,13 @@ use std::io::Write;
 
 use dsh_llm::ContentBlock;
 
-use crate::def::{ToolResult, create_private_file, default_scratch_dir};
+use crate::def::{ToolResult, create_private_file, dir_size};
+use crate::registry::Registry;
 use crate::vocab::ToolRequest;
 
 /// Apply the policy to `result` (returned unchanged when it does not apply).
-pub(crate) fn apply(req: &ToolRequest, cap: usize, result: ToolResult) -> ToolResult {
+pub(crate) fn apply(registry: &Registry, req: &ToolRequest, result: ToolResult) -> ToolResult {
+    let cap = registry.max_inline_bytes;
     if cap == 0 || result.is_error || result.name == "read" {
         return result;
     }
@@ -27,10 +29,24 @@ pub(crate) fn apply(req: &ToolRequest, cap: usize, result: ToolResult) -> ToolRe
         return result;
     }
     let full = texts.concat();
-    let dir = req
-        .scratch_dir
-        .clone()
-        .unwrap_or_else(|| default_scratch_dir(&req.session_id));
+    let Some(dir) = registry.scratch_dir(req) else {
+        tracing::warn!(tool = %result.name, "no scratch directory for an oversized tool result; kept inline");
+        return result;
+    };
+    if let Some(session_cap) = req.scratch_cap
+        && dir_size(&dir).saturating_add(full.len() as u64) > session_cap
+    {
+        tracing::warn!(tool = %result.name, session_cap, "session spill storage full; oversized result not saved");
+        let preview = preview(&full, cap, |omitted| {
+            format!(
+                "(Omitted {omitted} bytes. The full result was not saved: this session's spill files reached their cap of {session_cap} bytes.)"
+            )
+        });
+        return ToolResult {
+            content: vec![ContentBlock::text(preview)],
+            ..result
+        };
+    }
     let saved =
         create_private_file(&dir, "result", &req.call_id, "txt").and_then(|(mut f, path)| {
             f.write_all(full.as_bytes())?;
@@ -44,21 +60,21 @@ pub(crate) fn apply(req: &ToolRequest, cap: usize, result: ToolResult) -> ToolRe
             return result;
         }
     };
-    let preview = preview(&full, cap, &path.display().to_string());
+    let path = path.display().to_string();
+    let preview = preview(&full, cap, |omitted| {
+        format!(
+            "(Omitted {omitted} bytes. Full formatted result stored at: {path}. Use read with offset/limit, or grep this path to search within it.)"
+        )
+    });
     ToolResult {
         content: vec![ContentBlock::text(preview)],
         ..result
     }
 }
 
-/// Head and tail of `full` (budget split evenly, cut on char boundaries) around the notice,
-/// the whole within `cap` bytes.
-pub(crate) fn preview(full: &str, cap: usize, path: &str) -> String {
-    let notice = |omitted: usize| {
-        format!(
-            "(Omitted {omitted} bytes. Full formatted result stored at: {path}. Use read with offset/limit, or grep this path to search within it.)"
-        )
-    };
+/// Head and tail of `full` (budget split evenly, cut on char boundaries) around the notice
+/// `notice(omitted bytes)`, the whole within `cap` bytes.
+pub(crate) fn preview(full: &str, cap: usize, notice: impl Fn(usize) -> String) -> String {
     // The notice with the largest possible count bounds its own length.
     let reserve = notice(full.len()).len() + 4;
     let budget = cap.saturating_sub(reserve);
@@ -86,7 +102,11 @@ mod tests {
     #[test]
     fn preview_stays_within_the_cap_on_char_boundaries() {
         let full = "é".repeat(40_000);
-        let p = preview(&full, 50_000, "/tmp/x.txt");
+        let p = preview(&full, 50_000, |omitted| {
+            format!(
+                "(Omitted {omitted} bytes. Full formatted result stored at: /tmp/x.txt. Use read with offset/limit, or grep this path to search within it.)"
+            )
+        });
         assert!(p.len() <= 50_000, "{}", p.len());
         assert!(p.starts_with("éé"));
         assert!(p.ends_with("éé"));

@@ -35,12 +35,18 @@ pub struct ToolRequest {
     pub scope: Option<ScopeKey>,
     /// Cancelled when the turn is aborted.
     pub cancel: CancellationToken,
-    /// Session-private directory for spill files (`None`: the default under the temp dir).
+    /// The session's own directory for spill files (its artefact directory in the session
+    /// store, given by the composition). `None`: a per-session directory inside the Tools
+    /// service's private temporary directory, removed when the service is dropped.
     pub scratch_dir: Option<PathBuf>,
+    /// Cap on the total size of the files in the scratch directory (the session's spill
+    /// budget); a spill that would pass it is not written and the result says so. `None`: no
+    /// cap.
+    pub scratch_cap: Option<u64>,
 }
 
 impl ToolRequest {
-    /// A request with a fresh token, no scope and the default scratch directory.
+    /// A request with a fresh token, no scope, and the service's private scratch directory.
     pub fn new(
         call_id: impl Into<String>,
         name: impl Into<String>,
@@ -57,7 +63,15 @@ impl ToolRequest {
             scope: None,
             cancel: CancellationToken::new(),
             scratch_dir: None,
+            scratch_cap: None,
         }
+    }
+
+    /// Builder: the session's spill directory and the cap on its total size.
+    pub fn with_scratch(mut self, dir: impl Into<PathBuf>, cap: Option<u64>) -> Self {
+        self.scratch_dir = Some(dir.into());
+        self.scratch_cap = cap;
+        self
     }
 }
 

@@ -290,3 +290,35 @@ async fn program_name_is_looked_up_in_the_childs_path() {
         "fake-shell-ran --noprofile --norc -c true\n"
     );
 }
+
+/// The session spill cap bounds the spill directory as a whole: a stream whose spill would
+/// pass it is not written, and the outcome says why.
+#[tokio::test]
+async fn session_spill_cap_is_enforced() {
+    use dsh_shell::SpillSkipped;
+    let dir = tempfile::tempdir().unwrap();
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    std::fs::write(spill.join("earlier"), vec![b'x'; 50_000]).unwrap();
+    let sh = shell(&spill);
+    let request = |cap: u64| {
+        ShellRequest::new("head -c 200000 /dev/zero", dir.path())
+            .with_spill_dir(&spill)
+            .with_spill_total_cap(cap)
+    };
+    // 50,000 already there + 200,000 > 220,000: not spilled.
+    let out = run(&sh, request(220_000)).await;
+    assert!(out.stdout.truncated);
+    assert_eq!(out.stdout.spill_path, None);
+    assert_eq!(
+        out.stdout.spill_skipped,
+        Some(SpillSkipped::SessionCap { cap: 220_000 })
+    );
+    let files: Vec<_> = std::fs::read_dir(&spill).unwrap().collect();
+    assert_eq!(files.len(), 1, "only the earlier file remains");
+    // With room for it, the same run spills the whole stream.
+    let out = run(&sh, request(250_000)).await;
+    let path = out.stdout.spill_path.expect("spilled");
+    assert_eq!(std::fs::metadata(path).unwrap().len(), 200_000);
+    assert_eq!(out.stdout.spill_skipped, None);
+}

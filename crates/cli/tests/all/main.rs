@@ -9,3 +9,4 @@ mod exec;
 mod failures;
 mod resume;
 mod storage;
+mod wire;

@@ -8,3 +8,4 @@ mod hostile;
 mod prop;
 mod repair;
 mod service;
+mod typed;

@@ -1,11 +1,12 @@
 //! Sections, variables, scopes, tools and the assemble hook, on a real kernel.
 
 use dsh_kernel::{HookOptions, Kernel, PluginRegistry};
+use dsh_llm::ToolSpec;
 use dsh_system_prompt::{
     AssembleContext, ContextSection, HARNESS_IDENTITY, Section, SystemPromptAssemble,
     SystemPromptError, SystemPromptPlugin, TemplateError, order,
 };
-use dsh_tools::{ToolFilter, ToolSchema};
+use dsh_tools::ToolFilter;
 use serde_json::json;
 
 use crate::common::{cx, env, tool};
@@ -273,11 +274,11 @@ async fn tools_visible_to_the_scope_are_part_of_the_assembly() {
     assert_eq!(global.prompt(), "Check the [exit code: N] marker.");
     assert_eq!(
         global.tools[1],
-        ToolSchema {
-            name: "read".into(),
-            description: "The read tool.".into(),
-            parameters: json!({"type":"object","properties":{}}),
-        }
+        ToolSpec::new(
+            "read",
+            "The read tool.",
+            json!({"type":"object","properties":{}})
+        )
     );
 
     let scoped = e

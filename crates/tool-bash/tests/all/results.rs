@@ -103,6 +103,32 @@ async fn truncated_output_names_the_spill_file() {
     h.dispose().await;
 }
 
+/// The session's spill cap (from the tool request) reaches the shell: past it the output is
+/// truncated with a note saying the full output was not saved, and nothing is written.
+#[tokio::test]
+async fn session_spill_cap_note() {
+    let h = Harness::new().await;
+    let args = serde_json::json!({
+        "command": "head -c 100000 /dev/zero | tr '\\0' x",
+        "description": "Print a lot",
+    });
+    let request = h
+        .request(&args.to_string())
+        .with_scratch(h.scratch(), Some(50_000));
+    let result = h.call_raw(request).await;
+    assert!(!result.is_error, "{}", result.text());
+    assert!(
+        result.text().ends_with(
+            "\n[output truncated; full output not saved: this session's spill files reached their cap of 50000 bytes]"
+        ),
+        "{}",
+        &result.text()[result.text().len() - 200..]
+    );
+    let spilled = std::fs::read_dir(h.scratch()).map_or(0, |d| d.count());
+    assert_eq!(spilled, 0);
+    h.dispose().await;
+}
+
 #[tokio::test]
 async fn oversized_output_says_unavailable() {
     let h = Harness::new().await;

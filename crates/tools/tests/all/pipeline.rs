@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use crate::common::{echo, env, req, text_schema};
+use crate::common::{Env, echo, env, req, text_schema};
 
 #[tokio::test]
 async fn success_and_argument_validation() {
@@ -477,11 +477,12 @@ async fn oversized_text_results_are_spilled_with_a_preview() {
     let text = r.text();
     assert!(text.len() <= 50_000, "{}", text.len());
     assert!(text.starts_with("HEADxxx") && text.ends_with("xxxTAIL"));
-    let start = text.find("Full formatted result stored at: ").unwrap() + 33;
-    let path = &text[start..start + text[start..].find(". Use read").unwrap()];
+    let path = stored_path(&text);
+    let path = path.display();
     assert!(text.contains(&format!(
         " bytes. Full formatted result stored at: {path}. Use read with offset/limit, or grep this path to search within it.)"
     )));
+    let path = path.to_string();
     assert_eq!(std::fs::read_to_string(path).unwrap().len(), 60_008);
     assert_eq!(
         r.value.as_ref().and_then(|v| v.as_str()).map(str::len),
@@ -507,6 +508,68 @@ async fn oversized_text_results_are_spilled_with_a_preview() {
             .len(),
         60_008
     );
+}
+
+/// The path a spilled result's notice names.
+fn stored_path(text: &str) -> std::path::PathBuf {
+    let start = text.find("Full formatted result stored at: ").unwrap() + 33;
+    std::path::PathBuf::from(&text[start..start + text[start..].find(". Use read").unwrap()])
+}
+
+#[tokio::test]
+async fn without_a_session_dir_spills_go_to_a_private_dir_removed_with_the_service() {
+    let e = env().await;
+    e.tools.register(&e.root, big_tool("big", 60_000)).unwrap();
+    let path = stored_path(&e.tools.execute(req("big", r#"{"text":"x"}"#)).await.text());
+    assert_eq!(std::fs::read_to_string(&path).unwrap().len(), 60_008);
+    // Not the old shared `$TMPDIR/dsh-scratch/<session id>` keyed only by the id.
+    let shared = std::env::temp_dir().join("dsh-scratch");
+    assert!(!path.starts_with(&shared), "{}", path.display());
+    let private = path.parent().unwrap().parent().unwrap().to_path_buf();
+    assert!(
+        private
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("dsh-tools-scratch-"),
+        "{}",
+        private.display()
+    );
+    let Env { kernel, tools, .. } = e;
+    drop(tools);
+    kernel.dispose().await;
+    drop(kernel);
+    assert!(
+        !private.exists(),
+        "{} outlived the service",
+        private.display()
+    );
+}
+
+#[tokio::test]
+async fn session_spill_cap_keeps_an_oversized_result_unsaved_with_a_note() {
+    let e = env().await;
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::write(scratch.path().join("earlier"), vec![b'x'; 50_000]).unwrap();
+    e.tools.register(&e.root, big_tool("big", 60_000)).unwrap();
+    let call = |cap: u64| {
+        e.tools
+            .execute(req("big", r#"{"text":"x"}"#).with_scratch(scratch.path(), Some(cap)))
+    };
+    // 50,000 + 60,008 > 100,000: not written, preview with a clear note.
+    let text = call(100_000).await.text();
+    assert!(text.len() <= 50_000, "{}", text.len());
+    assert!(text.starts_with("HEADxxx") && text.ends_with("xxxTAIL"));
+    assert!(
+        text.contains(
+            " bytes. The full result was not saved: this session's spill files reached their cap of 100000 bytes.)"
+        ),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 1);
+    // With room, it is saved in the session's directory.
+    let path = stored_path(&call(200_000).await.text());
+    assert!(path.starts_with(scratch.path()));
 }
 
 #[tokio::test]
@@ -545,4 +608,23 @@ fn spill_files_are_private() {
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&a), 0o600);
     assert_eq!(mode(&scratch), 0o700);
+}
+
+#[test]
+fn scratch_room_follows_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a"), vec![b'a'; 600]).unwrap();
+    let ctx = dsh_tools::ToolContext::new("c", "s", "/").with_scratch_dir(dir.path());
+    assert!(ctx.check_scratch_room(1 << 30).is_ok(), "no cap, no limit");
+    let ctx = ctx.with_scratch_cap(Some(1000));
+    assert!(ctx.check_scratch_room(400).is_ok());
+    let err = ctx.check_scratch_room(401).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::StorageFull);
+    assert!(err.to_string().contains("cap of 1000 bytes"), "{err}");
+    assert!(
+        dsh_tools::ToolContext::new("c", "s", "/")
+            .create_spill_file("x", "txt")
+            .is_err(),
+        "no scratch directory, no spill file"
+    );
 }
