@@ -94,6 +94,7 @@ pub(crate) async fn run_tools(
     let session_id = agent.id.clone();
     // Spill files live in the session's own storage, removed with it; the pipeline's private
     // default only when the storage keeps no artefacts.
+    let scratch_cap = agent.shared.sessions.artifact_cap();
     let scratch = match agent.shared.sessions.artifact_dir(&agent.id) {
         Ok(dir) => dir,
         Err(e) => {
@@ -136,7 +137,9 @@ pub(crate) async fn run_tools(
                     cwd,
                 );
                 request.scope = scope;
-                request.scratch_dir = scratch;
+                if let Some(dir) = scratch {
+                    request = request.with_scratch(dir, scratch_cap);
+                }
                 request.cancel = token.child_token();
                 let result = tools.execute(request).await;
                 (call, Some(Ok((call_seq, result))))

@@ -82,6 +82,10 @@ pub trait Sessions: Send + Sync + 'static {
         let _ = id;
         Ok(None)
     }
+    /// The cap on the total size of one session's artefacts; `None`: no cap.
+    fn artifact_cap(&self) -> Option<u64> {
+        None
+    }
 }
 
 type Resolver = Box<dyn Fn() -> Option<Arc<dyn SessionPersistence>> + Send + Sync>;
@@ -162,6 +166,10 @@ impl Sessions for SessionStore {
             Some(p) => p.artifact_dir(id),
             None => Ok(None),
         }
+    }
+
+    fn artifact_cap(&self) -> Option<u64> {
+        (self.persistence)().and_then(|p| p.artifact_cap())
     }
 
     fn create(&self, o: CreateOptions) -> Result<Arc<Session>, SessionError> {
