@@ -225,7 +225,10 @@ async fn start_declared(ctx: &Ctx, shared: &Arc<LoopShared>, spec: &AgentSpec) {
     let options = AgentOptions {
         provider: spec.provider.clone(),
         model: spec.model.clone(),
-        reasoning_effort: spec.reasoning_effort.clone(),
+        reasoning_effort: spec
+            .reasoning_effort
+            .as_deref()
+            .map(dsh_llm::ReasoningEffort::from_wire),
         max_tokens: spec.max_tokens,
         temperature: None,
         cwd: spec.cwd.clone().map(Into::into).unwrap_or_else(default_cwd),

@@ -307,10 +307,7 @@ async fn run_step(
     let proposed = CallSettings {
         provider: options.provider.clone().unwrap_or_default(),
         model: Some(model.to_owned()),
-        effort: options
-            .reasoning_effort
-            .as_deref()
-            .map(dsh_llm::ReasoningEffort::from),
+        effort: options.reasoning_effort.clone(),
         max_tokens: options.max_tokens,
         temperature: options.temperature,
         stop: Vec::new(),

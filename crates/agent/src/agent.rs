@@ -61,8 +61,9 @@ pub struct AgentOptions {
     pub provider: Option<String>,
     /// Model id (`None`: the adapter's default).
     pub model: Option<String>,
-    /// Reasoning effort (`off|low|high|max`; `None`: the adapter's default).
-    pub reasoning_effort: Option<String>,
+    /// Reasoning effort (`None`: the adapter's default); the route validates it once, in
+    /// `prepare_call`.
+    pub reasoning_effort: Option<dsh_llm::ReasoningEffort>,
     /// Per-request output-token cap (`None`: the adapter's default).
     pub max_tokens: Option<u64>,
     /// Sampling temperature.

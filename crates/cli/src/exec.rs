@@ -169,7 +169,7 @@ async fn run_agent(
     let options = AgentOptions {
         provider: Some(args.provider.clone()),
         model: args.model.clone(),
-        reasoning_effort: args.effort.map(|e| e.as_str().to_owned()),
+        reasoning_effort: args.effort.map(Into::into),
         max_tokens: None,
         temperature: None,
         cwd: cwd.clone(),

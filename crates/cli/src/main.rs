@@ -46,13 +46,13 @@ pub(crate) enum Effort {
     Max,
 }
 
-impl Effort {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Effort::Off => "off",
-            Effort::Low => "low",
-            Effort::High => "high",
-            Effort::Max => "max",
+impl From<Effort> for dsh_llm::ReasoningEffort {
+    fn from(e: Effort) -> Self {
+        match e {
+            Effort::Off => dsh_llm::ReasoningEffort::Off,
+            Effort::Low => dsh_llm::ReasoningEffort::Low,
+            Effort::High => dsh_llm::ReasoningEffort::High,
+            Effort::Max => dsh_llm::ReasoningEffort::Max,
         }
     }
 }
