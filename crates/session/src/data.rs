@@ -513,6 +513,27 @@ macro_rules! each_core {
     };
 }
 
+/// An `io::Write` that compares what is written with an expected text and fails at the first
+/// difference.
+struct CompareWriter<'a> {
+    expected: &'a [u8],
+    pos: usize,
+}
+
+impl std::io::Write for CompareWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let end = self.pos + buf.len();
+        if self.expected.get(self.pos..end) != Some(buf) {
+            return Err(std::io::ErrorKind::InvalidData.into());
+        }
+        self.pos = end;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn decode<T: DeserializeOwned + Into<CoreEvent>>(
     json: &str,
 ) -> Result<CoreEvent, serde_json::Error> {
@@ -591,6 +612,16 @@ impl CoreEvent {
     /// The payload as compact JSON text.
     pub fn to_json(&self) -> Result<String, serde_json::Error> {
         each_core!(self, v => serde_json::to_string(v))
+    }
+
+    /// Whether the payload serialises to exactly `json` (compared while writing, no copy).
+    pub fn serialises_to(&self, json: &str) -> bool {
+        let mut w = CompareWriter {
+            expected: json.as_bytes(),
+            pos: 0,
+        };
+        let written = each_core!(self, v => serde_json::to_writer(&mut w, v));
+        written.is_ok() && w.pos == json.len()
     }
 
     /// The interpreted message of a surface event (`user/message`'s payload, else

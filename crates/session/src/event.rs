@@ -342,7 +342,7 @@ impl Event {
             // Appended from a typed payload: the text is its serialisation by construction.
             Payload::Core(_) if typed => None,
             // Read: keep the text only if the typed payload does not give the same bytes.
-            Payload::Core(core) if core.to_json().is_ok_and(|t| t == data.get()) => None,
+            Payload::Core(core) if core.serialises_to(data.get()) => None,
             _ => Some(data),
         };
         let (flags, extra) = pack(surface_op, source_event_seqs, ignorable, data);
