@@ -281,7 +281,7 @@ pub enum SessionError {
     },
     /// The durability barrier (`session/flush`) failed in a listener.
     #[error("session/flush failed: {0}")]
-    Flush(String),
+    Flush(#[source] dsh_kernel::KernelError),
 }
 
 /// Why a fork was refused (format §12).
