@@ -463,7 +463,10 @@ impl Event {
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
         m.insert("type".into(), Value::String(self.kind.to_string()));
-        m.insert("data".into(), self.data().clone());
+        m.insert(
+            "data".into(),
+            serde_json::from_str(&self.data_json()).unwrap_or(Value::Null),
+        );
         if let Some(seqs) = self.source_event_seqs() {
             m.insert("sourceEventSeqs".into(), encode_runs(seqs));
         }
