@@ -73,8 +73,10 @@ impl DecodedLog {
     /// Admits the rows ([`SessionLog::replay`]) and locates a refusal: a rejected row becomes
     /// [`LogError::Load`] naming the file, the row's line and byte offset
     /// ([`LoadProblem::Rejected`]); a refusal of the log as a whole (`isSeeded` without its
-    /// marker) names the header, line 1. Callers should use this rather than `replay` on the
-    /// parts, so that every load error names the file and the line.
+    /// marker) names the header, line 1; a converted v3 row whose line is unknown (the
+    /// conversion inserted rows) stays [`LogError::Rejected`] with the path. Callers should use
+    /// this rather than `replay` on the parts, so that every load error names the file and the
+    /// line.
     pub fn replay(self) -> Result<SessionLog, LogError> {
         let path = self.path.clone();
         let exact = self.source_version == 4 || self.events.len() == self.row_offsets.len();
@@ -83,6 +85,7 @@ impl DecodedLog {
         } else {
             Vec::new()
         };
+        let rows = self.events.len() as u64;
         match SessionLog::replay(self.header, self.events) {
             Ok(log) => Ok(log),
             Err(LogError::Rejected { error, .. }) => {
@@ -91,7 +94,15 @@ impl DecodedLog {
                     .and_then(|i| row_offsets.get(i).copied());
                 let (line, offset) = match at {
                     Some(offset) => (error.seq + 2, offset),
-                    None => (1, 0),
+                    // A rule of the whole log (isSeeded): the header's claim, line 1.
+                    None if error.seq >= rows => (1, 0),
+                    // A converted v3 row whose line is not known (rule 7 renumbered rows).
+                    None => {
+                        return Err(LogError::Rejected {
+                            error,
+                            path: Some(path),
+                        });
+                    }
                 };
                 Err(LogError::Load(Box::new(LoadError {
                     path,
