@@ -34,7 +34,7 @@ pub struct Plan {
     pub resume_events: usize,
     /// Events in the large generated session (the growth figures).
     pub resume_large_events: usize,
-    /// Runs of the long scenarios, the large resume and the spawn probe.
+    /// Runs of the long scenarios and of the large resume.
     pub long_iterations: u32,
     /// The long sessions (issue 23): 1,000 bash steps, 200 steps of 100 KB outputs.
     pub long: Vec<Scenario>,
@@ -281,13 +281,10 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     }
     let spawn_events = spawn_history(plan, &resume_large);
     mark(format!(
-        "bash spawn probe, fresh and after resuming {spawn_events} events ×{}",
-        plan.long_iterations
+        "bash spawn probe, fresh and after resuming {spawn_events} events, interleaved ×{}",
+        plan.iterations
     ));
-    let spawn_small = (0..plan.long_iterations)
-        .map(|_| spawn::run(dsh, &plan.spawn, None))
-        .collect::<Result<Vec<_>>>()?;
-    let spawn_large = {
+    let (spawn_small, spawn_large) = {
         let owned;
         let g = if spawn_events == large.events {
             &large
@@ -296,9 +293,13 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
             owned = Generated::new(dsh, spawn_events)?;
             &owned
         };
-        (0..plan.long_iterations)
-            .map(|_| spawn::run(dsh, &plan.spawn, Some(g)))
-            .collect::<Result<Vec<_>>>()?
+        let (mut small, mut big) = (Vec::new(), Vec::new());
+        // Interleaved, so both sizes see the same machine load.
+        for _ in 0..plan.iterations {
+            small.push(spawn::run(dsh, &plan.spawn, None)?);
+            big.push(spawn::run(dsh, &plan.spawn, Some(g))?);
+        }
+        (small, big)
     };
     mark(format!(
         "large payload ({} bytes) ×{}",
@@ -571,8 +572,8 @@ const METHOD: &str = "
   history, is in both gaps and cancels out. Measured in a fresh session (small history) and
   after resuming a generated session sized, from the 100k resume's memory per event, for about
   200 MB of dsh RSS (20,000–400,000 events, the resumed request under 48 MB; the 100k log itself
-  when within 25%). The figure is the median over 4 pairs; the ratio is large / small per
-  iteration.
+  when within 25%). Each run's figure is the median over its 4 pairs; the small and large runs
+  alternate; the ratio is the median of the large runs over the median of the small ones.
 - **Large payload** (issue 12 item 8): one step whose tool call is a `write` of 5,000,000 bytes
   of text lines (with quotes and backslashes to escape) to a new file, streamed in 256-character
   argument deltas, then a short answer. *Payload* = the bytes of the call's JSON arguments.
