@@ -560,13 +560,13 @@ const METHOD: &str = "
   call prints 100 KB (`head -c 100000 /dev/zero | tr '\\0' b`; the model gets the capped
   result). Figures per quarter of the steps: the median harness overhead and step gap of the
   quarter's steps, the median tool time, the request size after the quarter's last step, and
-  dsh's RSS at the quarter's end: the last step of each quarter runs
-  `grep VmRSS /proc/$PPID/status` instead of its usual command (dsh spawns `bash -c` itself, so
-  the parent is dsh), and the figure is read from that tool result in the log. Peak RSS is the
-  probe's. These run `min(iterations, 3)` times.
+  dsh's RSS (and peak RSS so far) at the quarter's end: the last step of each quarter runs
+  `grep -E 'VmHWM|VmRSS' /proc/$PPID/status` instead of its usual command (dsh spawns `bash -c`
+  itself, so the parent is dsh), and the figures are read from that tool result in the log.
+  Peak RSS is the probe's. These run `min(iterations, 3)` times.
 - **Bash spawn round trip**: one turn of a warm-up step, then pairs of steps: A = one bash call
-  (`grep VmRSS /proc/$PPID/status`, which records dsh's RSS at that moment), B = the same call
-  plus 16 bash calls `true`. Bash calls are exclusive (run one at a time), so
+  (the `grep` of `/proc/$PPID/status` above, which records dsh's RSS at that moment), B = the
+  same call plus 16 bash calls `true`. Bash calls are exclusive (run one at a time), so
   (gap of B − gap of A) / 16 is the round trip of one more `true` call as the harness sees it
   (spawn, wait, result, log append), while request serialisation, which grows with the
   history, is in both gaps and cancels out. Measured in a fresh session (small history) and

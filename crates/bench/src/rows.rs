@@ -442,6 +442,13 @@ pub fn long_rows(rows: &mut Vec<Row>, sr: &ScenarioRuns) {
             "not available (the bash child's parent is not dsh, or no /proc)",
         );
     }
+    if runs.iter().all(|r| r.hwm_probes_kib.len() == 4) {
+        let hwm = |r: &ScenarioRun| r.hwm_probes_kib.iter().map(|p| p.1 as f64).collect();
+        g.text(
+            "dsh peak RSS so far at the end of each quarter (`VmHWM`)",
+            &quarters(&hwm, 1024.0 / MB, "MB"),
+        );
+    }
     g.text(
         "request size at the end of each quarter",
         &quarters(
