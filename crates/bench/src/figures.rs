@@ -552,10 +552,11 @@ const METHOD: &str = "
 - **Connections per run**: `MockServer::connection_count()`, the TCP connections the mock
   accepted during the run (1 = one keep-alive connection for every request). The *`[DONE]`
   split* variant runs the same bash scenario with every response sent as: the SSE events, then
-  `data: [DONE]` in its own write, then (after a 1 ms pause in the script) the end of the body,
-  so the chunked terminator arrives after `[DONE]` as it can from a real server; a client that
-  stops reading at `[DONE]` cannot return the connection to its pool. Its gaps start after the
-  pause, so only the connection count and the exact checks are reported for it.
+  `data: [DONE]` in its own write, then 1 ms later the end of the body (testkit's
+  `Reply::terminator_after`), so the chunked terminator arrives after `[DONE]` as it can from
+  a real server; a client that stops reading at `[DONE]` cannot return the connection to its
+  pool. Its gaps start after the pause, so only the connection count and the exact checks are
+  reported for it.
 - **Long sessions** (issue 23): the bash scenario with 1,000 steps, and 200 steps whose bash
   call prints 100 KB (`head -c 100000 /dev/zero | tr '\\0' b`; the model gets the capped
   result). Figures per quarter of the steps: the median harness overhead and step gap of the

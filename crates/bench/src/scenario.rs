@@ -48,8 +48,8 @@ pub struct Scenario {
     /// Tool steps before the final answer.
     pub steps: usize,
     /// Send each response's `data: [DONE]` event in its own write, and the chunked terminator
-    /// in a later one (after a 1 ms pause), so a client that drops the body at `[DONE]` loses
-    /// the connection.
+    /// in a later one (testkit's `terminator_after`, 1 ms), so a client that drops the body at
+    /// `[DONE]` loses the connection.
     pub split_done: bool,
     /// The last step of every quarter runs [`RSS_COMMAND`] instead of its usual command, so the
     /// log records dsh's RSS a quarter at a time.
@@ -168,7 +168,7 @@ impl Scenario {
         Reply::sse()
             .bytes(head)
             .bytes(dsh_testkit::DONE_EVENT)
-            .sleep(std::time::Duration::from_millis(1))
+            .terminator_after(std::time::Duration::from_millis(1))
     }
 
     /// The replies of the whole run, in order: one per step, then the final answer.
