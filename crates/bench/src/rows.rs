@@ -21,7 +21,7 @@ pub fn scenario_rows(rows: &mut Vec<Row>, sr: &ScenarioRuns, bash_ms: f64) {
             "",
             0,
             1.0,
-            "1 (median)",
+            "at most 1 (median)",
         );
     }
     if s.split_done {
