@@ -659,37 +659,32 @@ fn parse_batch(arena: &[u8], lines: &[RawLine], first_seq: u64) -> Vec<Result<Ev
         return lines.iter().enumerate().map(|(i, l)| parse(i, l)).collect();
     }
     let chunk = lines.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = lines
-            .chunks(chunk)
+    let part = |c: usize, part: &[RawLine]| -> Vec<Result<Event, LoadProblem>> {
+        part.iter()
             .enumerate()
-            .map(|(c, part)| {
-                let base = c * chunk;
-                (
-                    part.len(),
-                    scope.spawn(move || {
-                        part.iter()
-                            .enumerate()
-                            .map(|(i, l)| parse(base + i, l))
-                            .collect::<Vec<_>>()
-                    }),
-                )
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|(n, h)| {
-                h.join().unwrap_or_else(|_| {
-                    vec![
-                        Err(LoadProblem::Log {
-                            detail: "corrupt session log: a parser thread panicked".to_string(),
-                            unsupported: false,
-                        });
-                        n
-                    ]
-                })
-            })
+            .map(|(i, l)| parse(c * chunk + i, l))
             .collect()
+    };
+    std::thread::scope(|scope| {
+        let mut chunks = lines.chunks(chunk).enumerate();
+        let first = chunks.next();
+        // The other chunks on helper threads, the first on this one.
+        let handles: Vec<_> = chunks
+            .map(|(c, p)| (p.len(), scope.spawn(move || part(c, p))))
+            .collect();
+        let mut out = first.map_or_else(Vec::new, |(c, p)| part(c, p));
+        for (n, h) in handles {
+            out.extend(h.join().unwrap_or_else(|_| {
+                vec![
+                    Err(LoadProblem::Log {
+                        detail: "corrupt session log: a parser thread panicked".to_string(),
+                        unsupported: false,
+                    });
+                    n
+                ]
+            }));
+        }
+        out
     })
 }
 
