@@ -534,6 +534,17 @@ impl std::io::Write for CompareWriter<'_> {
     }
 }
 
+fn decode_prefix_as<T: DeserializeOwned + Into<CoreEvent>>(
+    json: &str,
+) -> Result<(CoreEvent, usize), serde_json::Error> {
+    let mut values = serde_json::Deserializer::from_str(json).into_iter::<T>();
+    match values.next() {
+        Some(Ok(v)) => Ok((v.into(), values.byte_offset())),
+        Some(Err(e)) => Err(e),
+        None => Err(serde::de::Error::custom("no payload")),
+    }
+}
+
 fn decode<T: DeserializeOwned + Into<CoreEvent>>(
     json: &str,
 ) -> Result<CoreEvent, serde_json::Error> {
@@ -583,6 +594,33 @@ impl CoreEvent {
             EventKind::InboxSpliced => decode::<InboxSpliced>(json),
             EventKind::EndSeed => decode::<EndSeed>(json),
             EventKind::ImageOffload => decode::<ImageOffload>(json),
+            _ => return None,
+        })
+    }
+
+    /// Decodes the payload of a core event at the start of `json` (followed by anything) and
+    /// returns it with the length of its text (`None` when `kind` is not a core type).
+    pub fn decode_prefix(
+        kind: &EventKind,
+        json: &str,
+    ) -> Option<Result<(CoreEvent, usize), serde_json::Error>> {
+        Some(match kind {
+            EventKind::TurnStart => decode_prefix_as::<TurnStart>(json),
+            EventKind::TurnEnd => decode_prefix_as::<TurnEnd>(json),
+            EventKind::StepStart => decode_prefix_as::<StepStart>(json),
+            EventKind::StepEnd => decode_prefix_as::<StepEnd>(json),
+            EventKind::SystemMessage => decode_prefix_as::<SystemMessage>(json),
+            EventKind::DeveloperMessage => decode_prefix_as::<DeveloperMessage>(json),
+            EventKind::UserMessage => decode_prefix_as::<UserMessage>(json),
+            EventKind::AssistantMessage => decode_prefix_as::<AssistantMessage>(json),
+            EventKind::AssistantAttempt => decode_prefix_as::<AssistantAttempt>(json),
+            EventKind::ToolCall => decode_prefix_as::<ToolCallEvent>(json),
+            EventKind::ToolResult => decode_prefix_as::<ToolResult>(json),
+            EventKind::RequestHeader => decode_prefix_as::<RequestHeader>(json),
+            EventKind::RequestContext => decode_prefix_as::<RequestContext>(json),
+            EventKind::InboxSpliced => decode_prefix_as::<InboxSpliced>(json),
+            EventKind::EndSeed => decode_prefix_as::<EndSeed>(json),
+            EventKind::ImageOffload => decode_prefix_as::<ImageOffload>(json),
             _ => return None,
         })
     }
