@@ -9,7 +9,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use dsh_shell::{
-    CapturedStream, ShellError, ShellExecutor, ShellOutcome, ShellRequest, Termination, limits,
+    CapturedStream, InvalidRequest, ShellError, ShellExecutor, ShellOutcome, ShellRequest,
+    Termination, WorkdirProblem, limits,
 };
 use futures::future::BoxFuture;
 use nix::sys::signal::Signal;
@@ -140,22 +141,20 @@ impl LocalShell {
 
     async fn run_request(&self, request: ShellRequest) -> Result<ShellOutcome, ShellError> {
         if request.command.contains('\0') {
-            return Err(ShellError::InvalidRequest(
-                "the command contains a NUL byte".into(),
-            ));
+            return Err(InvalidRequest::NulByte.into());
         }
         match tokio::fs::metadata(&request.cwd).await {
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => {
                 return Err(ShellError::WorkingDirectory {
                     path: request.cwd.clone(),
-                    reason: "not a directory".into(),
+                    reason: WorkdirProblem::NotADirectory,
                 });
             }
             Err(error) => {
                 return Err(ShellError::WorkingDirectory {
                     path: request.cwd.clone(),
-                    reason: error.to_string(),
+                    reason: WorkdirProblem::Unreadable(error),
                 });
             }
         }
@@ -164,7 +163,7 @@ impl LocalShell {
         if let Err(error) = tokio::fs::metadata(request.cwd.join(".")).await {
             return Err(ShellError::WorkingDirectory {
                 path: request.cwd.clone(),
-                reason: format!("cannot enter the directory: {error}"),
+                reason: WorkdirProblem::NotEnterable(error),
             });
         }
         let timeout = limits::clamp_timeout(request.timeout);
@@ -209,11 +208,9 @@ impl LocalShell {
         let started = Instant::now();
         let mut child = command.spawn().map_err(|source| {
             if source.raw_os_error() == Some(nix::errno::Errno::E2BIG as i32) {
-                ShellError::InvalidRequest(format!(
-                    "the command ({} bytes) is too long for one process argument; \
-                     write long scripts to a file and run the file",
-                    request.command.len()
-                ))
+                ShellError::InvalidRequest(InvalidRequest::TooLong {
+                    bytes: request.command.len(),
+                })
             } else {
                 ShellError::Spawn {
                     program: self.options.program.display().to_string(),

@@ -34,7 +34,7 @@ pub struct Plan {
     pub resume_events: usize,
     /// Events in the large generated session (the growth figures).
     pub resume_large_events: usize,
-    /// Runs of the long scenarios, the large resume and the spawn probe.
+    /// Runs of the long scenarios and of the large resume.
     pub long_iterations: u32,
     /// The long sessions (issue 23): 1,000 bash steps, 200 steps of 100 KB outputs.
     pub long: Vec<Scenario>,
@@ -281,13 +281,10 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     }
     let spawn_events = spawn_history(plan, &resume_large);
     mark(format!(
-        "bash spawn probe, fresh and after resuming {spawn_events} events ×{}",
-        plan.long_iterations
+        "bash spawn probe, fresh and after resuming {spawn_events} events, interleaved ×{}",
+        plan.iterations
     ));
-    let spawn_small = (0..plan.long_iterations)
-        .map(|_| spawn::run(dsh, &plan.spawn, None))
-        .collect::<Result<Vec<_>>>()?;
-    let spawn_large = {
+    let (spawn_small, spawn_large) = {
         let owned;
         let g = if spawn_events == large.events {
             &large
@@ -296,9 +293,13 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
             owned = Generated::new(dsh, spawn_events)?;
             &owned
         };
-        (0..plan.long_iterations)
-            .map(|_| spawn::run(dsh, &plan.spawn, Some(g)))
-            .collect::<Result<Vec<_>>>()?
+        let (mut small, mut big) = (Vec::new(), Vec::new());
+        // Interleaved, so both sizes see the same machine load.
+        for _ in 0..plan.iterations {
+            small.push(spawn::run(dsh, &plan.spawn, None)?);
+            big.push(spawn::run(dsh, &plan.spawn, Some(g))?);
+        }
+        (small, big)
     };
     mark(format!(
         "large payload ({} bytes) ×{}",
@@ -551,28 +552,29 @@ const METHOD: &str = "
 - **Connections per run**: `MockServer::connection_count()`, the TCP connections the mock
   accepted during the run (1 = one keep-alive connection for every request). The *`[DONE]`
   split* variant runs the same bash scenario with every response sent as: the SSE events, then
-  `data: [DONE]` in its own write, then (after a 1 ms pause in the script) the end of the body,
-  so the chunked terminator arrives after `[DONE]` as it can from a real server; a client that
-  stops reading at `[DONE]` cannot return the connection to its pool. Its gaps start after the
-  pause, so only the connection count and the exact checks are reported for it.
+  `data: [DONE]` in its own write, then 1 ms later the end of the body (testkit's
+  `Reply::terminator_after`), so the chunked terminator arrives after `[DONE]` as it can from
+  a real server; a client that stops reading at `[DONE]` cannot return the connection to its
+  pool. Its gaps start after the pause, so only the connection count and the exact checks are
+  reported for it.
 - **Long sessions** (issue 23): the bash scenario with 1,000 steps, and 200 steps whose bash
   call prints 100 KB (`head -c 100000 /dev/zero | tr '\\0' b`; the model gets the capped
   result). Figures per quarter of the steps: the median harness overhead and step gap of the
   quarter's steps, the median tool time, the request size after the quarter's last step, and
-  dsh's RSS at the quarter's end: the last step of each quarter runs
-  `grep VmRSS /proc/$PPID/status` instead of its usual command (dsh spawns `bash -c` itself, so
-  the parent is dsh), and the figure is read from that tool result in the log. Peak RSS is the
-  probe's. These run `min(iterations, 3)` times.
+  dsh's RSS (and peak RSS so far) at the quarter's end: the last step of each quarter runs
+  `grep -E 'VmHWM|VmRSS' /proc/$PPID/status` instead of its usual command (dsh spawns `bash -c`
+  itself, so the parent is dsh), and the figures are read from that tool result in the log.
+  Peak RSS is the probe's. These run `min(iterations, 3)` times.
 - **Bash spawn round trip**: one turn of a warm-up step, then pairs of steps: A = one bash call
-  (`grep VmRSS /proc/$PPID/status`, which records dsh's RSS at that moment), B = the same call
-  plus 16 bash calls `true`. Bash calls are exclusive (run one at a time), so
+  (the `grep` of `/proc/$PPID/status` above, which records dsh's RSS at that moment), B = the
+  same call plus 16 bash calls `true`. Bash calls are exclusive (run one at a time), so
   (gap of B − gap of A) / 16 is the round trip of one more `true` call as the harness sees it
   (spawn, wait, result, log append), while request serialisation, which grows with the
   history, is in both gaps and cancels out. Measured in a fresh session (small history) and
   after resuming a generated session sized, from the 100k resume's memory per event, for about
   200 MB of dsh RSS (20,000–400,000 events, the resumed request under 48 MB; the 100k log itself
-  when within 25%). The figure is the median over 4 pairs; the ratio is large / small per
-  iteration.
+  when within 25%). Each run's figure is the median over its 4 pairs; the small and large runs
+  alternate; the ratio is the median of the large runs over the median of the small ones.
 - **Large payload** (issue 12 item 8): one step whose tool call is a `write` of 5,000,000 bytes
   of text lines (with quotes and backslashes to escape) to a new file, streamed in 256-character
   argument deltas, then a short answer. *Payload* = the bytes of the call's JSON arguments.

@@ -21,7 +21,7 @@ pub fn scenario_rows(rows: &mut Vec<Row>, sr: &ScenarioRuns, bash_ms: f64) {
             "",
             0,
             1.0,
-            "1 (median)",
+            "at most 1 (median)",
         );
     }
     if s.split_done {
@@ -442,6 +442,13 @@ pub fn long_rows(rows: &mut Vec<Row>, sr: &ScenarioRuns) {
             "not available (the bash child's parent is not dsh, or no /proc)",
         );
     }
+    if runs.iter().all(|r| r.hwm_probes_kib.len() == 4) {
+        let hwm = |r: &ScenarioRun| r.hwm_probes_kib.iter().map(|p| p.1 as f64).collect();
+        g.text(
+            "dsh peak RSS so far at the end of each quarter (`VmHWM`)",
+            &quarters(&hwm, 1024.0 / MB, "MB"),
+        );
+    }
     g.text(
         "request size at the end of each quarter",
         &quarters(
@@ -527,18 +534,14 @@ pub fn spawn_rows(rows: &mut Vec<Row>, small: &[SpawnRun], large: &[SpawnRun]) {
         "MB",
         2,
     );
-    let ratio: Vec<f64> = per_call(large)
-        .iter()
-        .zip(per_call(small))
-        .map(|(l, s)| l / s)
-        .collect();
+    let ratio = median_of(&per_call(large)) / median_of(&per_call(small));
     g.limit_as(
-        "large / small history",
-        &ratio,
+        "large / small history (medians)",
+        &[ratio],
         "×",
         2,
         1.3,
-        "~1× (under 1.3 ×, median)",
+        "~1× (under 1.3 ×)",
     );
 }
 

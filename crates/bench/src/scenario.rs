@@ -20,7 +20,7 @@ const LARGE_COMMAND: &str = "head -c 1000000 /dev/zero | tr '\\0' a";
 /// The medium-output command: 100,000 bytes of `b` on stdout.
 const MEDIUM_COMMAND: &str = "head -c 100000 /dev/zero | tr '\\0' b";
 /// A command printing the resident set of its parent (dsh, which spawns `bash -c` directly).
-pub const RSS_COMMAND: &str = "grep VmRSS /proc/$PPID/status";
+pub const RSS_COMMAND: &str = "grep -E 'VmHWM|VmRSS' /proc/$PPID/status";
 
 /// What the model does at each step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -48,8 +48,8 @@ pub struct Scenario {
     /// Tool steps before the final answer.
     pub steps: usize,
     /// Send each response's `data: [DONE]` event in its own write, and the chunked terminator
-    /// in a later one (after a 1 ms pause), so a client that drops the body at `[DONE]` loses
-    /// the connection.
+    /// in a later one (testkit's `terminator_after`, 1 ms), so a client that drops the body at
+    /// `[DONE]` loses the connection.
     pub split_done: bool,
     /// The last step of every quarter runs [`RSS_COMMAND`] instead of its usual command, so the
     /// log records dsh's RSS a quarter at a time.
@@ -104,6 +104,8 @@ pub struct ScenarioRun {
     pub connections: usize,
     /// `(step, KiB)`: dsh's `VmRSS` as printed by the [`RSS_COMMAND`] steps.
     pub rss_probes_kib: Vec<(usize, u64)>,
+    /// `(step, KiB)`: dsh's `VmHWM` (peak RSS so far) as printed by the [`RSS_COMMAND`] steps.
+    pub hwm_probes_kib: Vec<(usize, u64)>,
 }
 
 impl Scenario {
@@ -166,7 +168,7 @@ impl Scenario {
         Reply::sse()
             .bytes(head)
             .bytes(dsh_testkit::DONE_EVENT)
-            .sleep(std::time::Duration::from_millis(1))
+            .terminator_after(std::time::Duration::from_millis(1))
     }
 
     /// The replies of the whole run, in order: one per step, then the final answer.
@@ -279,15 +281,15 @@ impl Scenario {
             connections: world.server.connection_count(),
             ..ScenarioRun::default()
         };
-        run.rss_probes_kib = self
-            .rss_steps()
-            .into_iter()
-            .filter_map(|k| {
-                tool_text(&events, k)
-                    .and_then(|t| vm_rss_kib(&t))
-                    .map(|v| (k, v))
-            })
-            .collect();
+        for k in self.rss_steps() {
+            let text = tool_text(&events, k).unwrap_or_default();
+            if let Some(v) = vm_rss_kib(&text) {
+                run.rss_probes_kib.push((k, v));
+            }
+            if let Some(v) = status_kib(&text, "VmHWM:") {
+                run.hwm_probes_kib.push((k, v));
+            }
+        }
         run.session_log_bytes = std::fs::metadata(&log).map_or(0, |m| m.len());
         if let Some(dir) = log.parent() {
             run.session_dir_bytes = files_under(dir)
@@ -456,7 +458,12 @@ fn tool_text(events: &[Value], step: usize) -> Option<String> {
 
 /// The `VmRSS:` figure (KiB) in the output of [`RSS_COMMAND`].
 pub fn vm_rss_kib(text: &str) -> Option<u64> {
-    let rest = &text[text.find("VmRSS:")? + "VmRSS:".len()..];
+    status_kib(text, "VmRSS:")
+}
+
+/// The KiB figure after `key` (e.g. `VmHWM:`) in `/proc/PID/status` text.
+fn status_kib(text: &str, key: &str) -> Option<u64> {
+    let rest = &text[text.find(key)? + key.len()..];
     rest.split_whitespace().next()?.parse().ok()
 }
 
@@ -478,6 +485,9 @@ mod tests {
     #[test]
     fn vm_rss_is_read_from_the_status_line() {
         assert_eq!(vm_rss_kib("VmRSS:\t   16652 kB\n"), Some(16652));
+        let both = "VmHWM:\t   20000 kB\nVmRSS:\t   16652 kB\n";
+        assert_eq!(vm_rss_kib(both), Some(16652));
+        assert_eq!(status_kib(both, "VmHWM:"), Some(20000));
         assert_eq!(vm_rss_kib("no such line"), None);
     }
 

@@ -26,7 +26,7 @@ fn read(id: &str) -> Result<SessionLog, Failure> {
         )),
         other => Failure::run(anyhow!("{other}")),
     })?;
-    SessionLog::replay(decoded.header, decoded.events).map_err(|e| Failure::run(anyhow!("{e}")))
+    decoded.replay().map_err(|e| Failure::run(anyhow!("{e}")))
 }
 
 fn first_prompt(log: &SessionLog) -> String {

@@ -75,7 +75,7 @@ pub enum KernelError {
     },
     /// YAML that does not parse.
     #[error("invalid YAML: {0}")]
-    Yaml(String),
+    Yaml(#[source] yaml_serde::Error),
     /// A plugin's `apply` failed; the fiber is `Failed`.
     #[error("plugin `{plugin}` failed to apply: {message}")]
     ApplyFailed {

@@ -130,7 +130,7 @@ pub fn parse_config<C: DeserializeOwned>(
 
 /// Converts a YAML document to a JSON value (for mounting with YAML configs).
 pub fn yaml_to_json(yaml: &str) -> Result<serde_json::Value, KernelError> {
-    yaml_serde::from_str::<serde_json::Value>(yaml).map_err(|e| KernelError::Yaml(e.to_string()))
+    yaml_serde::from_str::<serde_json::Value>(yaml).map_err(KernelError::Yaml)
 }
 
 /// The registry of plugin factories, filled explicitly by the binary (each plugin crate exports its

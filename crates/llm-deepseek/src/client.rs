@@ -26,6 +26,22 @@ use crate::errors::classify;
 use crate::request::{BodyOptions, body};
 use crate::translate::{Progress, Translator, malformed};
 
+/// Why an adapter cannot be built from a config snapshot (nothing changes then).
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    /// The base URL does not make a valid endpoint.
+    #[error("invalid DeepSeek base URL `{url}`: {source}")]
+    BaseUrl {
+        /// The base URL as configured (trailing slash removed).
+        url: String,
+        /// The URL parser's error.
+        source: <reqwest::Url as std::str::FromStr>::Err,
+    },
+    /// The HTTP client (TLS backend) cannot be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
 /// Reads an environment variable (injectable for tests).
 pub type EnvFn = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
@@ -125,13 +141,13 @@ fn ms(d: Duration) -> u128 {
 impl DeepSeekAdapter {
     /// Builds the adapter from its config, reading `DEEPSEEK_BASE_URL` from the process
     /// environment when the config has no base URL.
-    pub fn new(config: &DeepSeekConfig) -> Result<Self, LlmFailure> {
+    pub fn new(config: &DeepSeekConfig) -> Result<Self, AdapterError> {
         Self::with_env(config, process_env())
     }
 
     /// Like [`DeepSeekAdapter::new`] with an injected environment (the key is looked up in it
     /// on every request).
-    pub fn with_env(config: &DeepSeekConfig, env: EnvFn) -> Result<Self, LlmFailure> {
+    pub fn with_env(config: &DeepSeekConfig, env: EnvFn) -> Result<Self, AdapterError> {
         let inner = Inner::build(config, &env)?;
         Ok(Self {
             shared: Arc::new(Shared {
@@ -156,7 +172,7 @@ impl DeepSeekAdapter {
     }
 
     /// Replaces the settings for the next request. On error nothing changes.
-    pub fn reconfigure(&self, config: &DeepSeekConfig) -> Result<(), LlmFailure> {
+    pub fn reconfigure(&self, config: &DeepSeekConfig) -> Result<(), AdapterError> {
         let inner = Inner::build(config, &self.shared.env)?;
         *self.shared.current.lock() = Arc::new(inner);
         Ok(())
@@ -189,7 +205,7 @@ impl DeepSeekAdapter {
 }
 
 impl Inner {
-    fn build(config: &DeepSeekConfig, env: &EnvFn) -> Result<Self, LlmFailure> {
+    fn build(config: &DeepSeekConfig, env: &EnvFn) -> Result<Self, AdapterError> {
         install_crypto_provider();
         let d = Timeouts::default();
         let dur = |v: Option<u64>, def: Duration| v.map(Duration::from_millis).unwrap_or(def);
@@ -207,22 +223,15 @@ impl Inner {
             .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
         let base_url = base.strip_suffix('/').unwrap_or(&base).to_owned();
         let endpoint = format!("{base_url}/chat/completions");
-        reqwest::Url::parse(&endpoint).map_err(|e| {
-            LlmFailure::new(
-                codes::INVALID_REQUEST,
-                format!("invalid DeepSeek base URL `{base_url}`: {e}"),
-            )
+        reqwest::Url::parse(&endpoint).map_err(|source| AdapterError::BaseUrl {
+            url: base_url.clone(),
+            source,
         })?;
         let client = reqwest::Client::builder()
             .connect_timeout(timeouts.connect)
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| {
-                LlmFailure::new(
-                    codes::TRANSPORT,
-                    format!("cannot build the HTTP client: {e}"),
-                )
-            })?;
+            .map_err(AdapterError::Client)?;
         Ok(Inner {
             client,
             base_url,

@@ -17,7 +17,9 @@ pub mod plugin;
 pub mod request;
 pub mod translate;
 
-pub use client::{DeepSeekAdapter, EnvFn, Timeouts, install_crypto_provider, process_env};
+pub use client::{
+    AdapterError, DeepSeekAdapter, EnvFn, Timeouts, install_crypto_provider, process_env,
+};
 pub use config::{ApiKey, DeepSeekConfig, ModelEntry, ThinkingMode, default_catalog};
 pub use plugin::DeepSeekPlugin;
 pub use request::BodyOptions;

@@ -419,9 +419,12 @@ fn base_url_from_config_else_environment_else_default() {
     };
     let err = DeepSeekAdapter::with_env(&bad, Arc::new(|_| None)).unwrap_err();
     assert!(
-        err.message.contains("invalid DeepSeek base URL"),
-        "{}",
-        err.message
+        matches!(&err, dsh_llm_deepseek::AdapterError::BaseUrl { url, .. } if url == "not a url"),
+        "{err:?}"
+    );
+    assert!(
+        std::error::Error::source(&err).is_some(),
+        "the parse error is kept"
     );
 }
 

@@ -136,7 +136,10 @@ fn five_megabytes_of_argument_deltas_cost_memory_linear_in_the_payload() {
     assert!(peak5 <= 4 * len5 + MB, "peak {peak5} for {len5} bytes");
     // Total requested bytes grow linearly: five times the payload costs about five times as much.
     let ratio = total5 as f64 / total1 as f64;
-    assert!((4.0..6.5).contains(&ratio), "total grew {ratio:.2}x for 5x the payload");
+    assert!(
+        (4.0..6.5).contains(&ratio),
+        "total grew {ratio:.2}x for 5x the payload"
+    );
     // And a constant per payload byte: each 64-byte fragment arrives in a ~190-byte event that is
     // framed, parsed and turned into a chunk (short-lived allocations, freed per event).
     assert!(total5 <= 32 * len5, "total {total5} for {len5} bytes");

@@ -9,6 +9,6 @@ mod plugin;
 pub mod policy;
 pub mod record;
 
-pub use plugin::{LlmRetryConfig, LlmRetryPlugin};
+pub use plugin::{ConfigError, LlmRetryConfig, LlmRetryPlugin};
 pub use policy::{GiveUp, PolicyError, RetryDecision, RetryMode, RetryPolicy, random_unit};
 pub use record::{RETRY_EVENT, RETRY_STARTED_EVENT, RetryRecord};

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::policy::{GiveUp, RetryDecision, RetryMode, RetryPolicy, random_unit};
+use crate::policy::{GiveUp, PolicyError, RetryDecision, RetryMode, RetryPolicy, random_unit};
 use crate::record::{RETRY_EVENT, RETRY_STARTED_EVENT, RetryRecord};
 
 /// Config of [`LlmRetryPlugin`]: one default policy and per-provider overrides (budgets are per
@@ -34,15 +34,32 @@ impl LlmRetryConfig {
     }
 
     /// Checks every policy, naming the bad one.
-    pub fn validate(&self) -> Result<(), String> {
-        self.default
-            .validate()
-            .map_err(|e| format!("default: {e}"))?;
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.default.validate().map_err(ConfigError::Default)?;
         for (name, p) in &self.providers {
-            p.validate().map_err(|e| format!("providers.{name}: {e}"))?;
+            p.validate().map_err(|source| ConfigError::Provider {
+                name: name.clone(),
+                source,
+            })?;
         }
         Ok(())
     }
+}
+
+/// A policy of [`LlmRetryConfig`] that cannot work, naming where it is.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The `default` policy.
+    #[error("default: {0}")]
+    Default(#[source] PolicyError),
+    /// The policy of one provider.
+    #[error("providers.{name}: {source}")]
+    Provider {
+        /// The provider route.
+        name: String,
+        /// What is wrong with it.
+        source: PolicyError,
+    },
 }
 
 /// A retry chain: retries are counted per (agent, turn, step, provider, policy).

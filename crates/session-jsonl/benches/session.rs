@@ -2,7 +2,8 @@
 //!
 //! 1. append throughput with a flush (write + fsync, JSONL backend) every 100 events;
 //! 2. open + repair + derive of a 10,000-event session (budget: < 100 ms in release);
-//! 3. memory per stored event (a counting global allocator).
+//! 3. memory per stored event (a counting global allocator);
+//! 4. the store's part of a load: streaming read + line split + parse (`JsonlStore::load`).
 #![allow(
     unsafe_code,
     clippy::unwrap_used,
@@ -219,6 +220,30 @@ fn main() {
         admit_runs.push(t2.elapsed());
         drop(log);
     }
+    // 2b. the store's own part: streaming read + line split + per-line parse of the file
+    // (JsonlStore::load, a read open: no lock, no admission), and the line split alone
+    std::fs::write(&path, &bytes).unwrap();
+    let store = JsonlStore::new(tmp.path());
+    let mut load_runs = Vec::new();
+    let mut split_runs = Vec::new();
+    for _ in 0..7 {
+        let t = Instant::now();
+        let d = store.load("bench").unwrap();
+        load_runs.push(t.elapsed());
+        assert_eq!(d.events.len(), count);
+        let t = Instant::now();
+        let f = std::io::BufReader::with_capacity(256 << 10, std::fs::File::open(&path).unwrap());
+        let lines = std::io::BufRead::split(f, b'\n').count();
+        split_runs.push(t.elapsed());
+        assert_eq!(lines, count + 1);
+    }
+    println!(
+        "store load (streaming read + split + parse, no admission), {count} events: best {:.1} ms, median {:.1} ms; read + line split alone best {:.2} ms",
+        ms(*load_runs.iter().min().unwrap()),
+        ms(median(load_runs)),
+        ms(*split_runs.iter().min().unwrap()),
+    );
+
     let best = *runs.iter().min().unwrap();
     println!(
         "open + repair + derive, {count} events: best {:.1} ms, median {:.1} ms of 7 (budget 100 ms); decode best {:.1} ms, admit+fold best {:.1} ms",

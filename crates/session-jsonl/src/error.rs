@@ -144,14 +144,17 @@ impl From<StoreError> for SessionError {
             StoreError::NotFound(id) => SessionError::NotFound(id),
             StoreError::Locked(id) => SessionError::Locked(id),
             StoreError::Exists(id) => SessionError::Exists(id),
-            StoreError::Load(e) => SessionError::Log((*e).into()),
+            StoreError::Load(e) => SessionError::Log(LogError::Load(e)),
             StoreError::Log(e) => SessionError::Log(e),
             e @ (StoreError::MixedEncodings { .. } | StoreError::ZstdReadOnly { .. }) => {
                 SessionError::Log(LogError::Unsupported(e.to_string()))
             }
             e @ StoreError::Zstd { .. } => SessionError::Log(LogError::Corrupt(e.to_string())),
-            e @ (StoreError::Io { .. }
-            | StoreError::SourceChanged { .. }
+            StoreError::Io { op, path, source } => SessionError::Storage {
+                context: format!("{op} {}", path.display()),
+                source,
+            },
+            e @ (StoreError::SourceChanged { .. }
             | StoreError::SuccessorUnverified { .. }
             | StoreError::Unrepairable { .. }) => SessionError::Io(e.to_string()),
         }

@@ -13,8 +13,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use dsh_session::codec::{DecodedLog, LoadError};
-use dsh_session::{LogError, SessionLog, now_ms};
+use dsh_session::codec::LoadError;
+use dsh_session::{LogError, now_ms};
 
 use crate::JsonlStore;
 use crate::error::StoreError;
@@ -25,17 +25,9 @@ pub enum RepairCause {
     /// The log reads and admits; only its last line is torn (an incomplete final write). A
     /// repair moves that line aside instead of letting the next write open truncate it.
     TornTail,
-    /// The log is refused: the error the reader gives (file, line, byte offset, cause).
+    /// The log is refused: the located error (file, line, byte offset, cause), from reading a
+    /// row or from admitting it ([`dsh_session::codec::LoadProblem::Rejected`]).
     Refused(Box<LoadError>),
-    /// A well-formed row that admission refuses, at `line` (byte `offset`) of the file.
-    Rejected {
-        /// 1-based line of the refused row.
-        line: u64,
-        /// Byte offset of that line.
-        offset: u64,
-        /// The refusal.
-        error: LogError,
-    },
 }
 
 /// What a repair keeps and moves: returned by [`JsonlStore::plan_repair`] (nothing done) and
@@ -156,92 +148,42 @@ fn diagnose(id: &str, path: &Path, version: u64) -> Result<RepairReport, StoreEr
         applied: false,
     };
     let (kept_events, kept_bytes, cause) = match read {
-        Err(e) if e.is_row_corruption() => (
-            e.valid_events,
-            e.valid_len,
-            RepairCause::Refused(Box::new(e)),
-        ),
+        Err(e) if e.is_row_corruption() => (e.valid_events, e.valid_len, RepairCause::Refused(e)),
         Err(e) => {
             return Err(StoreError::Unrepairable {
                 id: id.to_string(),
                 reason: e.to_string(),
             });
         }
-        Ok(decoded) => match admit(decoded) {
-            Admitted::Healthy { events, len, torn } => {
-                if !torn {
+        Ok(decoded) => {
+            let (events, len, torn) = (
+                decoded.events.len() as u64,
+                decoded.committed_len as u64,
+                decoded.torn,
+            );
+            match decoded.replay() {
+                Ok(_) if !torn => {
                     report.kept_events = events;
                     return Ok(report);
                 }
-                (events, len, RepairCause::TornTail)
+                Ok(_) => (events, len, RepairCause::TornTail),
+                Err(LogError::Load(e)) if e.is_row_corruption() => {
+                    (e.valid_events, e.valid_len, RepairCause::Refused(e))
+                }
+                Err(e) => {
+                    return Err(StoreError::Unrepairable {
+                        id: id.to_string(),
+                        reason: e.to_string(),
+                    });
+                }
             }
-            Admitted::Rejected {
-                seq,
-                line,
-                offset,
-                error,
-            } => (
-                seq,
-                offset,
-                RepairCause::Rejected {
-                    line,
-                    offset,
-                    error,
-                },
-            ),
-            Admitted::Unlocated(error) => {
-                return Err(StoreError::Unrepairable {
-                    id: id.to_string(),
-                    reason: error.to_string(),
-                });
-            }
-        },
+        }
     };
     report.kept_events = kept_events;
     report.kept_bytes = kept_bytes;
     report.moved_bytes = total.saturating_sub(kept_bytes);
     report.cause = Some(cause);
     Ok(report)
-}
-
-enum Admitted {
-    Healthy {
-        events: u64,
-        len: u64,
-        torn: bool,
-    },
-    Rejected {
-        seq: u64,
-        line: u64,
-        offset: u64,
-        error: LogError,
-    },
-    Unlocated(LogError),
-}
-
-/// Replays the decoded rows; a refusal is located at its row.
-fn admit(decoded: DecodedLog) -> Admitted {
-    let events = decoded.events.len() as u64;
-    let len = decoded.committed_len as u64;
-    let torn = decoded.torn;
-    let offsets = decoded.row_offsets.clone();
-    let located = |seq: u64| -> Option<(u64, u64)> {
-        let offset = *offsets.get(usize::try_from(seq).ok()?)?;
-        Some((seq + 2, offset))
-    };
-    match SessionLog::replay(decoded.header, decoded.events) {
-        Ok(_) => Admitted::Healthy { events, len, torn },
-        Err(error) => match crate::store::rejected_seq(&error).and_then(|s| Some((s, located(s)?)))
-        {
-            Some((seq, (line, offset))) => Admitted::Rejected {
-                seq,
-                line,
-                offset,
-                error,
-            },
-            None => Admitted::Unlocated(error),
-        },
-    }
 }
 
 /// `<log>.corrupt-<epoch ms>` (not a generation name, so readers ignore it).

@@ -73,12 +73,6 @@ fn io(op: &'static str, path: &Path, e: std::io::Error) -> StoreError {
     StoreError::io(op, path, e)
 }
 
-/// The seq of the row a replay refused, when the refusal names one.
-pub(crate) fn rejected_seq(e: &dsh_session::LogError) -> Option<u64> {
-    let _ = e;
-    None
-}
-
 /// The selected generation of a session directory.
 #[derive(Debug, Clone)]
 pub(crate) struct Selected {

@@ -22,10 +22,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::error::LogError;
+use crate::error::{AppendError, EventError, LogError, Rejection};
 use crate::event::Event;
 use crate::header::SessionHeader;
 use crate::json::as_safe_u64;
+use crate::log::SessionLog;
 
 /// The longest line the reader accepts (64 MiB): an event row is one line, and the largest
 /// legitimate rows (a big tool result, an image, a long assistant stream) stay far below it. A
@@ -67,6 +68,53 @@ impl DecodedLog {
         }
         let offset = *self.row_offsets.get(usize::try_from(seq).ok()?)?;
         Some((seq + 2, offset))
+    }
+
+    /// Admits the rows ([`SessionLog::replay`]) and locates a refusal: a rejected row becomes
+    /// [`LogError::Load`] naming the file, the row's line and byte offset
+    /// ([`LoadProblem::Rejected`]); a refusal of the log as a whole (`isSeeded` without its
+    /// marker) names the header, line 1; a converted v3 row whose line is unknown (the
+    /// conversion inserted rows) stays [`LogError::Rejected`] with the path. Callers should use
+    /// this rather than `replay` on the parts, so that every load error names the file and the
+    /// line.
+    pub fn replay(self) -> Result<SessionLog, LogError> {
+        let path = self.path.clone();
+        let exact = self.source_version == 4 || self.events.len() == self.row_offsets.len();
+        let row_offsets = if exact {
+            self.row_offsets.clone()
+        } else {
+            Vec::new()
+        };
+        let rows = self.events.len() as u64;
+        match SessionLog::replay(self.header, self.events) {
+            Ok(log) => Ok(log),
+            Err(LogError::Rejected { error, .. }) => {
+                let at = usize::try_from(error.seq)
+                    .ok()
+                    .and_then(|i| row_offsets.get(i).copied());
+                let (line, offset) = match at {
+                    Some(offset) => (error.seq + 2, offset),
+                    // A rule of the whole log (isSeeded): the header's claim, line 1.
+                    None if error.seq >= rows => (1, 0),
+                    // A converted v3 row whose line is not known (rule 7 renumbered rows).
+                    None => {
+                        return Err(LogError::Rejected {
+                            error,
+                            path: Some(path),
+                        });
+                    }
+                };
+                Err(LogError::Load(Box::new(LoadError {
+                    path,
+                    line,
+                    offset,
+                    valid_events: error.seq,
+                    valid_len: offset,
+                    problem: LoadProblem::Rejected(error),
+                })))
+            }
+            Err(other) => Err(other.at(&path)),
+        }
     }
 }
 
@@ -123,38 +171,38 @@ pub enum LoadProblem {
         /// What the line starts with.
         found: String,
     },
-    /// A line that is not valid JSON.
+    /// A line that is not valid UTF-8.
     #[error(
-        "corrupt session log: expected an event object (event seq {expected_seq}), found invalid JSON: {detail}"
+        "corrupt session log: expected an event object (event seq {expected_seq}), found invalid UTF-8: {error}"
     )]
+    NotUtf8 {
+        /// The seq the row should have had.
+        expected_seq: u64,
+        /// Where the bytes are invalid.
+        #[source]
+        error: std::str::Utf8Error,
+    },
+    /// A line that is not a JSON object of envelope members (not JSON, or cut short).
+    #[error("corrupt session log: expected an event object (event seq {expected_seq}): {error}")]
     NotJson {
         /// The seq the row should have had.
         expected_seq: u64,
-        /// The parser's message.
-        detail: String,
-        /// The JSON stops before its end (an incomplete write) rather than being malformed.
-        incomplete: bool,
+        /// The parser's error.
+        #[source]
+        error: Arc<serde_json::Error>,
     },
     /// A JSON line whose envelope is broken (format §4.2), e.g. a wrong `seq`.
-    #[error("corrupt session log: expected an event row with seq {expected_seq}: {detail}")]
+    #[error("corrupt session log: expected an event row with seq {expected_seq}: {error}")]
     Envelope {
         /// The seq the row should have had.
         expected_seq: u64,
         /// What is wrong.
-        detail: String,
+        #[source]
+        error: EventError,
     },
     /// A well-formed row that admission refuses (format §4.3–§4.7).
-    #[error("session log rejected at event {seq} (\"{kind}\"): {detail}")]
-    Rejected {
-        /// The row's seq.
-        seq: u64,
-        /// The row's type.
-        kind: String,
-        /// The rule it breaks.
-        detail: String,
-        /// An unknown required type (unsupported rather than corrupt).
-        unsupported: bool,
-    },
+    #[error("session log rejected at {0}")]
+    Rejected(#[source] AppendError),
     /// The log as a whole breaks a rule (e.g. `isSeeded` without its marker), or the v3
     /// conversion refused it.
     #[error("{detail}")]
@@ -170,6 +218,13 @@ pub enum LoadProblem {
     /// Reading the file failed.
     #[error("reading the session log failed: {0}")]
     Io(#[source] Arc<std::io::Error>),
+}
+
+impl LoadProblem {
+    /// JSON that stops before its end: what an incomplete final write leaves.
+    pub fn is_incomplete(&self) -> bool {
+        matches!(self, LoadProblem::NotJson { error, .. } if error.is_eof())
+    }
 }
 
 /// Why a stored log cannot be read: the file, the 1-based line, the byte offset of that line's
@@ -206,10 +261,7 @@ impl fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.problem {
-            LoadProblem::Io(e) => Some(e.as_ref()),
-            _ => None,
-        }
+        std::error::Error::source(&self.problem)
     }
 }
 
@@ -219,9 +271,8 @@ impl LoadError {
     pub fn is_unsupported(&self) -> bool {
         match &self.problem {
             LoadProblem::UnsupportedVersion { .. } => true,
-            LoadProblem::Rejected { unsupported, .. } | LoadProblem::Log { unsupported, .. } => {
-                *unsupported
-            }
+            LoadProblem::Rejected(e) => matches!(e.reason, Rejection::UnknownRequiredType(_)),
+            LoadProblem::Log { unsupported, .. } => *unsupported,
             _ => false,
         }
     }
@@ -229,24 +280,22 @@ impl LoadError {
     /// Whether the refusal is about one row after a valid header (a repair can keep the rows
     /// before it).
     pub fn is_row_corruption(&self) -> bool {
-        matches!(
-            self.problem,
-            LoadProblem::LineTooLong { .. }
-                | LoadProblem::NotAnObject { .. }
-                | LoadProblem::NotJson { .. }
-                | LoadProblem::Envelope { .. }
-                | LoadProblem::Rejected { .. }
-        )
+        self.line > 1
+            && matches!(
+                self.problem,
+                LoadProblem::LineTooLong { .. }
+                    | LoadProblem::NotAnObject { .. }
+                    | LoadProblem::NotUtf8 { .. }
+                    | LoadProblem::NotJson { .. }
+                    | LoadProblem::Envelope { .. }
+                    | LoadProblem::Rejected(_)
+            )
     }
 }
 
 impl From<LoadError> for LogError {
     fn from(e: LoadError) -> Self {
-        if e.is_unsupported() {
-            LogError::Unsupported(e.to_string())
-        } else {
-            LogError::Corrupt(e.to_string())
-        }
+        LogError::Load(Box::new(e))
     }
 }
 
@@ -304,7 +353,7 @@ pub fn decode_jsonl(
     path: &str,
     fallback_id: &str,
 ) -> Result<DecodedLog, LogError> {
-    Ok(read_jsonl(bytes, expected_version, path, fallback_id)?)
+    read_jsonl(bytes, expected_version, path, fallback_id).map_err(LogError::Load)
 }
 
 /// One line as read: its bytes (without `\n`) live in the batch arena.
@@ -397,15 +446,17 @@ pub fn read_jsonl<R: BufRead>(
     expected_version: u64,
     path: &str,
     fallback_id: &str,
-) -> Result<DecodedLog, LoadError> {
+) -> Result<DecodedLog, Box<LoadError>> {
     let mut lines = Lines { reader, pos: 0 };
-    let err = |line: u64, offset: u64, problem: LoadProblem, events: u64, len: u64| LoadError {
-        path: path.to_string(),
-        line,
-        offset,
-        problem,
-        valid_events: events,
-        valid_len: len,
+    let err = |line: u64, offset: u64, problem: LoadProblem, events: u64, len: u64| {
+        Box::new(LoadError {
+            path: path.to_string(),
+            line,
+            offset,
+            problem,
+            valid_events: events,
+            valid_len: len,
+        })
     };
     let io_err = |e: std::io::Error, line: u64, offset: u64, events: u64, len: u64| {
         err(line, offset, LoadProblem::Io(Arc::new(e)), events, len)
@@ -526,9 +577,7 @@ pub fn read_jsonl<R: BufRead>(
                     row_offsets.push(raw.offset);
                     committed_len = raw.offset + (raw.end - raw.start) as u64 + 1;
                 }
-                Err(LoadProblem::NotJson {
-                    incomplete: true, ..
-                }) if last_in_file => {
+                Err(p) if last_in_file && p.is_incomplete() => {
                     // A complete last line whose JSON stops early: an incomplete final write.
                     torn = true;
                     break 'read;
@@ -556,7 +605,7 @@ pub fn read_jsonl<R: BufRead>(
     if source_version == 3 {
         let n = events.len() as u64;
         events = crate::migrate::v3_to_v4(&header, events).map_err(|e| {
-            let unsupported = matches!(e, LogError::Unsupported(_));
+            let unsupported = e.is_unsupported();
             err(
                 1,
                 0,
@@ -581,16 +630,22 @@ pub fn read_jsonl<R: BufRead>(
     })
 }
 
-/// Decodes one stored row (the envelope, format §4.2) expected to have `seq`.
+/// Decodes one stored row (envelope and typed payload, parsed once by
+/// [`Event::from_line`]) expected to have `seq`.
 fn parse_row(line: &[u8], seq: u64) -> Result<Event, LoadProblem> {
-    let value: Value = serde_json::from_slice(line).map_err(|e| LoadProblem::NotJson {
+    let text = std::str::from_utf8(line).map_err(|error| LoadProblem::NotUtf8 {
         expected_seq: seq,
-        detail: e.to_string(),
-        incomplete: e.is_eof(),
+        error,
     })?;
-    Event::from_json(value, seq).map_err(|e| LoadProblem::Envelope {
-        expected_seq: seq,
-        detail: e.to_string(),
+    Event::from_line(text, seq).map_err(|error| match error {
+        EventError::Malformed(error) => LoadProblem::NotJson {
+            expected_seq: seq,
+            error,
+        },
+        error => LoadProblem::Envelope {
+            expected_seq: seq,
+            error,
+        },
     })
 }
 
@@ -604,38 +659,32 @@ fn parse_batch(arena: &[u8], lines: &[RawLine], first_seq: u64) -> Vec<Result<Ev
         return lines.iter().enumerate().map(|(i, l)| parse(i, l)).collect();
     }
     let chunk = lines.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = lines
-            .chunks(chunk)
+    let part = |c: usize, part: &[RawLine]| -> Vec<Result<Event, LoadProblem>> {
+        part.iter()
             .enumerate()
-            .map(|(c, part)| {
-                let base = c * chunk;
-                (
-                    part.len(),
-                    scope.spawn(move || {
-                        part.iter()
-                            .enumerate()
-                            .map(|(i, l)| parse(base + i, l))
-                            .collect::<Vec<_>>()
-                    }),
-                )
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|(n, h)| {
-                h.join().unwrap_or_else(|_| {
-                    vec![
-                        Err(LoadProblem::NotJson {
-                            expected_seq: first_seq,
-                            detail: "parser thread panicked".to_string(),
-                            incomplete: false,
-                        });
-                        n
-                    ]
-                })
-            })
+            .map(|(i, l)| parse(c * chunk + i, l))
             .collect()
+    };
+    std::thread::scope(|scope| {
+        let mut chunks = lines.chunks(chunk).enumerate();
+        let first = chunks.next();
+        // The other chunks on helper threads, the first on this one.
+        let handles: Vec<_> = chunks
+            .map(|(c, p)| (p.len(), scope.spawn(move || part(c, p))))
+            .collect();
+        let mut out = first.map_or_else(Vec::new, |(c, p)| part(c, p));
+        for (n, h) in handles {
+            out.extend(h.join().unwrap_or_else(|_| {
+                vec![
+                    Err(LoadProblem::Log {
+                        detail: "corrupt session log: a parser thread panicked".to_string(),
+                        unsupported: false,
+                    });
+                    n
+                ]
+            }));
+        }
+        out
     })
 }
 
@@ -669,7 +718,7 @@ mod tests {
         b
     }
 
-    fn read(b: &str) -> Result<DecodedLog, LoadError> {
+    fn read(b: &str) -> Result<DecodedLog, Box<LoadError>> {
         read_jsonl(b.as_bytes(), 4, "/p/session.v4.jsonl", "s1")
     }
 
@@ -679,16 +728,20 @@ mod tests {
 "#;
         let e = decode_jsonl(bytes, 5, "/x/session.v5.jsonl", "s1").unwrap_err();
         assert!(
-            matches!(&e, LogError::Unsupported(m) if m.contains("newer harness") && m.contains("/x/session.v5.jsonl")),
+            matches!(&e, LogError::Load(l) if matches!(l.problem, LoadProblem::UnsupportedVersion { version: 5, .. })),
             "{e}"
+        );
+        assert!(e.is_unsupported());
+        let shown = e.to_string();
+        assert!(
+            shown.contains("newer harness") && shown.ends_with("(/x/session.v5.jsonl)"),
+            "{shown}"
         );
         let bytes = br#"{"type":"session","version":2,"id":"s1"}
 "#;
         let e = decode_jsonl(bytes, 2, "/p", "s1").unwrap_err();
-        assert!(
-            matches!(&e, LogError::Unsupported(m) if m.contains("older than the supported v3")),
-            "{e}"
-        );
+        assert!(e.is_unsupported());
+        assert!(e.to_string().contains("older than the supported v3"), "{e}");
         let e = read_jsonl(&bytes[..], 2, "/p", "s1").unwrap_err();
         assert!(matches!(
             e.problem,
@@ -699,20 +752,14 @@ mod tests {
 
     #[test]
     fn header_errors() {
-        assert!(
-            matches!(decode_jsonl(b"", 4, "p", "s"), Err(LogError::Corrupt(m)) if m.starts_with("empty or header-less"))
-        );
-        assert!(
-            matches!(decode_jsonl(b"{x\n", 4, "p", "s"), Err(LogError::Corrupt(m)) if m.contains("not valid JSON"))
-        );
-        assert!(
-            matches!(decode_jsonl(b"[1]\n", 4, "p", "s"), Err(LogError::Corrupt(m)) if m.contains("not a JSON object"))
-        );
+        let problem = |b: &[u8]| read_jsonl(b, 4, "p", "s").unwrap_err().problem;
+        assert!(matches!(problem(b""), LoadProblem::NoHeader));
+        assert!(matches!(problem(b"{x\n"), LoadProblem::HeaderNotJson));
+        assert!(matches!(problem(b"[1]\n"), LoadProblem::HeaderNotObject));
+        let e = decode_jsonl(b"", 4, "p", "s").unwrap_err();
+        assert!(e.to_string().starts_with("empty or header-less"), "{e}");
+        assert!(!e.is_unsupported());
         let wrong = format!("{}\n", H.replace("\"version\":4", "\"version\":3"));
-        assert!(matches!(
-            decode_jsonl(wrong.as_bytes(), 4, "p", "s"),
-            Err(LogError::Corrupt(_))
-        ));
         let e = read(&wrong).unwrap_err();
         assert!(matches!(
             e.problem,
@@ -747,16 +794,14 @@ mod tests {
         assert!(decode_jsonl(b.as_bytes(), 4, "p", "s").unwrap().torn);
         // a complete last row that is malformed (not cut short): corrupt
         let b = format!("{H}\n{row0}\n{{not json}}\n");
-        assert!(matches!(
-            decode_jsonl(b.as_bytes(), 4, "p", "s"),
-            Err(LogError::Corrupt(_))
-        ));
+        let e = read(&b).unwrap_err();
+        assert!(matches!(e.problem, LoadProblem::NotJson { .. }), "{e}");
+        assert!(!e.problem.is_incomplete());
         // broken row followed by a turn/end: corrupt
         let b = format!("{H}\n{row0}\nnot json\n{end}\n");
-        assert!(matches!(
-            decode_jsonl(b.as_bytes(), 4, "p", "s"),
-            Err(LogError::Corrupt(_))
-        ));
+        let e = read(&b).unwrap_err();
+        assert!(matches!(e.problem, LoadProblem::NotAnObject { .. }), "{e}");
+        assert_eq!((e.line, e.valid_events), (3, 1));
     }
 
     /// Issue 12 item 2: a bad row with valid rows after it is corruption even when no later
@@ -860,13 +905,7 @@ mod tests {
         merged.replace_range(cut..=cut, " ");
         let e = read(&merged).unwrap_err();
         assert!(
-            matches!(
-                e.problem,
-                LoadProblem::NotJson {
-                    incomplete: false,
-                    ..
-                }
-            ),
+            matches!(e.problem, LoadProblem::NotJson { .. }) && !e.problem.is_incomplete(),
             "{e}"
         );
         assert_eq!(e.line, 5);

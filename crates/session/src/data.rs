@@ -513,6 +513,38 @@ macro_rules! each_core {
     };
 }
 
+/// An `io::Write` that compares what is written with an expected text and fails at the first
+/// difference.
+struct CompareWriter<'a> {
+    expected: &'a [u8],
+    pos: usize,
+}
+
+impl std::io::Write for CompareWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let end = self.pos + buf.len();
+        if self.expected.get(self.pos..end) != Some(buf) {
+            return Err(std::io::ErrorKind::InvalidData.into());
+        }
+        self.pos = end;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn decode_prefix_as<T: DeserializeOwned + Into<CoreEvent>>(
+    json: &str,
+) -> Result<(CoreEvent, usize), serde_json::Error> {
+    let mut values = serde_json::Deserializer::from_str(json).into_iter::<T>();
+    match values.next() {
+        Some(Ok(v)) => Ok((v.into(), values.byte_offset())),
+        Some(Err(e)) => Err(e),
+        None => Err(serde::de::Error::custom("no payload")),
+    }
+}
+
 fn decode<T: DeserializeOwned + Into<CoreEvent>>(
     json: &str,
 ) -> Result<CoreEvent, serde_json::Error> {
@@ -566,6 +598,33 @@ impl CoreEvent {
         })
     }
 
+    /// Decodes the payload of a core event at the start of `json` (followed by anything) and
+    /// returns it with the length of its text (`None` when `kind` is not a core type).
+    pub fn decode_prefix(
+        kind: &EventKind,
+        json: &str,
+    ) -> Option<Result<(CoreEvent, usize), serde_json::Error>> {
+        Some(match kind {
+            EventKind::TurnStart => decode_prefix_as::<TurnStart>(json),
+            EventKind::TurnEnd => decode_prefix_as::<TurnEnd>(json),
+            EventKind::StepStart => decode_prefix_as::<StepStart>(json),
+            EventKind::StepEnd => decode_prefix_as::<StepEnd>(json),
+            EventKind::SystemMessage => decode_prefix_as::<SystemMessage>(json),
+            EventKind::DeveloperMessage => decode_prefix_as::<DeveloperMessage>(json),
+            EventKind::UserMessage => decode_prefix_as::<UserMessage>(json),
+            EventKind::AssistantMessage => decode_prefix_as::<AssistantMessage>(json),
+            EventKind::AssistantAttempt => decode_prefix_as::<AssistantAttempt>(json),
+            EventKind::ToolCall => decode_prefix_as::<ToolCallEvent>(json),
+            EventKind::ToolResult => decode_prefix_as::<ToolResult>(json),
+            EventKind::RequestHeader => decode_prefix_as::<RequestHeader>(json),
+            EventKind::RequestContext => decode_prefix_as::<RequestContext>(json),
+            EventKind::InboxSpliced => decode_prefix_as::<InboxSpliced>(json),
+            EventKind::EndSeed => decode_prefix_as::<EndSeed>(json),
+            EventKind::ImageOffload => decode_prefix_as::<ImageOffload>(json),
+            _ => return None,
+        })
+    }
+
     /// The event type.
     pub fn kind(&self) -> EventKind {
         match self {
@@ -591,6 +650,16 @@ impl CoreEvent {
     /// The payload as compact JSON text.
     pub fn to_json(&self) -> Result<String, serde_json::Error> {
         each_core!(self, v => serde_json::to_string(v))
+    }
+
+    /// Whether the payload serialises to exactly `json` (compared while writing, no copy).
+    pub fn serialises_to(&self, json: &str) -> bool {
+        let mut w = CompareWriter {
+            expected: json.as_bytes(),
+            pos: 0,
+        };
+        let written = each_core!(self, v => serde_json::to_writer(&mut w, v));
+        written.is_ok() && w.pos == json.len()
     }
 
     /// The interpreted message of a surface event (`user/message`'s payload, else

@@ -206,6 +206,10 @@ pub enum LogError {
         /// The file, when known.
         path: Option<String>,
     },
+    /// A stored log refused while reading or admitting it, located: the file, the 1-based line,
+    /// the byte offset of that line and the cause (see [`crate::codec::LoadError`]).
+    #[error(transparent)]
+    Load(Box<crate::codec::LoadError>),
 }
 
 impl LogError {
@@ -218,6 +222,7 @@ impl LogError {
                 error,
                 path: Some(path.to_owned()),
             },
+            located @ LogError::Load(_) => located,
         }
     }
 
@@ -230,6 +235,7 @@ impl LogError {
             LogError::Rejected { error, .. } => {
                 matches!(error.reason, Rejection::UnknownRequiredType(_))
             }
+            LogError::Load(e) => e.is_unsupported(),
         }
     }
 }
@@ -275,7 +281,7 @@ pub enum SessionError {
     },
     /// The durability barrier (`session/flush`) failed in a listener.
     #[error("session/flush failed: {0}")]
-    Flush(String),
+    Flush(#[source] dsh_kernel::KernelError),
 }
 
 /// Why a fork was refused (format §12).

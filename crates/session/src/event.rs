@@ -103,6 +103,7 @@ impl Payload {
     /// Decodes and checks the payload of a `kind` event (`given`: the typed payload the JSON was
     /// serialised from).
     fn check(kind: &EventKind, json: &RawValue, given: Option<CoreEvent>) -> Payload {
+        // `given`: the typed payload already decoded from (or serialised to) `json`.
         if let Err(e) = crate::json::validate_lossless_str(json.get(), "data") {
             return Payload::Invalid(Box::new(Rejection::NotLossless(e)));
         }
@@ -125,6 +126,16 @@ impl Payload {
             },
         }
     }
+}
+
+/// The typed payload an event is built with, if any.
+pub(crate) enum Typed {
+    /// Decode it from the text.
+    No,
+    /// The text is this payload's serialisation (a typed append).
+    Canonical(CoreEvent),
+    /// Decoded from the text already; the text may be spelled otherwise.
+    Decoded(CoreEvent),
 }
 
 /// One committed log row. Immutable once appended; readers share it as `Arc<Event>`.
@@ -216,6 +227,21 @@ struct Row<'a> {
     sources: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "some_raw")]
     ignorable: Option<&'a RawValue>,
+}
+
+/// The members after `data` of a row in the writer's order (the fast path of
+/// [`Event::from_line`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Tail<'a> {
+    #[serde(rename = "sourceEventSeqs", borrow, default, deserialize_with = "some_raw")]
+    sources: Option<&'a RawValue>,
+    #[serde(rename = "surfaceOp", borrow, default, deserialize_with = "some_raw")]
+    surface_op: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "some_raw")]
+    ignorable: Option<&'a RawValue>,
+    seq: Number,
+    time: Number,
 }
 
 /// A present member, `null` included (`Option`'s own handling would read `null` as absent).
@@ -331,18 +357,22 @@ impl Event {
         seq: u64,
         time: i64,
         data: Box<RawValue>,
-        given: Option<CoreEvent>,
+        typed: Typed,
         surface_op: Option<SurfaceOp>,
         source_event_seqs: Option<Vec<u64>>,
         ignorable: bool,
     ) -> Self {
-        let typed = given.is_some();
+        let (canonical, given) = match typed {
+            Typed::No => (false, None),
+            Typed::Canonical(c) => (true, Some(c)),
+            Typed::Decoded(c) => (false, Some(c)),
+        };
         let payload = Payload::check(&kind, &data, given);
         let data = match &payload {
             // Appended from a typed payload: the text is its serialisation by construction.
-            Payload::Core(_) if typed => None,
+            Payload::Core(_) if canonical => None,
             // Read: keep the text only if the typed payload does not give the same bytes.
-            Payload::Core(core) if core.to_json().is_ok_and(|t| t == data.get()) => None,
+            Payload::Core(core) if core.serialises_to(data.get()) => None,
             _ => Some(data),
         };
         let (flags, extra) = pack(surface_op, source_event_seqs, ignorable, data);
@@ -372,7 +402,7 @@ impl Event {
             seq,
             time,
             raw_of(&data),
-            None,
+            Typed::No,
             surface_op,
             source_event_seqs,
             ignorable,
@@ -404,6 +434,7 @@ impl Event {
         let surface_op = surface_op.unwrap_or_else(|| self.surface_op());
         let sources =
             source_event_seqs.unwrap_or_else(|| self.source_event_seqs().map(<[u64]>::to_vec));
+        let kept = self.keeps_raw_data();
         let text = match text {
             Some(t) => t,
             None => match self.extra.as_mut().and_then(|x| x.data.take()) {
@@ -411,13 +442,10 @@ impl Event {
                 None => RawValue::from_string(self.data_json().into_owned()).unwrap_or_default(),
             },
         };
-        let given = if changed {
-            None
-        } else {
-            match &self.payload {
-                Payload::Core(c) => Some(c.clone()),
-                _ => None,
-            }
+        let given = match &self.payload {
+            Payload::Core(c) if !changed && kept => Typed::Decoded(c.clone()),
+            Payload::Core(c) if !changed => Typed::Canonical(c.clone()),
+            _ => Typed::No,
         };
         let rebuilt = Event::build(
             self.kind.clone(),
@@ -463,7 +491,10 @@ impl Event {
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
         m.insert("type".into(), Value::String(self.kind.to_string()));
-        m.insert("data".into(), self.data().clone());
+        m.insert(
+            "data".into(),
+            serde_json::from_str(&self.data_json()).unwrap_or(Value::Null),
+        );
         if let Some(seqs) = self.source_event_seqs() {
             m.insert("sourceEventSeqs".into(), encode_runs(seqs));
         }
@@ -484,6 +515,14 @@ impl Event {
     /// a core payload is decoded and checked here too (a payload that breaks a rule is not an
     /// envelope error: admission refuses it, naming the rule).
     pub fn from_line(line: &str, expected_seq: u64) -> Result<Self, EventError> {
+        match Event::from_writer_line(line, expected_seq) {
+            Some(ev) => Ok(ev),
+            None => Event::from_any_line(line, expected_seq),
+        }
+    }
+
+    /// [`Event::from_line`] for any member order and any type.
+    fn from_any_line(line: &str, expected_seq: u64) -> Result<Self, EventError> {
         let row: Row<'_> = serde_json::from_str(line).map_err(envelope_error)?;
         let kind = match row.kind {
             Some(k) if !k.is_empty() => k,
@@ -555,7 +594,64 @@ impl Event {
             seq,
             time,
             data.to_owned(),
-            None,
+            Typed::No,
+            surface_op,
+            sources,
+            ignorable,
+        ))
+    }
+
+    /// The fast path of [`Event::from_line`] for a valid core row in the writer's member order:
+    /// the payload is decoded straight from the line while its extent is found, so the line is
+    /// scanned once. `None`: anything else (the general path decides, and names the problem).
+    fn from_writer_line(line: &str, expected_seq: u64) -> Option<Self> {
+        let rest = line.strip_prefix("{\"type\":\"")?;
+        let q = rest.find('"')?;
+        let name = &rest[..q];
+        if name.is_empty() || name.contains('\\') {
+            return None;
+        }
+        let kind = EventKind::parse(name);
+        if !CoreEvent::is_core(&kind) {
+            return None;
+        }
+        let after = rest[q + 1..].strip_prefix(",\"data\":")?;
+        let (core, len) = CoreEvent::decode_prefix(&kind, after)?.ok()?;
+        let data = after.get(..len)?;
+        let tail = after[len..].strip_prefix(',')?;
+        let mut object = String::with_capacity(tail.len() + 1);
+        object.push('{');
+        object.push_str(tail);
+        let t: Tail<'_> = serde_json::from_str(&object).ok()?;
+        let seq = number_as_safe_u64(&t.seq).filter(|s| *s == expected_seq)?;
+        let time = number_as_safe_i64(&t.time)?;
+        let surface_op = match t.surface_op {
+            None => None,
+            Some(raw) if raw.get() == "\"append\"" => Some(SurfaceOp::Append),
+            Some(raw) => {
+                let v: Value = serde_json::from_str(raw.get()).ok()?;
+                Some(SurfaceOp::from_json(&v, seq).ok()?)
+            }
+        };
+        let sources = match t.sources {
+            None => None,
+            Some(raw) => {
+                let v: Value = serde_json::from_str(raw.get()).ok()?;
+                Some(decode_runs(&v, seq).ok()?)
+            }
+        };
+        let ignorable = match t.ignorable {
+            None => false,
+            Some(raw) if raw.get() == "true" => true,
+            Some(_) => return None,
+        };
+        let text = RawValue::from_string(data.to_owned()).ok()?;
+        Some(Event::build(
+            kind,
+            seq,
+            time,
+            text,
+            Typed::Decoded(core),
             surface_op,
             sources,
             ignorable,
@@ -820,6 +916,47 @@ mod tests {
             let err = Event::from_line(line, expected).unwrap_err();
             assert!(ok(&err), "{line}: {err:?}");
         }
+    }
+
+    #[test]
+    fn the_writer_order_fast_path_agrees_with_the_general_reader() {
+        let fast = [
+            r#"{"type":"turn/start","data":{"turn":1},"seq":0,"time":5}"#,
+            r#"{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"},"x":1e2},"seq":0,"time":-5}"#,
+            r#"{"type":"tool/result","data":{"turn":1,"step":1,"message":{"role":"tool","source":{"kind":"tool","callId":"c"},"toolCallId":"c","content":[],"isError":false,"id":"m"}},"sourceEventSeqs":[[0,2]],"surfaceOp":{"op":"replace","startSeq":1,"endSeq":1},"seq":3,"time":5}"#,
+            r#"{"type":"step/end","data":{"turn":1,"step":1},"ignorable":true,"seq":0,"time":5}"#,
+        ];
+        for line in fast {
+            let seq = if line.contains("\"seq\":3") { 3 } else { 0 };
+            let a = Event::from_writer_line(line, seq).expect(line);
+            let b = Event::from_any_line(line, seq).unwrap();
+            assert_eq!(a, b, "{line}");
+            assert_eq!(a.core(), b.core(), "{line}");
+            assert_eq!(a.keeps_raw_data(), b.keeps_raw_data(), "{line}");
+            assert_eq!(a.to_json_line(), line);
+        }
+        // Anything else takes the general path, which names the problem.
+        for (line, seq) in [
+            (r#"{"type":"turn/start","data":{"turn":1},"seq":1,"time":5}"#, 0),
+            (r#"{"type":"turn/start","data":{"turn":1},"seq":0,"time":5,"x":1}"#, 0),
+            (r#"{"type":"turn/start","data":{"turn":1},"type":"x","seq":0,"time":5}"#, 0),
+            (r#"{"type":"turn/start","data":{"turn":"1"},"seq":0,"time":5}"#, 0),
+            (r#"{"type":"dsh/x","data":{},"ignorable":true,"seq":0,"time":5}"#, 0),
+            (r#"{"data":{"turn":1},"type":"turn/start","seq":0,"time":5}"#, 0),
+            (r#"{"type":"turn/start","data":{"turn":1},"ignorable":false,"seq":0,"time":5}"#, 0),
+        ] {
+            assert!(Event::from_writer_line(line, seq).is_none(), "{line}");
+        }
+        assert!(matches!(
+            Event::from_line(r#"{"type":"turn/start","data":{"turn":1},"seq":0,"time":5,"x":1}"#, 0),
+            Err(EventError::UnknownMember(m)) if m == "x"
+        ));
+        assert!(
+            Event::from_line(r#"{"data":{"turn":1},"type":"turn/start","seq":0,"time":5}"#, 0)
+                .unwrap()
+                .core()
+                .is_some()
+        );
     }
 
     #[test]

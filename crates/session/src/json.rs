@@ -75,6 +75,9 @@ fn check_number(n: &serde_json::Number) -> Result<(), &'static str> {
 /// tree: one pass of the parser, no allocation but for error paths. `root` names the value in
 /// the error path.
 pub fn validate_lossless_str(json: &str, root: &str) -> Result<(), JsonError> {
+    if !may_be_lossy(json.as_bytes()) {
+        return Ok(());
+    }
     let mut de = serde_json::Deserializer::from_str(json);
     let mut problem: Option<&'static str> = None;
     let seed = Check {
@@ -96,6 +99,30 @@ pub fn validate_lossless_str(json: &str, root: &str) -> Result<(), JsonError> {
             problem: "not valid JSON",
         }),
     }
+}
+
+/// A byte scan that clears almost every payload without parsing: a JSON text can break the
+/// lossless rules only with a run of 16 or more digits (an integer beyond ±(2^53 − 1), or a
+/// float too long for its f64), a `-0`, or an exponent (`1e400`). Matches inside strings only
+/// cost the full check.
+fn may_be_lossy(bytes: &[u8]) -> bool {
+    let mut run = 0usize;
+    let mut prev = 0u8;
+    for &b in bytes {
+        if b.is_ascii_digit() {
+            run += 1;
+            if run >= 16 || (b == b'0' && prev == b'-') {
+                return true;
+            }
+        } else {
+            if (b == b'e' || b == b'E') && run > 0 {
+                return true;
+            }
+            run = 0;
+        }
+        prev = b;
+    }
+    false
 }
 
 /// A visitor that checks every number and records the first problem.
@@ -260,6 +287,10 @@ mod tests {
             let text = validate_lossless_str(json, "data");
             assert_eq!(text.is_ok(), ok, "{json}: {text:?}");
         }
+        assert!(validate_lossless_str(r#"{"s":"-0 and 1e5 and 12345678901234567"}"#, "d").is_ok());
+        assert!(validate_lossless_str(r#"{"n":1E400}"#, "d").is_err());
+        assert!(validate_lossless_str(r#"{"n":-0}"#, "d").is_err());
+        assert!(validate_lossless_str(r#"{"n":[1,-0]}"#, "d").is_err());
         let err = validate_lossless_str(r#"{"a":{"b":[0,-0.0]}}"#, "data").unwrap_err();
         assert_eq!(err.path, "data/a/b/1");
         assert_eq!(err.problem, "negative zero (-0)");

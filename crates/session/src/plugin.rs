@@ -84,7 +84,7 @@ impl SessionSink for KernelSink {
         Box::pin(async move {
             ctx.fire(ev)
                 .await
-                .map_err(|e| SessionError::Flush(e.to_string()))
+                .map_err(SessionError::Flush)
         })
     }
 
@@ -97,7 +97,7 @@ impl SessionSink for KernelSink {
         Box::pin(async move {
             ctx.fire(ev)
                 .await
-                .map_err(|e| SessionError::Flush(e.to_string()))
+                .map_err(SessionError::Flush)
         })
     }
 }

@@ -201,7 +201,7 @@ impl Sessions for SessionStore {
             .backend()
             .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
         let decoded = p.open_write(id)?;
-        let log = match SessionLog::replay(decoded.header, decoded.events) {
+        let log = match decoded.replay() {
             Ok(log) => log,
             Err(e) => {
                 let _ = p.close(id);
@@ -235,7 +235,7 @@ impl Sessions for SessionStore {
             .backend()
             .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
         let decoded = p.open_read(id)?;
-        Ok(SessionLog::replay(decoded.header, decoded.events)?)
+        Ok(decoded.replay()?)
     }
 
     fn get(&self, id: &str) -> Option<Arc<Session>> {

@@ -267,17 +267,6 @@ impl Session {
         self.log.lock().derive_messages()
     }
 
-    /// The model history as owned messages (what an adapter request takes).
-    pub fn derive_messages_owned(&self) -> Vec<Message> {
-        self.log
-            .lock()
-            .surface()
-            .derive_nodes()
-            .iter()
-            .map(|n| (*n.message).clone())
-            .collect()
-    }
-
     /// The surface's content generation (moves when model-visible history changed).
     pub fn content_generation(&self) -> u64 {
         self.log.lock().surface().content_generation()

@@ -318,34 +318,80 @@ pub fn validate_stream(stream: &Value) -> Result<(), StreamError> {
     Ok(())
 }
 
-/// One stream record, borrowed from the payload text (validation only).
+/// One stream record, decoded from the payload text for validation only (strings borrowed;
+/// a shape this view refuses is re-checked by [`validate_stream`] for a precise message).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RecordView<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(default, deserialize_with = "some_raw", borrow)]
-    time: Option<&'a RawValue>,
-    #[serde(default, deserialize_with = "some_raw", borrow)]
-    time0: Option<&'a RawValue>,
-    #[serde(default, deserialize_with = "some_raw", borrow)]
-    index: Option<&'a RawValue>,
-    #[serde(default, deserialize_with = "some_raw", borrow)]
-    dt: Option<&'a RawValue>,
-    #[serde(default, deserialize_with = "some_raw", borrow)]
-    texts: Option<&'a RawValue>,
-    #[serde(default, deserialize_with = "some_raw", borrow)]
-    args: Option<&'a RawValue>,
-    #[serde(default, deserialize_with = "some_raw", borrow)]
-    id: Option<&'a RawValue>,
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    time: Option<Number>,
+    #[serde(default)]
+    time0: Option<Number>,
+    #[serde(default)]
+    index: Option<Number>,
+    #[serde(default)]
+    dt: Option<Vec<Number>>,
+    #[serde(default)]
+    texts: Option<Strings>,
+    #[serde(default)]
+    args: Option<Strings>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "some_raw", borrow)]
     name: Option<&'a RawValue>,
-    #[serde(default, deserialize_with = "some_raw", borrow)]
-    chunk: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    chunk: Option<ChunkView<'a>>,
 }
 
 fn some_raw<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&'de RawValue>::deserialize(d).map(Some)
+}
+
+/// The number of members of an array of strings (anything else does not decode).
+struct Strings(usize);
+
+impl<'de> Deserialize<'de> for Strings {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Strings;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array of strings")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Strings, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<AnyStr>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Strings(n))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// Any string, not kept.
+struct AnyStr;
+
+impl<'de> Deserialize<'de> for AnyStr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = AnyStr;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E>(self, _: &str) -> Result<AnyStr, E> {
+                Ok(AnyStr)
+            }
+        }
+        d.deserialize_str(V)
+    }
 }
 
 /// The `type` tags a `chunk` record's chunk carries (validation only).
@@ -369,67 +415,46 @@ fn raw_str(raw: &RawValue) -> Option<Cow<'_, str>> {
     serde_json::from_str::<Cow<'_, str>>(raw.get()).ok()
 }
 
-fn raw_number(raw: Option<&RawValue>) -> Option<Number> {
-    raw.and_then(|r| serde_json::from_str::<Number>(r.get()).ok())
-}
-
 /// Validates a stream given as JSON text (§3.4, §4.5): the same rules as [`validate_stream`],
 /// without building a JSON tree (this runs for every assistant event of a log being opened).
 pub fn validate_stream_json(stream: &str) -> Result<(), StreamError> {
-    let records: Vec<&RawValue> =
-        serde_json::from_str(stream).map_err(|_| StreamError::from("stream must be an array"))?;
-    for (i, rec) in records.iter().enumerate() {
+    match serde_json::from_str::<Vec<RecordView<'_>>>(stream) {
+        Ok(records) => check_views(&records),
+        // The view refuses the shape: the tree check names the record and member.
+        Err(e) => match serde_json::from_str::<Value>(stream) {
+            Ok(v) => {
+                validate_stream(&v).and(Err(StreamError(format!("stream does not decode: {e}"))))
+            }
+            Err(_) => Err("stream must be an array".into()),
+        },
+    }
+}
+
+fn check_views(records: &[RecordView<'_>]) -> Result<(), StreamError> {
+    for (i, view) in records.iter().enumerate() {
         let err = |m: &str| StreamError(format!("stream record {i}{m}"));
-        let view: RecordView<'_> = serde_json::from_str(rec.get()).map_err(|e| {
-            let text = e.to_string();
-            match text
-                .strip_prefix("unknown field `")
-                .and_then(|r| r.split('`').next())
-            {
-                Some(name) => {
-                    StreamError(format!("stream record {i} has unknown member \"{name}\""))
-                }
-                None => StreamError(format!(
-                    "stream record {i} is not an object of record members: {text}"
-                )),
-            }
-        })?;
-        let present = |name: &str, v: &Option<&RawValue>| -> Result<(), StreamError> {
-            match v {
-                Some(_) => Ok(()),
-                None => Err(err(&format!(" lacks \"{name}\""))),
-            }
-        };
-        let absent = |name: &str, v: &Option<&RawValue>| -> Result<(), StreamError> {
-            match v {
-                Some(_) => Err(err(&format!(" has unknown member \"{name}\""))),
-                None => Ok(()),
-            }
-        };
-        let kind = view.kind.as_deref().unwrap_or("");
+        let unknown = |name: &str| err(&format!(" has unknown member \"{name}\""));
+        let lacks = |name: &str| err(&format!(" lacks \"{name}\""));
+        let kind = view.kind.as_ref();
         match kind {
             "chunk" => {
-                present("time", &view.time)?;
-                present("chunk", &view.chunk)?;
-                for (n, v) in [
-                    ("time0", &view.time0),
-                    ("index", &view.index),
-                    ("dt", &view.dt),
-                    ("texts", &view.texts),
-                    ("args", &view.args),
-                    ("id", &view.id),
-                    ("name", &view.name),
-                ] {
-                    absent(n, v)?;
+                let others = [
+                    ("time0", view.time0.is_some()),
+                    ("index", view.index.is_some()),
+                    ("dt", view.dt.is_some()),
+                    ("texts", view.texts.is_some()),
+                    ("args", view.args.is_some()),
+                    ("id", view.id.is_some()),
+                    ("name", view.name.is_some()),
+                ];
+                if let Some((n, _)) = others.iter().find(|(_, present)| *present) {
+                    return Err(unknown(n));
                 }
-                raw_number(view.time)
+                view.time
                     .as_ref()
-                    .and_then(number_as_safe_i64)
-                    .ok_or_else(|| err(": bad time"))?;
-                let chunk: ChunkView<'_> = view
-                    .chunk
-                    .and_then(|c| serde_json::from_str(c.get()).ok())
-                    .ok_or_else(|| err(": chunk is not an object"))?;
+                    .ok_or_else(|| lacks("time"))
+                    .and_then(|t| number_as_safe_i64(t).ok_or_else(|| err(": bad time")))?;
+                let chunk = view.chunk.as_ref().ok_or_else(|| lacks("chunk"))?;
                 let tag = match chunk.kind.and_then(raw_str).as_deref() {
                     Some("block-start") => chunk.block_type.and_then(raw_str),
                     Some("block-end") => chunk
@@ -446,43 +471,50 @@ pub fn validate_stream_json(stream: &str) -> Result<(), StreamError> {
             }
             "text-chunks" | "reasoning-chunks" | "tool-call-chunks" => {
                 let tool = kind == "tool-call-chunks";
-                present("time0", &view.time0)?;
-                present("index", &view.index)?;
-                present("dt", &view.dt)?;
-                absent("time", &view.time)?;
-                absent("chunk", &view.chunk)?;
-                if tool {
-                    present("id", &view.id)?;
-                    present("args", &view.args)?;
-                    absent("texts", &view.texts)?;
-                } else {
-                    present("texts", &view.texts)?;
-                    for (n, v) in [("args", &view.args), ("id", &view.id), ("name", &view.name)] {
-                        absent(n, v)?;
-                    }
+                if view.time.is_some() {
+                    return Err(unknown("time"));
                 }
-                let t0 = raw_number(view.time0)
+                if view.chunk.is_some() {
+                    return Err(unknown("chunk"));
+                }
+                let members = if tool {
+                    if view.texts.is_some() {
+                        return Err(unknown("texts"));
+                    }
+                    if view.id.is_none() {
+                        return Err(lacks("id"));
+                    }
+                    view.args.as_ref().ok_or_else(|| lacks("args"))?
+                } else {
+                    for (n, present) in [
+                        ("args", view.args.is_some()),
+                        ("id", view.id.is_some()),
+                        ("name", view.name.is_some()),
+                    ] {
+                        if present {
+                            return Err(unknown(n));
+                        }
+                    }
+                    view.texts.as_ref().ok_or_else(|| lacks("texts"))?
+                };
+                let t0 = view
+                    .time0
                     .as_ref()
-                    .and_then(number_as_safe_i64)
-                    .ok_or_else(|| err(": bad time0"))?;
-                raw_number(view.index)
+                    .ok_or_else(|| lacks("time0"))
+                    .and_then(|t| number_as_safe_i64(t).ok_or_else(|| err(": bad time0")))?;
+                view.index
                     .as_ref()
-                    .and_then(number_as_safe_u64)
-                    .ok_or_else(|| err(": bad index"))?;
-                let members = if tool { view.args } else { view.texts };
-                let members: Vec<Cow<'_, str>> = members
-                    .and_then(|m| serde_json::from_str(m.get()).ok())
-                    .filter(|m: &Vec<Cow<'_, str>>| !m.is_empty())
-                    .ok_or_else(|| err(": members must be a non-empty string array"))?;
-                let dt: Vec<&RawValue> = view
-                    .dt
-                    .and_then(|d| serde_json::from_str(d.get()).ok())
-                    .ok_or_else(|| err(": dt must be an array"))?;
-                if dt.len() + 1 != members.len() {
+                    .ok_or_else(|| lacks("index"))
+                    .and_then(|n| number_as_safe_u64(n).ok_or_else(|| err(": bad index")))?;
+                let dt = view.dt.as_ref().ok_or_else(|| lacks("dt"))?;
+                if members.0 == 0 {
+                    return Err(err(": members must be a non-empty string array"));
+                }
+                if dt.len() + 1 != members.0 {
                     return Err(err(": dt length must be members - 1"));
                 }
                 if tool {
-                    if view.id.and_then(raw_str).is_none_or(|s| s.is_empty()) {
+                    if view.id.as_deref().is_none_or(str::is_empty) {
                         return Err(err(": tool-call-chunks id must be non-empty"));
                     }
                     if let Some(n) = view.name
@@ -493,22 +525,14 @@ pub fn validate_stream_json(stream: &str) -> Result<(), StreamError> {
                 }
                 let mut t = t0;
                 for d in dt {
-                    let d = raw_number(Some(d))
-                        .as_ref()
-                        .and_then(number_as_safe_i64)
-                        .ok_or_else(|| err(": bad dt"))?;
+                    let d = number_as_safe_i64(d).ok_or_else(|| err(": bad dt"))?;
                     t = t
                         .checked_add(d)
                         .filter(|t| t.abs() <= MAX_SAFE_INTEGER)
                         .ok_or_else(|| err(": time overflow"))?;
                 }
             }
-            _ => {
-                return Err(err(&format!(
-                    " has unknown type {:?}",
-                    view.kind.as_deref()
-                )));
-            }
+            other => return Err(err(&format!(" has unknown type {other:?}"))),
         }
     }
     Ok(())

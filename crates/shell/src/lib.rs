@@ -191,14 +191,15 @@ impl ShellOutcome {
 pub enum ShellError {
     /// The request itself is unusable (e.g. a NUL byte in the command).
     #[error("invalid shell request: {0}")]
-    InvalidRequest(String),
-    /// The working directory does not exist or is not a directory.
+    InvalidRequest(#[from] InvalidRequest),
+    /// The working directory does not exist, is not a directory, or cannot be entered.
     #[error("working directory {path:?} is unusable: {reason}")]
     WorkingDirectory {
         /// The directory that was asked for.
         path: PathBuf,
         /// What is wrong with it.
-        reason: String,
+        #[source]
+        reason: WorkdirProblem,
     },
     /// The shell process could not be started.
     #[error("failed to start {program}: {source}")]
@@ -218,6 +219,36 @@ pub enum ShellError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Why a request is unusable. The text (its `Display`) is model-actionable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidRequest {
+    /// The command contains a NUL byte (it cannot be a process argument).
+    #[error("the command contains a NUL byte")]
+    NulByte,
+    /// The command is longer than one process argument may be (128 KiB on Linux).
+    #[error(
+        "the command ({bytes} bytes) is too long for one process argument; write long scripts to a file and run the file"
+    )]
+    TooLong {
+        /// The command's length.
+        bytes: usize,
+    },
+}
+
+/// What is wrong with a run's working directory.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkdirProblem {
+    /// It exists but is not a directory.
+    #[error("not a directory")]
+    NotADirectory,
+    /// It cannot be looked up (missing, or a parent without permission).
+    #[error("{0}")]
+    Unreadable(#[source] std::io::Error),
+    /// It exists but cannot be entered (no search permission).
+    #[error("cannot enter the directory: {0}")]
+    NotEnterable(#[source] std::io::Error),
 }
 
 /// The shell service: runs one command per call in a fresh shell.

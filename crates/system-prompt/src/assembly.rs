@@ -75,9 +75,47 @@ pub enum SystemPromptError {
     #[error("a system-prompt/assemble listener panicked: {0}")]
     Panicked(String),
     /// A registration was refused.
-    #[error("{0}")]
-    Registration(String),
+    #[error(transparent)]
+    Registration(#[from] RegistrationError),
 }
+
+/// Why a section registration was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegistrationError {
+    /// The section's name is empty or blank.
+    #[error("a system prompt section needs a non-empty name")]
+    EmptyName,
+    /// A runtime-context section was marked complete.
+    #[error("runtime-context section `{0}` cannot be complete")]
+    CompleteContext(String),
+    /// A section of that name is already registered in the same scope.
+    #[error("system prompt section `{section}` is already registered {where_} by `{owner}`")]
+    Duplicate {
+        /// The section.
+        section: String,
+        /// `globally` or `in scope <key>`.
+        where_: String,
+        /// The plugin that registered it first.
+        owner: String,
+    },
+    /// The kernel refused the effect (e.g. the registering fiber is unloading).
+    #[error(transparent)]
+    Kernel(KernelRefusal),
+}
+
+/// A kernel error inside a cloneable, comparable [`RegistrationError`] (the kernel's error is
+/// neither): shared, compared by its text, its causes kept as its source chain.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct KernelRefusal(pub std::sync::Arc<dsh_kernel::KernelError>);
+
+impl PartialEq for KernelRefusal {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for KernelRefusal {}
 
 impl SystemPromptError {
     /// The machine code a failed turn records.

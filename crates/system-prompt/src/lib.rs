@@ -21,8 +21,8 @@ mod service;
 pub mod template;
 
 pub use assembly::{
-    PromptAssembly, SystemPromptAssemble, SystemPromptError, ToolOrderError, UNLISTED_TOOLS,
-    check_tool_order, order_tools, order_tools_hiding,
+    KernelRefusal, PromptAssembly, RegistrationError, SystemPromptAssemble, SystemPromptError,
+    ToolOrderError, UNLISTED_TOOLS, check_tool_order, order_tools, order_tools_hiding,
 };
 pub use runtime_context::{OwnedContextMessage, RetainedContext, RuntimeContextProposal};
 pub use section::{

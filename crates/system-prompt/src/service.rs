@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::assembly::{
-    PromptAssembly, SystemPromptAssemble, SystemPromptError, check_tool_order, order_tools,
-    order_tools_hiding,
+    KernelRefusal, PromptAssembly, RegistrationError, SystemPromptAssemble, SystemPromptError,
+    check_tool_order, order_tools, order_tools_hiding,
 };
 use crate::section::{
     AssembleContext, ContextSection, RenderedSection, Section, SectionContent, order,
@@ -172,15 +172,10 @@ impl SystemPromptService {
         section: Section,
     ) -> Result<Registration, SystemPromptError> {
         if section.name.trim().is_empty() {
-            return Err(SystemPromptError::Registration(
-                "a system prompt section needs a non-empty name".into(),
-            ));
+            return Err(RegistrationError::EmptyName.into());
         }
         if kind == Kind::Context && section.complete {
-            return Err(SystemPromptError::Registration(format!(
-                "runtime-context section `{}` cannot be complete",
-                section.name
-            )));
+            return Err(RegistrationError::CompleteContext(section.name).into());
         }
         let scope = ctx.scope_key();
         let id = self.inner.ids.fetch_add(1, Ordering::Relaxed);
@@ -194,10 +189,12 @@ impl SystemPromptService {
                     None => "globally".to_owned(),
                     Some(s) => format!("in scope {s}"),
                 };
-                return Err(SystemPromptError::Registration(format!(
-                    "system prompt section `{}` is already registered {where_} by `{}`",
-                    section.name, existing.owner
-                )));
+                return Err(RegistrationError::Duplicate {
+                    section: section.name,
+                    where_,
+                    owner: existing.owner.clone(),
+                }
+                .into());
             }
             entries.push(Entry {
                 id,
@@ -213,7 +210,7 @@ impl SystemPromptService {
                 inner.registry.remove(id);
             }
         })
-        .map_err(|e| SystemPromptError::Registration(e.to_string()))
+        .map_err(|e| RegistrationError::Kernel(KernelRefusal(Arc::new(e))).into())
     }
 }
 

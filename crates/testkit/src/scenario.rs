@@ -32,12 +32,51 @@ pub enum ScenarioError {
         message: String,
     },
     /// A response entry is inconsistent.
-    #[error("response #{index}: {message}")]
+    #[error("response #{index}: {source}")]
     Invalid {
         /// 0-based position in `responses`.
         index: usize,
         /// What is wrong.
-        message: String,
+        source: ResponseError,
+    },
+}
+
+/// Why one response entry of a scenario cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ResponseError {
+    /// Not exactly one of the response kinds.
+    #[error("give exactly one of `completion`, `error`, `sseFile`, `raw`")]
+    NotOneKind,
+    /// `split` on an `error` response.
+    #[error("`split` applies to `completion` and `sseFile` only")]
+    SplitOnError,
+    /// `split` on a `raw` response.
+    #[error("`split` applies to `completion` and `sseFile` only; use `chunks` steps in `raw`")]
+    SplitOnRaw,
+    /// An `error` with `kind` and also `status` or `message`.
+    #[error(
+        "`kind` errors use the captured status and body; drop `status`/`message` or drop `kind`"
+    )]
+    KindWithStatus,
+    /// An `error` with neither `kind` nor `status`.
+    #[error("an `error` needs `kind` or `status`")]
+    NoKindOrStatus,
+    /// A status outside 100..=999.
+    #[error("invalid HTTP status {0}")]
+    InvalidStatus(u16),
+    /// A header whose value is not a string.
+    #[error("header `{0}` must be a string")]
+    HeaderNotString(String),
+    /// A `chunks` step without exactly one of `text` and `file`.
+    #[error("`chunks` needs exactly one of `text`, `file`")]
+    ChunksSource,
+    /// A referenced file cannot be read.
+    #[error("cannot read {path}: {source}")]
+    ReadFile {
+        /// The resolved path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
     },
 }
 
@@ -105,7 +144,7 @@ impl Scenario {
             let times = response.times.unwrap_or(1);
             let reply = response
                 .into_reply(base_dir)
-                .map_err(|message| ScenarioError::Invalid { index, message })?;
+                .map_err(|source| ScenarioError::Invalid { index, source })?;
             for _ in 0..times {
                 replies.push(reply.clone());
             }
@@ -294,15 +333,15 @@ enum StepSpec {
     Stall,
 }
 
-fn read_file(base: &Path, file: &str) -> Result<Bytes, String> {
+fn read_file(base: &Path, file: &str) -> Result<Bytes, ResponseError> {
     let path = base.join(file);
     std::fs::read(&path)
         .map(Bytes::from)
-        .map_err(|err| format!("cannot read {}: {err}", path.display()))
+        .map_err(|source| ResponseError::ReadFile { path, source })
 }
 
 impl ResponseSpec {
-    fn into_reply(self, base: &Path) -> Result<Reply, String> {
+    fn into_reply(self, base: &Path) -> Result<Reply, ResponseError> {
         let given = [
             self.completion.is_some(),
             self.error.is_some(),
@@ -313,7 +352,7 @@ impl ResponseSpec {
         .filter(|b| **b)
         .count();
         if given != 1 {
-            return Err("give exactly one of `completion`, `error`, `sseFile`, `raw`".to_owned());
+            return Err(ResponseError::NotOneKind);
         }
         let split = self.split.as_ref().map(SplitSpec::to_split);
         let mut reply = if let Some(spec) = self.completion {
@@ -324,18 +363,16 @@ impl ResponseSpec {
             Reply::sse().split(bytes, split.as_ref().unwrap_or(&Split::Whole))
         } else if let Some(err) = self.error {
             if split.is_some() {
-                return Err("`split` applies to `completion` and `sseFile` only".to_owned());
+                return Err(ResponseError::SplitOnError);
             }
             err.into_reply()?
         } else if let Some(raw) = self.raw {
             if split.is_some() {
-                return Err("`split` applies to `completion` and `sseFile` only; use \
-                            `chunks` steps in `raw`"
-                    .to_owned());
+                return Err(ResponseError::SplitOnRaw);
             }
             raw.into_reply(base)?
         } else {
-            return Err("empty response".to_owned());
+            return Err(ResponseError::NotOneKind);
         };
         if let Some(ms) = self.write_delay_ms.filter(|ms| *ms > 0) {
             reply = interleave_delay(reply, Duration::from_millis(ms));
@@ -419,13 +456,11 @@ impl CompletionSpec {
 }
 
 impl ErrorSpec {
-    fn into_reply(self) -> Result<Reply, String> {
+    fn into_reply(self) -> Result<Reply, ResponseError> {
         let reply = match self.kind {
             Some(kind) => {
                 if self.status.is_some() || self.message.is_some() {
-                    return Err("`kind` errors use the captured status and body; drop \
-                                `status`/`message` or drop `kind`"
-                        .to_owned());
+                    return Err(ResponseError::KindWithStatus);
                 }
                 match kind {
                     ErrorKind::Unauthorized => deepseek::unauthorized(),
@@ -439,10 +474,10 @@ impl ErrorSpec {
             }
             None => {
                 let Some(status) = self.status else {
-                    return Err("an `error` needs `kind` or `status`".to_owned());
+                    return Err(ResponseError::NoKindOrStatus);
                 };
                 if !(100..=999).contains(&status) {
-                    return Err(format!("invalid HTTP status {status}"));
+                    return Err(ResponseError::InvalidStatus(status));
                 }
                 deepseek::error_reply(
                     status,
@@ -462,9 +497,9 @@ impl ErrorSpec {
 }
 
 impl RawSpec {
-    fn into_reply(self, base: &Path) -> Result<Reply, String> {
+    fn into_reply(self, base: &Path) -> Result<Reply, ResponseError> {
         if !(100..=999).contains(&self.status) {
-            return Err(format!("invalid HTTP status {}", self.status));
+            return Err(ResponseError::InvalidStatus(self.status));
         }
         let mut reply = if self.sse_headers {
             Reply::sse()
@@ -474,7 +509,7 @@ impl RawSpec {
         reply.status = self.status;
         for (name, value) in self.headers {
             let serde_json::Value::String(value) = value else {
-                return Err(format!("header `{name}` must be a string"));
+                return Err(ResponseError::HeaderNotString(name));
             };
             reply = reply.header(name, value);
         }
@@ -489,7 +524,7 @@ impl RawSpec {
                     let bytes = match (text, file) {
                         (Some(text), None) => Bytes::from(text),
                         (None, Some(file)) => read_file(base, &file)?,
-                        _ => return Err("`chunks` needs exactly one of `text`, `file`".to_owned()),
+                        _ => return Err(ResponseError::ChunksSource),
                     };
                     reply.split(bytes, &split.to_split())
                 }

@@ -457,13 +457,24 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
     }
 }
 
-async fn read_body(mut body: Incoming) -> Result<Bytes, String> {
+/// Why a request body was not read.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    /// The connection failed while reading it.
+    #[error("reading the request body failed: {0}")]
+    Read(#[source] hyper::Error),
+    /// It is larger than [`MAX_REQUEST_BODY`].
+    #[error("request body larger than {MAX_REQUEST_BODY} bytes")]
+    TooLarge,
+}
+
+async fn read_body(mut body: Incoming) -> Result<Bytes, BodyError> {
     let mut buf = BytesMut::new();
     while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
-        let frame = frame.map_err(|err| format!("reading the request body failed: {err}"))?;
+        let frame = frame.map_err(BodyError::Read)?;
         if let Ok(data) = frame.into_data() {
             if buf.len() + data.len() > MAX_REQUEST_BODY {
-                return Err(format!("request body larger than {MAX_REQUEST_BODY} bytes"));
+                return Err(BodyError::TooLarge);
             }
             buf.extend_from_slice(&data);
         }
@@ -595,7 +606,7 @@ fn cached_prefix(earlier: &[RecordedRequest], record: &RecordedRequest) -> usize
         .unwrap_or(0)
 }
 
-fn choose(inner: &mut Inner, record: &RecordedRequest, body_error: Option<String>) -> Choice {
+fn choose(inner: &mut Inner, record: &RecordedRequest, body_error: Option<BodyError>) -> Choice {
     if let Some(err) = body_error {
         return Choice::Unscripted(Reply::text(413, format!("dsh-testkit: {err}")));
     }

@@ -117,10 +117,24 @@ pub fn validate_request(body: &[u8]) -> Result<(), Reply> {
             "tool_choice other than 'auto' or 'none' is not supported in thinking mode",
         ));
     }
-    check_messages(messages, thinking).map_err(|message| bad_request(&message))
+    check_messages(messages, thinking).map_err(|rule| bad_request(&rule.to_string()))
 }
 
-fn check_messages(messages: &[Value], thinking: bool) -> Result<(), String> {
+/// A message-order rule DeepSeek enforces; the message is DeepSeek's own wording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum MessageRule {
+    /// A `tool` message that answers no pending call.
+    #[error("{}", TOOL_WITHOUT_CALL)]
+    ToolWithoutCall,
+    /// Tool calls not all answered before the next message.
+    #[error("{}", TOOL_CALLS_NOT_ANSWERED)]
+    CallsNotAnswered,
+    /// A thinking-mode tool-call turn without `reasoning_content`.
+    #[error("The `reasoning_content` in the thinking mode must be passed back to the API.")]
+    ReasoningNotPassedBack,
+}
+
+fn check_messages(messages: &[Value], thinking: bool) -> Result<(), MessageRule> {
     // Ids of the last assistant message's tool calls still waiting for a `tool` message.
     let mut pending: Vec<String> = Vec::new();
     let mut in_tool_results = false;
@@ -128,7 +142,7 @@ fn check_messages(messages: &[Value], thinking: bool) -> Result<(), String> {
         let role = message.get("role").and_then(Value::as_str).unwrap_or("");
         if role == "tool" {
             if !in_tool_results {
-                return Err(TOOL_WITHOUT_CALL.to_owned());
+                return Err(MessageRule::ToolWithoutCall);
             }
             let id = message
                 .get("tool_call_id")
@@ -138,12 +152,12 @@ fn check_messages(messages: &[Value], thinking: bool) -> Result<(), String> {
                 Some(at) => {
                     pending.remove(at);
                 }
-                None => return Err(TOOL_WITHOUT_CALL.to_owned()),
+                None => return Err(MessageRule::ToolWithoutCall),
             }
             continue;
         }
         if !pending.is_empty() {
-            return Err(TOOL_CALLS_NOT_ANSWERED.to_owned());
+            return Err(MessageRule::CallsNotAnswered);
         }
         in_tool_results = false;
         if role == "assistant"
@@ -151,10 +165,7 @@ fn check_messages(messages: &[Value], thinking: bool) -> Result<(), String> {
             && !calls.is_empty()
         {
             if thinking && message.get("reasoning_content").is_none() {
-                return Err(
-                    "The `reasoning_content` in the thinking mode must be passed back to the API."
-                        .to_owned(),
-                );
+                return Err(MessageRule::ReasoningNotPassedBack);
             }
             pending = calls
                 .iter()
@@ -164,7 +175,7 @@ fn check_messages(messages: &[Value], thinking: bool) -> Result<(), String> {
         }
     }
     if !pending.is_empty() {
-        return Err(TOOL_CALLS_NOT_ANSWERED.to_owned());
+        return Err(MessageRule::CallsNotAnswered);
     }
     Ok(())
 }

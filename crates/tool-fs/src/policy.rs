@@ -12,6 +12,7 @@ use std::sync::Arc;
 use dsh_agent::Agents;
 use dsh_agent::events::AgentSessionStart;
 use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin, Service};
+use dsh_session::data::CoreEvent;
 use dsh_tools::{CallInfo, Guard, ToolError, Tools, ToolsResultEvent};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
@@ -68,26 +69,22 @@ impl Observations {
     }
 
     /// Records the observations of a stored session's log: each `tool/result` with the name of
-    /// its `tool/call`.
+    /// its `tool/call` (matched on the typed events, decoded once when the log was admitted).
     pub fn replay_log(&self, session: &str, events: &[Arc<dsh_session::Event>]) {
         let mut names: HashMap<&str, &str> = HashMap::new();
         for e in events {
-            let data = e.data();
-            match e.kind() {
-                "tool/call" => {
-                    if let (Some(id), Some(name)) = (data["callId"].as_str(), data["name"].as_str())
-                    {
-                        names.insert(id, name);
-                    }
+            match e.core() {
+                Some(CoreEvent::ToolCallEvent(call)) => {
+                    names.insert(call.call_id.as_str(), call.name.as_str());
                 }
-                "tool/result" => {
-                    let message = &data["message"];
-                    let Some(name) = message["toolCallId"].as_str().and_then(|id| names.get(id))
+                Some(CoreEvent::ToolResult(result)) => {
+                    let message = &result.message;
+                    let Some(name) = message.tool_call_id.as_deref().and_then(|id| names.get(id))
                     else {
                         continue;
                     };
-                    let is_error = message["isError"].as_bool().unwrap_or(false);
-                    self.record_logged(session, name, is_error, data.get("meta"));
+                    let is_error = message.is_error.unwrap_or(false);
+                    self.record_logged(session, name, is_error, result.meta.as_ref());
                 }
                 _ => {}
             }

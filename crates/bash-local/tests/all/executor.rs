@@ -4,7 +4,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use dsh_bash_local::{LocalShell, LocalShellOptions};
-use dsh_shell::{ShellError, ShellExecutor, ShellRequest, Termination};
+use dsh_shell::{
+    InvalidRequest, ShellError, ShellExecutor, ShellRequest, Termination, WorkdirProblem,
+};
 
 use crate::common::{options, run, shell};
 
@@ -151,16 +153,22 @@ async fn infrastructure_errors() {
     let sh = shell(dir.path());
     let missing = dir.path().join("nope");
     match sh.run(ShellRequest::new("true", &missing)).await {
-        Err(ShellError::WorkingDirectory { path, reason }) => {
+        Err(ShellError::WorkingDirectory {
+            path,
+            reason: WorkdirProblem::Unreadable(error),
+        }) => {
             assert_eq!(path, missing);
-            assert!(reason.contains("No such file"), "{reason}");
+            assert_eq!(error.kind(), std::io::ErrorKind::NotFound, "{error}");
         }
         other => panic!("{other:?}"),
     }
     let file = dir.path().join("file");
     std::fs::write(&file, "").unwrap();
     match sh.run(ShellRequest::new("true", &file)).await {
-        Err(ShellError::WorkingDirectory { reason, .. }) => assert_eq!(reason, "not a directory"),
+        Err(ShellError::WorkingDirectory {
+            reason: WorkdirProblem::NotADirectory,
+            ..
+        }) => {}
         other => panic!("{other:?}"),
     }
     // A directory without search permission. Root (as in CI) bypasses permissions: then the
@@ -170,21 +178,30 @@ async fn infrastructure_errors() {
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
     let privileged = std::fs::metadata(locked.join(".")).is_ok();
     match sh.run(ShellRequest::new("true", &locked)).await {
-        Err(ShellError::WorkingDirectory { reason, .. }) if !privileged => {
-            assert!(reason.contains("Permission denied"), "{reason}");
+        Err(ShellError::WorkingDirectory {
+            reason: WorkdirProblem::NotEnterable(error),
+            ..
+        }) if !privileged => {
+            assert_eq!(
+                error.kind(),
+                std::io::ErrorKind::PermissionDenied,
+                "{error}"
+            );
         }
         Ok(out) if privileged => assert!(out.termination.success()),
         other => panic!("privileged={privileged}: {other:?}"),
     }
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
     match sh.run(ShellRequest::new("echo a\0b", dir.path())).await {
-        Err(ShellError::InvalidRequest(msg)) => assert!(msg.contains("NUL")),
+        Err(ShellError::InvalidRequest(InvalidRequest::NulByte)) => {}
         other => panic!("{other:?}"),
     }
     // Linux limits one argument to 128 KiB: a clear message instead of a bare E2BIG.
     let huge = format!("echo {}", "x".repeat(200_000));
     match sh.run(ShellRequest::new(huge, dir.path())).await {
-        Err(ShellError::InvalidRequest(msg)) => assert!(msg.contains("too long"), "{msg}"),
+        Err(err @ ShellError::InvalidRequest(InvalidRequest::TooLong { bytes: 200_005 })) => {
+            assert!(err.to_string().contains("too long"), "{err}");
+        }
         other => panic!("{other:?}"),
     }
     let broken = LocalShell::new(LocalShellOptions {

@@ -346,3 +346,32 @@ fn unknown_retryable_codes_are_kept_verbatim() {
         p.policy_key()
     );
 }
+
+#[test]
+fn config_validation_names_the_policy_by_variant() {
+    use dsh_llm_retry::{ConfigError, LlmRetryConfig, PolicyError};
+    let bad = RetryPolicy {
+        jitter_ratio: -1.0,
+        ..RetryPolicy::default()
+    };
+    let mut config = LlmRetryConfig::default();
+    assert_eq!(config.validate(), Ok(()));
+    config.providers.insert("deepseek".into(), bad.clone());
+    let err = config.validate().unwrap_err();
+    assert_eq!(
+        err,
+        ConfigError::Provider {
+            name: "deepseek".into(),
+            source: PolicyError::Jitter("-1".into())
+        }
+    );
+    assert!(
+        std::error::Error::source(&err).is_some(),
+        "the cause is kept"
+    );
+    config.default = bad;
+    assert!(matches!(
+        config.validate(),
+        Err(ConfigError::Default(PolicyError::Jitter(_)))
+    ));
+}

@@ -277,3 +277,70 @@ fn repair_refuses_a_log_whose_header_is_refused() {
     ));
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
 }
+
+/// Issue 12 item 3: a row that reads but that admission refuses names the file, its line and
+/// byte offset (it used to say only `session log rejected at event N ("…")`), and a repair can
+/// keep the rows before it.
+#[test]
+fn an_admission_refusal_names_file_line_and_offset_and_is_repairable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = unfinished_session(tmp.path(), "s1");
+    let original = std::fs::read(&path).unwrap();
+    let rows = lines(&original);
+    // line 12 = seq 10, a step/start of turn 2: make it claim turn 7 (a structure rule)
+    let (offset, line) = &rows[11];
+    let text = String::from_utf8(line.clone()).unwrap();
+    assert!(text.contains("\"turn\":2"), "{text}");
+    let broken = text.replace("\"turn\":2", "\"turn\":7");
+    let mut bytes = original[..*offset].to_vec();
+    bytes.extend_from_slice(broken.as_bytes());
+    bytes.extend_from_slice(&original[offset + line.len()..]);
+    std::fs::write(&path, &bytes).unwrap();
+
+    let (backend, sessions) = store(tmp.path());
+    let err = sessions.read("s1").unwrap_err();
+    let dsh_session::SessionError::Log(dsh_session::LogError::Load(e)) = &err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        matches!(&e.problem, LoadProblem::Rejected(r) if r.seq == 10),
+        "{e}"
+    );
+    assert_eq!((e.line, e.offset), (12, *offset as u64));
+    assert_eq!(e.path, path.display().to_string());
+    assert_eq!(err.code(), "SESSION_CORRUPT");
+    assert!(err.to_string().contains("line 12"), "{err}");
+    assert_eq!(sessions.open("s1").unwrap_err().code(), "SESSION_CORRUPT");
+
+    let report = backend.repair("s1").unwrap();
+    assert!(matches!(&report.cause, Some(RepairCause::Refused(e)) if e.line == 12));
+    assert_eq!(report.kept_events, 10);
+    assert_eq!(report.kept_bytes, *offset as u64);
+    let s = sessions.open("s1").unwrap();
+    assert_eq!(s.events()[9].kind(), "step/end");
+}
+
+/// Issue 12 item 3: an unknown required type (e.g. a mangled `session/end-seed`) is refused as
+/// unsupported, naming the file and the line.
+#[test]
+fn an_unknown_required_type_names_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = unfinished_session(tmp.path(), "s1");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(b"{\"type\":\"}ession/end-seed\",\"data\":{},\"seq\":16,\"time\":1}\n");
+    bytes.extend_from_slice(
+        b"{\"type\":\"step/start\",\"data\":{\"turn\":2,\"step\":4},\"seq\":17,\"time\":1}\n",
+    );
+    std::fs::write(&path, &bytes).unwrap();
+    let (_, sessions) = store(tmp.path());
+    let err = sessions.open("s1").unwrap_err();
+    assert_eq!(err.code(), "SESSION_UNSUPPORTED", "{err}");
+    let dsh_session::SessionError::Log(dsh_session::LogError::Load(e)) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(e.line, 18);
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+}

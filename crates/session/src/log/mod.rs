@@ -242,7 +242,10 @@ impl SessionLog {
             seq,
             time,
             data,
-            core,
+            match core {
+                Some(c) => crate::event::Typed::Canonical(c),
+                None => crate::event::Typed::No,
+            },
             surface_op,
             sources,
             ignorable,

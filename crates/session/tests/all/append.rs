@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use dsh_session::{NewEvent, Rejection, SessionHeader, SessionLog, SurfaceOp};
+use dsh_session::{LogError, NewEvent, Rejection, SessionHeader, SessionLog, SurfaceOp};
 use serde_json::json;
 
 use crate::common::*;
@@ -475,6 +475,10 @@ fn seeds_need_a_seeded_header() {
     let mut h = SessionHeader::new("s", 1, None);
     h.is_seeded = true;
     let err = SessionLog::replay(h, Vec::new()).unwrap_err();
+    assert!(
+        matches!(&err, LogError::Rejected { error, .. } if class(&error.reason) == Class::Relation),
+        "{err}"
+    );
     assert!(err.to_string().contains("isSeeded"));
 }
 

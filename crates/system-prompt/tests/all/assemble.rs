@@ -378,7 +378,9 @@ async fn scoped_hook_listeners_only_see_their_agent_and_panics_become_errors() {
         .hook_with::<SystemPromptAssemble, _, _>(
             HookOptions { prepend: true },
             |_input: AssembleContext, _next| async move {
-                Err(SystemPromptError::Registration("vetoed".into()))
+                Err(SystemPromptError::Registration(
+                    dsh_system_prompt::RegistrationError::EmptyName,
+                ))
             },
         )
         .unwrap();
@@ -388,7 +390,7 @@ async fn scoped_hook_listeners_only_see_their_agent_and_panics_become_errors() {
             .assemble(cx().with_scope(Some("agent-1".into())))
             .await
             .unwrap_err(),
-        SystemPromptError::Registration("vetoed".into())
+        SystemPromptError::Registration(dsh_system_prompt::RegistrationError::EmptyName)
     );
     scope.dispose().await;
 
@@ -513,4 +515,30 @@ fn tool_order_rejections_by_variant() {
             name: "read".into()
         })
     );
+}
+
+#[tokio::test]
+async fn registration_rejections_by_variant() {
+    use dsh_system_prompt::RegistrationError;
+    let e = env(json!({"includeHarnessIdentity": false})).await;
+    assert_eq!(
+        e.prompt
+            .section(&e.root, Section::new(" ", "x"))
+            .unwrap_err(),
+        SystemPromptError::Registration(RegistrationError::EmptyName)
+    );
+    e.prompt
+        .section(&e.root, Section::new("twice", "x"))
+        .unwrap();
+    match e.prompt.section(&e.root, Section::new("twice", "y")) {
+        Err(SystemPromptError::Registration(RegistrationError::Duplicate {
+            section,
+            where_,
+            ..
+        })) => {
+            assert_eq!(section, "twice");
+            assert_eq!(where_, "globally");
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -33,7 +33,32 @@ struct Args {
     repeat: bool,
 }
 
-fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
+/// A command line that cannot be used.
+#[derive(Debug, thiserror::Error)]
+enum ArgsError {
+    /// An option without its value.
+    #[error("{0} needs a value")]
+    MissingValue(String),
+    /// A value that does not parse.
+    #[error("invalid {option} {value:?}")]
+    Invalid {
+        /// The option.
+        option: &'static str,
+        /// The value given.
+        value: String,
+    },
+    /// An option this binary does not have.
+    #[error("unknown option {0}")]
+    Unknown(String),
+    /// More than one scenario.
+    #[error("only one scenario file may be given")]
+    TwoScenarios,
+    /// No scenario.
+    #[error("missing <SCENARIO>")]
+    NoScenario,
+}
+
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, ArgsError> {
     let mut scenario = None;
     let mut host: IpAddr = IpAddr::from([127, 0, 0, 1]);
     let mut port = 0u16;
@@ -41,29 +66,38 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
     let mut log_bodies = false;
     let mut repeat = false;
     while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+        let mut value = |name: &str| {
+            args.next()
+                .ok_or_else(|| ArgsError::MissingValue(name.to_owned()))
+        };
         match arg.as_str() {
             "-h" | "--help" => return Ok(None),
             "--port" => {
                 let v = value("--port")?;
-                port = v.parse().map_err(|_| format!("invalid --port {v:?}"))?;
+                port = v.parse().map_err(|_| ArgsError::Invalid {
+                    option: "--port",
+                    value: v.clone(),
+                })?;
             }
             "--host" => {
                 let v = value("--host")?;
-                host = v.parse().map_err(|_| format!("invalid --host {v:?}"))?;
+                host = v.parse().map_err(|_| ArgsError::Invalid {
+                    option: "--host",
+                    value: v.clone(),
+                })?;
             }
             "--log" => log = Some(PathBuf::from(value("--log")?)),
             "--log-bodies" => log_bodies = true,
             "--repeat" => repeat = true,
-            other if other.starts_with('-') => return Err(format!("unknown option {other}")),
+            other if other.starts_with('-') => return Err(ArgsError::Unknown(other.to_owned())),
             other => {
                 if scenario.replace(PathBuf::from(other)).is_some() {
-                    return Err("only one scenario file may be given".to_owned());
+                    return Err(ArgsError::TwoScenarios);
                 }
             }
         }
     }
-    let scenario = scenario.ok_or("missing <SCENARIO>")?;
+    let scenario = scenario.ok_or(ArgsError::NoScenario)?;
     Ok(Some(Args {
         scenario,
         addr: SocketAddr::new(host, port),

@@ -115,6 +115,28 @@ fn bad_scenarios_give_clear_errors() {
         let msg = err.to_string();
         assert!(msg.contains(expected), "{text}: {msg}");
     }
+    // The same rejections by variant.
+    use dsh_testkit::scenario::ResponseError;
+    let invalid = |text: &str| match Scenario::parse(text, Format::Yaml, base).unwrap_err() {
+        ScenarioError::Invalid { index: 0, source } => source,
+        other => panic!("{text}: {other:?}"),
+    };
+    assert!(matches!(
+        invalid("responses: [{}]"),
+        ResponseError::NotOneKind
+    ));
+    assert!(matches!(
+        invalid("responses: [{error: {message: x}}]"),
+        ResponseError::NoKindOrStatus
+    ));
+    assert!(matches!(
+        invalid("responses: [{raw: {status: 42}}]"),
+        ResponseError::InvalidStatus(42)
+    ));
+    assert!(matches!(
+        invalid("responses: [{sseFile: does-not-exist.sse}]"),
+        ResponseError::ReadFile { .. }
+    ));
     let err = Scenario::load(Path::new("/nonexistent/scenario.yaml")).unwrap_err();
     assert!(matches!(err, ScenarioError::Io { .. }));
     assert!(err.to_string().contains("/nonexistent/scenario.yaml"));

@@ -174,3 +174,71 @@ async fn observations_can_be_rebuilt_from_logged_results() {
     store.record_logged(&fresh.session, "bash", false, logged.meta.as_ref());
     store.record_logged(&fresh.session, "read", true, logged.meta.as_ref());
 }
+
+/// A resumed session's observations come back from its log: `replay_log` matches each
+/// `tool/result` to the name of its `tool/call` on the typed events.
+#[test]
+fn replay_log_restores_observations_from_typed_events() {
+    use dsh_session::{NewEvent, SessionHeader, SessionLog};
+    let mut log = SessionLog::new(SessionHeader::new("s-replay", 1_788_000_000_000, None));
+    let model = json!({"kind": "model", "provider": "p", "model": "m"});
+    let assistant = json!({"role": "assistant", "id": "a1", "source": model, "content": [
+        {"type": "tool-call", "id": "c1", "name": "read", "arguments": "{}"},
+        {"type": "tool-call", "id": "c2", "name": "bash", "arguments": "{}"},
+    ]});
+    let result = |id: &str, call: &str, meta: serde_json::Value, is_error: bool| {
+        let m = json!({"role": "tool", "id": id, "source": {"kind": "tool", "callId": call},
+                       "toolCallId": call, "content": [{"type": "text", "text": "x"}],
+                       "isError": is_error});
+        NewEvent::new(
+            "tool/result",
+            json!({"turn": 1, "step": 1, "message": m, "meta": meta}),
+        )
+    };
+    let call = |id: &str, name: &str| {
+        NewEvent::new(
+            "tool/call",
+            json!({"turn": 1, "step": 1, "callId": id, "name": name, "arguments": "{}"}),
+        )
+    };
+    for event in [
+        NewEvent::new("turn/start", json!({"turn": 1})),
+        NewEvent::new(
+            "user/message",
+            json!({"role": "user", "id": "u1", "source": {"kind": "user"},
+                   "content": [{"type": "text", "text": "go"}]}),
+        ),
+        NewEvent::new("step/start", json!({"turn": 1, "step": 1})),
+        NewEvent::new(
+            "assistant/message",
+            json!({"turn": 1, "step": 1, "message": assistant, "stream": []}),
+        ),
+        call("c1", "read"),
+        call("c2", "bash"),
+        result(
+            "r1",
+            "c1",
+            json!({"path": "/w/a.txt", "version": "v-a"}),
+            false,
+        ),
+        // Not a file tool: its meta is ignored even if it looks like an observation.
+        result(
+            "r2",
+            "c2",
+            json!({"path": "/w/b.txt", "version": "v-b"}),
+            false,
+        ),
+    ] {
+        log.append(event).unwrap();
+    }
+    let store = dsh_tool_fs::Observations::default();
+    store.replay_log("s-replay", log.events());
+    assert_eq!(
+        store.get("s-replay", std::path::Path::new("/w/a.txt")),
+        Some("v-a".to_owned())
+    );
+    assert_eq!(
+        store.get("s-replay", std::path::Path::new("/w/b.txt")),
+        None
+    );
+}
