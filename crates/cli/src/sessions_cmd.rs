@@ -237,11 +237,6 @@ fn describe_cause(cause: &RepairCause) -> String {
     match cause {
         RepairCause::TornTail => "the last line is torn (an incomplete final write)".into(),
         RepairCause::Refused(e) => format!("the log is refused: {e}"),
-        RepairCause::Rejected {
-            line,
-            offset,
-            error,
-        } => format!("line {line} (byte {offset}) is refused: {error}"),
     }
 }
 
