@@ -337,11 +337,20 @@ async fn run_step(
                 let generation = session.content_generation();
                 // The first built request of the step carries the pre-step series decision.
                 let first = !admitted;
-                // The DeepSeek route declares neither in-history prompts nor tool updates.
+                // The route's capabilities decide (format §10.1): an in-history route appends a
+                // changed prompt; a route without tool updates starts a series on a tool change.
+                let in_history = prepared.system_prompt_update.is_some();
                 let starts_recon = (first && starts)
                     || rs.request_surface_generation != generation
-                    || tools_changed(session, &assembly.tools);
-                reconcile_prompt(session, &assembly.prompt, false, starts_recon, turn, step)?;
+                    || (prepared.tool_update.is_none() && tools_changed(session, &assembly.tools));
+                reconcile_prompt(
+                    session,
+                    &assembly.prompt,
+                    in_history,
+                    starts_recon,
+                    turn,
+                    step,
+                )?;
                 if first {
                     for message in &batch {
                         session.append(NewEvent::core(UserMessage(Arc::new(message.clone()))))?;
@@ -353,7 +362,9 @@ async fn run_step(
                     provider: prepared.provider.clone(),
                     model: prepared.model.id.clone(),
                     context_window: Some(prepared.model.context_window),
-                    system_prompt_update: None,
+                    system_prompt_update: prepared
+                        .system_prompt_update
+                        .map(|u| u.as_str().to_owned()),
                 };
                 log_request(session, rs, header, context, first && starts, turn, step)?;
                 let messages: Vec<Arc<Message>> = session

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_kernel::{BoxError, Ctx, Dep, Plugin};
-use dsh_llm::adapter::{ChunkStream, LlmAdapter, LlmRequest, ModelInfo, ReasoningEffort};
+use dsh_llm::adapter::{
+    ChunkStream, LlmAdapter, LlmRequest, ModelInfo, ReasoningEffort, SystemPromptUpdate, ToolUpdate,
+};
 use dsh_llm::service::Llm;
 use dsh_llm::{
     BlockKind, ContentBlock, FinishReason, LlmFailure, StreamChunk, TokenUsage, ToolCall, codes,
@@ -34,6 +36,7 @@ pub struct ScriptedAdapter {
     scripts: Mutex<VecDeque<Script>>,
     requests: Mutex<Vec<LlmRequest>>,
     arrived: Notify,
+    capabilities: Mutex<(Option<SystemPromptUpdate>, Option<ToolUpdate>)>,
 }
 
 impl std::fmt::Debug for ScriptedAdapter {
@@ -46,6 +49,15 @@ impl std::fmt::Debug for ScriptedAdapter {
 }
 
 impl ScriptedAdapter {
+    /// Declares the route capabilities its models report (default: neither, as DeepSeek).
+    pub fn set_capabilities(
+        &self,
+        system_prompt_update: Option<SystemPromptUpdate>,
+        tool_update: Option<ToolUpdate>,
+    ) {
+        *self.capabilities.lock() = (system_prompt_update, tool_update);
+    }
+
     /// Queues one attempt.
     pub fn push(&self, script: Script) {
         self.scripts.lock().push_back(script);
@@ -98,6 +110,7 @@ impl LlmAdapter for ScriptedAdapter {
     }
 
     fn resolve_model(&self, model: &str) -> ModelInfo {
+        let (system_prompt_update, tool_update) = *self.capabilities.lock();
         ModelInfo {
             id: model.to_owned(),
             context_window: 100_000,
@@ -106,8 +119,8 @@ impl LlmAdapter for ScriptedAdapter {
             reasoning_efforts: vec![ReasoningEffort::Off, ReasoningEffort::High],
             default_effort: None,
             input_modalities: Vec::new(),
-            system_prompt_update: None,
-            tool_update: None,
+            system_prompt_update,
+            tool_update,
         }
     }
 

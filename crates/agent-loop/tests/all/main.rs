@@ -5,6 +5,7 @@
 mod support;
 
 mod cancel;
+mod capabilities;
 mod config;
 mod fixtures;
 mod inbox;
