@@ -388,3 +388,30 @@ fn garbage_log_rss_stays_bounded() {
         }
     }
 }
+
+/// A repair keeps only rows that also admit: with a rule-breaking row (line 10) before a broken
+/// one (line 14), it keeps the 8 rows before line 10, so the kept prefix opens.
+#[test]
+fn repair_keeps_only_a_prefix_that_admits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = unfinished_session(tmp.path(), "s1");
+    let text = String::from_utf8(std::fs::read(&path).unwrap()).unwrap();
+    let mut rows: Vec<String> = text.lines().map(str::to_string).collect();
+    // line 10 = seq 8 (assistant of turn 2, step 1): claim turn 5
+    rows[9] = rows[9].replace("\"turn\":2", "\"turn\":5");
+    // line 14 = seq 12: renumbered
+    rows[13] = rows[13].replace("\"seq\":12,", "\"seq\":40,");
+    let bytes = format!("{}\n", rows.join("\n"));
+    std::fs::write(&path, &bytes).unwrap();
+    let (backend, sessions) = store(tmp.path());
+    let report = backend.repair("s1").unwrap();
+    assert!(
+        matches!(&report.cause, Some(RepairCause::Refused(e)) if e.line == 10),
+        "{report:?}"
+    );
+    assert_eq!(report.kept_events, 8);
+    let kept = std::fs::read(&path).unwrap();
+    let moved = std::fs::read(report.side_file.as_ref().unwrap()).unwrap();
+    assert_eq!([kept, moved].concat(), bytes.as_bytes());
+    assert!(sessions.open("s1").is_ok());
+}
