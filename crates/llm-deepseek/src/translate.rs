@@ -516,9 +516,16 @@ impl Translator {
             Some(p) => *p,
             None => {
                 let p = self.blocks.len();
-                // The id comes on the first fragment; without one, a stable synthetic id is
-                // assigned now (every delta and the log carry it; a later id is ignored).
-                let id = match call.id.as_deref().filter(|i| !i.is_empty()) {
+                // The id comes on the first fragment; without one (or with one an earlier call
+                // of this response has), a stable synthetic id is assigned now (every delta and
+                // the log carry it; a later id is ignored).
+                // An id already used by an earlier call of this response is no id either.
+                let taken = |i: &str| {
+                    self.blocks
+                        .iter()
+                        .any(|b| matches!(b, Block::Tool { id, .. } if id == i))
+                };
+                let id = match call.id.as_deref().filter(|i| !i.is_empty() && !taken(i)) {
                     Some(i) => i.to_owned(),
                     None => {
                         let id = synthetic_id(self.response_id.as_deref(), self.tool_blocks.len());

@@ -514,6 +514,29 @@ fn a_tool_call_without_an_id_gets_a_stable_synthetic_one() {
 }
 
 #[test]
+fn an_id_repeated_within_one_response_is_replaced_by_a_synthetic_one() {
+    let call = |i: u32, args: &str| json!({"tool_calls":[{"index":i,"id":"call_00_same","type":"function","function":{"name":"bash","arguments":args}}]});
+    let chunks = all_chunks(&[
+        json!({"id":"r9","choices":[{"index":0,"delta":call(0, "{}"),"finish_reason":null}]}),
+        json!({"id":"r9","choices":[{"index":0,"delta":call(1, "{}"),"finish_reason":"tool_calls"}]}),
+    ]);
+    let mut a = BlockAssembler::new();
+    for c in &chunks {
+        a.push(c).unwrap();
+    }
+    let done = a.finish().unwrap();
+    let ids: Vec<&str> = done.tool_calls().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["call_00_same", "call_synth_1_r9"]);
+    assert_eq!(
+        done.notes,
+        vec![StreamNote::SynthesizedToolCallId {
+            index: 1,
+            id: "call_synth_1_r9".into()
+        }]
+    );
+}
+
+#[test]
 fn a_complete_finish_without_done_can_be_ended() {
     let mut tr = Translator::new();
     let mut out = Vec::new();

@@ -10,7 +10,7 @@
 //! closers (format §15) if the kept prefix ends inside a turn.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufReader, Seek, SeekFrom};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use dsh_session::codec::LoadError;
@@ -124,66 +124,61 @@ fn refuse_unrepairable(id: &str, sel: &crate::store::Selected) -> Result<(), Sto
     Ok(())
 }
 
-/// Reads and admits the log; returns what a repair would keep and move.
+/// Reads and admits the log; returns what a repair would keep and move. After a refused row,
+/// the prefix before it is read and admitted again, so that what a repair keeps always opens
+/// (the earliest refusal found is the reported cause).
 fn diagnose(id: &str, path: &Path, version: u64) -> Result<RepairReport, StoreError> {
     let total = fs::metadata(path)
         .map_err(|e| StoreError::io("inspecting", path, e))?
         .len();
-    let file = File::open(path).map_err(|e| StoreError::io("opening", path, e))?;
     let shown = path.display().to_string();
-    let read = dsh_session::codec::read_jsonl(
-        BufReader::with_capacity(256 << 10, file),
-        version,
-        &shown,
-        id,
-    );
-    let mut report = RepairReport {
+    let unrepairable = |reason: String| StoreError::Unrepairable {
         id: id.to_string(),
-        log: path.to_path_buf(),
-        cause: None,
-        kept_events: 0,
-        kept_bytes: total,
-        moved_bytes: 0,
-        side_file: None,
-        applied: false,
+        reason,
     };
-    let (kept_events, kept_bytes, cause) = match read {
-        Err(e) if e.is_row_corruption() => (e.valid_events, e.valid_len, RepairCause::Refused(e)),
-        Err(e) => {
-            return Err(StoreError::Unrepairable {
-                id: id.to_string(),
-                reason: e.to_string(),
-            });
-        }
-        Ok(decoded) => {
-            let (events, len, torn) = (
-                decoded.events.len() as u64,
-                decoded.committed_len as u64,
-                decoded.torn,
-            );
-            match decoded.replay() {
-                Ok(_) if !torn => {
-                    report.kept_events = events;
-                    return Ok(report);
-                }
-                Ok(_) => (events, len, RepairCause::TornTail),
-                Err(LogError::Load(e)) if e.is_row_corruption() => {
-                    (e.valid_events, e.valid_len, RepairCause::Refused(e))
-                }
-                Err(e) => {
-                    return Err(StoreError::Unrepairable {
-                        id: id.to_string(),
-                        reason: e.to_string(),
-                    });
+    let mut limit = total;
+    let mut cause: Option<RepairCause> = None;
+    let (kept_events, kept_bytes) = loop {
+        let file = File::open(path).map_err(|e| StoreError::io("opening", path, e))?;
+        let reader = BufReader::with_capacity(256 << 10, file.take(limit));
+        let refused = match dsh_session::codec::read_jsonl(reader, version, &shown, id) {
+            Err(e) if e.is_row_corruption() => e,
+            Err(e) => return Err(unrepairable(e.to_string())),
+            Ok(decoded) => {
+                let (events, len, torn) = (
+                    decoded.events.len() as u64,
+                    decoded.committed_len as u64,
+                    decoded.torn,
+                );
+                match decoded.replay() {
+                    Ok(_) => {
+                        if torn && cause.is_none() {
+                            cause = Some(RepairCause::TornTail);
+                        }
+                        break (events, len);
+                    }
+                    Err(LogError::Load(e)) if e.is_row_corruption() => e,
+                    Err(e) => return Err(unrepairable(e.to_string())),
                 }
             }
+        };
+        if refused.valid_len >= limit {
+            return Err(unrepairable(refused.to_string()));
         }
+        limit = refused.valid_len;
+        cause = Some(RepairCause::Refused(refused));
     };
-    report.kept_events = kept_events;
-    report.kept_bytes = kept_bytes;
-    report.moved_bytes = total.saturating_sub(kept_bytes);
-    report.cause = Some(cause);
-    Ok(report)
+    let moved_bytes = total.saturating_sub(kept_bytes);
+    Ok(RepairReport {
+        id: id.to_string(),
+        log: path.to_path_buf(),
+        cause: if moved_bytes > 0 { cause } else { None },
+        kept_events,
+        kept_bytes,
+        moved_bytes,
+        side_file: None,
+        applied: false,
+    })
 }
 
 /// `<log>.corrupt-<epoch ms>` (not a generation name, so readers ignore it).

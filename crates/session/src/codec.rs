@@ -9,12 +9,13 @@
 //! **Torn tails and corruption.** A torn tail is *at most the last line* of the file: an
 //! incomplete final write, i.e. a last line that starts like an event row (`{`) and either
 //! lacks its `\n` or holds JSON that stops before its end. It is dropped (a write open
-//! truncates it before its first append). Anything else that does not decode — a bad row
-//! followed by more lines, a complete last line that is malformed (not merely cut short) or has
-//! a broken envelope (a duplicated or renumbered row), a line that does not start with `{`, a
-//! line longer than [`MAX_LINE_BYTES`] — is corruption: the read is refused with a [`LoadError`] naming the file, the 1-based line, the
-//! byte offset of the line and what was expected. Nothing is ever dropped silently beyond the
-//! last line; the non-destructive recovery is `dsh_session_jsonl::JsonlStore::repair`.
+//! truncates it before its first append). Anything else that does not decode is corruption: a
+//! bad row followed by more lines, a complete last line that is malformed (not merely cut
+//! short) or has a broken envelope (a duplicated or renumbered row), a line that does not start
+//! like an object (`{` then `"` or `}`), a line longer than [`MAX_LINE_BYTES`]. The read is
+//! then refused with a [`LoadError`] naming the file, the 1-based line, the byte offset of the
+//! line and what was expected. Nothing is ever dropped silently beyond the last line; the
+//! non-destructive recovery is `dsh_session_jsonl::JsonlStore::repair`.
 
 use std::fmt;
 use std::io::{BufRead, Read};
@@ -165,7 +166,8 @@ pub enum LoadProblem {
         /// The limit.
         limit: u64,
     },
-    /// A line that does not start with `{` (so it is not an event row, nor a torn write of one).
+    /// A line that does not start like a JSON object (`{` then `"` or `}`): not an event row,
+    /// nor a torn write of one.
     #[error("corrupt session log: expected an event object starting with '{{', found {found}")]
     NotAnObject {
         /// What the line starts with.
@@ -393,12 +395,24 @@ impl<R: BufRead> Lines<R> {
         check_start: bool,
     ) -> std::io::Result<Read1> {
         let offset = self.pos;
-        let first = match self.reader.fill_buf()? {
+        let (first, after) = match self.reader.fill_buf()? {
             [] => return Ok(Read1::Eof),
-            [b, ..] => *b,
+            [b, rest @ ..] => (*b, rest.iter().find(|c| !matches!(c, b' ' | b'\t' | b'\r'))),
         };
-        if check_start && first != b'{' {
-            return Ok(Read1::BadStart(describe_start(first)));
+        if check_start {
+            if first != b'{' {
+                return Ok(Read1::BadStart(describe_start(first)));
+            }
+            // JSON grammar: an object's `{` is followed by a member name or `}`. Checking it
+            // here refuses a garbage line without reading it.
+            if let Some(&b) = after
+                && !matches!(b, b'"' | b'}' | b'\n')
+            {
+                return Ok(Read1::BadStart(format!(
+                    "'{{' followed by {}",
+                    describe_start(b)
+                )));
+            }
         }
         let start = arena.len();
         let n = (&mut self.reader)
@@ -793,7 +807,7 @@ mod tests {
         let b = format!("{H}\n{row0}\n{{\"type\":\"turn/e\n");
         assert!(decode_jsonl(b.as_bytes(), 4, "p", "s").unwrap().torn);
         // a complete last row that is malformed (not cut short): corrupt
-        let b = format!("{H}\n{row0}\n{{not json}}\n");
+        let b = format!("{H}\n{row0}\n{{\"type\" \"x\"}}\n");
         let e = read(&b).unwrap_err();
         assert!(matches!(e.problem, LoadProblem::NotJson { .. }), "{e}");
         assert!(!e.problem.is_incomplete());
@@ -841,6 +855,14 @@ mod tests {
         b.push('\n');
         let e = read(&b).unwrap_err();
         assert!(matches!(&e.problem, LoadProblem::NotAnObject { found } if found == "'g'"));
+        // '{' must open a member name or close the object
+        let mut b = log(2);
+        b.push_str("{xyz}\n");
+        let e = read(&b).unwrap_err();
+        assert!(
+            matches!(&e.problem, LoadProblem::NotAnObject { found } if found == "'{' followed by 'x'"),
+            "{e}"
+        );
         assert_eq!(e.line, 4);
         // a garbage last line is not a torn write either (a write starts with '{')
         let mut b = log(2);
@@ -867,7 +889,7 @@ mod tests {
             fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
                 buf.fill(b'x');
                 if self.served == 0 {
-                    buf[0] = b'{';
+                    buf[..2].copy_from_slice(b"{\"");
                 }
                 self.served += buf.len() as u64;
                 Ok(buf.len())

@@ -279,6 +279,9 @@ pub enum SessionError {
         #[source]
         source: std::io::Error,
     },
+    /// An earlier append was not handed to storage; reported by the next barrier.
+    #[error("an earlier append was not persisted: {0}")]
+    Unpersisted(#[source] Box<SessionError>),
     /// The durability barrier (`session/flush`) failed in a listener.
     #[error("session/flush failed: {0}")]
     Flush(#[source] dsh_kernel::KernelError),
@@ -316,9 +319,10 @@ impl SessionError {
             SessionError::Rejected(_) => "EVENT_REJECTED",
             SessionError::Fork(_) => "FORK_REFUSED",
             SessionError::Closed(_) => "SESSION_CLOSED",
-            SessionError::Io(_) | SessionError::Storage { .. } | SessionError::Flush(_) => {
-                "SESSION_IO"
-            }
+            SessionError::Io(_)
+            | SessionError::Storage { .. }
+            | SessionError::Unpersisted(_)
+            | SessionError::Flush(_) => "SESSION_IO",
         }
     }
 }

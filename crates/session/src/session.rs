@@ -45,7 +45,7 @@ impl SessionSink for NullSink {
 /// backend, flush makes them durable. A buffering failure is reported by the next flush.
 pub struct DirectSink {
     persistence: Arc<dyn SessionPersistence>,
-    failed: Mutex<Option<String>>,
+    failed: Mutex<Option<SessionError>>,
 }
 
 impl std::fmt::Debug for DirectSink {
@@ -71,15 +71,13 @@ impl SessionSink for DirectSink {
             .append(session_id, std::slice::from_ref(event))
         {
             tracing::error!(session = %session_id, seq = event.seq(), "persisting event failed: {e}");
-            self.failed.lock().get_or_insert_with(|| e.to_string());
+            self.failed.lock().get_or_insert(e);
         }
     }
     fn flush(&self, session_id: &Arc<str>) -> BoxFuture<'static, Result<(), SessionError>> {
         let failed = self.failed.lock().take();
         let result = match failed {
-            Some(e) => Err(SessionError::Io(format!(
-                "an earlier append was not persisted: {e}"
-            ))),
+            Some(e) => Err(SessionError::Unpersisted(Box::new(e))),
             None => self.persistence.flush(session_id),
         };
         Box::pin(async move { result })
@@ -87,9 +85,7 @@ impl SessionSink for DirectSink {
     fn write_through(&self, session_id: &Arc<str>) -> BoxFuture<'static, Result<(), SessionError>> {
         let failed = self.failed.lock().take();
         let result = match failed {
-            Some(e) => Err(SessionError::Io(format!(
-                "an earlier append was not persisted: {e}"
-            ))),
+            Some(e) => Err(SessionError::Unpersisted(Box::new(e))),
             None => self.persistence.write_through(session_id),
         };
         Box::pin(async move { result })
