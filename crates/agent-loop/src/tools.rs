@@ -41,7 +41,7 @@ fn log_result(
     let error = if result.is_error {
         result.error.as_ref().map(|e| LogToolError {
             name: e.name.clone(),
-            code: e.code.to_string(),
+            code: e.code.clone(),
             reason: e.reason.clone(),
         })
     } else {

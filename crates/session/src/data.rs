@@ -295,8 +295,8 @@ event_data!(boxed ToolCallEvent, vocab::TOOL_CALL);
 pub struct ToolError {
     /// Error class name (`AbortError`, `ToolNotStartedError`, …).
     pub name: String,
-    /// Error code (`ABORTED`, `TOOL_NOT_STARTED`, …).
-    pub code: String,
+    /// Error code (`ABORTED`, `TOOL_NOT_STARTED`, …; a tool's own or unknown code verbatim).
+    pub code: dsh_llm::ToolErrorCode,
     /// Raw user-facing text, kept out of model content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -7,6 +7,7 @@ use crate::data::{StepEnd, ToolResult, TurnEnd, TurnEndReason};
 use crate::error::AppendError;
 use crate::event::{Event, NewEvent};
 use crate::vocab::EventKind;
+use dsh_llm::ToolErrorCode;
 
 use super::SessionLog;
 
@@ -53,11 +54,12 @@ impl SessionLog {
                 (CloseCause::Forked, false) => ("forked", texts::FORK_NOT_STARTED),
                 (CloseCause::Forked, true) => ("forked", texts::FORK_UNKNOWN),
             };
-            let (name, code) = if started {
-                ("ToolOutcomeUnknownError", "TOOL_OUTCOME_UNKNOWN")
+            let code = if started {
+                ToolErrorCode::ToolOutcomeUnknown
             } else {
-                ("ToolNotStartedError", "TOOL_NOT_STARTED")
+                ToolErrorCode::ToolNotStarted
             };
+            let (name, code) = (code.error_name(), code.as_str().to_owned());
             // The message's member order is the one §15 prescribes (not the writer's order of
             // live tool results), so this payload is built as JSON; it is decoded into its typed
             // form when appended.
@@ -104,7 +106,7 @@ pub(super) fn is_not_started_repair(ev: &Event, result: &ToolResult, call_id: &s
     if ev.source_event_seqs().is_some() {
         return false;
     }
-    if result.error.as_ref().map(|e| e.code.as_str()) != Some("TOOL_NOT_STARTED") {
+    if result.error.as_ref().map(|e| &e.code) != Some(&ToolErrorCode::ToolNotStarted) {
         return false;
     }
     let id = result.message.id.as_str();
