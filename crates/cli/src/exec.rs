@@ -10,6 +10,7 @@ use dsh_agent::{Agent, AgentError, AgentOptions, Agents, CancelCause, CreateAgen
 use dsh_kernel::{Composer, Composition, Kernel};
 use dsh_llm::{Message, StreamChunk};
 use dsh_session::data::TurnEndReason;
+use dsh_session::plugin::SessionEvent;
 use dsh_session::{CoreEvent, EventKind, Sessions};
 use serde_json::Value;
 
@@ -112,6 +113,15 @@ fn describe(reason: &TurnEndReason) -> String {
         }
         other => format!("the turn ended `{}`", other.kind()),
     }
+}
+
+/// What the retry notice needs of an `llm/retry` payload.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RetryNotice {
+    retry: u32,
+    delay_ms: u64,
+    failure: dsh_llm::LlmFailure,
 }
 
 /// Runs `dsh exec`.
@@ -234,6 +244,23 @@ async fn run_agent(
         })
         .map_err(|e| Failure::run(anyhow!(e)))?;
     }
+    // A retried attempt restarts the answer: say so, whatever stderr is, so the partial text
+    // already shown (or the pause) is explained.
+    let retry_id = id.clone();
+    root.on::<SessionEvent>(move |e| {
+        if e.session_id == retry_id && *e.event.event_kind() == EventKind::LlmRetry {
+            if let Ok(r) = e.event.data_as::<RetryNotice>() {
+                let mut err = std::io::stderr().lock();
+                writeln!(
+                    err,
+                    "\ndsh: the answer restarts: {} ({}); retry {} in {} ms",
+                    r.failure.code, r.failure.message, r.retry, r.delay_ms
+                )?;
+            }
+        }
+        Ok(())
+    })
+    .map_err(|e| Failure::run(anyhow!(e)))?;
     eprintln_if_tty(&format!("session {}", agent.id()));
     agent
         .followup(Message::user_text("", prompt))

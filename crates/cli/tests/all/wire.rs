@@ -99,6 +99,12 @@ fn a_cut_stream_is_retried_and_the_whole_answer_wins() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "the whole answer\n");
     assert_eq!(env.server().request_count(), 2);
+    // The user is told the answer restarted.
+    assert!(
+        stderr(&out).contains("the answer restarts: STREAM_CLOSED"),
+        "{}",
+        stderr(&out)
+    );
     let events = env.stored_events();
     let attempt = events
         .iter()
