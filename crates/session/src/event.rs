@@ -237,7 +237,12 @@ struct Row<'a> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Tail<'a> {
-    #[serde(rename = "sourceEventSeqs", borrow, default, deserialize_with = "some_raw")]
+    #[serde(
+        rename = "sourceEventSeqs",
+        borrow,
+        default,
+        deserialize_with = "some_raw"
+    )]
     sources: Option<&'a RawValue>,
     #[serde(rename = "surfaceOp", borrow, default, deserialize_with = "some_raw")]
     surface_op: Option<&'a RawValue>,
@@ -942,13 +947,34 @@ mod tests {
         }
         // Anything else takes the general path, which names the problem.
         for (line, seq) in [
-            (r#"{"type":"turn/start","data":{"turn":1},"seq":1,"time":5}"#, 0),
-            (r#"{"type":"turn/start","data":{"turn":1},"seq":0,"time":5,"x":1}"#, 0),
-            (r#"{"type":"turn/start","data":{"turn":1},"type":"x","seq":0,"time":5}"#, 0),
-            (r#"{"type":"turn/start","data":{"turn":"1"},"seq":0,"time":5}"#, 0),
-            (r#"{"type":"dsh/x","data":{},"ignorable":true,"seq":0,"time":5}"#, 0),
-            (r#"{"data":{"turn":1},"type":"turn/start","seq":0,"time":5}"#, 0),
-            (r#"{"type":"turn/start","data":{"turn":1},"ignorable":false,"seq":0,"time":5}"#, 0),
+            (
+                r#"{"type":"turn/start","data":{"turn":1},"seq":1,"time":5}"#,
+                0,
+            ),
+            (
+                r#"{"type":"turn/start","data":{"turn":1},"seq":0,"time":5,"x":1}"#,
+                0,
+            ),
+            (
+                r#"{"type":"turn/start","data":{"turn":1},"type":"x","seq":0,"time":5}"#,
+                0,
+            ),
+            (
+                r#"{"type":"turn/start","data":{"turn":"1"},"seq":0,"time":5}"#,
+                0,
+            ),
+            (
+                r#"{"type":"dsh/x","data":{},"ignorable":true,"seq":0,"time":5}"#,
+                0,
+            ),
+            (
+                r#"{"data":{"turn":1},"type":"turn/start","seq":0,"time":5}"#,
+                0,
+            ),
+            (
+                r#"{"type":"turn/start","data":{"turn":1},"ignorable":false,"seq":0,"time":5}"#,
+                0,
+            ),
         ] {
             assert!(Event::from_writer_line(line, seq).is_none(), "{line}");
         }
@@ -957,10 +983,13 @@ mod tests {
             Err(EventError::UnknownMember(m)) if m == "x"
         ));
         assert!(
-            Event::from_line(r#"{"data":{"turn":1},"type":"turn/start","seq":0,"time":5}"#, 0)
-                .unwrap()
-                .core()
-                .is_some()
+            Event::from_line(
+                r#"{"data":{"turn":1},"type":"turn/start","seq":0,"time":5}"#,
+                0
+            )
+            .unwrap()
+            .core()
+            .is_some()
         );
     }
 

@@ -81,11 +81,7 @@ impl SessionSink for KernelSink {
             session_id: Arc::clone(session_id),
             durable: true,
         });
-        Box::pin(async move {
-            ctx.fire(ev)
-                .await
-                .map_err(SessionError::Flush)
-        })
+        Box::pin(async move { ctx.fire(ev).await.map_err(SessionError::Flush) })
     }
 
     fn write_through(&self, session_id: &Arc<str>) -> BoxFuture<'static, Result<(), SessionError>> {
@@ -94,11 +90,7 @@ impl SessionSink for KernelSink {
             session_id: Arc::clone(session_id),
             durable: false,
         });
-        Box::pin(async move {
-            ctx.fire(ev)
-                .await
-                .map_err(SessionError::Flush)
-        })
+        Box::pin(async move { ctx.fire(ev).await.map_err(SessionError::Flush) })
     }
 }
 
