@@ -136,6 +136,9 @@ pub(crate) enum Typed {
     Canonical(CoreEvent),
     /// Decoded from the text already; the text may be spelled otherwise.
     Decoded(CoreEvent),
+    /// Decode it from the text, and keep the text without comparing (an untyped append: the
+    /// comparison would cost a second serialisation on the live path).
+    KeepText,
 }
 
 /// One committed log row. Immutable once appended; readers share it as `Arc<Event>`.
@@ -367,13 +370,15 @@ impl Event {
         source_event_seqs: Option<Vec<u64>>,
         ignorable: bool,
     ) -> Self {
+        let keep = matches!(typed, Typed::KeepText);
         let (canonical, given) = match typed {
-            Typed::No => (false, None),
+            Typed::No | Typed::KeepText => (false, None),
             Typed::Canonical(c) => (true, Some(c)),
             Typed::Decoded(c) => (false, Some(c)),
         };
         let payload = Payload::check(&kind, &data, given);
         let data = match &payload {
+            _ if keep => Some(data),
             // Appended from a typed payload: the text is its serialisation by construction.
             Payload::Core(_) if canonical => None,
             // Read: keep the text only if the typed payload does not give the same bytes.
@@ -801,7 +806,7 @@ impl NewEvent {
     }
 
     /// The payload as exact JSON text, plus the typed payload when there is one.
-    pub(crate) fn into_payload(self) -> Result<(Box<RawValue>, Option<CoreEvent>), Rejection> {
+    pub(crate) fn into_payload(self) -> Result<(Box<RawValue>, Typed), Rejection> {
         match self.data {
             NewData::Core(core) => {
                 let text = core
@@ -809,10 +814,10 @@ impl NewEvent {
                     .map_err(|e| Rejection::Serialize(Arc::new(e)))?;
                 let raw =
                     RawValue::from_string(text).map_err(|e| Rejection::Serialize(Arc::new(e)))?;
-                Ok((raw, Some(core)))
+                Ok((raw, Typed::Canonical(core)))
             }
-            NewData::Json(v) => Ok((raw_of(&v), None)),
-            NewData::Raw(raw) => Ok((raw, None)),
+            NewData::Json(v) => Ok((raw_of(&v), Typed::KeepText)),
+            NewData::Raw(raw) => Ok((raw, Typed::No)),
         }
     }
 

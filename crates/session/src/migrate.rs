@@ -42,7 +42,7 @@ pub fn v3_to_v4(_header: &SessionHeader, events: Vec<Event>) -> Result<Vec<Event
     for mut ev in events {
         let seq = ev.seq();
         let kind = ev.kind().to_string();
-        if kind == "tool/code-dispatch-start" || kind == "tool/code-dispatch" {
+        if RETIRED_CODE_DISPATCH.contains(&kind.as_str()) {
             if ev.ignorable() {
                 ev.set_parts(Some(format!("plugin:{kind}")), None, None, None);
                 out.push(ev);
@@ -150,6 +150,7 @@ fn insert_interrupted_turn_ends(events: Vec<Event>) -> Vec<Event> {
 }
 
 fn remap_data(kind: &str, data: &mut Value, shift: &dyn Fn(u64) -> u64) {
+    let kind = EventKind::parse(kind);
     let fix = |v: &mut Value| {
         if let Some(n) = as_safe_u64(v) {
             *v = Value::from(shift(n));
@@ -165,13 +166,15 @@ fn remap_data(kind: &str, data: &mut Value, shift: &dyn Fn(u64) -> u64) {
         }
     };
     match kind {
-        "command/done" => {
+        EventKind::CommandDone => {
             if let Some(v) = data.get_mut("sourceEventSeq") {
                 fix(v);
             }
         }
-        "session/title" | "session/title-llm-request" => fix_all(data.get_mut("messageSeqs")),
-        "compaction/summary" | "compaction/prune" => {
+        EventKind::SessionTitle | EventKind::SessionTitleLlmRequest => {
+            fix_all(data.get_mut("messageSeqs"))
+        }
+        EventKind::CompactionSummary | EventKind::CompactionPrune => {
             for k in ["/shadowedRange/start", "/shadowedRange/end"] {
                 if let Some(v) = data.pointer_mut(k) {
                     fix(v);
@@ -179,7 +182,7 @@ fn remap_data(kind: &str, data: &mut Value, shift: &dyn Fn(u64) -> u64) {
             }
             fix_all(data.get_mut("shadowedSeqs"));
         }
-        IMAGE_OFFLOAD => {
+        EventKind::ImageOffload => {
             if let Some(Value::Array(targets)) = data.get_mut("targets") {
                 for t in targets {
                     if let Some(v) = t.get_mut("seq") {
@@ -193,70 +196,71 @@ fn remap_data(kind: &str, data: &mut Value, shift: &dyn Fn(u64) -> u64) {
 }
 
 fn convert_data(kind: &str, data: &mut Value, seq: u64) -> Result<(), ConvertError> {
+    let kind = EventKind::parse(kind);
     match kind {
-        USER_MESSAGE => convert_message(data, "user")?,
-        SYSTEM_MESSAGE | ASSISTANT_MESSAGE | TOOL_RESULT => {
+        EventKind::UserMessage => convert_message(data, "user")?,
+        EventKind::SystemMessage | EventKind::AssistantMessage | EventKind::ToolResult => {
             let role = match kind {
-                SYSTEM_MESSAGE => "system",
-                ASSISTANT_MESSAGE => "assistant",
+                EventKind::SystemMessage => "system",
+                EventKind::AssistantMessage => "assistant",
                 _ => "tool",
             };
             if let Some(m) = data.get_mut("message") {
-                if kind == TOOL_RESULT {
+                if kind == EventKind::ToolResult {
                     lift_tool_result(m)?;
                 }
                 convert_message(m, role)?;
             }
-            if kind != TOOL_RESULT
+            if kind != EventKind::ToolResult
                 && let Some(Value::Array(stream)) = data.get_mut("stream")
             {
                 rename_stream_tags(stream);
             }
         }
-        ASSISTANT_ATTEMPT => {
+        EventKind::AssistantAttempt => {
             if let Some(Value::Array(stream)) = data.get_mut("stream") {
                 rename_stream_tags(stream);
             }
         }
-        INBOX_SPLICED => {
+        EventKind::InboxSpliced => {
             if let Some(Value::Array(items)) = data.get_mut("inserted") {
                 for m in items {
                     convert_message(m, "user")?;
                 }
             }
         }
-        "session/title-llm-request" => {
+        EventKind::SessionTitleLlmRequest => {
             if let Some(Value::Array(items)) = data.get_mut("messages") {
                 for m in items {
                     convert_message(m, "user")?;
                 }
             }
         }
-        "compaction/summary" => {
+        EventKind::CompactionSummary => {
             for k in ["summary", "rawOutput"] {
                 if let Some(Value::Array(blocks)) = data.get_mut(k) {
                     rename_tags(blocks);
                 }
             }
         }
-        "tool/ptc-dispatch" => {
+        EventKind::ToolPtcDispatch => {
             if let Some(Value::Array(blocks)) = data.get_mut("content") {
                 rename_tags(blocks);
             }
         }
-        "team/message/queued" => {
+        EventKind::TeamMessageQueued => {
             if let Some(Value::Array(blocks)) = data.pointer_mut("/message/content") {
                 rename_tags(blocks);
             }
         }
-        REQUEST_HEADER => {
+        EventKind::RequestHeader => {
             if let Some(Value::Array(tools)) = data.pointer("/header/tools")
                 && tools.iter().any(|t| t.get("deferLoading").is_some())
             {
                 return Err("a v3 request tool owns deferLoading".into());
             }
         }
-        "session-log-deepseek/delivery-accepted" => {
+        EventKind::SessionLogDeepseekDeliveryAccepted => {
             let version = data
                 .get("sessionFormatVersion")
                 .and_then(as_safe_u64)

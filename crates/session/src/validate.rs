@@ -89,18 +89,20 @@ fn check_stream(stream: &StreamRecords, what: &str) -> Result<(), Rejection> {
 /// Stateless checks of a typed core payload (format §4.5, §4.6). `json` is the payload's JSON
 /// text (for the few rules on members the typed form does not carry).
 pub fn check_core(core: &CoreEvent, json: &str) -> Result<(), Rejection> {
+    let kind = core.kind();
+    let what = kind.as_str();
     match core {
-        CoreEvent::TurnStart(e) => positive("turn/start", "turn", e.turn),
-        CoreEvent::TurnEnd(e) => positive("turn/end", "turn", e.turn),
-        CoreEvent::StepStart(e) => turn_step("step/start", e.turn, e.step),
-        CoreEvent::StepEnd(e) => turn_step("step/end", e.turn, e.step),
+        CoreEvent::TurnStart(e) => positive(what, "turn", e.turn),
+        CoreEvent::TurnEnd(e) => positive(what, "turn", e.turn),
+        CoreEvent::StepStart(e) => turn_step(what, e.turn, e.step),
+        CoreEvent::StepEnd(e) => turn_step(what, e.turn, e.step),
         CoreEvent::SystemMessage(e) => {
-            check_message(&e.message, Role::System, "system/message")?;
-            turn_step("system/message", e.turn, e.step)
+            check_message(&e.message, Role::System, what)?;
+            turn_step(what, e.turn, e.step)
         }
         CoreEvent::DeveloperMessage(e) => {
-            check_message(&e.message, Role::Developer, "developer/message")?;
-            turn_step("developer/message", e.turn, e.step)?;
+            check_message(&e.message, Role::Developer, what)?;
+            turn_step(what, e.turn, e.step)?;
             let additions = e
                 .message
                 .content
@@ -108,48 +110,48 @@ pub fn check_core(core: &CoreEvent, json: &str) -> Result<(), Rejection> {
                 .filter(|b| matches!(b, ContentBlock::ToolAddition { .. }))
                 .count();
             if (additions > 0) != e.header_seq.is_some() {
-                return Err(payload(
-                    "developer/message requires headerSeq exactly when tool additions are present",
-                ));
+                return Err(payload(format!(
+                    "{what} requires headerSeq exactly when tool additions are present"
+                )));
             }
             Ok(())
         }
-        CoreEvent::UserMessage(e) => check_message(&e.0, Role::User, "user/message"),
+        CoreEvent::UserMessage(e) => check_message(&e.0, Role::User, what),
         CoreEvent::AssistantMessage(e) => {
-            check_message(&e.message, Role::Assistant, "assistant/message")?;
-            turn_step("assistant/message", e.turn, e.step)?;
+            check_message(&e.message, Role::Assistant, what)?;
+            turn_step(what, e.turn, e.step)?;
             if e.interrupted == Some(false) {
-                return Err(payload(
-                    "assistant/message interrupted must be true when present",
-                ));
+                return Err(payload(format!(
+                    "{what} interrupted must be true when present"
+                )));
             }
-            check_stream(&e.stream, "assistant/message")
+            check_stream(&e.stream, what)
         }
         CoreEvent::AssistantAttempt(e) => {
-            turn_step("assistant/attempt", e.turn, e.step)?;
-            check_stream(&e.stream, "assistant/attempt")
+            turn_step(what, e.turn, e.step)?;
+            check_stream(&e.stream, what)
         }
-        CoreEvent::ToolCallEvent(e) => turn_step("tool/call", e.turn, e.step),
+        CoreEvent::ToolCallEvent(e) => turn_step(what, e.turn, e.step),
         CoreEvent::ToolResult(e) => {
             let msg = &e.message;
-            check_message(msg, Role::Tool, "tool/result")?;
-            turn_step("tool/result", e.turn, e.step)?;
+            check_message(msg, Role::Tool, what)?;
+            turn_step(what, e.turn, e.step)?;
             let call_id = msg.tool_call_id.as_deref().filter(|s| !s.is_empty());
             let source_call = msg.source.extra.get("callId").and_then(Value::as_str);
             if call_id.is_none() || call_id != source_call {
-                return Err(payload(
-                    "tool/result message.toolCallId must be non-empty and equal message.source.callId",
-                ));
+                return Err(payload(format!(
+                    "{what} message.toolCallId must be non-empty and equal message.source.callId"
+                )));
             }
             if msg.source.kind != "tool" {
-                return Err(payload(
-                    "tool/result message.source must be {kind:\"tool\", callId}",
-                ));
+                return Err(payload(format!(
+                    "{what} message.source must be {{kind:\"tool\", callId}}"
+                )));
             }
             if e.error.is_some() && msg.is_error != Some(true) {
-                return Err(payload(
-                    "tool/result error requires message.isError === true",
-                ));
+                return Err(payload(format!(
+                    "{what} error requires message.isError === true"
+                )));
             }
             Ok(())
         }
@@ -161,7 +163,7 @@ pub fn check_core(core: &CoreEvent, json: &str) -> Result<(), Rejection> {
         CoreEvent::RequestContext(_) => Ok(()),
         CoreEvent::InboxSpliced(e) => {
             for (i, m) in e.inserted.iter().enumerate() {
-                check_message(m, Role::User, &format!("agent/inbox/spliced inserted[{i}]"))?;
+                check_message(m, Role::User, &format!("{what} inserted[{i}]"))?;
             }
             Ok(())
         }
@@ -172,28 +174,28 @@ pub fn check_core(core: &CoreEvent, json: &str) -> Result<(), Rejection> {
                 m.is_empty() || (m.len() == 1 && m.get("inherited") == Some(&Value::Bool(true)))
             });
             if !ok {
-                return Err(payload(
-                    "session/end-seed data must be {} or {\"inherited\":true}",
-                ));
+                return Err(payload(format!(
+                    "{what} data must be {{}} or {{\"inherited\":true}}"
+                )));
             }
             Ok(())
         }
         CoreEvent::ImageOffload(e) => {
             if e.targets.is_empty() {
-                return Err(Rejection::Surface(
-                    "image/offload targets must be a non-empty array".into(),
-                ));
+                return Err(Rejection::Surface(format!(
+                    "{what} targets must be a non-empty array"
+                )));
             }
             for t in &e.targets {
                 if t.image_indexes.is_empty() {
                     return Err(Rejection::Surface(format!(
-                        "image/offload target {}: imageIndexes must be a non-empty array",
+                        "{what} target {}: imageIndexes must be a non-empty array",
                         t.seq
                     )));
                 }
                 if t.image_indexes.windows(2).any(|w| w[0] >= w[1]) {
                     return Err(Rejection::Surface(format!(
-                        "image/offload target {}: imageIndexes must be strictly increasing",
+                        "{what} target {}: imageIndexes must be strictly increasing",
                         t.seq
                     )));
                 }
@@ -234,11 +236,7 @@ pub fn check_feature(kind: &EventKind, json: &str) -> Result<(), Rejection> {
                 for (i, m) in msgs.iter().enumerate() {
                     let msg: Message = serde_json::from_value(m.clone())
                         .map_err(|e| Rejection::Decode(std::sync::Arc::new(e)))?;
-                    check_message(
-                        &msg,
-                        Role::User,
-                        &format!("session/title-llm-request messages[{i}]"),
-                    )?;
+                    check_message(&msg, Role::User, &format!("{kind} messages[{i}]"))?;
                 }
             }
         }

@@ -35,6 +35,10 @@ pub const END_SEED: &str = "session/end-seed";
 /// `image/offload` (the one projection type)
 pub const IMAGE_OFFLOAD: &str = "image/offload";
 
+/// Retired v3 names of `tool/ptc-dispatch-start` / `tool/ptc-dispatch` (format §5): refused when
+/// required, renamed `plugin:<name>` by the v3 conversion when ignorable.
+pub const RETIRED_CODE_DISPATCH: [&str; 2] = ["tool/code-dispatch-start", "tool/code-dispatch"];
+
 /// The five surface types.
 pub const SURFACE_TYPES: [&str; 5] = [
     SYSTEM_MESSAGE,

@@ -236,16 +236,13 @@ impl SessionLog {
         }
         let (surface_op, sources, ignorable) =
             (new.surface_op, new.source_event_seqs.clone(), new.ignorable);
-        let (data, core) = new.into_payload().map_err(reject)?;
+        let (data, typed) = new.into_payload().map_err(reject)?;
         let ev = Arc::new(Event::build(
             kind.clone(),
             seq,
             time,
             data,
-            match core {
-                Some(c) => crate::event::Typed::Canonical(c),
-                None => crate::event::Typed::No,
-            },
+            typed,
             surface_op,
             sources,
             ignorable,

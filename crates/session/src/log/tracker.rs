@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use crate::data::CoreEvent;
 use crate::error::Rejection;
 use crate::event::{Event, SurfaceOp};
+use crate::vocab::EventKind;
 
 use super::SessionLog;
 use super::repair::is_not_started_repair;
@@ -57,7 +58,7 @@ impl TurnTracker {
         self.advertised.contains(call_id)
     }
 
-    fn in_step(&self, what: &str, turn: u64, step: u64) -> Result<(), Rejection> {
+    fn in_step(&self, what: EventKind, turn: u64, step: u64) -> Result<(), Rejection> {
         match (self.open_turn, self.open_step) {
             (Some(ot), Some(os)) if ot == turn && os == step => Ok(()),
             _ => Err(Rejection::Structure(format!(
@@ -158,7 +159,7 @@ impl SessionLog {
                 }
             }
             CoreEvent::StepEnd(e) => {
-                t.in_step("step/end", e.turn, e.step)?;
+                t.in_step(EventKind::StepEnd, e.turn, e.step)?;
                 if let Some(p) = t.pending.first() {
                     return structure(format!(
                         "step/end leaves tool call \"{}\" unresolved",
@@ -166,11 +167,15 @@ impl SessionLog {
                     ));
                 }
             }
-            CoreEvent::SystemMessage(e) => t.in_step("system/message", e.turn, e.step)?,
-            CoreEvent::DeveloperMessage(e) => t.in_step("developer/message", e.turn, e.step)?,
-            CoreEvent::AssistantAttempt(e) => t.in_step("assistant/attempt", e.turn, e.step)?,
+            CoreEvent::SystemMessage(e) => t.in_step(EventKind::SystemMessage, e.turn, e.step)?,
+            CoreEvent::DeveloperMessage(e) => {
+                t.in_step(EventKind::DeveloperMessage, e.turn, e.step)?
+            }
+            CoreEvent::AssistantAttempt(e) => {
+                t.in_step(EventKind::AssistantAttempt, e.turn, e.step)?
+            }
             CoreEvent::AssistantMessage(e) => {
-                t.in_step("assistant/message", e.turn, e.step)?;
+                t.in_step(EventKind::AssistantMessage, e.turn, e.step)?;
                 let mut seen = HashSet::new();
                 for call in e.message.tool_calls() {
                     if t.advertised.contains(&call.id) || !seen.insert(call.id.as_str()) {
@@ -182,7 +187,7 @@ impl SessionLog {
                 }
             }
             CoreEvent::ToolCallEvent(e) => {
-                t.in_step("tool/call", e.turn, e.step)?;
+                t.in_step(EventKind::ToolCall, e.turn, e.step)?;
                 let call_id = &e.call_id;
                 let Some(p) = t.pending.iter().find(|p| &p.call_id == call_id) else {
                     return structure(format!(
@@ -206,7 +211,7 @@ impl SessionLog {
                         );
                     }
                 } else {
-                    t.in_step("tool/result", e.turn, e.step)?;
+                    t.in_step(EventKind::ToolResult, e.turn, e.step)?;
                     let call_id = e.message.tool_call_id.as_deref().unwrap_or("");
                     let Some(p) = t.pending.iter().find(|p| p.call_id == call_id) else {
                         return structure(format!(
