@@ -248,15 +248,16 @@ async fn run_agent(
     // already shown (or the pause) is explained.
     let retry_id = id.clone();
     root.on::<SessionEvent>(move |e| {
-        if e.session_id == retry_id && *e.event.event_kind() == EventKind::LlmRetry {
-            if let Ok(r) = e.event.data_as::<RetryNotice>() {
-                let mut err = std::io::stderr().lock();
-                writeln!(
-                    err,
-                    "\ndsh: the answer restarts: {} ({}); retry {} in {} ms",
-                    r.failure.code, r.failure.message, r.retry, r.delay_ms
-                )?;
-            }
+        if e.session_id == retry_id
+            && *e.event.event_kind() == EventKind::LlmRetry
+            && let Ok(r) = e.event.data_as::<RetryNotice>()
+        {
+            let mut err = std::io::stderr().lock();
+            writeln!(
+                err,
+                "\ndsh: the answer restarts: {} ({}); retry {} in {} ms",
+                r.failure.code, r.failure.message, r.retry, r.delay_ms
+            )?;
         }
         Ok(())
     })
