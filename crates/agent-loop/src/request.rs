@@ -2,14 +2,11 @@
 
 use std::collections::HashSet;
 
-use dsh_llm::service::PreparedCall;
-use dsh_llm::{ContentBlock, Message, MessageSource, Role};
+use dsh_llm::{ContentBlock, Message, MessageSource, Role, ToolSpec};
 use dsh_session::data::{
-    DeveloperMessage, EpochHeader, RequestConfig, RequestContext, RequestHeader, RequestReason,
-    SystemMessage, ToolSchema,
+    DeveloperMessage, EpochHeader, RequestContext, RequestHeader, RequestReason, SystemMessage,
 };
 use dsh_session::{CoreEvent, EventKind, NewEvent, Session, SessionError};
-use serde_json::{Map, Value};
 
 use crate::context::ContextTracker;
 
@@ -143,29 +140,6 @@ pub(crate) fn reconcile_prompt(
     Ok(())
 }
 
-/// The canonical header of a prepared call and the assembled tools.
-pub(crate) fn header_of(prepared: &PreparedCall, tools: &[ToolSchema]) -> EpochHeader {
-    let mut defaults = Map::new();
-    if prepared.defaulted.effort && prepared.effort.is_some() {
-        defaults.insert("reasoningEffort".into(), Value::Bool(true));
-    }
-    if prepared.defaulted.max_tokens {
-        defaults.insert("maxTokens".into(), Value::Bool(true));
-    }
-    EpochHeader {
-        config: RequestConfig {
-            provider: prepared.provider.clone(),
-            model: prepared.model.id.clone(),
-            reasoning_effort: prepared.effort.as_ref().map(|e| e.as_str().to_owned()),
-            temperature: prepared.temperature,
-            max_tokens: Some(prepared.max_tokens),
-            stop: (!prepared.stop.is_empty()).then(|| prepared.stop.clone()),
-        },
-        adapter_defaults: (!defaults.is_empty()).then_some(Value::Object(defaults)),
-        tools: (!tools.is_empty()).then(|| tools.to_vec()),
-    }
-}
-
 fn latest_header(session: &Session) -> Option<(u64, Box<RequestHeader>)> {
     session.with_log(|l| {
         let ev = l.latest_request_header()?;
@@ -177,14 +151,14 @@ fn latest_header(session: &Session) -> Option<(u64, Box<RequestHeader>)> {
 }
 
 /// Whether the assembled tools differ from the latest header's tools.
-pub(crate) fn tools_changed(session: &Session, tools: &[ToolSchema]) -> bool {
+pub(crate) fn tools_changed(session: &Session, tools: &[ToolSpec]) -> bool {
     match latest_header(session) {
         Some((_, h)) => h.header.tools.as_deref().unwrap_or(&[]) != tools,
         None => false,
     }
 }
 
-fn names(tools: &Option<Vec<ToolSchema>>) -> Vec<String> {
+fn names(tools: &Option<Vec<ToolSpec>>) -> Vec<String> {
     tools
         .as_deref()
         .unwrap_or(&[])

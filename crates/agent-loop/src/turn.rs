@@ -13,7 +13,7 @@ use dsh_llm::adapter::ToolSpec;
 use dsh_llm::service::CallSettings;
 use dsh_llm::{FailureCode, FinishReason, LlmFailure, Message, Role};
 use dsh_session::data::{
-    RequestContext, StepEnd, StepStart, ToolSchema, TurnEnd, TurnEndReason, TurnStart, UserMessage,
+    EpochHeader, RequestContext, StepEnd, StepStart, TurnEnd, TurnEndReason, TurnStart, UserMessage,
 };
 use dsh_session::{CloseCause, CoreEvent, EventKind, NewEvent, SessionError};
 use dsh_system_prompt::runtime_context::propose;
@@ -21,9 +21,7 @@ use dsh_system_prompt::{AssembleContext, ContextSection, SystemPrompt};
 
 use crate::agent::LoopAgent;
 use crate::attempt::{AttemptOutcome, run_attempt};
-use crate::request::{
-    RequestState, header_of, log_request, new_id, reconcile_prompt, tools_changed,
-};
+use crate::request::{RequestState, log_request, new_id, reconcile_prompt, tools_changed};
 use crate::tools::{context_message, run_tools};
 
 /// A failure that ends the turn with `{kind: error}`.
@@ -112,11 +110,11 @@ fn aborted(agent: &LoopAgent) -> TurnEndReason {
     }
 }
 
-/// Prompt, tools (header and wire forms) and runtime-context sections of one step.
+/// Prompt, tools (one spec type for the header and the request) and runtime-context sections
+/// of one step.
 struct Assembly {
     prompt: String,
-    tools: Vec<ToolSchema>,
-    specs: Vec<ToolSpec>,
+    tools: Vec<ToolSpec>,
     runtime: Vec<ContextSection>,
 }
 
@@ -140,23 +138,9 @@ async fn assemble(agent: &LoopAgent, provider: &str, model: &str) -> Result<Asse
             Vec::new(),
         ),
     };
-    let specs = tools
-        .iter()
-        .map(|t| ToolSpec::new(t.name.clone(), t.description.clone(), t.parameters.clone()))
-        .collect();
-    let tools = tools
-        .into_iter()
-        .map(|t| ToolSchema {
-            name: t.name,
-            description: t.description,
-            parameters: t.parameters,
-            defer_loading: None,
-        })
-        .collect();
     Ok(Assembly {
         prompt,
         tools,
-        specs,
         runtime,
     })
 }
@@ -357,7 +341,7 @@ async fn run_step(
                     }
                     admitted = true;
                 }
-                let header = header_of(&prepared, &assembly.tools);
+                let header = EpochHeader::of(&prepared, &assembly.tools);
                 let context = RequestContext {
                     provider: prepared.provider.clone(),
                     model: prepared.model.id.clone(),
@@ -373,7 +357,7 @@ async fn run_step(
                     .filter(|m| m.role != Role::Developer)
                     .collect();
                 rs.request_surface_generation = session.content_generation();
-                let request = prepared.request(messages, assembly.specs.clone(), token.clone());
+                let request = prepared.request(messages, assembly.tools.clone(), token.clone());
                 match run_attempt(
                     agent,
                     &prepared,

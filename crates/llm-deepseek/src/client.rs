@@ -437,7 +437,7 @@ async fn attempt(inner: Arc<Inner>, req: LlmRequest) -> Result<ChunkStream, LlmF
     if req.cancel.is_cancelled() {
         return Ok(one_chunk(FinishReason::Aborted { failure: aborted() }));
     }
-    tracing::debug!(endpoint = %inner.endpoint, model = %req.model, bytes = bytes.len(), "DeepSeek request");
+    tracing::debug!(endpoint = %inner.endpoint, model = %req.call.model.id, bytes = bytes.len(), "DeepSeek request");
     let now = Instant::now();
     let t = inner.timeouts;
     let clock = Clock {

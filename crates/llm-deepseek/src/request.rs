@@ -239,10 +239,10 @@ fn push_messages<'a>(
 
 /// Whether a request enables thinking: an effort other than `off`, and not a title call.
 pub fn thinking_enabled(req: &LlmRequest) -> Option<bool> {
-    if req.purpose.as_deref() == Some("session-title") {
+    if req.call.purpose.as_deref() == Some("session-title") {
         return Some(false);
     }
-    req.effort.as_ref().map(|e| *e != ReasoningEffort::Off)
+    req.call.effort.as_ref().map(|e| *e != ReasoningEffort::Off)
 }
 
 /// The `reasoning_effort` wire value of an effort that enables thinking.
@@ -259,7 +259,7 @@ fn wire_effort(effort: &ReasoningEffort) -> Option<&str> {
 
 /// Serialises the request body. Fails (before any I/O) only for values JSON cannot carry.
 pub fn body(req: &LlmRequest, opts: BodyOptions) -> Result<Vec<u8>, LlmFailure> {
-    if req.temperature.is_some_and(|t| !t.is_finite()) {
+    if req.call.temperature.is_some_and(|t| !t.is_finite()) {
         return Err(LlmFailure::new(
             codes::INVALID_REQUEST,
             "temperature must be a finite number",
@@ -271,7 +271,7 @@ pub fn body(req: &LlmRequest, opts: BodyOptions) -> Result<Vec<u8>, LlmFailure> 
         push_messages(m, thinking == Some(true), opts, &mut messages);
     }
     let body = Body {
-        model: &req.model,
+        model: &req.call.model.id,
         messages,
         stream: true,
         stream_options: StreamOptions {
@@ -281,7 +281,7 @@ pub fn body(req: &LlmRequest, opts: BodyOptions) -> Result<Vec<u8>, LlmFailure> 
             kind: if on { "enabled" } else { "disabled" },
         }),
         reasoning_effort: if thinking == Some(true) {
-            req.effort.as_ref().and_then(wire_effort)
+            req.call.effort.as_ref().and_then(wire_effort)
         } else {
             None
         },
@@ -297,9 +297,9 @@ pub fn body(req: &LlmRequest, opts: BodyOptions) -> Result<Vec<u8>, LlmFailure> 
                 },
             })
             .collect(),
-        temperature: req.temperature,
-        max_tokens: req.max_tokens,
-        stop: &req.stop,
+        temperature: req.call.temperature,
+        max_tokens: req.call.max_tokens,
+        stop: &req.call.stop,
     };
     serde_json::to_vec(&body).map_err(|e| {
         LlmFailure::new(

@@ -3,8 +3,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dsh_llm::service::PreparedCall;
 use dsh_llm::{
-    ChunkStream, FinishReason, LlmAdapter, LlmFailure, LlmRequest, Message, StreamChunk,
+    ChunkStream, FinishReason, LlmAdapter, LlmFailure, LlmRequest, Message, ModelInfo,
+    ReasoningEffort, StreamChunk,
 };
 use dsh_llm_deepseek::{DeepSeekAdapter, DeepSeekConfig, EnvFn};
 use dsh_testkit::{Gate, MockServer, Outcome, Reply, Split};
@@ -37,16 +39,29 @@ pub fn adapter(cfg: &DeepSeekConfig) -> DeepSeekAdapter {
 
 pub fn request(cancel: CancellationToken) -> LlmRequest {
     LlmRequest {
-        provider: "deepseek".into(),
-        model: "deepseek-flash".into(),
+        call: call(Some("high".into()), 1000),
         messages: vec![Message::user_text("m1", "hi").into()],
         tools: vec![],
-        effort: Some("high".into()),
-        max_tokens: 1000,
-        temperature: None,
-        stop: vec![],
-        purpose: None,
         cancel,
+    }
+}
+
+/// The call settings of these tests: `deepseek-flash` on `deepseek`.
+pub fn call(effort: Option<ReasoningEffort>, max_tokens: u64) -> PreparedCall {
+    let model = ModelInfo {
+        id: "deepseek-flash".into(),
+        context_window: 1_000_000,
+        default_max_tokens: max_tokens,
+        max_output_tokens: None,
+        reasoning_efforts: Vec::new(),
+        default_effort: None,
+        input_modalities: Vec::new(),
+        system_prompt_update: None,
+        tool_update: None,
+    };
+    PreparedCall {
+        effort,
+        ..PreparedCall::with_defaults("deepseek", model)
     }
 }
 

@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use dsh_llm::{ContentBlock, LlmRequest, Message, MessageSource, Role, ToolSpec};
+use dsh_llm::service::PreparedCall;
+use dsh_llm::{
+    ContentBlock, LlmRequest, Message, MessageSource, ModelInfo, ReasoningEffort, Role, ToolSpec,
+};
 use dsh_llm_deepseek::BodyOptions;
 use dsh_llm_deepseek::request::body;
 use serde_json::json;
@@ -66,20 +69,33 @@ fn history() -> Vec<Message> {
 
 fn request(messages: Vec<Message>, effort: Option<&str>) -> LlmRequest {
     LlmRequest {
-        provider: "deepseek".into(),
-        model: "deepseek-flash".into(),
+        call: call(effort.map(Into::into), 256000),
         messages: messages.into_iter().map(Arc::new).collect(),
         tools: vec![ToolSpec::new(
             "read",
             "Read a file.",
             json!({"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}),
         )],
-        effort: effort.map(Into::into),
-        max_tokens: 256000,
-        temperature: None,
-        stop: vec![],
-        purpose: None,
         cancel: CancellationToken::new(),
+    }
+}
+
+/// The call settings of these tests: `deepseek-flash` on `deepseek`.
+fn call(effort: Option<ReasoningEffort>, max_tokens: u64) -> PreparedCall {
+    let model = ModelInfo {
+        id: "deepseek-flash".into(),
+        context_window: 1_000_000,
+        default_max_tokens: max_tokens,
+        max_output_tokens: None,
+        reasoning_efforts: Vec::new(),
+        default_effort: None,
+        input_modalities: Vec::new(),
+        system_prompt_update: None,
+        tool_update: None,
+    };
+    PreparedCall {
+        effort,
+        ..PreparedCall::with_defaults("deepseek", model)
     }
 }
 
@@ -152,18 +168,18 @@ fn effort_mapping_tools_omitted_and_optional_fields() {
 
     // Title calls always disable thinking.
     let mut t = request(vec![Message::user_text("u", "hi")], Some("max"));
-    t.purpose = Some("session-title".into());
+    t.call.purpose = Some("session-title".into());
     assert_eq!(v(&t)["thinking"], json!({"type":"disabled"}));
 
     let mut s = request(vec![Message::user_text("u", "hi")], Some("high"));
-    s.temperature = Some(0.5);
-    s.stop = vec!["END".into()];
+    s.call.temperature = Some(0.5);
+    s.call.stop = vec!["END".into()];
     let bytes = String::from_utf8(body(&s, opts).unwrap()).unwrap();
     assert!(
         bytes.ends_with(r#""temperature":0.5,"max_tokens":256000,"stop":["END"]}"#),
         "{bytes}"
     );
-    s.temperature = Some(f64::NAN);
+    s.call.temperature = Some(f64::NAN);
     assert_eq!(body(&s, opts).unwrap_err().code, "INVALID_REQUEST");
 }
 

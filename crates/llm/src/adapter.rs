@@ -223,29 +223,18 @@ pub struct ModelInfo {
     pub tool_update: Option<ToolUpdate>,
 }
 
-/// Everything one attempt needs. Built by [`crate::PreparedCall::request`], so every setting is
-/// materialised; listeners of `llm/stream` may inspect or rewrite it.
+/// Everything one attempt needs. Built by [`crate::PreparedCall::request`]: the call settings
+/// are the prepared call itself (one shape from `prepare_call` to the wire, every default
+/// materialised); listeners of `llm/stream` may inspect or rewrite it.
 #[derive(Clone, Debug)]
 pub struct LlmRequest {
-    /// Provider route (e.g. `deepseek`) that picks the adapter.
-    pub provider: String,
-    /// Model id.
-    pub model: String,
+    /// Route, model, effort, output cap, sampling and capabilities of this call.
+    pub call: crate::service::PreparedCall,
     /// The history, system messages included, in order. Shared with the session's derived
     /// history (no per-step copy of old messages).
     pub messages: Vec<Arc<Message>>,
     /// Tools offered, in canonical order; empty = none.
     pub tools: Vec<ToolSpec>,
-    /// Effort, when the route has efforts (validated by `prepare_call`).
-    pub effort: Option<ReasoningEffort>,
-    /// Output cap (reasoning included).
-    pub max_tokens: u64,
-    /// Sampling temperature, when configured.
-    pub temperature: Option<f64>,
-    /// Stop sequences; empty = none.
-    pub stop: Vec<String>,
-    /// Why the call is made (e.g. `session-title`); adapters may special-case it.
-    pub purpose: Option<String>,
     /// Cancels the attempt: the stream then ends with an `aborted` finish, promptly.
     pub cancel: CancellationToken,
 }

@@ -101,6 +101,27 @@ pub struct PreparedCall {
 }
 
 impl PreparedCall {
+    /// A call of `model` on `provider` with the model's defaults (effort, output cap and
+    /// capabilities) and nothing else set: what `prepare_call` gives for empty settings.
+    pub fn with_defaults(provider: impl Into<String>, model: ModelInfo) -> Self {
+        PreparedCall {
+            provider: provider.into(),
+            effort: model.default_effort.clone(),
+            max_tokens: model.default_max_tokens,
+            temperature: None,
+            stop: Vec::new(),
+            purpose: None,
+            defaulted: Defaulted {
+                model: false,
+                effort: model.default_effort.is_some(),
+                max_tokens: true,
+            },
+            system_prompt_update: model.system_prompt_update,
+            tool_update: model.tool_update,
+            model,
+        }
+    }
+
     /// The request for one attempt of this call.
     pub fn request(
         &self,
@@ -109,15 +130,9 @@ impl PreparedCall {
         cancel: CancellationToken,
     ) -> LlmRequest {
         LlmRequest {
-            provider: self.provider.clone(),
-            model: self.model.id.clone(),
+            call: self.clone(),
             messages,
             tools,
-            effort: self.effort.clone(),
-            max_tokens: self.max_tokens,
-            temperature: self.temperature,
-            stop: self.stop.clone(),
-            purpose: self.purpose.clone(),
             cancel,
         }
     }
@@ -332,11 +347,11 @@ impl Llm for LlmRouter {
             let adapter = routes
                 .lock()
                 .map
-                .get(&request.provider)
+                .get(&request.call.provider)
                 .map(|r| r.adapter.clone());
             match adapter {
                 Some(a) => a.stream(request).await,
-                None => Err(no_adapter(&request.provider)),
+                None => Err(no_adapter(&request.call.provider)),
             }
         })
     }

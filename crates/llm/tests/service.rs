@@ -35,8 +35,8 @@ impl LlmAdapter for Echo {
     }
     fn stream(&self, req: LlmRequest) -> BoxFuture<'static, Result<ChunkStream, LlmFailure>> {
         Box::pin(async move {
-            let effort = req.effort.as_ref().map(ReasoningEffort::as_str);
-            let text = format!("{}/{:?}/{}", req.model, effort, req.max_tokens);
+            let effort = req.call.effort.as_ref().map(ReasoningEffort::as_str);
+            let text = format!("{}/{:?}/{}", req.call.model.id, effort, req.call.max_tokens);
             let chunks = vec![
                 StreamChunk::BlockStart {
                     index: 0,
@@ -219,7 +219,7 @@ async fn stream_runs_through_the_hook_with_the_adapter_last() {
 
     // A listener rewrites the request on the way down and wraps the stream on the way up.
     root.hook::<LlmStream, _, _>(|mut req: LlmRequest, next| async move {
-        req.max_tokens = 42;
+        req.call.max_tokens = 42;
         let s = next.run(req).await?;
         Ok(s.map(|c| match c {
             StreamChunk::TextDelta { index, text } => StreamChunk::TextDelta {
@@ -239,7 +239,7 @@ async fn stream_runs_through_the_hook_with_the_adapter_last() {
 
     // Unknown route at stream time: NO_ADAPTER from the terminal.
     let mut req = p.request(vec![], vec![], CancellationToken::new());
-    req.provider = "gone".into();
+    req.call.provider = "gone".into();
     let err = llm.stream(&root, req).await.err().unwrap();
     assert_eq!(err.code, codes::NO_ADAPTER);
     kernel.dispose().await;

@@ -349,6 +349,32 @@ pub struct EpochHeader {
     pub tools: Option<Vec<ToolSchema>>,
 }
 
+impl EpochHeader {
+    /// The header of a prepared call and the tools it offers: the one mapping from the call
+    /// settings to the log (`adapterDefaults` marks what `prepare_call` defaulted).
+    pub fn of(prepared: &dsh_llm::service::PreparedCall, tools: &[ToolSchema]) -> Self {
+        let mut defaults = serde_json::Map::new();
+        if prepared.defaulted.effort && prepared.effort.is_some() {
+            defaults.insert("reasoningEffort".into(), Value::Bool(true));
+        }
+        if prepared.defaulted.max_tokens {
+            defaults.insert("maxTokens".into(), Value::Bool(true));
+        }
+        EpochHeader {
+            config: RequestConfig {
+                provider: prepared.provider.clone(),
+                model: prepared.model.id.clone(),
+                reasoning_effort: prepared.effort.clone(),
+                temperature: prepared.temperature,
+                max_tokens: Some(prepared.max_tokens),
+                stop: (!prepared.stop.is_empty()).then(|| prepared.stop.clone()),
+            },
+            adapter_defaults: (!defaults.is_empty()).then_some(Value::Object(defaults)),
+            tools: (!tools.is_empty()).then(|| tools.to_vec()),
+        }
+    }
+}
+
 /// `request/header.header.config`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -357,9 +383,9 @@ pub struct RequestConfig {
     pub provider: String,
     /// Model id.
     pub model: String,
-    /// Reasoning effort.
+    /// Reasoning effort (an id this build does not know is kept verbatim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning_effort: Option<String>,
+    pub reasoning_effort: Option<dsh_llm::ReasoningEffort>,
     /// Sampling temperature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
@@ -371,20 +397,9 @@ pub struct RequestConfig {
     pub stop: Option<Vec<String>>,
 }
 
-/// One tool declaration in a request header.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolSchema {
-    /// Tool name.
-    pub name: String,
-    /// Description.
-    pub description: String,
-    /// JSON Schema of the arguments.
-    pub parameters: Value,
-    /// `Some(true)` for deferred declarations.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub defer_loading: Option<bool>,
-}
+/// One tool declaration in a request header: the tool spec the request carries (one shape for
+/// tools, requests and the log).
+pub type ToolSchema = dsh_llm::ToolSpec;
 
 /// `request/context`: route metadata of the prepared call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -55,7 +55,7 @@ async fn declarative_agents_start_at_load() {
     let agent = h.agents().get("exact-session").unwrap();
     agent.followup(user("hello")).unwrap();
     idle(&agent).await;
-    assert_eq!(h.llm.requests()[0].max_tokens, 1000);
+    assert_eq!(h.llm.requests()[0].call.max_tokens, 1000);
     h.kernel.dispose().await;
 }
 

@@ -5,12 +5,12 @@ use super::*;
 /// A request as comparable JSON: route settings, tools and messages.
 pub(super) fn request_json(r: &LlmRequest) -> (Value, Vec<String>) {
     let settings = json!({
-        "provider": r.provider,
-        "model": r.model,
-        "effort": r.effort,
-        "maxTokens": r.max_tokens,
-        "temperature": r.temperature,
-        "stop": r.stop,
+        "provider": r.call.provider,
+        "model": r.call.model.id,
+        "effort": r.call.effort,
+        "maxTokens": r.call.max_tokens,
+        "temperature": r.call.temperature,
+        "stop": r.call.stop,
         "tools": serde_json::to_value(&r.tools).unwrap(),
     });
     let messages = r
