@@ -993,6 +993,46 @@ mod tests {
         );
     }
 
+    /// Every row of the recorded v4 fixtures that the fast path takes gives the same event as
+    /// the general reader (payload, kept text, metadata).
+    #[test]
+    fn fast_path_agrees_on_every_fixture_row() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/upstream-sessions/v4"
+        );
+        let mut fast = 0;
+        let mut files = 0;
+        for scenario in std::fs::read_dir(dir).unwrap() {
+            for file in std::fs::read_dir(scenario.unwrap().path()).unwrap() {
+                let path = file.unwrap().path();
+                if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
+                    continue;
+                }
+                files += 1;
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (i, row) in text.lines().skip(1).enumerate() {
+                    // Recorded rows carry no seq/time (the fixture loader adds them).
+                    let Some(body) = row.strip_suffix('}') else {
+                        continue;
+                    };
+                    let line = format!("{body},\"seq\":{i},\"time\":0}}");
+                    let line = line.as_str();
+                    let Some(a) = Event::from_writer_line(line, i as u64) else {
+                        continue;
+                    };
+                    fast += 1;
+                    let b = Event::from_any_line(line, i as u64).unwrap();
+                    assert_eq!(a, b, "{}:{i}", path.display());
+                    assert_eq!(a.core(), b.core(), "{}:{i}", path.display());
+                    assert_eq!(a.keeps_raw_data(), b.keeps_raw_data());
+                    assert_eq!(a.to_json_line(), b.to_json_line());
+                }
+            }
+        }
+        assert!(files > 5 && fast > 50, "{files} files, {fast} fast rows");
+    }
+
     #[test]
     fn replace_op_parsing() {
         let op = json!({"op":"replace","startSeq":2,"endSeq":3});
