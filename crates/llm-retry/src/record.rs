@@ -1,14 +1,15 @@
 //! The session events of a provider retry (`session-format.md` §7.13, §13.2).
 
 use dsh_llm::LlmFailure;
+use dsh_session::EventKind;
 use serde_json::{Map, Value, json};
 
 use crate::policy::{RetryMode, RetryPolicy};
 
-/// Event type written before the wait.
-pub const RETRY_EVENT: &str = "llm/retry";
-/// Event type written after the wait, before the next attempt.
-pub const RETRY_STARTED_EVENT: &str = "llm/retry-started";
+/// Event type written before the wait (`llm/retry`).
+pub const RETRY_EVENT: EventKind = EventKind::LlmRetry;
+/// Event type written after the wait, before the next attempt (`llm/retry-started`).
+pub const RETRY_STARTED_EVENT: EventKind = EventKind::LlmRetryStarted;
 
 /// One scheduled retry: what `llm/retry` records.
 #[derive(Clone, Debug, PartialEq)]
