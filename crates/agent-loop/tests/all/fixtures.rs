@@ -226,7 +226,7 @@ pub(crate) async fn kernel_with_store(root: &Path, llm: Arc<Scripted>) -> Kernel
 /// messages (never sent), and without system messages.
 ///
 /// Why no system messages: the harness mounts no `system-prompt` plugin, so the rendered prompt
-/// is "". The loop treats every route as declaring no `systemPromptUpdate: in-history`, so
+/// is "". The scripted route declares no `systemPromptUpdate: in-history`, so
 /// reconciliation (format §10.2) consolidates into the head: every later system node with text
 /// is replaced by an empty one and the head is replaced by the rendered "" (or, with no system
 /// node at all, an empty one is appended). An empty system node derives no message. Everything
