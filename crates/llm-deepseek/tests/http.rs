@@ -46,7 +46,7 @@ pub fn request(cancel: CancellationToken) -> LlmRequest {
     }
 }
 
-/// The call settings of these tests: `deepseek-flash` on `deepseek`.
+/// The call settings of these tests (and `request.rs`): `deepseek-flash` on `deepseek`.
 pub fn call(effort: Option<ReasoningEffort>, max_tokens: u64) -> PreparedCall {
     let model = ModelInfo {
         id: "deepseek-flash".into(),

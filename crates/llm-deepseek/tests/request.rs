@@ -2,14 +2,13 @@
 
 use std::sync::Arc;
 
-use dsh_llm::service::PreparedCall;
-use dsh_llm::{
-    ContentBlock, LlmRequest, Message, MessageSource, ModelInfo, ReasoningEffort, Role, ToolSpec,
-};
+use dsh_llm::{ContentBlock, LlmRequest, Message, MessageSource, Role, ToolSpec};
 use dsh_llm_deepseek::BodyOptions;
 use dsh_llm_deepseek::request::body;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+
+use crate::http::call;
 
 const C0: &str = "call_00_JQSxFX1xOHGH6ajdpN88RMXO";
 const C1: &str = "call_01_L8UtYbkfaMFr7hzsToGPWGfI";
@@ -77,25 +76,6 @@ fn request(messages: Vec<Message>, effort: Option<&str>) -> LlmRequest {
             json!({"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}),
         )],
         cancel: CancellationToken::new(),
-    }
-}
-
-/// The call settings of these tests: `deepseek-flash` on `deepseek`.
-fn call(effort: Option<ReasoningEffort>, max_tokens: u64) -> PreparedCall {
-    let model = ModelInfo {
-        id: "deepseek-flash".into(),
-        context_window: 1_000_000,
-        default_max_tokens: max_tokens,
-        max_output_tokens: None,
-        reasoning_efforts: Vec::new(),
-        default_effort: None,
-        input_modalities: Vec::new(),
-        system_prompt_update: None,
-        tool_update: None,
-    };
-    PreparedCall {
-        effort,
-        ..PreparedCall::with_defaults("deepseek", model)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::io::{BufRead, BufReader};
 
-use dsh_testkit::{Completion, Reply, deepseek};
+use dsh_testkit::{Completion, deepseek};
 
 use crate::support::*;
 
@@ -48,18 +48,7 @@ fn a_stalled_stream_trips_the_idle_watchdog_then_succeeds_on_retry() {
         "watchdog.yaml",
         "plugins:\n  - id: deepseek\n    name: deepseek\n    config: { idleTimeoutMs: 300 }\n",
     );
-    env.server().push(
-        Reply::sse()
-            .bytes(
-                Completion::new()
-                    .text("never finished")
-                    .no_done()
-                    .no_finish()
-                    .no_usage()
-                    .to_bytes(),
-            )
-            .stall(),
-    );
+    env.server().push(stalled_text("never finished"));
     env.server()
         .push(Completion::new().text("second time lucky").reply());
     let out = env.exec(&["--patch", patch.to_str().unwrap(), "hi"]);
@@ -88,18 +77,7 @@ fn an_unretryable_error_exits_1_with_the_code() {
 #[test]
 fn sigint_while_streaming_exits_130_and_stores_the_delivered_text() {
     let env = Env::new();
-    env.server().push(
-        Reply::sse()
-            .bytes(
-                Completion::new()
-                    .text("Partial answer")
-                    .no_done()
-                    .no_finish()
-                    .no_usage()
-                    .to_bytes(),
-            )
-            .stall(),
-    );
+    env.server().push(stalled_text("Partial answer"));
     let mut child = env
         .dsh()
         .env("DSH_LOG", "dsh_agent_loop=debug")

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
-use dsh_testkit::{Completion, Reply};
+use dsh_testkit::Completion;
 use serde_json::Value;
 
 use crate::support::*;
@@ -31,18 +31,7 @@ fn an_unwritable_home_fails_before_any_request() {
 fn the_loser_of_a_race_to_create_a_session_sends_nothing() {
     let env = Env::new();
     // The winner's request hangs, so it holds the session for the whole test.
-    env.server().push(
-        Reply::sse()
-            .bytes(
-                Completion::new()
-                    .text("thinking")
-                    .no_done()
-                    .no_finish()
-                    .no_usage()
-                    .to_bytes(),
-            )
-            .stall(),
-    );
+    env.server().push(stalled_text("thinking"));
     let mut winner = env.spawn(&["--session", "contested", "first"]);
     env.server()
         .wait_for_requests_blocking(1, WAIT)
@@ -64,18 +53,7 @@ fn every_event_printed_by_json_is_on_disk_at_a_kill() {
             .reply(),
     );
     // The next request hangs: nothing else writes the log while dsh waits on it.
-    env.server().push(
-        Reply::sse()
-            .bytes(
-                Completion::new()
-                    .text("never finished")
-                    .no_done()
-                    .no_finish()
-                    .no_usage()
-                    .to_bytes(),
-            )
-            .stall(),
-    );
+    env.server().push(stalled_text("never finished"));
     let mut child = env.spawn(&["--json", "go"]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut printed: Vec<Value> = Vec::new();

@@ -88,6 +88,20 @@ impl Env {
     }
 }
 
+/// A reply that streams `text` and then stalls: no finish, no usage, no `[DONE]`.
+pub fn stalled_text(text: &str) -> dsh_testkit::Reply {
+    dsh_testkit::Reply::sse()
+        .bytes(
+            dsh_testkit::Completion::new()
+                .text(text)
+                .no_done()
+                .no_finish()
+                .no_usage()
+                .to_bytes(),
+        )
+        .stall()
+}
+
 pub fn read_rows(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
