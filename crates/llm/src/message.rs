@@ -657,10 +657,13 @@ struct MessageRepr {
 
 impl<'de> Deserialize<'de> for Message {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let r = MessageRepr::deserialize(deserializer)?;
+        let mut r = MessageRepr::deserialize(deserializer)?;
         if r.id.is_empty() {
             return Err(de::Error::custom("message `id` must be a non-empty string"));
         }
+        // serde grows a Vec without a length hint to capacity 4; a stored message keeps its
+        // blocks for the whole session, so give the slack back (most messages hold one block).
+        r.content.shrink_to_fit();
         Ok(Self {
             id: r.id,
             role: r.role,
