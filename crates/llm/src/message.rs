@@ -640,38 +640,149 @@ impl Serialize for Message {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MessageRepr {
-    id: String,
-    role: Role,
-    content: Vec<ContentBlock>,
-    source: MessageSource,
-    #[serde(default)]
-    tool_call_id: Option<String>,
-    #[serde(default)]
-    is_error: Option<bool>,
-    #[serde(flatten)]
-    extra: Map<String, Value>,
+/// The members of a stored message, told apart without allocating for the known ones.
+enum MessageKey {
+    Id,
+    Role,
+    Content,
+    Source,
+    ToolCallId,
+    IsError,
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for MessageKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl de::Visitor<'_> for KeyVisitor {
+            type Value = MessageKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a message member name")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<MessageKey, E> {
+                Ok(match v {
+                    "id" => MessageKey::Id,
+                    "role" => MessageKey::Role,
+                    "content" => MessageKey::Content,
+                    "source" => MessageKey::Source,
+                    "toolCallId" => MessageKey::ToolCallId,
+                    "isError" => MessageKey::IsError,
+                    other => MessageKey::Other(other.to_owned()),
+                })
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+/// Decodes a message in one pass over its members (no buffering of the whole object, as
+/// `#[serde(flatten)]` would do): the known members into their types, the rest into `extra`
+/// in their order.
+struct MessageVisitor;
+
+impl<'de> de::Visitor<'de> for MessageVisitor {
+    type Value = Message;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a message object")
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
+        fn once<T, E: de::Error>(
+            slot: &mut Option<T>,
+            value: T,
+            name: &'static str,
+        ) -> Result<(), E> {
+            if slot.replace(value).is_some() {
+                return Err(E::duplicate_field(name));
+            }
+            Ok(())
+        }
+        let mut id: Option<String> = None;
+        let mut role: Option<Role> = None;
+        let mut content: Option<Vec<ContentBlock>> = None;
+        let mut source: Option<MessageSource> = None;
+        let mut tool_call_id: Option<Option<String>> = None;
+        let mut is_error: Option<Option<bool>> = None;
+        let mut extra = Map::new();
+        while let Some(key) = map.next_key::<MessageKey>()? {
+            match key {
+                MessageKey::Id => once(&mut id, map.next_value()?, "id")?,
+                MessageKey::Role => once(&mut role, map.next_value()?, "role")?,
+                MessageKey::Content => once(&mut content, map.next_value()?, "content")?,
+                MessageKey::Source => once(&mut source, map.next_value()?, "source")?,
+                MessageKey::ToolCallId => {
+                    once(&mut tool_call_id, map.next_value()?, "toolCallId")?;
+                }
+                MessageKey::IsError => once(&mut is_error, map.next_value()?, "isError")?,
+                MessageKey::Other(k) => {
+                    let v: Value = map.next_value()?;
+                    extra.insert(k, v);
+                }
+            }
+        }
+        let id = id.ok_or_else(|| de::Error::missing_field("id"))?;
+        if id.is_empty() {
+            return Err(de::Error::custom("message `id` must be a non-empty string"));
+        }
+        let mut content = content.ok_or_else(|| de::Error::missing_field("content"))?;
+        // serde grows a Vec without a length hint to capacity 4; a stored message keeps its
+        // blocks for the whole session, so give the slack back (most messages hold one block).
+        content.shrink_to_fit();
+        Ok(Message {
+            id,
+            role: role.ok_or_else(|| de::Error::missing_field("role"))?,
+            content,
+            source: source.ok_or_else(|| de::Error::missing_field("source"))?,
+            tool_call_id: tool_call_id.flatten(),
+            is_error: is_error.flatten(),
+            extra,
+        })
+    }
 }
 
 impl<'de> Deserialize<'de> for Message {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut r = MessageRepr::deserialize(deserializer)?;
-        if r.id.is_empty() {
-            return Err(de::Error::custom("message `id` must be a non-empty string"));
-        }
-        // serde grows a Vec without a length hint to capacity 4; a stored message keeps its
-        // blocks for the whole session, so give the slack back (most messages hold one block).
-        r.content.shrink_to_fit();
-        Ok(Self {
-            id: r.id,
-            role: r.role,
-            content: r.content,
-            source: r.source,
-            tool_call_id: r.tool_call_id,
-            is_error: r.is_error,
-            extra: r.extra,
-        })
+        deserializer.deserialize_map(MessageVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(s: &str) -> Result<Message, serde_json::Error> {
+        serde_json::from_str(s)
+    }
+
+    #[test]
+    fn members_decode_in_one_pass_and_unknown_ones_keep_their_order() {
+        let text = r#"{"zeta":1,"role":"user","content":[{"type":"text","text":"hi"}],"alpha":{"b":2},"source":{"kind":"user"},"id":"m1","toolCallId":null}"#;
+        let m = decode(text).unwrap();
+        assert_eq!(m.id, "m1");
+        assert_eq!(m.role, Role::User);
+        assert_eq!(m.text(), "hi");
+        assert_eq!(m.tool_call_id, None);
+        assert_eq!(m.extra.keys().collect::<Vec<_>>(), ["zeta", "alpha"]);
+        assert_eq!(m.content.capacity(), 1, "no slack kept");
+        // The same from a JSON tree.
+        let v: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(serde_json::from_value::<Message>(v).unwrap(), m);
+    }
+
+    #[test]
+    fn missing_duplicate_and_empty_members_are_refused() {
+        let e = decode(r#"{"role":"user","content":[],"source":{"kind":"user"}}"#).unwrap_err();
+        assert!(e.to_string().contains("missing field `id`"), "{e}");
+        let e =
+            decode(r#"{"id":"a","id":"b","role":"user","content":[],"source":{"kind":"user"}}"#)
+                .unwrap_err();
+        assert!(e.to_string().contains("duplicate field `id`"), "{e}");
+        let e =
+            decode(r#"{"id":"","role":"user","content":[],"source":{"kind":"user"}}"#).unwrap_err();
+        assert!(e.to_string().contains("non-empty"), "{e}");
+        let e = decode(r#"{"id":"a","role":"robot","content":[],"source":{"kind":"user"}}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("robot"), "{e}");
     }
 }
