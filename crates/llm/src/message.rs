@@ -421,63 +421,139 @@ struct ToolResultRepr {
 
 impl<'de> Deserialize<'de> for ContentBlock {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let map = Map::<String, Value>::deserialize(deserializer)?;
-        let tag = match map.get("type") {
-            Some(Value::String(t)) if !t.is_empty() => t.clone(),
-            Some(_) => {
-                return Err(de::Error::custom(
-                    "content block `type` must be a non-empty string",
-                ));
-            }
-            None => return Err(de::Error::custom("content block is missing `type`")),
-        };
-        fn parse<T: serde::de::DeserializeOwned, E: de::Error>(
-            tag: &str,
-            map: Map<String, Value>,
-        ) -> Result<T, E> {
-            serde_json::from_value(Value::Object(map))
-                .map_err(|e| E::custom(format!("invalid `{tag}` content block: {e}")))
+        deserializer.deserialize_map(BlockVisitor)
+    }
+}
+
+/// The general decoder of a content block, from its members as a map (any member order,
+/// unknown block types kept as [`ContentBlock::Other`]).
+fn block_from_map<E: de::Error>(map: Map<String, Value>) -> Result<ContentBlock, E> {
+    let tag = match map.get("type") {
+        Some(Value::String(t)) if !t.is_empty() => t.clone(),
+        Some(_) => {
+            return Err(de::Error::custom(
+                "content block `type` must be a non-empty string",
+            ));
         }
+        None => return Err(de::Error::custom("content block is missing `type`")),
+    };
+    fn parse<T: serde::de::DeserializeOwned, E: de::Error>(
+        tag: &str,
+        map: Map<String, Value>,
+    ) -> Result<T, E> {
+        serde_json::from_value(Value::Object(map))
+            .map_err(|e| E::custom(format!("invalid `{tag}` content block: {e}")))
+    }
+    Ok(match tag.as_str() {
+        "text" => ContentBlock::Text {
+            text: parse::<TextRepr, E>(&tag, map)?.text,
+        },
+        "reasoning" => ContentBlock::Reasoning {
+            text: parse::<TextRepr, E>(&tag, map)?.text,
+        },
+        "tool-call" => {
+            let r: ToolCallRepr = parse::<_, E>(&tag, map)?;
+            ContentBlock::ToolCall(ToolCall {
+                id: r.id,
+                name: r.name,
+                arguments: r.arguments,
+            })
+        }
+        "image" => {
+            let r: ImageRepr = parse::<_, E>(&tag, map)?;
+            ContentBlock::Image {
+                attachment: r.attachment,
+                offloaded: r.offloaded,
+            }
+        }
+        "file" => ContentBlock::File {
+            attachment: parse::<FileRepr, E>(&tag, map)?.attachment,
+        },
+        "tool-addition" => ContentBlock::ToolAddition {
+            tool_name: parse::<ToolNameRepr, E>(&tag, map)?.tool_name,
+        },
+        "tool-removal" => ContentBlock::ToolRemoval {
+            tool_name: parse::<ToolNameRepr, E>(&tag, map)?.tool_name,
+        },
+        "tool-result" => {
+            let r: ToolResultRepr = parse::<_, E>(&tag, map)?;
+            ContentBlock::ToolResult(ToolResultBlock {
+                tool_call_id: r.tool_call_id,
+                content: r.content,
+                is_error: r.is_error,
+            })
+        }
+        _ => ContentBlock::Other(map),
+    })
+}
+
+/// Decodes a content block in one pass when its first member is `type` (as every writer puts
+/// it) and the type is `text`, `reasoning` or `tool-call` (nearly every stored block); anything
+/// else is gathered into a map and decoded by [`block_from_map`], with the same rules.
+struct BlockVisitor;
+
+impl<'de> de::Visitor<'de> for BlockVisitor {
+    type Value = ContentBlock;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a content block object")
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<ContentBlock, A::Error> {
+        let mut rest = Map::new();
+        let Some(first) = map.next_key::<String>()? else {
+            return block_from_map(rest);
+        };
+        let first_value: Value = map.next_value()?;
+        let tag = match (&*first, &first_value) {
+            ("type", Value::String(t))
+                if matches!(t.as_str(), "text" | "reasoning" | "tool-call") =>
+            {
+                t.clone()
+            }
+            _ => {
+                rest.insert(first, first_value);
+                while let Some((k, v)) = map.next_entry::<String, Value>()? {
+                    rest.insert(k, v);
+                }
+                return block_from_map(rest);
+            }
+        };
+        let invalid = |e: &dyn std::fmt::Display| {
+            <A::Error as de::Error>::custom(format!("invalid `{tag}` content block: {e}"))
+        };
+        let mut text: Option<String> = None;
+        let mut id: Option<String> = None;
+        let mut name: Option<String> = None;
+        let mut arguments: Option<String> = None;
+        while let Some(key) = map.next_key::<String>()? {
+            let slot = match (tag.as_str(), key.as_str()) {
+                ("text" | "reasoning", "text") => &mut text,
+                ("tool-call", "id") => &mut id,
+                ("tool-call", "name") => &mut name,
+                ("tool-call", "arguments") => &mut arguments,
+                _ => return Err(invalid(&format_args!("unknown field `{key}`"))),
+            };
+            let value: String = map.next_value().map_err(|e| invalid(&e))?;
+            if slot.replace(value).is_some() {
+                return Err(invalid(&format_args!("duplicate field `{key}`")));
+            }
+        }
+        let need = |v: Option<String>, field: &str| {
+            v.ok_or_else(|| invalid(&format_args!("missing field `{field}`")))
+        };
         Ok(match tag.as_str() {
             "text" => ContentBlock::Text {
-                text: parse::<TextRepr, D::Error>(&tag, map)?.text,
+                text: need(text, "text")?,
             },
             "reasoning" => ContentBlock::Reasoning {
-                text: parse::<TextRepr, D::Error>(&tag, map)?.text,
+                text: need(text, "text")?,
             },
-            "tool-call" => {
-                let r: ToolCallRepr = parse::<_, D::Error>(&tag, map)?;
-                ContentBlock::ToolCall(ToolCall {
-                    id: r.id,
-                    name: r.name,
-                    arguments: r.arguments,
-                })
-            }
-            "image" => {
-                let r: ImageRepr = parse::<_, D::Error>(&tag, map)?;
-                ContentBlock::Image {
-                    attachment: r.attachment,
-                    offloaded: r.offloaded,
-                }
-            }
-            "file" => ContentBlock::File {
-                attachment: parse::<FileRepr, D::Error>(&tag, map)?.attachment,
-            },
-            "tool-addition" => ContentBlock::ToolAddition {
-                tool_name: parse::<ToolNameRepr, D::Error>(&tag, map)?.tool_name,
-            },
-            "tool-removal" => ContentBlock::ToolRemoval {
-                tool_name: parse::<ToolNameRepr, D::Error>(&tag, map)?.tool_name,
-            },
-            "tool-result" => {
-                let r: ToolResultRepr = parse::<_, D::Error>(&tag, map)?;
-                ContentBlock::ToolResult(ToolResultBlock {
-                    tool_call_id: r.tool_call_id,
-                    content: r.content,
-                    is_error: r.is_error,
-                })
-            }
-            _ => ContentBlock::Other(map),
+            _ => ContentBlock::ToolCall(ToolCall {
+                id: need(id, "id")?,
+                name: need(name, "name")?,
+                arguments: need(arguments, "arguments")?,
+            }),
         })
     }
 }
@@ -768,6 +844,50 @@ mod tests {
         // The same from a JSON tree.
         let v: Value = serde_json::from_str(text).unwrap();
         assert_eq!(serde_json::from_value::<Message>(v).unwrap(), m);
+    }
+
+    #[test]
+    fn blocks_decode_alike_whatever_the_member_order() {
+        let pairs = [
+            (
+                r#"{"type":"text","text":"a"}"#,
+                r#"{"text":"a","type":"text"}"#,
+            ),
+            (
+                r#"{"type":"reasoning","text":"r"}"#,
+                r#"{"text":"r","type":"reasoning"}"#,
+            ),
+            (
+                r#"{"type":"tool-call","id":"c","name":"n","arguments":"{}"}"#,
+                r#"{"arguments":"{}","name":"n","id":"c","type":"tool-call"}"#,
+            ),
+        ];
+        for (fast, general) in pairs {
+            let a: ContentBlock = serde_json::from_str(fast).unwrap();
+            let b: ContentBlock = serde_json::from_str(general).unwrap();
+            assert_eq!(a, b, "{fast}");
+            assert_eq!(serde_json::to_string(&a).unwrap(), fast);
+        }
+        let other: ContentBlock = serde_json::from_str(r#"{"type":"future","x":[1]}"#).unwrap();
+        assert_eq!(
+            serde_json::to_string(&other).unwrap(),
+            r#"{"type":"future","x":[1]}"#
+        );
+        for (bad, needle) in [
+            (r#"{"type":"text","text":"a","x":1}"#, "unknown field `x`"),
+            (r#"{"type":"text"}"#, "missing field `text`"),
+            (r#"{"type":"tool-call","id":"c","name":"n"}"#, "arguments"),
+            (
+                r#"{"type":"text","text":"a","text":"b"}"#,
+                "duplicate field `text`",
+            ),
+            (r#"{"type":"text","text":1}"#, "`text` content block"),
+        ] {
+            let e = serde_json::from_str::<ContentBlock>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
     }
 
     #[test]
