@@ -23,7 +23,7 @@ use crate::config::{
     ThinkingMode, default_catalog,
 };
 use crate::errors::classify;
-use crate::request::{BodyOptions, body};
+use crate::request::{BodyOptions, body_with_capacity};
 use crate::translate::{Progress, Translator, malformed};
 
 /// Why an adapter cannot be built from a config snapshot (nothing changes then).
@@ -104,6 +104,9 @@ struct Inner {
     options: BodyOptions,
     timeouts: Timeouts,
     max_event_bytes: usize,
+    /// Size of the last request body: the capacity hint of the next one (append-only requests
+    /// grow a little per step), so the body never reallocates while it is written.
+    last_body: std::sync::atomic::AtomicUsize,
 }
 
 struct Shared {
@@ -255,6 +258,7 @@ impl Inner {
             max_event_bytes: config
                 .max_event_bytes
                 .unwrap_or(dsh_llm::sse::DEFAULT_MAX_EVENT_BYTES),
+            last_body: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -433,7 +437,11 @@ async fn attempt(inner: Arc<Inner>, req: LlmRequest) -> Result<ChunkStream, LlmF
     // Everything that can fail without I/O fails first.
     // The effort was validated once, against this route's list, by `Llm::prepare_call`.
     let (key, auth) = inner.credential()?;
-    let bytes = body(&req, inner.options)?;
+    let hint = inner.last_body.load(std::sync::atomic::Ordering::Relaxed);
+    let bytes = body_with_capacity(&req, inner.options, hint + hint / 16 + 16 * 1024)?;
+    inner
+        .last_body
+        .store(bytes.len(), std::sync::atomic::Ordering::Relaxed);
     if req.cancel.is_cancelled() {
         return Ok(one_chunk(FinishReason::Aborted { failure: aborted() }));
     }

@@ -259,6 +259,17 @@ fn wire_effort(effort: &ReasoningEffort) -> Option<&str> {
 
 /// Serialises the request body. Fails (before any I/O) only for values JSON cannot carry.
 pub fn body(req: &LlmRequest, opts: BodyOptions) -> Result<Vec<u8>, LlmFailure> {
+    body_with_capacity(req, opts, 0)
+}
+
+/// [`body`] into a buffer of `capacity` bytes: with the size of the previous request as the
+/// hint (requests only grow within a session), the body is written without reallocating, so a
+/// large history costs one copy of its bytes, not the doubling growth's up to two.
+pub fn body_with_capacity(
+    req: &LlmRequest,
+    opts: BodyOptions,
+    capacity: usize,
+) -> Result<Vec<u8>, LlmFailure> {
     if req.call.temperature.is_some_and(|t| !t.is_finite()) {
         return Err(LlmFailure::new(
             codes::INVALID_REQUEST,
@@ -301,10 +312,12 @@ pub fn body(req: &LlmRequest, opts: BodyOptions) -> Result<Vec<u8>, LlmFailure> 
         max_tokens: req.call.max_tokens,
         stop: &req.call.stop,
     };
-    serde_json::to_vec(&body).map_err(|e| {
+    let mut out = Vec::with_capacity(capacity.max(128));
+    serde_json::to_writer(&mut out, &body).map_err(|e| {
         LlmFailure::new(
             codes::INVALID_REQUEST,
             format!("cannot serialise request: {e}"),
         )
-    })
+    })?;
+    Ok(out)
 }

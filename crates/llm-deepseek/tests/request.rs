@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use dsh_llm::{ContentBlock, LlmRequest, Message, MessageSource, Role, ToolSpec};
 use dsh_llm_deepseek::BodyOptions;
-use dsh_llm_deepseek::request::body;
+use dsh_llm_deepseek::request::{body, body_with_capacity};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -269,4 +269,22 @@ mod props {
             }
         }
     }
+}
+
+#[test]
+fn a_sized_buffer_gives_the_same_bytes_without_growing() {
+    let r = request(history(), Some("high"));
+    let plain = body(&r, BodyOptions::default()).unwrap();
+    let sized = body_with_capacity(&r, BodyOptions::default(), plain.len()).unwrap();
+    assert_eq!(sized, plain);
+    assert_eq!(
+        sized.capacity(),
+        plain.len(),
+        "written into the hinted buffer"
+    );
+    // A short hint only costs growth, never different bytes.
+    assert_eq!(
+        body_with_capacity(&r, BodyOptions::default(), 1).unwrap(),
+        plain
+    );
 }
