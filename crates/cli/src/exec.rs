@@ -216,8 +216,10 @@ async fn run_agent(
     };
     let id: Arc<str> = Arc::from(agent.id());
     // Acquire and test the write path before any token is spent: a read-only or full home, or
-    // a concurrent creator of the same id, fails here with nothing sent to the model.
-    if let Err(e) = agent.session().flush().await {
+    // a concurrent creator of the same id, fails here with nothing sent to the model. A new
+    // session's first write-through publishes its file (and takes the lock); a resumed one's
+    // writes the repair closers without waiting for the disk (the turn end syncs them).
+    if let Err(e) = agent.session().write_through().await {
         agent.dispose().await;
         return Err(Failure::run(anyhow!(
             "cannot write session {id}: {e} (nothing was sent to the model)"
