@@ -36,7 +36,6 @@ pub(crate) async fn run_attempt(
     prepared: &PreparedCall,
     request: LlmRequest,
     token: &CancellationToken,
-    call_ids: &mut HashSet<String>,
     turn: u64,
     step: u64,
 ) -> Result<AttemptOutcome, SessionError> {
@@ -140,7 +139,7 @@ pub(crate) async fn run_attempt(
                 prefix,
                 dsh_llm::MessageSource::model(provider, model, None),
             );
-            unique_call_ids(&mut message, call_ids, turn, step);
+            assign_call_ids(session, &mut message, turn, step);
             let data = AssistantMessage {
                 turn,
                 step,
@@ -176,7 +175,7 @@ pub(crate) async fn run_attempt(
     let finish = assembled.finish.clone();
     let usage = assembled.usage;
     let mut message = assembled.into_message(new_id(), provider, model);
-    unique_call_ids(&mut message, call_ids, turn, step);
+    assign_call_ids(session, &mut message, turn, step);
     let tool_calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
     let data = AssistantMessage {
         turn,
@@ -194,22 +193,25 @@ pub(crate) async fn run_attempt(
 /// provider that sends an empty id, or reuses one from an earlier step or from this message,
 /// must never make the log refuse the message (and the session unresumable). A replaced id is
 /// `dsh-call-{turn}-{step}-{index}`; the stream record keeps the provider's original bytes, so
-/// the log shows what was replaced. Records the ids in `call_ids`.
+/// the log shows what was replaced. `advertised` answers for the session (the log's own
+/// tracker: no second projection of its ids).
 pub(crate) fn unique_call_ids(
     message: &mut Message,
-    call_ids: &mut HashSet<String>,
+    advertised: impl Fn(&str) -> bool,
     turn: u64,
     step: u64,
 ) {
+    let mut seen: HashSet<String> = HashSet::new();
+    let taken = |id: &str, seen: &HashSet<String>| advertised(id) || seen.contains(id);
     let mut index = 0usize;
     for block in &mut message.content {
         let dsh_llm::ContentBlock::ToolCall(call) = block else {
             continue;
         };
-        if call.id.is_empty() || call_ids.contains(&call.id) {
+        if call.id.is_empty() || taken(&call.id, &seen) {
             let mut fresh = format!("dsh-call-{turn}-{step}-{index}");
             let mut n = 1;
-            while call_ids.contains(&fresh) {
+            while taken(&fresh, &seen) {
                 fresh = format!("dsh-call-{turn}-{step}-{index}-{n}");
                 n += 1;
             }
@@ -221,9 +223,14 @@ pub(crate) fn unique_call_ids(
             );
             call.id = fresh;
         }
-        call_ids.insert(call.id.clone());
+        seen.insert(call.id.clone());
         index += 1;
     }
+}
+
+/// [`unique_call_ids`] against the session's advertised ids.
+fn assign_call_ids(session: &dsh_session::Session, message: &mut Message, turn: u64, step: u64) {
+    session.with_log(|l| unique_call_ids(message, |id| l.tracker().is_advertised(id), turn, step));
 }
 
 #[cfg(test)]
@@ -258,7 +265,8 @@ mod tests {
     fn empty_reused_and_repeated_ids_are_replaced_once() {
         let mut seen: HashSet<String> = ["call_a".to_owned()].into();
         let mut m = calls(&["", "call_a", "call_b", "call_b", "call_c"]);
-        unique_call_ids(&mut m, &mut seen, 3, 2);
+        unique_call_ids(&mut m, |id| seen.contains(id), 3, 2);
+        seen.extend(ids(&m));
         assert_eq!(
             ids(&m),
             [
@@ -272,15 +280,14 @@ mod tests {
         assert_eq!(seen.len(), 6);
         // A second message reusing everything gets fresh ids that clash with nothing.
         let mut again = calls(&["dsh-call-3-2-0", "call_c"]);
-        unique_call_ids(&mut again, &mut seen, 3, 2);
+        unique_call_ids(&mut again, |id| seen.contains(id), 3, 2);
         assert_eq!(ids(&again), ["dsh-call-3-2-0-1", "dsh-call-3-2-1-1"]);
     }
 
     #[test]
     fn fresh_ids_are_kept() {
-        let mut seen = HashSet::new();
         let mut m = calls(&["x", "y"]);
-        unique_call_ids(&mut m, &mut seen, 1, 1);
+        unique_call_ids(&mut m, |_| false, 1, 1);
         assert_eq!(ids(&m), ["x", "y"]);
     }
 }

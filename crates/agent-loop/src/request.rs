@@ -1,12 +1,10 @@
 //! Request bookkeeping (`session-format.md` §9) and system prompt reconciliation (§10.2).
 
-use std::collections::HashSet;
-
 use dsh_llm::{ContentBlock, Message, MessageSource, Role, ToolSpec};
 use dsh_session::data::{
     DeveloperMessage, EpochHeader, RequestContext, RequestHeader, RequestReason, SystemMessage,
 };
-use dsh_session::{CoreEvent, EventKind, NewEvent, Session, SessionError};
+use dsh_session::{CoreEvent, NewEvent, Session, SessionError};
 
 use crate::context::ContextTracker;
 
@@ -18,9 +16,6 @@ pub(crate) struct RequestState {
     pub(crate) request_surface_generation: u64,
     /// The latest `request/context` payload in the log.
     last_context: Option<RequestContext>,
-    /// Every tool-call id advertised in the log, so a provider's reused or empty id is
-    /// replaced before it is committed (the log refuses a second advertisement).
-    pub(crate) call_ids: HashSet<String>,
     /// The retained runtime-context snapshot, folded incrementally.
     pub(crate) context: ContextTracker,
 }
@@ -28,22 +23,14 @@ pub(crate) struct RequestState {
 impl RequestState {
     /// State of a loop attaching to `session` (fresh or resumed).
     pub(crate) fn attach(session: &Session) -> Self {
-        let (generation, last_context, call_ids, context) = session.with_log(|l| {
+        let (generation, last_context, context) = session.with_log(|l| {
             let ctx = l.latest_request_context().and_then(|e| match e.core() {
                 Some(CoreEvent::RequestContext(c)) => Some((**c).clone()),
                 _ => None,
             });
-            let ids = l
-                .events()
-                .iter()
-                .filter(|e| *e.event_kind() == EventKind::AssistantMessage)
-                .filter_map(|e| e.message())
-                .flat_map(|m| m.tool_calls().map(|c| c.id.clone()))
-                .collect();
             (
                 l.surface().content_generation(),
                 ctx,
-                ids,
                 ContextTracker::attach(l),
             )
         });
@@ -51,7 +38,6 @@ impl RequestState {
             header_logged: false,
             request_surface_generation: generation,
             last_context,
-            call_ids,
             context,
         }
     }

@@ -358,17 +358,7 @@ async fn run_step(
                     .collect();
                 rs.request_surface_generation = session.content_generation();
                 let request = prepared.request(messages, assembly.tools.clone(), token.clone());
-                match run_attempt(
-                    agent,
-                    &prepared,
-                    request,
-                    token,
-                    &mut rs.call_ids,
-                    turn,
-                    step,
-                )
-                .await?
-                {
+                match run_attempt(agent, &prepared, request, token, turn, step).await? {
                     AttemptOutcome::Done { finish, tool_calls } => {
                         if finish == FinishReason::MaxTokens {
                             return Ok(StepOutcome::MaxTokens);
