@@ -54,7 +54,7 @@ fn node_text(message: &Message) -> Option<&str> {
     }
 }
 
-fn system_event(turn: u64, step: u64, text: &str) -> Result<NewEvent, SessionError> {
+fn system_event(turn: u64, step: u64, text: &str) -> NewEvent {
     let content = if text.is_empty() {
         Vec::new()
     } else {
@@ -66,11 +66,11 @@ fn system_event(turn: u64, step: u64, text: &str) -> Result<NewEvent, SessionErr
         content,
         MessageSource::system_prompt(),
     );
-    Ok(NewEvent::core(SystemMessage {
+    NewEvent::core(SystemMessage {
         turn,
         step,
         message: message.into(),
-    }))
+    })
 }
 
 /// Reconciles the rendered prompt with the surviving system nodes (§10.2) and appends the
@@ -92,14 +92,14 @@ pub(crate) fn reconcile_prompt(
             .collect()
     });
     let Some((head_seq, head_text)) = nodes.first().cloned() else {
-        session.append(system_event(turn, step, rendered)?)?;
+        session.append(system_event(turn, step, rendered))?;
         return Ok(());
     };
     if !in_history || starts_series || rendered.is_empty() {
         for (seq, text) in nodes.iter().skip(1) {
             if text.as_deref() != Some("") {
                 session.append(
-                    system_event(turn, step, "")?
+                    system_event(turn, step, "")
                         .replacing(*seq, *seq)
                         .with_sources(vec![*seq]),
                 )?;
@@ -107,7 +107,7 @@ pub(crate) fn reconcile_prompt(
         }
         if head_text.as_deref() != Some(rendered) {
             session.append(
-                system_event(turn, step, rendered)?
+                system_event(turn, step, rendered)
                     .replacing(head_seq, head_seq)
                     .with_sources(vec![head_seq]),
             )?;
@@ -122,7 +122,7 @@ pub(crate) fn reconcile_prompt(
     if latest.1.as_deref() == Some(rendered) {
         return Ok(());
     }
-    session.append(system_event(turn, step, rendered)?)?;
+    session.append(system_event(turn, step, rendered))?;
     Ok(())
 }
 
