@@ -144,7 +144,7 @@ pub(crate) fn tools_changed(session: &Session, tools: &[ToolSpec]) -> bool {
     }
 }
 
-fn names(tools: &Option<Vec<ToolSpec>>) -> Vec<String> {
+fn names(tools: &Option<std::sync::Arc<[ToolSpec]>>) -> Vec<String> {
     tools
         .as_deref()
         .unwrap_or(&[])

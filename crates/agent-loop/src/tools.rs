@@ -52,7 +52,10 @@ fn log_result(
         step,
         message: message.into(),
         error,
-        meta: result.meta.clone(),
+        meta: result
+            .meta
+            .as_ref()
+            .map(dsh_session::data::ToolMeta::from_value),
     };
     agent
         .session

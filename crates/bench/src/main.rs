@@ -46,6 +46,10 @@ struct Cli {
     /// with a debug build.
     #[arg(long)]
     report_only: bool,
+    /// Only write a generated resume log of N events into DIR (as `DIR/sessions/...` of a
+    /// `DSH_HOME`) and exit: a fixture for profiling the load path by hand.
+    #[arg(long, num_args = 2, value_names = ["N", "DIR"])]
+    generate_resume: Option<Vec<String>>,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -84,6 +88,18 @@ fn real_main(cli: &Cli) -> Result<bool> {
     let dsh = locate_dsh(cli)?
         .canonicalize()
         .context("resolving the dsh path")?;
+    if let Some(spec) = &cli.generate_resume {
+        let [n, dir] = spec.as_slice() else {
+            bail!("--generate-resume takes N and DIR");
+        };
+        let n: usize = n.parse().context("--generate-resume N is not a number")?;
+        let home = resume::Generated::new(&dsh, n)?.export_home(Path::new(dir))?;
+        eprintln!(
+            "dsh-bench: DSH_HOME with the generated session: {}",
+            home.display()
+        );
+        return Ok(true);
+    }
     let plan = figures::Plan::new(cli.quick, cli.iterations);
     let report = figures::measure(&dsh, &plan)?;
     let md = figures::markdown(&report, &workspace_root());

@@ -121,6 +121,21 @@ impl Generated {
         SESSION_ID
     }
 
+    /// Copies the generated log into `dir` laid out as a `DSH_HOME` and returns that home.
+    pub fn export_home(&self, dir: &Path) -> Result<PathBuf> {
+        let rel = self
+            .log
+            .strip_prefix(self.world.home.path())
+            .context("the generated log is outside its home")?;
+        let dest = dir.join(rel);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&dest, &self.text).with_context(|| format!("writing {}", dest.display()))?;
+        Ok(dir.to_path_buf())
+    }
+
     /// Size of the generated log, bytes.
     pub fn bytes(&self) -> u64 {
         self.text.len() as u64

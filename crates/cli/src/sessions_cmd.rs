@@ -173,7 +173,11 @@ pub(crate) async fn show(id: &str) -> Result<u8, Failure> {
         out.push_str(&line);
         out.push('\n');
     }
-    write_stdout(&out)
+    let written = write_stdout(&out);
+    // The process ends next: the OS takes the loaded log back at once, where freeing it event
+    // by event cost ~13% of the command on a 10k-event log.
+    std::mem::forget(log);
+    written
 }
 
 /// `dsh sessions repair ID [--yes]`: shows what a repair keeps and moves, asks (on a terminal),

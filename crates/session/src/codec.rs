@@ -38,7 +38,7 @@ pub const MAX_LINE_BYTES: u64 = 64 << 20;
 pub const MAX_HEADER_BYTES: u64 = 1 << 20;
 
 /// Lines are parsed in batches of about this many bytes (bounded memory, parallel parsing).
-const BATCH_BYTES: usize = 2 << 20;
+const BATCH_BYTES: usize = 512 << 10;
 
 /// A decoded (and, for v3, converted) log, ready for [`crate::SessionLog::replay`].
 #[derive(Debug, Clone)]
@@ -522,6 +522,7 @@ pub fn read_jsonl<R: BufRead>(
     let mut row_offsets: Vec<u64> = Vec::new();
     let mut torn = false;
     let mut batch: Vec<RawLine> = Vec::new();
+    let mut last_tools = None;
     'read: loop {
         arena.clear();
         batch.clear();
@@ -586,7 +587,8 @@ pub fn read_jsonl<R: BufRead>(
                 break 'read;
             }
             match result {
-                Ok(ev) => {
+                Ok(mut ev) => {
+                    ev.share_header_tools(&mut last_tools);
                     events.push(ev);
                     row_offsets.push(raw.offset);
                     committed_len = raw.offset + (raw.end - raw.start) as u64 + 1;
@@ -791,6 +793,36 @@ mod tests {
             matches!(e.problem, LoadProblem::HeaderTooLong { .. }),
             "{e}"
         );
+    }
+
+    #[test]
+    fn equal_header_tool_lists_are_shared() {
+        let header = |seq: u64, desc: &str| {
+            format!(
+                r#"{{"type":"request/header","data":{{"header":{{"config":{{"provider":"p","model":"m"}},"tools":[{{"name":"t","description":"{desc}","parameters":{{"type":"object"}}}}]}},"reason":"initial"}},"seq":{seq},"time":1}}"#
+            )
+        };
+        let b = format!(
+            "{H}\n{}\n{}\n{}\n",
+            header(0, "a"),
+            header(1, "a"),
+            header(2, "b")
+        );
+        let d = decode_jsonl(b.as_bytes(), 4, "p", "s").unwrap();
+        let tools: Vec<_> = d
+            .events
+            .iter()
+            .map(|e| match e.core() {
+                Some(crate::CoreEvent::RequestHeader(h)) => h.header.tools.clone().unwrap(),
+                other => panic!("not a header: {other:?}"),
+            })
+            .collect();
+        assert!(
+            Arc::ptr_eq(&tools[0], &tools[1]),
+            "equal lists share one copy"
+        );
+        assert!(!Arc::ptr_eq(&tools[1], &tools[2]));
+        assert_eq!(tools[2][0].description, "b");
     }
 
     #[test]

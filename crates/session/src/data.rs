@@ -317,9 +317,46 @@ pub struct ToolResult {
     pub error: Option<ToolError>,
     /// Tool-private presentation payload, opaque to core.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub meta: Option<Value>,
+    pub meta: Option<ToolMeta>,
 }
 event_data!(boxed ToolResult, vocab::TOOL_RESULT);
+
+/// `tool/result.meta`: a tool's private presentation payload (exit code, duration, path and
+/// version...), open data the core never interprets. It is kept as its JSON text, not as a
+/// tree: a tree of a dozen members costs ~700 bytes per result in a loaded log, and only a
+/// front end or the tool that wrote it ever reads it, which [`ToolMeta::parse`] serves.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ToolMeta(Box<RawValue>);
+
+impl ToolMeta {
+    /// The payload of a JSON tree.
+    pub fn from_value(value: &Value) -> Self {
+        // A `Value` always serialises (its map keys are strings).
+        Self(serde_json::value::to_raw_value(value).unwrap_or_default())
+    }
+
+    /// The payload's JSON text.
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The payload decoded as `T` (a tool's own meta type, or a few members of it).
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.0.get())
+    }
+
+    /// The payload as a JSON tree.
+    pub fn to_value(&self) -> Value {
+        self.parse().unwrap_or(Value::Null)
+    }
+}
+
+impl PartialEq for ToolMeta {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
 
 /// `request/header {header, reason, startsSeries?}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -345,11 +382,47 @@ pub struct EpochHeader {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter_defaults: Option<Value>,
     /// Tool schemas in canonical order; omitted when empty.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tools: Option<Vec<ToolSchema>>,
+    ///
+    /// Shared: the headers of one session mostly repeat the same tools, and a loaded log keeps
+    /// one copy of each distinct list (see [`EpochHeader::share_tools`]).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "arc_tools")]
+    pub tools: Option<Arc<[ToolSchema]>>,
+}
+
+/// Serde for `Option<Arc<[ToolSchema]>>` (without serde's `rc` feature).
+mod arc_tools {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::ToolSchema;
+
+    pub fn serialize<S: Serializer>(
+        t: &Option<Arc<[ToolSchema]>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        t.as_deref().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Arc<[ToolSchema]>>, D::Error> {
+        Ok(Option::<Vec<ToolSchema>>::deserialize(d)?.map(Arc::from))
+    }
 }
 
 impl EpochHeader {
+    /// Makes this header share `previous`'s tool list when the two are equal (one copy per
+    /// distinct list in a loaded log).
+    pub fn share_tools(&mut self, previous: &Option<Arc<[ToolSchema]>>) {
+        if let (Some(mine), Some(prev)) = (&self.tools, previous)
+            && !Arc::ptr_eq(mine, prev)
+            && mine == prev
+        {
+            self.tools = Some(prev.clone());
+        }
+    }
+
     /// The header of a prepared call and the tools it offers: the one mapping from the call
     /// settings to the log (`adapterDefaults` marks what `prepare_call` defaulted).
     pub fn of(prepared: &dsh_llm::service::PreparedCall, tools: &[ToolSchema]) -> Self {
@@ -370,7 +443,7 @@ impl EpochHeader {
                 stop: (!prepared.stop.is_empty()).then(|| prepared.stop.clone()),
             },
             adapter_defaults: (!defaults.is_empty()).then_some(Value::Object(defaults)),
-            tools: (!tools.is_empty()).then(|| tools.to_vec()),
+            tools: (!tools.is_empty()).then(|| Arc::from(tools)),
         }
     }
 }

@@ -102,7 +102,15 @@ pub(crate) enum Payload {
 impl Payload {
     /// Decodes and checks the payload of a `kind` event (`given`: the typed payload the JSON was
     /// serialised from).
-    fn check(kind: &EventKind, json: &RawValue, given: Option<CoreEvent>) -> Payload {
+    ///
+    /// `canonical` is whether `json` is the typed payload's serialisation, when known; it is
+    /// filled in when a check had to find out.
+    fn check(
+        kind: &EventKind,
+        json: &RawValue,
+        given: Option<CoreEvent>,
+        canonical: &mut Option<bool>,
+    ) -> Payload {
         // `given`: the typed payload already decoded from (or serialised to) `json`.
         if let Err(e) = crate::json::validate_lossless_str(json.get(), "data") {
             return Payload::Invalid(Box::new(Rejection::NotLossless(e)));
@@ -115,7 +123,7 @@ impl Payload {
             None => CoreEvent::decode(kind, json.get()),
         };
         match core {
-            Some(Ok(core)) => match crate::validate::check_core(&core, json.get()) {
+            Some(Ok(core)) => match crate::validate::check_core(&core, json.get(), canonical) {
                 Ok(()) => Payload::Core(core),
                 Err(e) => Payload::Invalid(Box::new(e)),
             },
@@ -291,6 +299,15 @@ impl Event {
             _ => None,
         }
     }
+
+    /// Makes a `request/header`'s tool list share `last` (the previous header's list) when
+    /// they are equal, then remembers this header's list: one copy per distinct list.
+    pub(crate) fn share_header_tools(&mut self, last: &mut Option<Arc<[crate::data::ToolSchema]>>) {
+        if let Payload::Core(CoreEvent::RequestHeader(h)) = &mut self.payload {
+            h.header.share_tools(last);
+            last.clone_from(&h.header.tools);
+        }
+    }
     /// The interpreted message of a surface event.
     pub fn message(&self) -> Option<&Arc<Message>> {
         self.core().and_then(CoreEvent::message)
@@ -371,18 +388,19 @@ impl Event {
         ignorable: bool,
     ) -> Self {
         let keep = matches!(typed, Typed::KeepText);
-        let (canonical, given) = match typed {
-            Typed::No | Typed::KeepText => (false, None),
-            Typed::Canonical(c) => (true, Some(c)),
-            Typed::Decoded(c) => (false, Some(c)),
+        let (mut canonical, given) = match typed {
+            Typed::No | Typed::KeepText => (None, None),
+            // Appended from a typed payload: the text is its serialisation by construction.
+            Typed::Canonical(c) => (Some(true), Some(c)),
+            Typed::Decoded(c) => (None, Some(c)),
         };
-        let payload = Payload::check(&kind, &data, given);
+        let payload = Payload::check(&kind, &data, given, &mut canonical);
         let data = match &payload {
             _ if keep => Some(data),
-            // Appended from a typed payload: the text is its serialisation by construction.
-            Payload::Core(_) if canonical => None,
             // Read: keep the text only if the typed payload does not give the same bytes.
-            Payload::Core(core) if core.serialises_to(data.get()) => None,
+            Payload::Core(core) if canonical.unwrap_or_else(|| core.serialises_to(data.get())) => {
+                None
+            }
             _ => Some(data),
         };
         let (flags, extra) = pack(surface_op, source_event_seqs, ignorable, data);

@@ -87,8 +87,14 @@ fn check_stream(stream: &StreamRecords, what: &str) -> Result<(), Rejection> {
 }
 
 /// Stateless checks of a typed core payload (format §4.5, §4.6). `json` is the payload's JSON
-/// text (for the few rules on members the typed form does not carry).
-pub fn check_core(core: &CoreEvent, json: &str) -> Result<(), Rejection> {
+/// text (for the few rules on members the typed form does not carry); `canonical` caches whether
+/// `json` is exactly the typed payload's serialisation (`None`: not known yet; computed at most
+/// once, and left for the caller, which keeps the text only when it is not canonical).
+pub fn check_core(
+    core: &CoreEvent,
+    json: &str,
+    canonical: &mut Option<bool>,
+) -> Result<(), Rejection> {
     let kind = core.kind();
     let what = kind.as_str();
     match core {
@@ -155,7 +161,13 @@ pub fn check_core(core: &CoreEvent, json: &str) -> Result<(), Rejection> {
             }
             Ok(())
         }
-        CoreEvent::RequestHeader(_) => {
+        CoreEvent::RequestHeader(h) => {
+            // A canonical text says nothing the typed payload does not: check the typed form
+            // (no second parse of the tool schemas). Any other spelling may carry members the
+            // typed form drops (`header.system`), so it is checked as a JSON tree.
+            if *canonical.get_or_insert_with(|| core.serialises_to(json)) {
+                return check_request_header_typed(h);
+            }
             let v: Value = serde_json::from_str(json)
                 .map_err(|e| Rejection::Decode(std::sync::Arc::new(e)))?;
             check_request_header(v.as_object().unwrap_or(&Map::new()))
@@ -252,6 +264,74 @@ pub fn check_feature(kind: &EventKind, json: &str) -> Result<(), Rejection> {
             no_retired_blocks(parse()?.get("content"), "ptc dispatch content")?
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// [`check_request_header`] on the typed payload of a canonical text: the same rules, where the
+/// types do not already guarantee them.
+fn check_request_header_typed(h: &crate::data::RequestHeader) -> Result<(), Rejection> {
+    let config = &h.header.config;
+    for (k, v) in [("provider", &config.provider), ("model", &config.model)] {
+        if v.is_empty() {
+            return Err(payload(format!(
+                "request/header config.{k} must be a non-empty string"
+            )));
+        }
+    }
+    if config
+        .reasoning_effort
+        .as_ref()
+        .is_some_and(|e| e.as_str().is_empty())
+    {
+        return Err(payload(
+            "request/header config.reasoningEffort must be non-empty",
+        ));
+    }
+    if let Some(d) = &h.header.adapter_defaults {
+        let d = d
+            .as_object()
+            .ok_or_else(|| payload("request/header adapterDefaults must be an object"))?;
+        if d.is_empty() {
+            return Err(payload("request/header adapterDefaults must not be {}"));
+        }
+        for (k, v) in d {
+            let present = match k.as_str() {
+                "provider" | "model" => true,
+                "reasoningEffort" => config.reasoning_effort.is_some(),
+                "temperature" => config.temperature.is_some(),
+                "maxTokens" => config.max_tokens.is_some(),
+                "stop" => config.stop.is_some(),
+                _ => false,
+            };
+            if v != &Value::Bool(true) || !present {
+                return Err(payload(format!(
+                    "request/header adapterDefaults.{k} must be true and its config value present"
+                )));
+            }
+        }
+    }
+    if let Some(tools) = &h.header.tools {
+        if tools.is_empty() {
+            return Err(payload("request/header tools must be omitted when empty"));
+        }
+        for (i, tool) in tools.iter().enumerate() {
+            if !tool.parameters.is_object() {
+                return Err(payload(format!(
+                    "request/header tools[{i}] must be {{name, description, parameters}}"
+                )));
+            }
+            if tool.defer_loading == Some(false) {
+                return Err(payload(format!(
+                    "request/header tools[{i}].deferLoading must be true when present"
+                )));
+            }
+        }
+    }
+    if h.starts_series == Some(false) {
+        return Err(payload(
+            "request/header startsSeries must be true when present",
+        ));
     }
     Ok(())
 }

@@ -84,7 +84,14 @@ impl Observations {
                         continue;
                     };
                     let is_error = message.is_error.unwrap_or(false);
-                    self.record_logged(session, name, is_error, result.meta.as_ref());
+                    if is_error || !matches!(*name, "read" | "write" | "edit") {
+                        continue;
+                    }
+                    let meta = result
+                        .meta
+                        .as_ref()
+                        .map(dsh_session::data::ToolMeta::to_value);
+                    self.record_logged(session, name, is_error, meta.as_ref());
                 }
                 _ => {}
             }

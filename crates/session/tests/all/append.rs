@@ -426,6 +426,53 @@ fn request_header_and_developer_rules() {
         hdr(json!({"tools": "{{tools}}"})),
         "expected a sequence",
     );
+    // The same rules on canonical texts (keys in the typed order), which are checked on the
+    // typed payload rather than as a JSON tree.
+    let canonical = |header: serde_json::Value, tail: &str| {
+        let text = format!(r#"{{"header":{header},"reason":"initial"{tail}}}"#);
+        NewEvent::new("request/header", serde_json::from_str(&text).unwrap())
+    };
+    let tool = r#"{"name":"t1","description":"d","parameters":{"type":"object"}}"#;
+    for (header, tail, expect) in [
+        (
+            format!(r#"{{"config":{{"provider":"p","model":""}},"tools":[{tool}]}}"#),
+            "",
+            "config.model",
+        ),
+        (
+            format!(r#"{{"config":{{"provider":"p","model":"m"}},"adapterDefaults":{{}},"tools":[{tool}]}}"#),
+            "",
+            "adapterDefaults must not be",
+        ),
+        (
+            format!(r#"{{"config":{{"provider":"p","model":"m"}},"adapterDefaults":{{"temperature":true}},"tools":[{tool}]}}"#),
+            "",
+            "adapterDefaults.temperature",
+        ),
+        (
+            r#"{"config":{"provider":"p","model":"m"},"tools":[]}"#.to_string(),
+            "",
+            "omitted when empty",
+        ),
+        (
+            r#"{"config":{"provider":"p","model":"m"},"tools":[{"name":"t1","description":"d","parameters":"x"}]}"#.to_string(),
+            "",
+            "tools[0] must be",
+        ),
+        (
+            r#"{"config":{"provider":"p","model":"m"},"tools":[{"name":"t1","description":"d","parameters":{},"deferLoading":false}]}"#.to_string(),
+            "",
+            "deferLoading must be true",
+        ),
+        (
+            format!(r#"{{"config":{{"provider":"p","model":"m"}},"tools":[{tool}]}}"#),
+            r#","startsSeries":false"#,
+            "startsSeries must be true",
+        ),
+    ] {
+        let header: serde_json::Value = serde_json::from_str(&header).unwrap();
+        rejects(Class::Payload, &mut log, canonical(header, tail), expect);
+    }
     let h = log.append(hdr(json!({}))).unwrap();
     let dev = |header_seq: Option<u64>, name: &str| {
         let mut d = json!({"turn":1,"step":1,"message":{"source":{"kind":"tool-registry"},"content":[{"type":"tool-addition","toolName":name}],"role":"developer","id":"d1"}});
