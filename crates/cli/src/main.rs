@@ -214,7 +214,24 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     }
 }
 
+/// One malloc arena for the whole process (glibc). A loaded log is built by the parse threads
+/// and kept by the main thread; with an arena per thread, the memory the parse threads freed
+/// stays mapped in their arenas: 1.6 MB more peak RSS on a 10k-event resume (~150 B per event)
+/// for no measurable speed. Called first in `main`, before any thread exists.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn tune_allocator() {
+    // SAFETY: `mallopt` only sets an allocator parameter; no other thread exists yet.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn tune_allocator() {}
+
 fn main() -> ExitCode {
+    tune_allocator();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

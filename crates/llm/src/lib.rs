@@ -30,8 +30,8 @@ pub use chunk::{
     BlockKind, FailureCode, FinishReason, LlmFailure, StreamChunk, StreamNote, TokenUsage, codes,
 };
 pub use message::{
-    ContentBlock, Dimensions, FileRef, ImageRef, Message, MessageSource, Role, ToolCall,
-    ToolResultBlock,
+    ContentBlock, Dimensions, FileRef, ImageRef, Message, MessageSource, Role, SourceMembers,
+    ToolCall, ToolResultBlock,
 };
 pub use service::{
     CallSettings, Defaulted, Llm, LlmError, LlmPlugin, LlmRouter, LlmStream, PreparedCall,

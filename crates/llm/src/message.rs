@@ -47,7 +47,88 @@ pub struct MessageSource {
     /// Non-empty producer kind, e.g. `user`, `model`, `tool`, `system-prompt`, `plugin:<name>`.
     pub kind: String,
     /// Every other member (`provider`, `model`, `callId`, `form`, ...), in order.
-    pub extra: Map<String, Value>,
+    pub extra: SourceMembers,
+}
+
+/// The members of a message source other than `kind`, in order. A small vector rather than a
+/// map: a source holds one to three members, and a map's table costs ~250 bytes more per
+/// stored message. Equality ignores order, as a JSON object's does.
+#[derive(Clone, Debug, Default)]
+pub struct SourceMembers(Vec<(String, Value)>);
+
+impl SourceMembers {
+    /// No members.
+    pub fn new() -> Self {
+        Self(Vec::new())
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// Whether `key` is a member.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Sets `key` (in place when present, else last) and returns the value it replaced.
+    pub fn insert(&mut self, key: String, value: Value) -> Option<Value> {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => Some(std::mem::replace(v, value)),
+            None => {
+                self.0.push((key, value));
+                None
+            }
+        }
+    }
+
+    /// Removes `key`, keeping the order of the others.
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        let i = self.0.iter().position(|(k, _)| k == key)?;
+        Some(self.0.remove(i).1)
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The members in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+
+    /// The member names in order.
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.0.iter().map(|(k, _)| k)
+    }
+}
+
+impl PartialEq for SourceMembers {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
+    }
+}
+
+impl<'a> IntoIterator for &'a SourceMembers {
+    type Item = (&'a String, &'a Value);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, Value)>,
+        fn(&'a (String, Value)) -> (&'a String, &'a Value),
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        fn pair((k, v): &(String, Value)) -> (&String, &Value) {
+            (k, v)
+        }
+        self.0.iter().map(pair)
+    }
 }
 
 impl MessageSource {
@@ -55,7 +136,7 @@ impl MessageSource {
     pub fn new(kind: impl Into<String>) -> Self {
         Self {
             kind: kind.into(),
-            extra: Map::new(),
+            extra: SourceMembers::new(),
         }
     }
 
@@ -135,17 +216,41 @@ impl Serialize for MessageSource {
 
 impl<'de> Deserialize<'de> for MessageSource {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut extra = Map::<String, Value>::deserialize(deserializer)?;
-        let kind = match extra.shift_remove("kind") {
-            Some(Value::String(k)) if !k.is_empty() => k,
-            Some(_) => {
-                return Err(de::Error::custom(
-                    "message source `kind` must be a non-empty string",
-                ));
+        struct SourceVisitor;
+
+        impl<'de> de::Visitor<'de> for SourceVisitor {
+            type Value = MessageSource;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a message source object")
             }
-            None => return Err(de::Error::custom("message source is missing `kind`")),
-        };
-        Ok(Self { kind, extra })
+
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut kind = None;
+                let mut extra = SourceMembers::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value: Value = map.next_value()?;
+                    if key == "kind" {
+                        kind = Some(value);
+                    } else {
+                        extra.insert(key, value);
+                    }
+                }
+                extra.0.shrink_to_fit();
+                let kind = match kind {
+                    Some(Value::String(k)) if !k.is_empty() => k,
+                    Some(_) => {
+                        return Err(de::Error::custom(
+                            "message source `kind` must be a non-empty string",
+                        ));
+                    }
+                    None => return Err(de::Error::custom("message source is missing `kind`")),
+                };
+                Ok(MessageSource { kind, extra })
+            }
+        }
+
+        deserializer.deserialize_map(SourceVisitor)
     }
 }
 
@@ -829,6 +934,40 @@ mod tests {
 
     fn decode(s: &str) -> Result<Message, serde_json::Error> {
         serde_json::from_str(s)
+    }
+
+    #[test]
+    fn source_members_keep_order_replace_duplicates_and_compare_as_objects() {
+        let text = r#"{"zeta":1,"kind":"tool","callId":"c1","zeta":2,"alpha":true}"#;
+        let s: MessageSource = serde_json::from_str(text).unwrap();
+        assert_eq!(s.kind, "tool");
+        assert_eq!(s.call_id(), Some("c1"));
+        assert_eq!(
+            s.extra.keys().collect::<Vec<_>>(),
+            ["zeta", "callId", "alpha"]
+        );
+        assert_eq!(s.extra.get("zeta"), Some(&Value::from(2)));
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            r#"{"kind":"tool","zeta":2,"callId":"c1","alpha":true}"#
+        );
+        let reordered: MessageSource =
+            serde_json::from_str(r#"{"kind":"tool","alpha":true,"callId":"c1","zeta":2}"#).unwrap();
+        assert_eq!(s, reordered);
+        let other: MessageSource =
+            serde_json::from_str(r#"{"kind":"tool","alpha":true,"callId":"c2","zeta":2}"#).unwrap();
+        assert_ne!(s, other);
+        let mut m = s.extra.clone();
+        assert_eq!(m.remove("callId"), Some(Value::from("c1")));
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["zeta", "alpha"]);
+        for bad in [
+            r#"{"callId":"c"}"#,
+            r#"{"kind":""}"#,
+            r#"{"kind":3}"#,
+            "[1]",
+        ] {
+            assert!(serde_json::from_str::<MessageSource>(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
