@@ -107,12 +107,12 @@ impl Payload {
     /// filled in when a check had to find out.
     fn check(
         kind: &EventKind,
-        json: &RawValue,
+        json: &str,
         given: Option<CoreEvent>,
         canonical: &mut Option<bool>,
     ) -> Payload {
         // `given`: the typed payload already decoded from (or serialised to) `json`.
-        if let Err(e) = crate::json::validate_lossless_str(json.get(), "data") {
+        if let Err(e) = crate::json::validate_lossless_str(json, "data") {
             return Payload::Invalid(Box::new(Rejection::NotLossless(e)));
         }
         if !kind.is_known() {
@@ -120,15 +120,15 @@ impl Payload {
         }
         let core = match given {
             Some(core) => Some(Ok(core)),
-            None => CoreEvent::decode(kind, json.get()),
+            None => CoreEvent::decode(kind, json),
         };
         match core {
-            Some(Ok(core)) => match crate::validate::check_core(&core, json.get(), canonical) {
+            Some(Ok(core)) => match crate::validate::check_core(&core, json, canonical) {
                 Ok(()) => Payload::Core(core),
                 Err(e) => Payload::Invalid(Box::new(e)),
             },
             Some(Err(e)) => Payload::Invalid(Box::new(Rejection::Decode(Arc::new(e)))),
-            None => match crate::validate::check_feature(kind, json.get()) {
+            None => match crate::validate::check_feature(kind, json) {
                 Ok(()) => Payload::Opaque,
                 Err(e) => Payload::Invalid(Box::new(e)),
             },
@@ -387,6 +387,31 @@ impl Event {
         source_event_seqs: Option<Vec<u64>>,
         ignorable: bool,
     ) -> Self {
+        Event::build_from(
+            kind,
+            seq,
+            time,
+            DataText::Owned(data),
+            typed,
+            surface_op,
+            source_event_seqs,
+            ignorable,
+        )
+    }
+
+    /// [`Event::build`] from the payload text in either form: a borrowed text (valid JSON,
+    /// already parsed by the caller) is copied into a `RawValue` only when the event keeps it.
+    #[allow(clippy::too_many_arguments)]
+    fn build_from(
+        kind: EventKind,
+        seq: u64,
+        time: i64,
+        data: DataText<'_>,
+        typed: Typed,
+        surface_op: Option<SurfaceOp>,
+        source_event_seqs: Option<Vec<u64>>,
+        ignorable: bool,
+    ) -> Self {
         let keep = matches!(typed, Typed::KeepText);
         let (mut canonical, given) = match typed {
             Typed::No | Typed::KeepText => (None, None),
@@ -394,14 +419,14 @@ impl Event {
             Typed::Canonical(c) => (Some(true), Some(c)),
             Typed::Decoded(c) => (None, Some(c)),
         };
-        let payload = Payload::check(&kind, &data, given, &mut canonical);
+        let payload = Payload::check(&kind, data.text(), given, &mut canonical);
         let data = match &payload {
-            _ if keep => Some(data),
+            _ if keep => data.into_raw(),
             // Read: keep the text only if the typed payload does not give the same bytes.
-            Payload::Core(core) if canonical.unwrap_or_else(|| core.serialises_to(data.get())) => {
+            Payload::Core(core) if canonical.unwrap_or_else(|| core.serialises_to(data.text())) => {
                 None
             }
-            _ => Some(data),
+            _ => data.into_raw(),
         };
         let (flags, extra) = pack(surface_op, source_event_seqs, ignorable, data);
         Event {
@@ -673,12 +698,11 @@ impl Event {
             Some(raw) if raw.get() == "true" => true,
             Some(_) => return None,
         };
-        let text = RawValue::from_string(data.to_owned()).ok()?;
-        Some(Event::build(
+        Some(Event::build_from(
             kind,
             seq,
             time,
-            text,
+            DataText::Parsed(data),
             Typed::Decoded(core),
             surface_op,
             sources,
@@ -707,6 +731,32 @@ fn push_str_json(out: &mut String, s: &str) {
         out.push('"');
     } else if let Ok(text) = serde_json::to_string(s) {
         out.push_str(&text);
+    }
+}
+
+/// The payload text an event is built from.
+enum DataText<'a> {
+    /// Already a `RawValue`.
+    Owned(Box<RawValue>),
+    /// A text the caller has parsed as JSON (a writer line's `data`).
+    Parsed(&'a str),
+}
+
+impl DataText<'_> {
+    fn text(&self) -> &str {
+        match self {
+            DataText::Owned(raw) => raw.get(),
+            DataText::Parsed(text) => text,
+        }
+    }
+
+    /// The text as a `RawValue` to keep. A parsed text is valid JSON, so the conversion only
+    /// fails on a caller's bug; the event then keeps no text and serialises its typed payload.
+    fn into_raw(self) -> Option<Box<RawValue>> {
+        match self {
+            DataText::Owned(raw) => Some(raw),
+            DataText::Parsed(text) => RawValue::from_string(text.to_owned()).ok(),
+        }
     }
 }
 

@@ -102,13 +102,32 @@ pub fn validate_lossless_str(json: &str, root: &str) -> Result<(), JsonError> {
 }
 
 /// A byte scan that clears almost every payload without parsing: a JSON text can break the
-/// lossless rules only with a run of 16 or more digits (an integer beyond ±(2^53 − 1), or a
-/// float too long for its f64), a `-0`, or an exponent (`1e400`). Matches inside strings only
-/// cost the full check.
+/// lossless rules only with a number, and a number only with a run of 16 or more digits (an
+/// integer beyond ±(2^53 − 1), or a float too long for its f64), a `-0`, or an exponent
+/// (`1e400`). String contents are skipped (ids such as `m-01a2…71e2` are not numbers); an
+/// unterminated string or any other malformation is left to the full check.
 fn may_be_lossy(bytes: &[u8]) -> bool {
     let mut run = 0usize;
     let mut prev = 0u8;
-    for &b in bytes {
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'"' {
+            // Skip to the closing quote (escapes skip their next byte).
+            i += 1;
+            loop {
+                match bytes.get(i) {
+                    None => return true,
+                    Some(b'"') => break,
+                    Some(b'\\') => i += 2,
+                    Some(_) => i += 1,
+                }
+            }
+            run = 0;
+            prev = b'"';
+            i += 1;
+            continue;
+        }
         if b.is_ascii_digit() {
             run += 1;
             if run >= 16 || (b == b'0' && prev == b'-') {
@@ -121,6 +140,7 @@ fn may_be_lossy(bytes: &[u8]) -> bool {
             run = 0;
         }
         prev = b;
+        i += 1;
     }
     false
 }
@@ -248,6 +268,30 @@ pub fn as_positive(value: &Value) -> Option<u64> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_prefilter_skips_strings_but_not_numbers() {
+        for lossy in [
+            r#"{"a":1e5}"#,
+            r#"{"a":-0}"#,
+            r#"{"a":[1,-0.0]}"#,
+            r#"{"a":12345678901234567}"#,
+            r#"{"a":"x","b":2E3}"#,
+            r#"{"a":"unterminated"#,
+        ] {
+            assert!(may_be_lossy(lossy.as_bytes()), "{lossy}");
+        }
+        for clean in [
+            r#"{"id":"m-01a23398-9a1d-71e2-a4fb-774e6c0d1e7b"}"#,
+            r#"{"a":"1234567890123456789","b":"-0","c":"1e400"}"#,
+            r#"{"a":"q\"71e2\\","t":1796161968669}"#,
+            r#"{"a":[1,2.5,-3]}"#,
+        ] {
+            assert!(!may_be_lossy(clean.as_bytes()), "{clean}");
+        }
+        assert!(validate_lossless_str(r#"{"id":"71e2","n":-0}"#, "data").is_err());
+        assert!(validate_lossless_str(r#"{"id":"71e2","n":0}"#, "data").is_ok());
+    }
 
     #[test]
     fn accepts_plain_json() {
