@@ -133,7 +133,7 @@ fn breakdown(n: usize) {
         .collect();
     let t = Instant::now();
     for (c, d) in &cores {
-        dsh_session::validate::check_core(c, d).unwrap();
+        dsh_session::validate::check_core(c, d, &mut None).unwrap();
     }
     println!("  check_core (streams included): {:.1} ms", ms(t.elapsed()));
     let t = Instant::now();
