@@ -34,7 +34,7 @@ pub(super) fn rebuilt(log: &SessionLog) -> (Value, Vec<String>) {
         .header
         .tools
         .unwrap_or_default()
-        .into_iter()
+        .iter()
         .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
         .collect();
     let settings = json!({
