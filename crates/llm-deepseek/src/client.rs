@@ -23,7 +23,7 @@ use crate::config::{
     ThinkingMode, default_catalog,
 };
 use crate::errors::classify;
-use crate::request::{BodyOptions, body_with_capacity};
+use crate::request::{BodyCache, BodyOptions, body_extending};
 use crate::translate::{Progress, Translator, malformed};
 
 /// Why an adapter cannot be built from a config snapshot (nothing changes then).
@@ -107,6 +107,9 @@ struct Inner {
     /// Size of the last request body: the capacity hint of the next one (append-only requests
     /// grow a little per step), so the body never reallocates while it is written.
     last_body: std::sync::atomic::AtomicUsize,
+    /// The last body and its messages: the next request of the series writes only its new
+    /// messages (taken while a body is written, so concurrent requests never wait on it).
+    body_cache: parking_lot::Mutex<BodyCache>,
 }
 
 struct Shared {
@@ -259,6 +262,7 @@ impl Inner {
                 .max_event_bytes
                 .unwrap_or(dsh_llm::sse::DEFAULT_MAX_EVENT_BYTES),
             last_body: std::sync::atomic::AtomicUsize::new(0),
+            body_cache: parking_lot::Mutex::new(BodyCache::default()),
         })
     }
 
@@ -438,7 +442,14 @@ async fn attempt(inner: Arc<Inner>, req: LlmRequest) -> Result<ChunkStream, LlmF
     // The effort was validated once, against this route's list, by `Llm::prepare_call`.
     let (key, auth) = inner.credential()?;
     let hint = inner.last_body.load(std::sync::atomic::Ordering::Relaxed);
-    let bytes = body_with_capacity(&req, inner.options, hint + hint / 16 + 16 * 1024)?;
+    let mut cache = std::mem::take(&mut *inner.body_cache.lock());
+    let bytes = body_extending(
+        &req,
+        inner.options,
+        &mut cache,
+        hint + hint / 16 + 16 * 1024,
+    )?;
+    *inner.body_cache.lock() = cache;
     inner
         .last_body
         .store(bytes.len(), std::sync::atomic::Ordering::Relaxed);

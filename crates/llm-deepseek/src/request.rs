@@ -5,6 +5,9 @@
 //! max_tokens, stop`, absent optional fields omitted (never `null`), and the messages of history
 //! N+1 byte-extend those of history N (each message serialises independently of what follows).
 
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
 use dsh_llm::{ContentBlock, LlmFailure, LlmRequest, Message, ReasoningEffort, Role, codes};
 use serde::Serialize;
 use serde_json::Value;
@@ -21,6 +24,24 @@ pub struct BodyOptions {
 struct Body<'a> {
     model: &'a str,
     messages: Vec<WireMessage<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    max_tokens: u64,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+}
+
+/// The members of [`Body`] after `messages`, serialised on their own by [`body_extending`].
+#[derive(Serialize)]
+struct Tail<'a> {
     stream: bool,
     stream_options: StreamOptions,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -320,4 +341,168 @@ pub fn body_with_capacity(
         )
     })?;
     Ok(out)
+}
+
+/// The previous request body and the messages it was written from, so the next request of an
+/// append-only series writes only its new messages: step N+1 costs its new bytes, not the whole
+/// history again. Messages are matched by identity (`Arc::ptr_eq`; the cache holds them, so an
+/// address cannot be reused while cached) under the same model, thinking switch and options.
+#[derive(Default)]
+pub struct BodyCache {
+    key: Option<CacheKey>,
+    messages: Vec<Arc<Message>>,
+    /// `ends[i]`: the body offset right after the wire messages of `messages[..=i]`.
+    ends: Vec<usize>,
+    /// `counts[i]`: the wire messages written for `messages[..=i]`.
+    counts: Vec<usize>,
+    /// The body offset right after `"messages":[`.
+    start: usize,
+    /// The last body (shared with the request that sent it).
+    body: Bytes,
+}
+
+/// The spare room an extended body keeps for the next step's new messages.
+const SLACK: usize = 16 * 1024;
+
+#[derive(Clone, Debug, PartialEq)]
+struct CacheKey {
+    model: String,
+    thinking: Option<bool>,
+    opts: BodyOptions,
+}
+
+fn serialise_failure(e: impl std::fmt::Display) -> LlmFailure {
+    LlmFailure::new(
+        codes::INVALID_REQUEST,
+        format!("cannot serialise request: {e}"),
+    )
+}
+
+/// [`body`], extending the previous body of `cache` where the request extends its messages.
+/// The bytes are those [`body`] gives; `capacity` sizes a body written from scratch.
+pub fn body_extending(
+    req: &LlmRequest,
+    opts: BodyOptions,
+    cache: &mut BodyCache,
+    capacity: usize,
+) -> Result<Bytes, LlmFailure> {
+    let taken = std::mem::take(cache);
+    let result = extend(req, opts, taken, capacity);
+    match result {
+        Ok((bytes, next)) => {
+            *cache = next;
+            Ok(bytes)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn extend(
+    req: &LlmRequest,
+    opts: BodyOptions,
+    mut cache: BodyCache,
+    capacity: usize,
+) -> Result<(Bytes, BodyCache), LlmFailure> {
+    if req.call.temperature.is_some_and(|t| !t.is_finite()) {
+        return Err(LlmFailure::new(
+            codes::INVALID_REQUEST,
+            "temperature must be a finite number",
+        ));
+    }
+    let thinking = thinking_enabled(req);
+    let key = CacheKey {
+        model: req.call.model.id.clone(),
+        thinking,
+        opts,
+    };
+    let kept = if cache.key.as_ref() == Some(&key) {
+        cache
+            .messages
+            .iter()
+            .zip(&req.messages)
+            .take_while(|(a, b)| Arc::ptr_eq(a, b))
+            .count()
+    } else {
+        0
+    };
+    let mut buf = if kept > 0 {
+        let end = cache.ends[kept - 1];
+        let mut buf = match std::mem::take(&mut cache.body).try_into_mut() {
+            Ok(b) => b,
+            // Still shared (a request in flight): copy the kept prefix.
+            Err(shared) => BytesMut::from(&shared[..end]),
+        };
+        buf.truncate(end);
+        buf
+    } else {
+        let mut buf = BytesMut::with_capacity(capacity.max(128));
+        buf.put_slice(b"{\"model\":");
+        serde_json::to_writer((&mut buf).writer(), &req.call.model.id)
+            .map_err(serialise_failure)?;
+        buf.put_slice(b",\"messages\":[");
+        cache.start = buf.len();
+        buf
+    };
+    cache.messages.truncate(kept);
+    cache.ends.truncate(kept);
+    cache.counts.truncate(kept);
+    let mut count = cache.counts.last().copied().unwrap_or(0);
+    // An extended body grows in place while its spare room lasts; then by a sixteenth.
+    if kept > 0 && buf.capacity() - buf.len() < SLACK {
+        buf.reserve(buf.len() / 16 + SLACK);
+    }
+    let mut wire = Vec::new();
+    for m in &req.messages[kept..] {
+        wire.clear();
+        push_messages(m, thinking == Some(true), opts, &mut wire);
+        for w in &wire {
+            if count > 0 {
+                buf.put_u8(b',');
+            }
+            serde_json::to_writer((&mut buf).writer(), w).map_err(serialise_failure)?;
+            count += 1;
+        }
+        cache.messages.push(m.clone());
+        cache.ends.push(buf.len());
+        cache.counts.push(count);
+    }
+    drop(wire);
+    let tail = Tail {
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        thinking: thinking.map(|on| Thinking {
+            kind: if on { "enabled" } else { "disabled" },
+        }),
+        reasoning_effort: if thinking == Some(true) {
+            req.call.effort.as_ref().and_then(wire_effort)
+        } else {
+            None
+        },
+        tools: req
+            .tools
+            .iter()
+            .map(|t| WireTool {
+                kind: "function",
+                function: WireFunctionDecl {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                },
+            })
+            .collect(),
+        temperature: req.call.temperature,
+        max_tokens: req.call.max_tokens,
+        stop: &req.call.stop,
+    };
+    let tail = serde_json::to_vec(&tail).map_err(serialise_failure)?;
+    buf.put_u8(b']');
+    buf.put_u8(b',');
+    // `{"stream":...}` without its `{`: the members continue the body's object.
+    buf.put_slice(tail.get(1..).unwrap_or_default());
+    let body = buf.freeze();
+    cache.body = body.clone();
+    cache.key = Some(key);
+    Ok((body, cache))
 }

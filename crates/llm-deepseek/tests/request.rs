@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use dsh_llm::{ContentBlock, LlmRequest, Message, MessageSource, Role, ToolSpec};
 use dsh_llm_deepseek::BodyOptions;
-use dsh_llm_deepseek::request::{body, body_with_capacity};
+use dsh_llm_deepseek::request::{BodyCache, body, body_extending, body_with_capacity};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -245,6 +245,62 @@ mod props {
         ]
     }
 
+    /// One step of a request series against a [`BodyCache`].
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// Append these messages.
+        Append(Vec<Message>),
+        /// Replace the messages from this index on (compaction, a rewritten tail).
+        Rewrite(usize, Message),
+        /// Switch the effort (thinking on/off changes every assistant message).
+        Effort(&'static str),
+        /// Switch the reasoning placeholder option.
+        Placeholder(bool),
+        /// Keep the previous body alive, as a request still in flight would.
+        Hold,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => prop::collection::vec(message(), 0..3).prop_map(Step::Append),
+            1 => (0usize..12, message()).prop_map(|(i, m)| Step::Rewrite(i, m)),
+            1 => prop::sample::select(vec!["off", "low", "high"]).prop_map(Step::Effort),
+            1 => any::<bool>().prop_map(Step::Placeholder),
+            1 => Just(Step::Hold),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn an_extended_body_is_the_body(steps in prop::collection::vec(step(), 1..16)) {
+            let mut cache = BodyCache::default();
+            let mut history: Vec<Arc<Message>> = vec![Arc::new(Message::system("s0", "sys"))];
+            let mut effort = "high";
+            let mut opts = BodyOptions::default();
+            let mut held = Vec::new();
+            for s in steps {
+                match s {
+                    Step::Append(ms) => history.extend(ms.into_iter().map(Arc::new)),
+                    Step::Rewrite(i, m) => {
+                        history.truncate(i.min(history.len()));
+                        history.push(Arc::new(m));
+                    }
+                    Step::Effort(e) => effort = e,
+                    Step::Placeholder(p) => opts.reasoning_placeholder = p,
+                    Step::Hold => {}
+                }
+                let mut req = request(Vec::new(), Some(effort));
+                req.messages = history.clone();
+                let extended = body_extending(&req, opts, &mut cache, 0).unwrap();
+                prop_assert_eq!(&extended[..], &body(&req, opts).unwrap()[..]);
+                held.push(extended);
+                if held.len() > 1 {
+                    held.remove(0);
+                }
+            }
+        }
+    }
+
     proptest! {
         #[test]
         fn random_histories_serialise_append_only(
@@ -269,6 +325,23 @@ mod props {
             }
         }
     }
+}
+
+#[test]
+fn the_next_body_of_a_series_writes_only_its_new_messages_in_place() {
+    let mut cache = BodyCache::default();
+    let mut r = request(history(), Some("high"));
+    let first = body_extending(&r, BodyOptions::default(), &mut cache, 64 * 1024).unwrap();
+    let first_ptr = first.as_ptr();
+    drop(first); // the request that sent it is done
+    r.messages.push(Arc::new(Message::user_text("m9", "More")));
+    let second = body_extending(&r, BodyOptions::default(), &mut cache, 0).unwrap();
+    assert_eq!(&second[..], &body(&r, BodyOptions::default()).unwrap()[..]);
+    assert_eq!(second.as_ptr(), first_ptr, "extended in place, not copied");
+    // A different model starts over, with the right bytes.
+    r.call.model.id = "deepseek-other".into();
+    let third = body_extending(&r, BodyOptions::default(), &mut cache, 0).unwrap();
+    assert_eq!(&third[..], &body(&r, BodyOptions::default()).unwrap()[..]);
 }
 
 #[test]
