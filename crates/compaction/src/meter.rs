@@ -1,0 +1,173 @@
+//! The token meter: how many input tokens the next request would carry. Provider-reported usage
+//! of the newest request first (exact for everything that request sent), plus a byte estimate of
+//! what was appended after it; a full estimate when a replacement since then made the reported
+//! figure stale.
+
+use dsh_llm::{ContentBlock, Message};
+use dsh_session::{CoreEvent, SessionLog, SurfaceOp};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Per-message framing overhead in bytes (role, keys, separators) added to the content bytes.
+const MESSAGE_OVERHEAD_BYTES: u64 = 16;
+
+/// The meter's one setting: bytes per token of the estimate.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TokenMeter {
+    /// Bytes per token for text the provider has not counted yet (default 3.4: DeepSeek's
+    /// tokenizer on mixed English, code and JSON).
+    #[serde(default = "default_bytes_per_token")]
+    pub bytes_per_token: f64,
+}
+
+fn default_bytes_per_token() -> f64 {
+    3.4
+}
+
+impl Default for TokenMeter {
+    fn default() -> Self {
+        TokenMeter {
+            bytes_per_token: default_bytes_per_token(),
+        }
+    }
+}
+
+/// One reading of the meter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Measure {
+    /// `reported + estimated`.
+    pub tokens: u64,
+    /// Input plus output tokens the provider reported for the newest request (0 when stale or
+    /// absent).
+    pub reported: u64,
+    /// Estimated tokens of everything the report does not cover.
+    pub estimated: u64,
+}
+
+/// Content bytes of one message as the provider sees them (text, reasoning, tool calls).
+pub fn message_bytes(m: &Message) -> u64 {
+    let mut n = MESSAGE_OVERHEAD_BYTES;
+    for b in &m.content {
+        n += match b {
+            ContentBlock::Text { text } | ContentBlock::Reasoning { text } => text.len() as u64,
+            ContentBlock::ToolCall(c) => {
+                (c.id.len() + c.name.len() + c.arguments.len() + 32) as u64
+            }
+            // Images, files and opaque blocks are sent as short placeholders or not at all.
+            _ => 64,
+        };
+    }
+    n
+}
+
+impl TokenMeter {
+    /// Estimated tokens of `bytes` bytes.
+    pub fn tokens_of_bytes(&self, bytes: u64) -> u64 {
+        let per = if self.bytes_per_token > 0.0 {
+            self.bytes_per_token
+        } else {
+            default_bytes_per_token()
+        };
+        (bytes as f64 / per).ceil() as u64
+    }
+
+    /// Estimated tokens of one message.
+    pub fn message_tokens(&self, m: &Message) -> u64 {
+        self.tokens_of_bytes(message_bytes(m))
+    }
+
+    /// The next request's input tokens: the current model history plus `pending` (the batch
+    /// the next step will append). O(events since the newest assistant message) when the
+    /// provider's report is current, O(history) after a replacement.
+    pub fn measure(&self, log: &SessionLog, pending: &[Message]) -> Measure {
+        let pending_tokens: u64 = pending.iter().map(|m| self.message_tokens(m)).sum();
+        match reported_usage(log) {
+            Some((seq, reported)) => {
+                let tail: u64 = log
+                    .surface()
+                    .nodes()
+                    .iter()
+                    .rev()
+                    .take_while(|n| n.seq > seq)
+                    .filter(|n| !n.is_skipped())
+                    .map(|n| self.message_tokens(&n.message))
+                    .sum();
+                let estimated = tail + pending_tokens;
+                Measure {
+                    tokens: reported + estimated,
+                    reported,
+                    estimated,
+                }
+            }
+            None => {
+                let history = self.history_tokens(log);
+                let estimated = history + pending_tokens;
+                Measure {
+                    tokens: estimated,
+                    reported: 0,
+                    estimated,
+                }
+            }
+        }
+    }
+
+    /// A full estimate of the current history, tools of the newest header included.
+    pub fn history_tokens(&self, log: &SessionLog) -> u64 {
+        let messages: u64 = log
+            .surface()
+            .nodes()
+            .iter()
+            .filter(|n| !n.is_skipped())
+            .map(|n| self.message_tokens(&n.message))
+            .sum();
+        let tools = log
+            .latest_request_header()
+            .and_then(|e| match e.core() {
+                Some(CoreEvent::RequestHeader(h)) => h.header.tools.as_ref().map(|t| {
+                    t.iter()
+                        .map(|s| {
+                            (s.name.len() + s.description.len() + s.parameters.to_string().len())
+                                as u64
+                        })
+                        .sum::<u64>()
+                }),
+                _ => None,
+            })
+            .unwrap_or(0);
+        messages + self.tokens_of_bytes(tools)
+    }
+}
+
+/// The newest assistant message's reported usage (input incl. cached, plus output), unless a
+/// replacement landed after it (then the report no longer describes the history).
+fn reported_usage(log: &SessionLog) -> Option<(u64, u64)> {
+    for e in log.events().iter().rev() {
+        if let Some(SurfaceOp::Replace { .. }) = e.surface_op() {
+            return None;
+        }
+        if let Some(CoreEvent::AssistantMessage(a)) = e.core() {
+            let u = a.usage?;
+            let input = u.input_tokens + u.cache_read_tokens.unwrap_or(0);
+            return Some((e.seq(), input + u.output_tokens));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn estimate_rounds_up_and_survives_a_bad_setting() {
+        let m = TokenMeter::default();
+        assert_eq!(m.tokens_of_bytes(0), 0);
+        assert_eq!(m.tokens_of_bytes(34), 10);
+        assert_eq!(m.tokens_of_bytes(35), 11);
+        let bad = TokenMeter {
+            bytes_per_token: 0.0,
+        };
+        assert_eq!(bad.tokens_of_bytes(34), 10);
+    }
+}
