@@ -120,3 +120,46 @@ pub struct CompactionTokens {
 impl PluginEvent for CompactionTokens {
     const TYPE: &'static str = "dsh/compaction-tokens";
 }
+
+/// A one-line human description of a compaction event (for transcripts such as
+/// `dsh sessions show`); `None` for any other event or an unreadable payload.
+pub fn describe(event: &dsh_session::Event) -> Option<String> {
+    match event.kind() {
+        CompactionStart::TYPE => {
+            let s = event.plugin::<CompactionStart>()?.ok()?;
+            Some(format!("compaction {} started", s.compaction_id))
+        }
+        CompactionSummary::TYPE => {
+            let s = event.plugin::<CompactionSummary>()?.ok()?;
+            Some(format!(
+                "compaction summary by {}/{}: replaces {} history items (~{} tokens)",
+                s.provider,
+                s.model,
+                s.shadowed_seqs.len(),
+                s.shadowed_token_count
+            ))
+        }
+        CompactionPrune::TYPE => {
+            let p = event.plugin::<CompactionPrune>()?.ok()?;
+            Some(format!(
+                "pruned tool result #{} (~{} tokens)",
+                p.shadowed_range.start, p.shadowed_token_count
+            ))
+        }
+        CompactionTokens::TYPE => {
+            let t = event.plugin::<CompactionTokens>()?.ok()?;
+            Some(format!(
+                "compaction: ~{} → ~{} tokens",
+                t.tokens_before, t.tokens_after
+            ))
+        }
+        CompactionEnd::TYPE => {
+            let e = event.plugin::<CompactionEnd>()?.ok()?;
+            Some(match e.error {
+                Some(err) => format!("compaction {} failed: {err}", e.compaction_id),
+                None => format!("compaction {} ended", e.compaction_id),
+            })
+        }
+        _ => None,
+    }
+}

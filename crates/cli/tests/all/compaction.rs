@@ -1,0 +1,250 @@
+//! Compaction end to end: a 200-step tool session in a 32k window keeps going, compacting
+//! several times; every summary request reuses the previous request's bytes; the requests of a
+//! series stay append-only; resume derives the compacted history.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dsh_testkit::validate::{common_prefix_len, dsh_rule_violations};
+use dsh_testkit::{Completion, MockServer, RecordedRequest, Usage};
+use serde_json::Value;
+
+use crate::support::*;
+
+const STEPS: usize = 200;
+
+/// A 32k-token window for the default model, and a small default output cap.
+const WINDOW: &str = "plugins:\n  - id: deepseek\n    name: deepseek\n    config:\n      models:\n        - { id: deepseek-flash, contextWindow: 32000, defaultMaxTokens: 4096 }\n";
+
+fn is_summary(req: &RecordedRequest) -> bool {
+    let body = req.body_json().unwrap();
+    let last = body["messages"].as_array().unwrap().last().cloned();
+    last.is_some_and(|m| {
+        m["role"] == "user"
+            && m["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("You are now acting as a compaction engine"))
+    })
+}
+
+const SUMMARY: &str = "1. Primary Request and Intent\n- run the numbered steps\n2. Key Technical Concepts\n- (none)\n3. Files and Code\n- (none)\n4. Errors and Fixes\n- (none)\n5. Pending Jobs\n- (none)\n6. Current Work\n- stepping\n7. Next Step\n- next step\n8. Critical Context\n- (none)";
+
+/// The scripted model: `STEPS` bash calls (every 7th prints more than the pruner's
+/// threshold), then a final answer; summary requests get a summary. Usage is reported from
+/// the body size (4 bytes per token) with the testkit's prefix-cache stand-in.
+fn script(server: &MockServer) -> Arc<AtomicUsize> {
+    let steps = Arc::new(AtomicUsize::new(0));
+    let counter = steps.clone();
+    server.set_responder(move |req| {
+        let prompt = req.body.len() as u64 / 4;
+        let usage = Usage::new(prompt, 30).cache_hit(req.cached_prefix_bytes as u64 / 4);
+        if is_summary(req) {
+            return Completion::new().text(SUMMARY).usage(usage).reply();
+        }
+        let step = counter.fetch_add(1, Ordering::SeqCst);
+        if step >= STEPS {
+            return Completion::new().text("ALL DONE").usage(usage).reply();
+        }
+        let bytes = if step % 7 == 3 { 12_000 } else { 2_500 };
+        let args = format!(
+            r#"{{"command":"echo step-{step}-start; head -c {bytes} /dev/zero | tr '\\0' 'x'; echo; echo step-{step}-end","description":"Step {step}"}}"#
+        );
+        Completion::new().tool_call("bash", &args).usage(usage).reply()
+    });
+    steps
+}
+
+#[test]
+#[allow(clippy::print_stderr)]
+fn a_200_step_session_in_a_32k_window_completes_compacting_several_times() {
+    let env = Env::new();
+    let window = env.patch("window.yaml", WINDOW);
+    script(env.server());
+    let out = env.exec(&[
+        "--json",
+        "--session",
+        "long",
+        "--patch",
+        window.to_str().unwrap(),
+        "Run the steps",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let events = env.stored_events();
+    assert_eq!(
+        kinds(&json)
+            .iter()
+            .filter(|k| k.starts_with("compaction/"))
+            .count(),
+        kinds(&events)
+            .iter()
+            .filter(|k| k.starts_with("compaction/"))
+            .count(),
+        "--json shows every compaction event"
+    );
+    let last_text = events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "assistant/message")
+        .unwrap()["data"]["message"]["content"][0]["text"]
+        .clone();
+    assert_eq!(last_text, "ALL DONE");
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "compaction/end")
+        .collect();
+    let summaries = events
+        .iter()
+        .filter(|e| e["type"] == "compaction/summary")
+        .count();
+    assert!(summaries >= 3, "only {summaries} compactions");
+    assert_eq!(ends.len(), summaries, "every bracket landed");
+    assert!(
+        ends.iter().all(|e| e["data"].get("error").is_none()),
+        "{ends:?}"
+    );
+    let prunes = events
+        .iter()
+        .filter(|e| e["type"] == "compaction/prune")
+        .count();
+    assert!(prunes >= 1, "the pruner never ran");
+    let tokens: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "dsh/compaction-tokens")
+        .collect();
+    assert_eq!(tokens.len(), summaries);
+    for t in &tokens {
+        let (b, a) = (
+            t["data"]["tokensBefore"].as_u64().unwrap(),
+            t["data"]["tokensAfter"].as_u64().unwrap(),
+        );
+        assert!(b > 25_600 && a < b / 2, "before {b}, after {a}");
+    }
+
+    // Which conversation requests start a series: a request/header since the previous request.
+    let mut starts = Vec::new();
+    let mut header = false;
+    for e in &events {
+        match e["type"].as_str().unwrap() {
+            "request/header" => header = true,
+            "assistant/message" => {
+                starts.push(header);
+                header = false;
+            }
+            _ => {}
+        }
+    }
+    let requests: Vec<RecordedRequest> = env
+        .server()
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_chat())
+        .collect();
+    let conversation: Vec<&RecordedRequest> = requests.iter().filter(|r| !is_summary(r)).collect();
+    assert_eq!(conversation.len(), STEPS + 1);
+    assert_eq!(starts.len(), conversation.len());
+    for (k, req) in conversation.iter().enumerate().skip(1) {
+        if !starts[k] {
+            let v = dsh_rule_violations(&req.body, Some(&conversation[k - 1].body));
+            assert!(v.is_empty(), "request {k}: {v:?}");
+        }
+    }
+    let series = starts.iter().filter(|s| **s).count();
+    assert!(series > summaries, "each compaction starts a series");
+
+    // Each summary request is the previous request plus the instruction.
+    let mut ratios = Vec::new();
+    let mut raws = Vec::new();
+    for (i, req) in requests.iter().enumerate() {
+        if !is_summary(req) {
+            continue;
+        }
+        let prev = &requests[i - 1];
+        assert!(!is_summary(prev));
+        let (pm, sm) = (prev.body_json().unwrap(), req.body_json().unwrap());
+        let (pm, sm) = (
+            pm["messages"].as_array().unwrap(),
+            sm["messages"].as_array().unwrap(),
+        );
+        assert!(
+            sm.len() > pm.len() && sm[..pm.len()] == pm[..],
+            "summary request {i} rewrote history"
+        );
+        // Byte prefix of the bodies; and the prompt's reuse, which also counts the identical
+        // tool declarations (serialised after `messages` in the body, but part of the
+        // provider's cached prompt).
+        let common = common_prefix_len(&prev.body, &req.body);
+        let raw = common as f64 / prev.body.len() as f64;
+        let (pb, sb) = (prev.body_json().unwrap(), req.body_json().unwrap());
+        assert_eq!(
+            pb["tools"], sb["tools"],
+            "the summary request offers the same tools"
+        );
+        let tools = serde_json::to_string(&pb["tools"]).unwrap().len();
+        let ratio = (common + tools) as f64 / prev.body.len() as f64;
+        raws.push(raw);
+        ratios.push(ratio);
+        assert!(
+            raw >= 0.9,
+            "summary request {i} reuses only {raw:.3} of the previous body"
+        );
+        assert!(
+            ratio >= 0.95,
+            "summary request {i} reuses only {ratio:.3} of the previous prompt"
+        );
+        // The request after it opens with the checkpoint.
+        let next = requests[i + 1].body_json().unwrap();
+        let checkpoint = next["messages"][1]["content"].as_str().unwrap();
+        assert!(
+            checkpoint.starts_with("This is an automatically generated checkpoint"),
+            "{checkpoint}"
+        );
+        assert!(checkpoint.contains(SUMMARY));
+    }
+    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    let raw_min = raws.iter().copied().fold(f64::INFINITY, f64::min);
+    eprintln!(
+        "compactions: {summaries}, prunes: {prunes}, reused prompt: min {min:.4}, mean {mean:.4}; raw body prefix: min {raw_min:.4}"
+    );
+
+    // The transcript shows the compactions.
+    let show = env
+        .dsh()
+        .args(["sessions", "show", "long"])
+        .output()
+        .unwrap();
+    let text = stdout(&show);
+    assert!(
+        text.contains("compaction: ~") && text.contains(" → ~"),
+        "{text}"
+    );
+    assert!(text.contains("pruned tool result #"), "{text}");
+
+    // Resume derives the compacted history: the first steps are gone, the checkpoint is there.
+    env.server().clear_responder();
+    env.server().push(Completion::new().text("resumed").reply());
+    let out = env.exec(&[
+        "--resume",
+        "long",
+        "--patch",
+        window.to_str().unwrap(),
+        "And now?",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "resumed\n");
+    let last = env
+        .server()
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_chat())
+        .last()
+        .unwrap();
+    let body = last.body_text();
+    assert!(!body.contains("step-0-start"), "a shadowed step came back");
+    assert!(body.contains("<compacted-summary>"));
+    assert!(body.contains(&format!("step-{}-end", STEPS - 1)));
+}
