@@ -248,3 +248,175 @@ fn a_200_step_session_in_a_32k_window_completes_compacting_several_times() {
     assert!(body.contains("<compacted-summary>"));
     assert!(body.contains(&format!("step-{}-end", STEPS - 1)));
 }
+
+/// A bash call printing `bytes` characters between two markers.
+fn big_step(step: usize, bytes: usize) -> Completion {
+    let args = format!(
+        r#"{{"command":"echo step-{step}-start; head -c {bytes} /dev/zero | tr '\\0' 'y'; echo; echo step-{step}-end","description":"Step {step}"}}"#
+    );
+    Completion::new().tool_call("bash", &args)
+}
+
+/// Usage as a provider would report it for `req` (4 bytes per token).
+fn usage_of(req: &RecordedRequest) -> Usage {
+    Usage::new(req.body.len() as u64 / 4, 30)
+}
+
+#[test]
+fn a_context_overflow_compacts_maximally_and_retries_once() {
+    let env = Env::new();
+    let s = env.server();
+    s.push(big_step(0, 6000).reply());
+    s.push(big_step(1, 6000).reply());
+    s.push(dsh_testkit::deepseek::context_exceeded());
+    s.push(Completion::new().text(SUMMARY).reply());
+    s.push(Completion::new().text("RECOVERED").reply());
+    let out = env.exec(&["Go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "RECOVERED\n");
+    let reqs = s.requests();
+    assert!(is_summary(&reqs[3]));
+    // The summary request is the overflowing request plus the instruction.
+    let (over, summary) = (request_messages(s, 2), request_messages(s, 3));
+    assert_eq!(summary[..over.len()], over[..]);
+    // The retry kept only the newest unit (the second call and its result) verbatim.
+    let retry = request_messages(s, 4);
+    let text = serde_json::to_string(&retry).unwrap();
+    assert!(
+        text.contains("<compacted-summary>") && !text.contains("step-0-start"),
+        "{text}"
+    );
+    assert!(text.contains("step-1-end"), "{text}");
+    let events = env.stored_events();
+    let ks = kinds(&events);
+    let start = ks.iter().position(|k| k == "compaction/start").unwrap();
+    let attempt = ks.iter().position(|k| k == "assistant/attempt").unwrap();
+    assert!(
+        attempt < start,
+        "the failed attempt is logged before the bracket: {ks:?}"
+    );
+}
+
+#[test]
+fn a_second_overflow_ends_the_turn_with_the_error() {
+    let env = Env::new();
+    let s = env.server();
+    s.push(big_step(0, 6000).reply());
+    s.push(big_step(1, 6000).reply());
+    s.push(dsh_testkit::deepseek::context_exceeded());
+    s.push(Completion::new().text(SUMMARY).reply());
+    s.push(dsh_testkit::deepseek::context_exceeded());
+    let out = env.exec(&["Go"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("CONTEXT_WINDOW_EXCEEDED"), "{err}");
+    assert_eq!(s.request_count(), 5, "one compaction, one retry, no more");
+}
+
+#[test]
+fn a_failed_summary_keeps_the_history_and_says_why() {
+    let env = Env::new();
+    let window = env.patch("window.yaml", WINDOW);
+    let steps = Arc::new(AtomicUsize::new(0));
+    let counter = steps.clone();
+    env.server().set_responder(move |req| {
+        if is_summary(req) {
+            return dsh_testkit::deepseek::server_error();
+        }
+        let step = counter.fetch_add(1, Ordering::SeqCst);
+        if step >= 14 {
+            return Completion::new().text("DONE").usage(usage_of(req)).reply();
+        }
+        big_step(step, 8000).usage(usage_of(req)).reply()
+    });
+    let out = env.exec(&["--patch", window.to_str().unwrap(), "Go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "DONE\n");
+    let events = env.stored_events();
+    let failed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "compaction/end")
+        .collect();
+    assert!(!failed.is_empty());
+    for e in &failed {
+        let why = e["data"]["error"].as_str().unwrap();
+        assert!(
+            why.contains("summary failed") && why.contains("SERVER"),
+            "{why}"
+        );
+    }
+    assert!(!kinds(&events).iter().any(|k| k == "compaction/summary"));
+    // Nothing was replaced: every conversation request byte-extends the previous one.
+    let conversation: Vec<RecordedRequest> = env
+        .server()
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_chat() && !is_summary(r))
+        .collect();
+    for w in conversation.windows(2) {
+        let v = dsh_rule_violations(&w[1].body, Some(&w[0].body));
+        assert!(v.is_empty(), "{v:?}");
+    }
+}
+
+#[test]
+fn sigint_during_a_compaction_closes_the_bracket_and_resume_continues() {
+    let env = Env::new();
+    let window = env.patch("window.yaml", WINDOW);
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let tx = std::sync::Mutex::new(tx);
+    let counter = AtomicUsize::new(0);
+    env.server().set_responder(move |req| {
+        if is_summary(req) {
+            let _ = tx.lock().unwrap().send(());
+            return dsh_testkit::Reply::sse().stall_head();
+        }
+        big_step(counter.fetch_add(1, Ordering::SeqCst), 8000)
+            .usage(usage_of(req))
+            .reply()
+    });
+    let mut child = env.spawn(&[
+        "--session",
+        "cut",
+        "--patch",
+        window.to_str().unwrap(),
+        "Go",
+    ]);
+    rx.recv_timeout(std::time::Duration::from_secs(120))
+        .expect("no summary request");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let events = env.stored_events();
+    let ks = kinds(&events);
+    let start = ks.iter().rposition(|k| k == "compaction/start").unwrap();
+    assert_eq!(ks[start + 1], "compaction/end", "{ks:?}");
+    let why = events[start + 1]["data"]["error"].as_str().unwrap();
+    assert!(why.contains("cancelled"), "{why}");
+    assert_eq!(
+        events
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "turn/end")
+            .unwrap()["data"]["reason"]["kind"],
+        "aborted"
+    );
+    // The log is consistent: resume continues with the full (uncompacted) history.
+    env.server().clear_responder();
+    env.server().push(Completion::new().text("again").reply());
+    let out = env.exec(&["--resume", "cut", "Continue"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let last = env
+        .server()
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_chat())
+        .last()
+        .unwrap();
+    assert!(last.body_text().contains("step-0-start"));
+    assert!(!last.body_text().contains("<compacted-summary>"));
+}
