@@ -420,3 +420,104 @@ fn sigint_during_a_compaction_closes_the_bracket_and_resume_continues() {
     assert!(last.body_text().contains("step-0-start"));
     assert!(!last.body_text().contains("<compacted-summary>"));
 }
+
+/// An upstream fixture as stored JSONL for session `id` in `cwd` (placeholders filled: one
+/// value per token, stub tool schemas for `{{tools}}`).
+fn upstream_fixture(name: &str, id: &str, cwd: &str) -> Vec<u8> {
+    fn fill(v: &mut Value, id: &str, cwd: &str) {
+        match v {
+            Value::String(s) if s.contains("{{") => {
+                let mut out = String::new();
+                let mut rest = s.as_str();
+                while let Some(i) = rest.find("{{") {
+                    let j = rest[i..].find("}}").unwrap() + i;
+                    out.push_str(&rest[..i]);
+                    let token = &rest[i + 2..j];
+                    out.push_str(&match token {
+                        "cwd" => cwd.to_owned(),
+                        "system" => "You are a fixture.".to_owned(),
+                        t if t.starts_with("session") => id.to_owned(),
+                        t => format!("x-{}", t.replace(':', "-")),
+                    });
+                    rest = &rest[j + 2..];
+                }
+                out.push_str(rest);
+                *s = out;
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| fill(x, id, cwd)),
+            Value::Object(m) => {
+                if m.get("tools").and_then(Value::as_str) == Some("{{tools}}") {
+                    m.insert(
+                        "tools".into(),
+                        serde_json::json!([{"name": "bash", "description": "Run a shell command.",
+                            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}]),
+                    );
+                }
+                m.values_mut().for_each(|x| fill(x, id, cwd));
+            }
+            _ => {}
+        }
+    }
+    let path = format!(
+        "{}/../../fixtures/upstream-sessions/v4/{name}/session.v4.jsonl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut row: Value = serde_json::from_str(line).unwrap();
+        fill(&mut row, id, cwd);
+        if i > 0 {
+            let m = row.as_object_mut().unwrap();
+            m.insert("seq".into(), (i - 1).into());
+            m.insert("time".into(), (i as u64).into());
+        }
+        out.extend(serde_json::to_vec(&row).unwrap());
+        out.push(b'\n');
+    }
+    out
+}
+
+#[test]
+fn the_upstream_compaction_fixtures_resume_and_continue() {
+    for name in ["compaction", "image-offload-compaction"] {
+        let env = Env::new();
+        let id = format!("fx-{name}");
+        // Create a stored session under that id, then put the fixture in its place.
+        env.server().push(Completion::new().text("seed").reply());
+        let out = env.exec(&["--session", &id, "seed"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let files = session_files(&env.home.path().join("sessions"));
+        let cwd = env.cwd().display().to_string();
+        std::fs::write(&files[0], upstream_fixture(name, &id, &cwd)).unwrap();
+        env.server()
+            .push(Completion::new().text("continued").reply());
+        let out = env.exec(&["--resume", &id, "Go on"]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "continued\n");
+        let messages = request_messages(env.server(), 1);
+        let text = serde_json::to_string(&messages).unwrap();
+        // The checkpoint is sent in place of the span it shadowed; the new prompt comes last.
+        assert!(text.contains("<compacted-summary>"), "{name}: {text}");
+        let is_checkpoint = |m: &Value| {
+            m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("<compacted-summary>"))
+        };
+        let checkpoints: Vec<usize> = (0..messages.len())
+            .filter(|i| is_checkpoint(&messages[*i]))
+            .collect();
+        assert_eq!(checkpoints.len(), 1, "{name}");
+        let prompt = messages
+            .iter()
+            .position(|m| m["content"] == "Go on")
+            .unwrap();
+        assert!(checkpoints[0] < prompt, "{name}");
+        let show = env.dsh().args(["sessions", "show", &id]).output().unwrap();
+        assert!(
+            stdout(&show).contains("compaction x-id-1 ended"),
+            "{}",
+            stdout(&show)
+        );
+    }
+}
