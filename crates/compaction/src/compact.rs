@@ -126,17 +126,45 @@ pub struct CompactionRequest {
     pub cancel: CancellationToken,
 }
 
-/// The history as the loop would send it next, plus what selection needs; one lock.
-struct Snapshot {
-    nodes: Vec<NodeInfo>,
-    messages: Vec<Arc<Message>>,
-    tools: Vec<dsh_llm::ToolSpec>,
-    header: Option<dsh_session::data::RequestConfig>,
-    generation: u64,
-    tokens_before: u64,
+/// The history as the loop would send it next, plus what selection needs, taken under one
+/// lock: the CPU-side part of a compaction before its model call.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// Selection view of the current nodes.
+    pub nodes: Vec<NodeInfo>,
+    /// The derived messages the loop's next request would carry.
+    pub messages: Vec<Arc<Message>>,
+    /// Tools of the newest `request/header`.
+    pub tools: Vec<dsh_llm::ToolSpec>,
+    /// Route config of the newest `request/header`.
+    pub header: Option<dsh_session::data::RequestConfig>,
+    /// `content_generation` when taken (a change means the history moved).
+    pub generation: u64,
+    /// The meter's reading.
+    pub tokens_before: u64,
 }
 
-fn snapshot(log: &SessionLog, meter: &TokenMeter, pending: &[Message]) -> Snapshot {
+impl Snapshot {
+    /// The span to shadow for `retain_tokens` (see [`select_span`]).
+    pub fn select(&self, retain_tokens: u64) -> Option<Span> {
+        select_span(&self.nodes, retain_tokens)
+    }
+
+    /// The summary request's messages: the conversation's own, then the instruction.
+    pub fn summary_messages(&self, span: Span) -> Vec<Arc<Message>> {
+        let retained = self.nodes.len() - 1 - span.end;
+        let mut messages = Vec::with_capacity(self.messages.len() + 1);
+        messages.extend(self.messages.iter().cloned());
+        messages.push(Arc::new(instruction_message(
+            dsh_session::ids::message_id(),
+            retained,
+        )));
+        messages
+    }
+}
+
+/// Takes the [`Snapshot`] of `log` (`pending`: what the next step will append).
+pub fn snapshot(log: &SessionLog, meter: &TokenMeter, pending: &[Message]) -> Snapshot {
     let nodes = log
         .surface()
         .nodes()
@@ -201,7 +229,7 @@ pub async fn compact(
 ) -> Result<Option<CompactionOutcome>, CompactionError> {
     let session = agent.session();
     let snap = session.with_log(|l| snapshot(l, meter, &req.pending));
-    let Some(span) = select_span(&snap.nodes, req.retain_tokens) else {
+    let Some(span) = snap.select(req.retain_tokens) else {
         return Ok(None);
     };
     let target = match (&req.target, &snap.header) {
@@ -356,12 +384,7 @@ async fn summarise(
         .prepare_call(&settings)
         .map_err(|f| CompactionError::Summary(f.to_string()))?;
     let max_tokens = prepared.max_tokens;
-    let retained = snap.nodes.len() - 1 - span.end;
-    let mut messages = snap.messages.clone();
-    messages.push(Arc::new(instruction_message(
-        dsh_session::ids::message_id(),
-        retained,
-    )));
+    let messages = snap.summary_messages(span);
     let tools = if same_route {
         snap.tools.clone()
     } else {

@@ -93,6 +93,17 @@ fn text_chars(content: &[ContentBlock]) -> usize {
 
 /// The pruned content, or `None` when `content` is within the threshold.
 pub fn prune_content(content: &[ContentBlock], config: &PrunerConfig) -> Option<Vec<ContentBlock>> {
+    // Bytes bound code points: most results are decided without counting.
+    let bytes: usize = content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Text { text } => text.len(),
+            _ => 0,
+        })
+        .sum();
+    if bytes <= config.threshold_chars {
+        return None;
+    }
     let total = text_chars(content);
     if total <= config.threshold_chars {
         return None;
