@@ -81,19 +81,30 @@ impl TokenMeter {
     /// the next step will append). O(events since the newest assistant message) when the
     /// provider's report is current, O(history) after a replacement.
     pub fn measure(&self, log: &SessionLog, pending: &[Message]) -> Measure {
-        let pending_tokens: u64 = pending.iter().map(|m| self.message_tokens(m)).sum();
         match reported_usage(log) {
-            Some((seq, reported)) => {
-                let tail: u64 = log
-                    .surface()
-                    .nodes()
-                    .iter()
-                    .rev()
-                    .take_while(|n| n.seq > seq)
-                    .filter(|n| !n.is_skipped())
-                    .map(|n| self.message_tokens(&n.message))
+            Some(r) => {
+                let nodes = log.surface().nodes();
+                let tail = || nodes.iter().rev().filter(|n| !n.is_skipped());
+                // Calibrate on the last two reports: the bytes appended between them against
+                // the tokens the provider counted for them.
+                let meter = r
+                    .previous
+                    .and_then(|(prev_seq, prev_prompt)| {
+                        let bytes: u64 = tail()
+                            .skip_while(|n| n.seq >= r.seq)
+                            .take_while(|n| n.seq >= prev_seq)
+                            .map(|n| message_bytes(&n.message))
+                            .sum();
+                        calibrate(bytes, r.prompt.checked_sub(prev_prompt)?)
+                    })
+                    .map_or(*self, |bytes_per_token| TokenMeter { bytes_per_token });
+                let unsent: u64 = tail()
+                    .take_while(|n| n.seq > r.seq)
+                    .map(|n| meter.message_tokens(&n.message))
                     .sum();
-                let estimated = tail + pending_tokens;
+                let pending_tokens: u64 = pending.iter().map(|m| meter.message_tokens(m)).sum();
+                let reported = r.prompt + r.output;
+                let estimated = unsent + pending_tokens;
                 Measure {
                     tokens: reported + estimated,
                     reported,
@@ -101,6 +112,7 @@ impl TokenMeter {
                 }
             }
             None => {
+                let pending_tokens: u64 = pending.iter().map(|m| self.message_tokens(m)).sum();
                 let history = self.history_tokens(log);
                 let estimated = history + pending_tokens;
                 Measure {
@@ -139,20 +151,58 @@ impl TokenMeter {
     }
 }
 
-/// The newest assistant message's reported usage (input incl. cached, plus output), unless a
-/// replacement landed after it (then the report no longer describes the history).
-fn reported_usage(log: &SessionLog) -> Option<(u64, u64)> {
+/// Bytes per token from `bytes` the provider counted as `tokens`; `None` when the sample is
+/// too small to say (under 256 tokens) or implausible (outside 1–10 bytes per token).
+pub fn calibrate(bytes: u64, tokens: u64) -> Option<f64> {
+    if tokens < 256 {
+        return None;
+    }
+    let ratio = bytes as f64 / tokens as f64;
+    (1.0..=10.0).contains(&ratio).then_some(ratio)
+}
+
+/// The newest provider report that still describes the history.
+struct Reported {
+    /// Seq of its assistant message.
+    seq: u64,
+    /// Prompt tokens (uncached + cached).
+    prompt: u64,
+    /// Output tokens.
+    output: u64,
+    /// The report before it (seq, prompt tokens), when no replacement came between them.
+    previous: Option<(u64, u64)>,
+}
+
+/// The newest assistant message's usage, unless a replacement landed after it (then the report
+/// no longer describes the history). O(events since the report before it).
+fn reported_usage(log: &SessionLog) -> Option<Reported> {
+    let mut found: Option<Reported> = None;
     for e in log.events().iter().rev() {
         if let Some(SurfaceOp::Replace { .. }) = e.surface_op() {
-            return None;
+            return found;
         }
         if let Some(CoreEvent::AssistantMessage(a)) = e.core() {
-            let u = a.usage?;
-            let input = u.input_tokens + u.cache_read_tokens.unwrap_or(0);
-            return Some((e.seq(), input + u.output_tokens));
+            let Some(u) = a.usage else {
+                return found;
+            };
+            let prompt = u.input_tokens + u.cache_read_tokens.unwrap_or(0);
+            match &mut found {
+                None => {
+                    found = Some(Reported {
+                        seq: e.seq(),
+                        prompt,
+                        output: u.output_tokens,
+                        previous: None,
+                    })
+                }
+                Some(r) => {
+                    r.previous = Some((e.seq(), prompt));
+                    return found;
+                }
+            }
         }
     }
-    None
+    found
 }
 
 #[cfg(test)]
@@ -169,5 +219,13 @@ mod tests {
             bytes_per_token: 0.0,
         };
         assert_eq!(bad.tokens_of_bytes(34), 10);
+    }
+
+    #[test]
+    fn calibration_needs_a_real_sample() {
+        assert_eq!(calibrate(4000, 1000), Some(4.0));
+        assert_eq!(calibrate(400, 100), None, "too small a sample");
+        assert_eq!(calibrate(100_000, 1000), None, "implausible");
+        assert_eq!(calibrate(500, 1000), None, "implausible");
     }
 }
