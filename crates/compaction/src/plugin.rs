@@ -94,11 +94,14 @@ struct Basic {
     llm: Arc<dyn Llm>,
     /// Agents with a compaction in flight (the in-process lock; the durable bracket records it).
     busy: Mutex<HashSet<String>>,
-    /// Overflow recoveries spent per agent, keyed by (turn, step).
-    overflow: Mutex<HashMap<String, ((u64, u64), u32)>>,
+    /// Overflow recoveries spent per agent in its current step.
+    overflow: Mutex<HashMap<String, Spent>>,
     /// Targets already warned about (no context window).
     warned: Mutex<HashSet<String>>,
 }
+
+/// Overflow recoveries spent in one step: ((turn, step), count).
+type Spent = ((u64, u64), u32);
 
 /// Releases the busy mark.
 struct BusyGuard<'a>(&'a Basic, String);

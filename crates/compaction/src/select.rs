@@ -29,7 +29,7 @@ impl NodeInfo {
         let m = &node.message;
         NodeInfo {
             seq: node.seq,
-            role: m.role.clone(),
+            role: m.role,
             tokens: if node.is_skipped() {
                 0
             } else {
@@ -215,7 +215,7 @@ mod tests {
             let mut pending: Vec<String> = Vec::new();
             for unit in units {
                 for (role, tokens, k) in unit {
-                    let mut n = node(seq, role.clone(), tokens);
+                    let mut n = node(seq, role, tokens);
                     if k > 0 {
                         n.calls = (0..k).map(|j| format!("c{seq}-{j}")).collect();
                         pending = n.calls.clone();
@@ -266,8 +266,8 @@ mod tests {
             prop_assert!(tail(cut) >= retain);
             let balanced = balanced_cuts(&nodes);
             prop_assert!(balanced[cut]);
-            for c in cut + 1..nodes.len() {
-                prop_assert!(!(balanced[c] && tail(c) >= retain), "cut {} would do", c);
+            for (c, ok) in balanced.iter().enumerate().take(nodes.len()).skip(cut + 1) {
+                prop_assert!(!(*ok && tail(c) >= retain), "cut {} would do", c);
             }
         }
     }

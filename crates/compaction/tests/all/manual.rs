@@ -195,7 +195,7 @@ async fn compact_now_replaces_history_between_turns_and_the_next_turn_sends_the_
         .filter(|m| m.role != Role::System)
         .map(|m| &**m)
         .collect();
-    let roles: Vec<Role> = history.iter().map(|m| m.role.clone()).collect();
+    let roles: Vec<Role> = history.iter().map(|m| m.role).collect();
     assert_eq!(roles[..2], [Role::User, Role::Assistant]);
     assert!(history[0].text().starts_with(PREAMBLE));
     assert!(history[1].text().starts_with("answer 2"));
