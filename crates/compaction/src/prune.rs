@@ -110,8 +110,10 @@ pub fn prune_content(content: &[ContentBlock], config: &PrunerConfig) -> Option<
     }
     let head = config.head_chars.min(total);
     let tail_from = total - config.tail_chars.min(total - head);
-    let mut out = Vec::with_capacity(content.len());
-    let mut at = 0usize;
+    // Byte offset of code point `k` of `text` (its length when `k` is past the end).
+    let at_char = |text: &str, k: usize| text.char_indices().nth(k).map_or(text.len(), |(i, _)| i);
+    let mut out = Vec::with_capacity(content.len() + 1);
+    let mut start = 0usize;
     let mut marked = false;
     for block in content {
         let ContentBlock::Text { text } = block else {
@@ -119,24 +121,22 @@ pub fn prune_content(content: &[ContentBlock], config: &PrunerConfig) -> Option<
             continue;
         };
         let len = text.chars().count();
-        let (start, end) = (at, at + len);
-        at = end;
+        let end = start + len;
         let mut kept = String::new();
-        for (i, ch) in text.chars().enumerate() {
-            let g = start + i;
-            if g == head && !marked {
-                kept.push_str(MARKER);
-                marked = true;
-            }
-            if g < head || g >= tail_from {
-                kept.push(ch);
-            }
+        // The head part: code points [start, min(end, head)).
+        if start < head {
+            kept.push_str(&text[..at_char(text, head.min(end) - start)]);
         }
-        // The head ends exactly at this block's end.
-        if !marked && end == head {
+        // The marker goes where the head ends (once).
+        if !marked && end >= head {
             kept.push_str(MARKER);
             marked = true;
         }
+        // The tail part: code points [max(start, tail_from), end).
+        if end > tail_from {
+            kept.push_str(&text[at_char(text, tail_from.saturating_sub(start))..]);
+        }
+        start = end;
         if !kept.is_empty() {
             out.push(ContentBlock::Text { text: kept });
         }
