@@ -95,6 +95,11 @@ impl CompactionOutcome {
     }
 }
 
+/// A span estimated under this many tokens is not worth a model call (a checkpoint's frame
+/// alone is about 80 tokens and a useful summary several hundred): it counts as nothing
+/// compactable.
+pub const MIN_SHADOWED_TOKENS: u64 = 1024;
+
 /// The `/compact` line when nothing was compactable.
 pub const NOTHING_TO_COMPACT: &str = "No compactable history yet.";
 
@@ -232,6 +237,13 @@ pub async fn compact(
     let Some(span) = snap.select(req.retain_tokens) else {
         return Ok(None);
     };
+    let worth: u64 = snap.nodes[span.start..=span.end]
+        .iter()
+        .map(|n| n.tokens)
+        .sum();
+    if worth < MIN_SHADOWED_TOKENS {
+        return Ok(None);
+    }
     let target = match (&req.target, &snap.header) {
         (Some(t), _) => t.clone(),
         (None, Some(h)) => Target {

@@ -121,6 +121,19 @@ async fn compact_now_replaces_history_between_turns_and_the_next_turn_sends_the_
         "{NOTHING_TO_COMPACT}"
     );
     assert!(l.kinds().is_empty(), "nothing compactable writes nothing");
+    // A span too small to be worth a summary is not compacted either (no model call).
+    l.turn("tiny", "reply").await;
+    l.turn("tiny", "reply").await;
+    let calls = l.llm.request_count();
+    assert!(
+        l.compaction
+            .compact_now(l.agent.clone(), CancellationToken::new(), None)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(l.llm.request_count(), calls);
+    assert!(!l.kinds().iter().any(|k| k.starts_with("compaction/")));
     for i in 0..3 {
         l.turn(
             &format!("prompt {i} {}", "p".repeat(3000)),
@@ -128,12 +141,12 @@ async fn compact_now_replaces_history_between_turns_and_the_next_turn_sends_the_
         )
         .await;
     }
-    // Nodes: the (empty) system head, then three prompts and answers.
+    // Nodes: the (empty) system head, then five prompts and answers.
     let before = l
         .agent
         .session()
         .with_log(|log| log.surface().nodes().len());
-    assert_eq!(before, 7);
+    assert_eq!(before, 11);
     l.llm.push(Script::Chunks(text(SUMMARY)));
     let out = l
         .compaction
@@ -211,11 +224,11 @@ async fn compact_now_replaces_history_between_turns_and_the_next_turn_sends_the_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_summary_larger_than_the_span_is_refused_and_changes_nothing() {
     let l = start().await;
-    l.turn("short", "reply").await;
+    l.turn(&"short ".repeat(700), "reply").await;
     l.turn("again", "reply").await;
     let before = l.agent.session().derive_messages();
     l.llm
-        .push(Script::Chunks(text(&"long summary ".repeat(500))));
+        .push(Script::Chunks(text(&"long summary ".repeat(2000))));
     let err = l
         .compaction
         .compact_now(l.agent.clone(), CancellationToken::new(), None)
