@@ -188,6 +188,7 @@ async fn run_steps(
             step,
             batch,
             starts_request_series: false,
+            cancel: token.clone(),
         };
         let decision = call_hook::<PreStep, _, _>(agent, input, |i: PreStepInput| async move {
             PreStepDecision::Enter {

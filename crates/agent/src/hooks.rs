@@ -28,6 +28,9 @@ pub struct PreStepInput {
     pub batch: Vec<Message>,
     /// Whether this step starts a new request series.
     pub starts_request_series: bool,
+    /// The turn's cancellation token: a listener that waits (e.g. a compaction's model call)
+    /// must stop when it fires.
+    pub cancel: CancellationToken,
 }
 
 /// A pre-step decision.

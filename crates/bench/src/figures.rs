@@ -329,6 +329,8 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     }
     spawn_rows(&mut rows, &spawn_small, &spawn_large);
     payload_rows(&mut rows, &payload);
+    mark("compaction: long session in a 32k window, overhead on a 1 MB history".into());
+    crate::compaction::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     Ok(Report {
         generated,
         dsh: dsh.display().to_string(),

@@ -28,7 +28,9 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_tool_fs::FsToolsPlugin>()
         .register::<dsh_tool_fs::ReadBeforeWritePlugin>()
         .register::<dsh_agent::AgentsPlugin>()
-        .register::<dsh_agent_loop::AgentLoopPlugin>();
+        .register::<dsh_agent_loop::AgentLoopPlugin>()
+        .register::<dsh_compaction::ToolResultPrunerPlugin>()
+        .register::<dsh_compaction::CompactionBasicPlugin>();
     r
 }
 

@@ -5,6 +5,7 @@
 mod support;
 
 mod basics;
+mod compaction;
 mod exec;
 mod failures;
 mod resume;
