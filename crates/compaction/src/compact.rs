@@ -185,7 +185,7 @@ pub fn snapshot(log: &SessionLog, meter: &TokenMeter, pending: &[Message]) -> Sn
     let (header, tools) = match log.latest_request_header().and_then(|e| e.core()) {
         Some(CoreEvent::RequestHeader(h)) => (
             Some(h.header.config.clone()),
-            h.header.tools.clone().unwrap_or_default(),
+            h.header.tools.as_deref().unwrap_or_default().to_vec(),
         ),
         _ => (None, Vec::new()),
     };
