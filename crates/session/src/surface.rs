@@ -141,8 +141,22 @@ impl Surface {
             ));
         }
         let sources = sources.unwrap_or(&[]);
+        // O(span + sources): a compaction can shadow thousands of nodes.
+        let sorted = sources.windows(2).all(|w| w[0] < w[1]);
+        let set: std::collections::HashSet<u64> = if sorted {
+            Default::default()
+        } else {
+            sources.iter().copied().collect()
+        };
+        let covers = |seq: u64| {
+            if sorted {
+                sources.binary_search(&seq).is_ok()
+            } else {
+                set.contains(&seq)
+            }
+        };
         for n in &self.nodes[start..=end] {
-            if !sources.contains(&n.seq) {
+            if !covers(n.seq) {
                 return err(format!(
                     "sourceEventSeqs must cover shadowed node {}",
                     n.seq
