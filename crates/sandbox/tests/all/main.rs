@@ -1,0 +1,3 @@
+//! Integration tests of dsh-sandbox: the fenced write against real files.
+
+mod fence;
