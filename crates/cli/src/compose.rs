@@ -27,6 +27,8 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_tool_bash::BashToolPlugin>()
         .register::<dsh_tool_fs::FsToolsPlugin>()
         .register::<dsh_tool_fs::ReadBeforeWritePlugin>()
+        .register::<dsh_sandbox_local::SandboxPlugin>()
+        .register::<dsh_sandbox_local::SandboxContextPlugin>()
         .register::<dsh_agent::AgentsPlugin>()
         .register::<dsh_agent_loop::AgentLoopPlugin>();
     r

@@ -143,12 +143,21 @@ pub fn find_program(name: &Path) -> Option<PathBuf> {
 
 /// The policy a probe confines `true` with: the narrowest one.
 fn probe_policy() -> SandboxPolicy {
-    SandboxPolicy::new(SandboxMode::ReadOnly, NetworkAccess::Off, Path::new("/"), &[])
+    SandboxPolicy::new(
+        SandboxMode::ReadOnly,
+        NetworkAccess::Off,
+        Path::new("/"),
+        &[],
+    )
 }
 
 fn stderr_line(output: &std::process::Output) -> String {
     let text = String::from_utf8_lossy(&output.stderr);
-    let line = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
     match output.status.code() {
         Some(code) => format!("exit {code}: {line}"),
         None => format!("killed by a signal: {line}"),
@@ -182,7 +191,10 @@ pub fn probe_bwrap(program: &Path) -> (BackendReport, Option<Backend>) {
                 usable: true,
                 files: Enforcement::Full,
                 network: Enforcement::Full,
-                detail: format!("{} confines with user, PID and network namespaces", resolved.display()),
+                detail: format!(
+                    "{} confines with user, PID and network namespaces",
+                    resolved.display()
+                ),
             },
             Some(Backend::Bwrap { program: resolved }),
         ),
@@ -194,7 +206,10 @@ pub fn probe_bwrap(program: &Path) -> (BackendReport, Option<Backend>) {
             )),
             None,
         ),
-        Err(e) => (unusable(format!("cannot run {}: {e}", resolved.display())), None),
+        Err(e) => (
+            unusable(format!("cannot run {}: {e}", resolved.display())),
+            None,
+        ),
     }
 }
 
@@ -227,8 +242,12 @@ pub fn probe_landlock(launcher: &[OsString]) -> (BackendReport, Option<Backend>)
                 );
             };
             let detail = match files {
-                Enforcement::Full => "Landlock file rules fully enforced; network denied by a seccomp socket filter (and Landlock TCP rules); no PID namespace: processes a command leaves behind are not contained",
-                _ => "Landlock partially enforced (older kernel ABI: some accesses are not governed); network denied by a seccomp socket filter; no PID namespace",
+                Enforcement::Full => {
+                    "Landlock file rules fully enforced; network denied by a seccomp socket filter (and Landlock TCP rules); no PID namespace: processes a command leaves behind are not contained"
+                }
+                _ => {
+                    "Landlock partially enforced (older kernel ABI: some accesses are not governed); network denied by a seccomp socket filter; no PID namespace"
+                }
             };
             (
                 BackendReport {
@@ -245,7 +264,10 @@ pub fn probe_landlock(launcher: &[OsString]) -> (BackendReport, Option<Backend>)
             )
         }
         Ok(output) => (
-            unusable(format!("the Landlock probe failed ({})", stderr_line(&output))),
+            unusable(format!(
+                "the Landlock probe failed ({})",
+                stderr_line(&output)
+            )),
             None,
         ),
         Err(e) => (

@@ -81,9 +81,9 @@ impl LaunchArgs {
         while let Some(arg) = it.next() {
             match arg.to_str() {
                 Some("--ro") | Some("--rw") => {
-                    let path = it
-                        .next()
-                        .ok_or_else(|| LaunchError::Usage(format!("{} needs a path", arg.to_string_lossy())))?;
+                    let path = it.next().ok_or_else(|| {
+                        LaunchError::Usage(format!("{} needs a path", arg.to_string_lossy()))
+                    })?;
                     if arg == "--ro" {
                         out.ro.push(path.into());
                     } else {
@@ -181,8 +181,13 @@ fn deny_sockets() -> Result<(), LaunchError> {
         .try_into()
         .map_err(|e: seccompiler::BackendError| LaunchError::Seccomp(e.to_string()))?;
     let errno = u32::try_from(libc::EACCES).map_err(|e| LaunchError::Seccomp(e.to_string()))?;
-    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(errno), arch)
-        .map_err(err)?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(errno),
+        arch,
+    )
+    .map_err(err)?;
     let program: BpfProgram = filter.try_into().map_err(err)?;
     seccompiler::apply_filter(&program).map_err(|e| LaunchError::Seccomp(e.to_string()))
 }

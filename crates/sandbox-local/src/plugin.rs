@@ -123,7 +123,11 @@ impl Plugin for SandboxContextPlugin {
         let section = Section::computed(CONTEXT_SECTION, move |assembly| {
             let cwd = assembly.cwd.as_deref().unwrap_or("/");
             let session = assembly.agent_id.as_deref().unwrap_or("");
-            Ok(runtime_context_text(&sandbox.policy(session, Path::new(cwd), None)))
+            Ok(runtime_context_text(&sandbox.policy(
+                session,
+                Path::new(cwd),
+                None,
+            )))
         })
         .with_order(CONTEXT_ORDER)
         .raw();

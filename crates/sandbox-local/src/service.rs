@@ -128,7 +128,12 @@ impl Sandbox for LocalSandbox {
         let mode = granted
             .or_else(|| self.sessions.lock().get(session_id).copied())
             .unwrap_or(self.options.mode);
-        SandboxPolicy::new(mode, self.options.network, cwd, &self.options.writable_roots)
+        SandboxPolicy::new(
+            mode,
+            self.options.network,
+            cwd,
+            &self.options.writable_roots,
+        )
     }
 
     fn confine(

@@ -73,6 +73,10 @@ mod tests {
         };
         let t: ToolError = e.into();
         assert_eq!(t.code, SANDBOX_UNAVAILABLE);
-        assert!(t.message.contains("apt-get install bubblewrap"), "{}", t.message);
+        assert!(
+            t.message.contains("apt-get install bubblewrap"),
+            "{}",
+            t.message
+        );
     }
 }

@@ -90,8 +90,13 @@ pub fn write_atomically(
         }
         file.sync_all()?;
         drop(file);
-        renameat(dir_file.as_fd(), tmp.as_str(), dir_file.as_fd(), name.as_os_str())
-            .map_err(std::io::Error::from)
+        renameat(
+            dir_file.as_fd(),
+            tmp.as_str(),
+            dir_file.as_fd(),
+            name.as_os_str(),
+        )
+        .map_err(std::io::Error::from)
     })();
     if let Err(e) = result {
         let _ = unlinkat(dir_file.as_fd(), tmp.as_str(), UnlinkatFlags::NoRemoveDir);

@@ -17,8 +17,8 @@ pub mod mode;
 pub mod policy;
 pub mod service;
 
-pub use events::SandboxModeEvent;
 pub use error::{FS_SANDBOX_DENIED, SANDBOX_UNAVAILABLE, SandboxError};
+pub use events::SandboxModeEvent;
 pub use mode::{NetworkAccess, ParseModeError, SandboxMode};
 pub use policy::SandboxPolicy;
 pub use service::{

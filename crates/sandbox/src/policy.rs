@@ -78,9 +78,10 @@ impl SandboxPolicy {
         match self.mode {
             SandboxMode::DangerFullAccess => true,
             SandboxMode::ReadOnly => false,
-            SandboxMode::WorkspaceWrite => {
-                self.writable_roots.iter().any(|root| real.starts_with(root))
-            }
+            SandboxMode::WorkspaceWrite => self
+                .writable_roots
+                .iter()
+                .any(|root| real.starts_with(root)),
         }
     }
 
@@ -100,7 +101,8 @@ impl SandboxPolicy {
         if self.mode == SandboxMode::ReadOnly {
             return Err(deny("the read-only mode allows no writes".into()));
         }
-        let real = resolve_for_write(path).map_err(|e| deny(format!("it cannot be resolved: {e}")))?;
+        let real =
+            resolve_for_write(path).map_err(|e| deny(format!("it cannot be resolved: {e}")))?;
         if self.allows_real(&real) {
             Ok(real)
         } else {
@@ -142,7 +144,11 @@ pub fn resolve_for_write(path: &Path) -> std::io::Result<PathBuf> {
     {
         let target = std::fs::read_link(path)?;
         let base = path.parent().unwrap_or(Path::new("/"));
-        let joined = if target.is_absolute() { target } else { base.join(target) };
+        let joined = if target.is_absolute() {
+            target
+        } else {
+            base.join(target)
+        };
         if joined == path {
             return Err(std::io::Error::other("a symlink loop"));
         }
@@ -185,7 +191,10 @@ mod tests {
             dir.path(),
             &[],
         );
-        assert_eq!(p.writable_roots[0], std::fs::canonicalize(dir.path()).unwrap());
+        assert_eq!(
+            p.writable_roots[0],
+            std::fs::canonicalize(dir.path()).unwrap()
+        );
         assert!(p.writable_roots.contains(&PathBuf::from("/tmp")));
         assert!(!p.network_allowed());
         let ro = SandboxPolicy::new(SandboxMode::ReadOnly, NetworkAccess::On, dir.path(), &[]);

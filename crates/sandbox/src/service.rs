@@ -85,7 +85,11 @@ pub trait Sandbox: Send + Sync + 'static {
 
     /// `argv` wrapped so that it runs under `policy`. A restricted mode without a usable
     /// backend is [`SandboxError::Unavailable`]: the caller must not run anything.
-    fn confine(&self, policy: &SandboxPolicy, argv: Vec<OsString>) -> Result<Confined, SandboxError>;
+    fn confine(
+        &self,
+        policy: &SandboxPolicy,
+        argv: Vec<OsString>,
+    ) -> Result<Confined, SandboxError>;
 
     /// Records that the session's mode is now `mode` (a `sandbox/mode` event was logged).
     fn set_session_mode(&self, session_id: &str, mode: SandboxMode);

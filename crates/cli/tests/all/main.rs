@@ -8,5 +8,6 @@ mod basics;
 mod exec;
 mod failures;
 mod resume;
+mod sandbox;
 mod storage;
 mod wire;

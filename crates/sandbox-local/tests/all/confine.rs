@@ -34,7 +34,12 @@ async fn workspace_write_refuses_every_way_out_and_leaves_nothing() {
                 out.stderr.text()
             );
         }
-        assert!(entries(&l.outside).is_empty(), "{}: {:?}", kind.name(), entries(&l.outside));
+        assert!(
+            entries(&l.outside).is_empty(),
+            "{}: {:?}",
+            kind.name(),
+            entries(&l.outside)
+        );
         assert!(!std::path::Path::new(&home_marker).exists());
         assert!(!std::path::Path::new("/x").exists());
         // The workspace and /tmp are writable.
@@ -44,9 +49,17 @@ async fn workspace_write_refuses_every_way_out_and_leaves_nothing() {
             tmp.path().display()
         );
         let out = run(&sb, &l.ws, &cmd).await.unwrap();
-        assert!(out.termination.success(), "{}: {}", kind.name(), out.stderr.text());
+        assert!(
+            out.termination.success(),
+            "{}: {}",
+            kind.name(),
+            out.stderr.text()
+        );
         assert_eq!(std::fs::read_to_string(l.ws.join("sub/f")).unwrap(), "b\n");
-        assert_eq!(std::fs::read_to_string(tmp.path().join("t")).unwrap(), "c\n");
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("t")).unwrap(),
+            "c\n"
+        );
     }
 }
 
@@ -64,15 +77,30 @@ async fn read_only_refuses_every_write_and_full_access_allows() {
             "mkdir d".to_owned(),
         ] {
             let out = run(&sb, &l.ws, &cmd).await.unwrap();
-            assert!(!out.termination.success(), "{}: `{cmd}` succeeded", kind.name());
+            assert!(
+                !out.termination.success(),
+                "{}: `{cmd}` succeeded",
+                kind.name()
+            );
         }
         // Reading works, and /dev/null stays writable.
-        let out = run(&sb, &l.ws, "cat /etc/hostname >/dev/null && echo ok").await.unwrap();
-        assert!(out.termination.success(), "{}: {}", kind.name(), out.stderr.text());
+        let out = run(&sb, &l.ws, "cat /etc/hostname >/dev/null && echo ok")
+            .await
+            .unwrap();
+        assert!(
+            out.termination.success(),
+            "{}: {}",
+            kind.name(),
+            out.stderr.text()
+        );
         assert!(entries(&l.ws).is_empty());
         assert!(entries(tmp.path()).is_empty());
     }
-    let full = sandbox(BackendKind::Bwrap, SandboxMode::DangerFullAccess, NetworkAccess::Off);
+    let full = sandbox(
+        BackendKind::Bwrap,
+        SandboxMode::DangerFullAccess,
+        NetworkAccess::Off,
+    );
     let l = layout();
     let out = run(&full, &l.ws, "touch ../outside/x").await.unwrap();
     assert!(out.termination.success(), "{}", out.stderr.text());
@@ -105,8 +133,11 @@ async fn a_loopback_listener_outside_is_unreachable_with_network_off_only() {
 
 #[tokio::test]
 async fn a_setsid_daemon_dies_with_the_call_under_bwrap() {
-    let Some(sb) = usable(BackendKind::Bwrap, SandboxMode::WorkspaceWrite, NetworkAccess::Off)
-    else {
+    let Some(sb) = usable(
+        BackendKind::Bwrap,
+        SandboxMode::WorkspaceWrite,
+        NetworkAccess::Off,
+    ) else {
         return;
     };
     let l = layout();
@@ -125,8 +156,11 @@ async fn a_setsid_daemon_dies_with_the_call_under_bwrap() {
 
 #[tokio::test]
 async fn the_parent_environment_is_out_of_reach_under_bwrap() {
-    let Some(sb) = usable(BackendKind::Bwrap, SandboxMode::WorkspaceWrite, NetworkAccess::Off)
-    else {
+    let Some(sb) = usable(
+        BackendKind::Bwrap,
+        SandboxMode::WorkspaceWrite,
+        NetworkAccess::Off,
+    ) else {
         return;
     };
     let l = layout();
@@ -163,7 +197,11 @@ async fn no_backend_refuses_with_sandbox_unavailable_and_runs_nothing() {
     });
     let report = sb.report();
     assert!(!report.backends[0].usable);
-    assert!(report.backends[0].detail.contains("not found"), "{:?}", report.backends[0]);
+    assert!(
+        report.backends[0].detail.contains("not found"),
+        "{:?}",
+        report.backends[0]
+    );
     if let Some(selected) = report.selected() {
         assert_eq!(selected.name, "landlock");
     }

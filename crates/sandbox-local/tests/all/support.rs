@@ -27,7 +27,11 @@ pub fn sandbox(kind: BackendKind, mode: SandboxMode, network: NetworkAccess) -> 
 }
 
 /// `Some(sandbox)` when the backend works here; otherwise prints why the test is skipped.
-pub fn usable(kind: BackendKind, mode: SandboxMode, network: NetworkAccess) -> Option<LocalSandbox> {
+pub fn usable(
+    kind: BackendKind,
+    mode: SandboxMode,
+    network: NetworkAccess,
+) -> Option<LocalSandbox> {
     let sb = sandbox(kind, mode, network);
     if sb.backend().is_some() {
         return Some(sb);
@@ -39,7 +43,10 @@ pub fn usable(kind: BackendKind, mode: SandboxMode, network: NetworkAccess) -> O
         .map(|r| format!("{}: {}", r.name, r.detail))
         .collect::<Vec<_>>()
         .join("; ");
-    eprintln!("SKIPPED: the {} backend is unusable on this host: {why}", kind.name());
+    eprintln!(
+        "SKIPPED: the {} backend is unusable on this host: {why}",
+        kind.name()
+    );
     None
 }
 
@@ -67,7 +74,11 @@ pub fn layout() -> Layout {
 }
 
 /// Runs `command` in `cwd` under the sandbox's policy for that workspace.
-pub async fn run(sb: &LocalSandbox, cwd: &Path, command: &str) -> Result<ShellOutcome, SandboxError> {
+pub async fn run(
+    sb: &LocalSandbox,
+    cwd: &Path,
+    command: &str,
+) -> Result<ShellOutcome, SandboxError> {
     let policy = sb.policy("s", cwd, None);
     let confined = sb.confine(&policy, Vec::new())?;
     let shell = LocalShell::new(LocalShellOptions::default());

@@ -67,11 +67,18 @@ fn dotdot_symlinked_dirs_and_proc_self_root_are_refused() {
     let p = policy(SandboxMode::WorkspaceWrite, &l.ws);
     // `..` (unnormalised, as a raw path).
     let msg = denied(write_atomically(Some(&p), &l.ws.join("../outside/x"), b"x"));
-    assert!(msg.contains("FS_SANDBOX_DENIED") || msg.contains("outside the writable roots"), "{msg}");
+    assert!(
+        msg.contains("FS_SANDBOX_DENIED") || msg.contains("outside the writable roots"),
+        "{msg}"
+    );
     // A directory symlink inside the workspace pointing outside.
     std::os::unix::fs::symlink(&l.outside, l.ws.join("link")).unwrap();
     denied(write_atomically(Some(&p), &l.ws.join("link/x"), b"x"));
-    denied(write_atomically(Some(&p), &l.ws.join("link/new/deeper/x"), b"x"));
+    denied(write_atomically(
+        Some(&p),
+        &l.ws.join("link/new/deeper/x"),
+        b"x",
+    ));
     // A dangling final symlink pointing outside.
     std::os::unix::fs::symlink(l.outside.join("made"), l.ws.join("dangling")).unwrap();
     denied(write_atomically(Some(&p), &l.ws.join("dangling"), b"x"));
@@ -81,7 +88,11 @@ fn dotdot_symlinked_dirs_and_proc_self_root_are_refused() {
     // Nothing was created outside, not even a directory.
     assert!(entries(&l.outside).is_empty(), "{:?}", entries(&l.outside));
     // Home directory rc files.
-    denied(write_atomically(Some(&p), Path::new("/root/.bashrc-dsh-test"), b"x"));
+    denied(write_atomically(
+        Some(&p),
+        Path::new("/root/.bashrc-dsh-test"),
+        b"x",
+    ));
     assert!(!Path::new("/root/.bashrc-dsh-test").exists());
 }
 
