@@ -56,9 +56,7 @@ pub async fn run(
         ));
     }
     let replace_all = opt_bool(&args, "replace_all");
-    tokio::task::spawn_blocking(move || {
-        edit_file(&path, &old, &new, replace_all, policy.as_ref())
-    })
+    tokio::task::spawn_blocking(move || edit_file(&path, &old, &new, replace_all, policy.as_ref()))
         .await
         .map_err(|e| ToolError::failed(format!("edit task failed: {e}")))?
 }
