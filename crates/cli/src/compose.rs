@@ -29,6 +29,8 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_tool_fs::ReadBeforeWritePlugin>()
         .register::<dsh_sandbox_local::SandboxPlugin>()
         .register::<dsh_sandbox_local::SandboxContextPlugin>()
+        .register::<dsh_approval::ApprovalPlugin>()
+        .register::<dsh_approval::ScriptedAnswererPlugin>()
         .register::<dsh_agent::AgentsPlugin>()
         .register::<dsh_agent_loop::AgentLoopPlugin>();
     r

@@ -3,11 +3,13 @@
 // Printing to the terminal is this binary's job (libraries log through `tracing`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod audit;
 mod compose;
 mod config_cmd;
 mod exec;
 mod home;
 mod json_out;
+mod permissions_cmd;
 mod sandbox_args;
 mod sandbox_cmd;
 mod sessions_cmd;
@@ -40,6 +42,9 @@ enum Command {
     /// Inspect the sandbox.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// List or revoke the allow-always approval rules of a project.
+    #[command(subcommand)]
+    Permissions(permissions_cmd::PermissionsCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -232,6 +237,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Some(Command::Sandbox(SandboxCommand::Check { compose, sandbox })) => {
             sandbox_cmd::check(&compose, &sandbox)
         }
+        Some(Command::Permissions(cmd)) => permissions_cmd::run(cmd),
     }
 }
 

@@ -168,7 +168,10 @@ pub(crate) async fn show(id: &str) -> Result<u8, Failure> {
                 };
                 format!("tool{err}: {}", content(&r.message))
             }
-            _ => continue,
+            _ => match crate::audit::line(e) {
+                Some(line) => line,
+                None => continue,
+            },
         };
         out.push_str(&line);
         out.push('\n');

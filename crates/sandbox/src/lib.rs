@@ -22,5 +22,6 @@ pub use events::SandboxModeEvent;
 pub use mode::{NetworkAccess, ParseModeError, SandboxMode};
 pub use policy::SandboxPolicy;
 pub use service::{
-    BackendReport, Confined, Enforcement, Sandbox, SandboxReport, runtime_context_text,
+    BackendReport, Confined, Enforcement, Sandbox, SandboxReport, escalation_properties,
+    runtime_context_text,
 };

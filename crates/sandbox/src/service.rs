@@ -130,3 +130,26 @@ pub fn runtime_context_text(policy: &SandboxPolicy) -> String {
         }
     }
 }
+
+/// The argument properties of a confined tool (`bash`, `write`, `edit`) through which the model
+/// asks to run one call outside its sandbox (upstream §3.1.5): `sandbox_permissions` (the wider
+/// mode) and `justification`, together or neither. Approval policies decide.
+pub fn escalation_properties() -> [(&'static str, serde_json::Value); 2] {
+    [
+        (
+            "sandbox_permissions",
+            serde_json::json!({
+                "type": "string",
+                "enum": ["workspace-write", "danger-full-access"],
+                "description": "Only to retry this exact call once outside the sandbox after it was denied: the wider sandbox mode to ask the user for. Requires justification."
+            }),
+        ),
+        (
+            "justification",
+            serde_json::json!({
+                "type": "string",
+                "description": "Why this call needs the wider sandbox mode (shown to the user who approves it)."
+            }),
+        ),
+    ]
+}

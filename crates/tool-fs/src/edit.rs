@@ -16,6 +16,10 @@ pub const MAX_EDIT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The JSON Schema of `edit`'s arguments.
 pub fn schema() -> Value {
+    with_escalation(base_schema())
+}
+
+fn base_schema() -> Value {
     json!({"type":"object","properties":{
         "file_path":{"type":"string","description":"Path of the file to edit, absolute or relative to the working directory."},
         "old_string":{"type":"string","description":"The exact text to replace (literal, not a regex)."},
@@ -153,6 +157,16 @@ fn prefers_crlf(text: &str) -> bool {
     let crlf = head.matches("\r\n").count();
     let lf = head.matches('\n').count() - crlf;
     crlf > lf
+}
+
+/// Adds the sandbox escalation arguments (`sandbox_permissions`, `justification`).
+fn with_escalation(mut schema: Value) -> Value {
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for (name, prop) in dsh_sandbox::escalation_properties() {
+            props.insert(name.to_owned(), prop);
+        }
+    }
+    schema
 }
 
 #[cfg(test)]

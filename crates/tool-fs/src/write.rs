@@ -13,6 +13,10 @@ use crate::paths::{codes, current_version, io_error};
 
 /// The JSON Schema of `write`'s arguments.
 pub fn schema() -> Value {
+    with_escalation(base_schema())
+}
+
+fn base_schema() -> Value {
     json!({"type":"object","properties":{
         "file_path":{"type":"string","description":"Path of the file to write, absolute or relative to the working directory."},
         "content":{"type":"string","description":"The complete new content of the file (may be empty)."}},
@@ -90,4 +94,14 @@ fn write_file(
         "bytes": bytes.len(),
         "version": version,
     })))
+}
+
+/// Adds the sandbox escalation arguments (`sandbox_permissions`, `justification`).
+fn with_escalation(mut schema: Value) -> Value {
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for (name, prop) in dsh_sandbox::escalation_properties() {
+            props.insert(name.to_owned(), prop);
+        }
+    }
+    schema
 }

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod approval;
 mod basics;
 mod exec;
 mod failures;
