@@ -5,6 +5,7 @@
 // Printing the report is this binary's job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod confine;
 mod figures;
 mod payload;
 mod report;

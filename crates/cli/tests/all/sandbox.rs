@@ -352,3 +352,56 @@ fn sandbox_check_names_the_backend_and_why_others_were_skipped() {
         "{text}"
     );
 }
+
+#[test]
+fn without_bwrap_the_landlock_backend_of_this_binary_confines_bash() {
+    let env = Env::new();
+    let o = outside();
+    let patch = env.patch(
+        "landlock.yaml",
+        "plugins:\n  - id: sandbox\n    name: sandbox\n    config: { bwrapProgram: /nonexistent/bwrap }\n",
+    );
+    let check = env
+        .dsh()
+        .args(["sandbox", "check", "--patch"])
+        .arg(&patch)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&check.stdout).into_owned();
+    if !report.contains("backend: landlock") {
+        eprintln!("SKIPPED: Landlock is not usable on this host: {report}");
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id("c1", "bash", &bash("touch ../outside/x"))
+            .tool_call_with_id("c2", "bash", &bash("touch in-ws && echo made"))
+            .tool_call_with_id(
+                "c3",
+                "bash",
+                &bash(&format!(
+                    "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"
+                )),
+            )
+            .reply(),
+    );
+    env.server().push(Completion::new().text("DONE").reply());
+    let out = env
+        .dsh()
+        .args(["exec", "--patch"])
+        .arg(&patch)
+        .arg("--cwd")
+        .arg(&o.ws)
+        .arg("Try")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let texts = tool_texts(&env, 1);
+    assert!(texts[0].contains("Permission denied"), "{}", texts[0]);
+    assert!(texts[1].contains("made"), "{}", texts[1]);
+    assert!(!texts[2].contains("connected"), "{}", texts[2]);
+    assert!(listing(&o.outside).is_empty());
+    assert!(o.ws.join("in-ws").exists());
+}
