@@ -77,9 +77,12 @@ impl JsonPrinter {
                         Msg::Finish => finish = true,
                     }
                 }
+                // A session closed meanwhile was flushed by its close: no barrier needed (and
+                // a write-through on it would fail).
                 if !finish
                     && !stopped
                     && let Err(e) = session.write_through().await
+                    && !session.is_closed()
                 {
                     // Events that are not on disk are not printed: a consumer never sees an
                     // event that a crash could lose.

@@ -65,7 +65,8 @@ impl SandboxConfig {
     }
 }
 
-/// The `sandbox` plugin: probes the backends, provides `dyn Sandbox`, and at each session
+/// The `sandbox` plugin: probes the backends (in the background: the first confined call
+/// waits for the verdict), provides `dyn Sandbox`, and at each session
 /// start logs `sandbox/mode` when the configured mode differs from the log's last one.
 #[derive(Debug)]
 pub struct SandboxPlugin;
@@ -76,7 +77,7 @@ impl Plugin for SandboxPlugin {
 
     async fn apply(ctx: Ctx, config: SandboxConfig) -> Result<(), BoxError> {
         let options = config.options();
-        let sandbox = tokio::task::spawn_blocking(move || LocalSandbox::probe(options)).await?;
+        let sandbox = LocalSandbox::probe_in_background(options);
         let mode = sandbox.options().mode;
         let sandbox: Arc<dyn Sandbox> = Arc::new(sandbox);
         ctx.provide::<dyn Sandbox>(sandbox.clone())?;

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use dsh_sandbox::{
     BackendReport, Confined, Enforcement, NetworkAccess, Sandbox, SandboxError, SandboxMode,
@@ -50,54 +51,60 @@ pub fn default_launcher() -> Vec<OsString> {
     }
 }
 
-/// The local sandbox: probes its backends once, at construction (blocking: call it off the
-/// async runtime), and keeps the verdict for its lifetime.
+/// What the probe found: every backend's report and the one in use.
+#[derive(Debug)]
+struct Verdict {
+    reports: Vec<BackendReport>,
+    selected: Option<Backend>,
+}
+
+/// The local sandbox: probes its backends once and keeps the verdict for its lifetime.
 #[derive(Debug)]
 pub struct LocalSandbox {
     options: LocalSandboxOptions,
-    reports: Vec<BackendReport>,
-    selected: Option<Backend>,
+    verdict: Arc<OnceLock<Verdict>>,
     sessions: Mutex<HashMap<String, SandboxMode>>,
     grants: Mutex<HashMap<String, SandboxMode>>,
 }
 
 impl LocalSandbox {
-    /// Probes the configured backends in order and keeps the first usable one.
+    /// Probes the configured backends in order (blocking) and keeps the first usable one.
     pub fn probe(options: LocalSandboxOptions) -> Self {
-        let mut reports = Vec::new();
-        let mut selected = None;
-        for kind in &options.backends {
-            if selected.is_some() {
-                reports.push(BackendReport {
-                    name: kind.name(),
-                    usable: false,
-                    files: Enforcement::None,
-                    network: Enforcement::None,
-                    detail: "not probed: an earlier backend is in use".into(),
-                });
-                continue;
-            }
-            let (report, backend) = match kind {
-                BackendKind::Bwrap => probe_bwrap(&options.bwrap),
-                BackendKind::Landlock => probe_landlock(&options.landlock_launcher),
-            };
-            tracing::debug!(backend = report.name, usable = report.usable, detail = %report.detail, "sandbox probe");
-            reports.push(report);
-            selected = backend;
+        let verdict = Arc::new(OnceLock::new());
+        let _ = verdict.set(probe_all(&options));
+        Self::with_verdict(options, verdict)
+    }
+
+    /// Starts the probe on its own thread and returns at once, so the probe overlaps the
+    /// harness's start-up (the first request to the model); the first `confine` or `report`
+    /// waits for it.
+    pub fn probe_in_background(options: LocalSandboxOptions) -> Self {
+        let verdict = Arc::new(OnceLock::new());
+        let filled = verdict.clone();
+        let probing = options.clone();
+        let spawned = std::thread::Builder::new()
+            .name("dsh-sandbox-probe".into())
+            .spawn(move || {
+                let _ = filled.set(probe_all(&probing));
+            });
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "cannot start the sandbox probe thread; probing now");
+            let _ = verdict.set(probe_all(&options));
         }
-        if selected.is_none() && options.mode.is_restricted() {
-            tracing::warn!(
-                mode = %options.mode,
-                "no sandbox backend works on this host: restricted tool calls will be refused"
-            );
-        }
+        Self::with_verdict(options, verdict)
+    }
+
+    fn with_verdict(options: LocalSandboxOptions, verdict: Arc<OnceLock<Verdict>>) -> Self {
         Self {
             options,
-            reports,
-            selected,
+            verdict,
             sessions: Mutex::new(HashMap::new()),
             grants: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn verdict(&self) -> &Verdict {
+        self.verdict.wait()
     }
 
     /// The settings.
@@ -107,19 +114,51 @@ impl LocalSandbox {
 
     /// The backend in use.
     pub fn backend(&self) -> Option<&Backend> {
-        self.selected.as_ref()
+        self.verdict().selected.as_ref()
     }
 
     fn unavailable_detail(&self) -> String {
-        if self.reports.is_empty() {
+        let reports = &self.verdict().reports;
+        if reports.is_empty() {
             return "No backend is configured (sandbox `backends` is empty).".into();
         }
-        self.reports
+        reports
             .iter()
             .map(|r| format!("{}: {}", r.name, r.detail))
             .collect::<Vec<_>>()
             .join("; ")
     }
+}
+
+fn probe_all(options: &LocalSandboxOptions) -> Verdict {
+    let mut reports = Vec::new();
+    let mut selected = None;
+    for kind in &options.backends {
+        if selected.is_some() {
+            reports.push(BackendReport {
+                name: kind.name(),
+                usable: false,
+                files: Enforcement::None,
+                network: Enforcement::None,
+                detail: "not probed: an earlier backend is in use".into(),
+            });
+            continue;
+        }
+        let (report, backend) = match kind {
+            BackendKind::Bwrap => probe_bwrap(&options.bwrap),
+            BackendKind::Landlock => probe_landlock(&options.landlock_launcher),
+        };
+        tracing::debug!(backend = report.name, usable = report.usable, detail = %report.detail, "sandbox probe");
+        reports.push(report);
+        selected = backend;
+    }
+    if selected.is_none() && options.mode.is_restricted() {
+        tracing::warn!(
+            mode = %options.mode,
+            "no sandbox backend works on this host: restricted tool calls will be refused"
+        );
+    }
+    Verdict { reports, selected }
 }
 
 impl Sandbox for LocalSandbox {
@@ -149,7 +188,7 @@ impl Sandbox for LocalSandbox {
                 network: Enforcement::None,
             });
         }
-        let Some(backend) = &self.selected else {
+        let Some(backend) = &self.verdict().selected else {
             return Err(SandboxError::Unavailable {
                 mode: policy.mode,
                 detail: self.unavailable_detail(),
@@ -177,7 +216,7 @@ impl Sandbox for LocalSandbox {
     fn report(&self) -> SandboxReport {
         SandboxReport {
             mode: self.options.mode,
-            backends: self.reports.clone(),
+            backends: self.verdict().reports.clone(),
         }
     }
 }

@@ -206,3 +206,14 @@ async fn no_backend_refuses_with_sandbox_unavailable_and_runs_nothing() {
         assert_eq!(selected.name, "landlock");
     }
 }
+
+#[test]
+fn a_background_probe_reaches_the_same_verdict() {
+    let options = LocalSandboxOptions {
+        landlock_launcher: crate::support::launcher(),
+        ..LocalSandboxOptions::default()
+    };
+    let now = LocalSandbox::probe(options.clone()).report();
+    let later = LocalSandbox::probe_in_background(options).report();
+    assert_eq!(now, later);
+}
