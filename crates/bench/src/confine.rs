@@ -94,7 +94,7 @@ pub fn run(dsh: &Path, mode: &str, pairs: usize, calls: usize) -> Result<Confine
 
 /// Interleaved runs, confined and unconfined.
 pub fn runs(dsh: &Path, iterations: u32, quick: bool) -> Result<Vec<ConfineRun>> {
-    let (pairs, calls) = if quick { (1, 2) } else { (4, 16) };
+    let (pairs, calls) = if quick { (2, 8) } else { (4, 16) };
     let mut out = Vec::new();
     for _ in 0..iterations {
         out.push(run(dsh, "workspace-write", pairs, calls)?);
