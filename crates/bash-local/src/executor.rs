@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::pin;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, OnceLock};
@@ -190,7 +190,22 @@ impl LocalShell {
         // or groups): the process group is POSIX_SPAWN_SETPGROUP, the working directory
         // posix_spawn_file_actions_addchdir_np, and std resets SIGPIPE (ignored by the harness)
         // to its default in the child.
-        let mut command = Command::new(&program);
+        let mut command = match request.wrapper.split_first() {
+            None => Command::new(&program),
+            Some((launcher, launcher_args)) => {
+                let launcher = resolve_program(Path::new(launcher), &env, &request.cwd)
+                    .ok_or_else(|| ShellError::Spawn {
+                        program: launcher.to_string_lossy().into_owned(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "not found in the command's PATH",
+                        ),
+                    })?;
+                let mut command = Command::new(launcher);
+                command.args(launcher_args).arg(&program);
+                command
+            }
+        };
         command
             .arg("--noprofile")
             .arg("--norc")

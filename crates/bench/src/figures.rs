@@ -163,6 +163,8 @@ pub struct Report {
     pub spawn_large: Vec<SpawnRun>,
     /// Large-payload runs.
     pub payload: Vec<PayloadRun>,
+    /// Sandbox confinement probe runs (confined and unconfined, interleaved).
+    pub confine: Vec<crate::confine::ConfineRun>,
 }
 
 /// The median of `v` (NaN when empty).
@@ -309,6 +311,8 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
         .map(|_| payload::run(dsh, plan.payload_bytes))
         .collect::<Result<Vec<_>>>()?;
 
+    mark(format!("sandbox confinement probe ×{}", plan.iterations));
+    let confine = crate::confine::runs(dsh, plan.iterations, plan.quick)?;
     let mut rows = Vec::new();
     Group::new(&mut rows, "startup").limit("`dsh --version` wall time", &version_ms, "ms", 2, 10.0);
     Group::new(&mut rows, "startup").info(
@@ -331,6 +335,7 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     payload_rows(&mut rows, &payload);
     mark("compaction: long session in a 32k window, overhead on a 1 MB history".into());
     crate::compaction::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
+    crate::confine::rows(&mut rows, &confine);
     Ok(Report {
         generated,
         dsh: dsh.display().to_string(),
@@ -350,6 +355,7 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
         spawn_small,
         spawn_large,
         payload,
+        confine,
     })
 }
 

@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod compaction;
+mod confine;
 mod figures;
 mod payload;
 mod report;

@@ -130,6 +130,7 @@ pub(crate) async fn run(args: ExecArgs) -> Result<u8, Failure> {
     let cwd = working_dir(args.cwd.as_ref())?;
     let registry = registry();
     let max_parallel = args.max_parallel_tools;
+    let sandbox = args.sandbox.clone();
     // Command-line settings applied over every composition (also on live reloads).
     let extra: Arc<dyn Fn(&mut Composition) + Send + Sync> =
         Arc::new(move |c: &mut Composition| {
@@ -141,6 +142,7 @@ pub(crate) async fn run(args: ExecArgs) -> Result<u8, Failure> {
                     r.row.config["maxParallelToolCalls"] = Value::from(n);
                 }
             }
+            sandbox.apply(c);
         });
     let mut composition = compose(&args.compose, None, &registry)?;
     extra(&mut composition);
@@ -189,6 +191,7 @@ async fn run_agent(
         (None, true) => Some(latest_for(sessions.as_ref(), &cwd.to_string_lossy())?),
         (None, false) => None,
     };
+    let new_session = resume_id.is_none();
     let agent = match resume_id {
         Some(session_id) => agents
             .resume(
@@ -227,8 +230,17 @@ async fn run_agent(
     }
     let mut printer = None;
     if args.json {
+        // A session that never ran a turn (new, also through `--session`): print what its
+        // start logged too.
+        let new_session = new_session
+            && !agent
+                .session()
+                .events()
+                .iter()
+                .any(|e| *e.event_kind() == EventKind::TurnStart);
         printer = Some(
-            crate::json_out::JsonPrinter::start(&root, agent.session()).map_err(Failure::run)?,
+            crate::json_out::JsonPrinter::start(&root, agent.session(), new_session)
+                .map_err(Failure::run)?,
         );
     } else if std::io::stderr().is_terminal() {
         root.on::<AgentStreamChunk>(|e| {

@@ -26,8 +26,14 @@ enum Msg {
 }
 
 impl JsonPrinter {
-    /// Starts printing the committed events of `session` from now on.
-    pub(crate) fn start(root: &Ctx, session: Arc<Session>) -> anyhow::Result<Self> {
+    /// Starts printing the committed events of `session` from now on; with `from_start`
+    /// (a new session) the events already logged (e.g. `sandbox/mode`, appended when the
+    /// session started) come first.
+    pub(crate) fn start(
+        root: &Ctx,
+        session: Arc<Session>,
+        from_start: bool,
+    ) -> anyhow::Result<Self> {
         let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
         let id: Arc<str> = Arc::from(session.id());
         let events = tx.clone();
@@ -38,20 +44,45 @@ impl JsonPrinter {
             }
             Ok(())
         })?;
+        // After the listener is in place: an event appended in between arrives twice and is
+        // printed once (by seq).
+        let existing: Vec<Arc<Event>> = if from_start {
+            session.events().to_vec()
+        } else {
+            Vec::new()
+        };
+        let mut next_seq = existing.first().map(|e| e.seq());
+        for e in existing {
+            let _ = tx.send(Msg::Event(e));
+        }
         let task = tokio::spawn(async move {
             let mut batch: Vec<Arc<Event>> = Vec::new();
+            let mut pending: std::collections::BTreeMap<u64, Arc<Event>> = Default::default();
             let mut stopped = false;
             while let Some(first) = rx.recv().await {
                 let mut finish = false;
                 for msg in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
                     match msg {
-                        Msg::Event(e) => batch.push(e),
+                        Msg::Event(e) => {
+                            // Seqs are contiguous: print in seq order, each once.
+                            let next = *next_seq.get_or_insert(e.seq());
+                            if e.seq() >= next {
+                                pending.insert(e.seq(), e);
+                            }
+                            while let Some(e) = next_seq.and_then(|n| pending.remove(&n)) {
+                                next_seq = Some(e.seq() + 1);
+                                batch.push(e);
+                            }
+                        }
                         Msg::Finish => finish = true,
                     }
                 }
+                // A session closed meanwhile was flushed by its close: no barrier needed (and
+                // a write-through on it would fail).
                 if !finish
                     && !stopped
                     && let Err(e) = session.write_through().await
+                    && !session.is_closed()
                 {
                     // Events that are not on disk are not printed: a consumer never sees an
                     // event that a crash could lose.

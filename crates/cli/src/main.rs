@@ -3,11 +3,15 @@
 // Printing to the terminal is this binary's job (libraries log through `tracing`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod audit;
 mod compose;
 mod config_cmd;
 mod exec;
 mod home;
 mod json_out;
+mod permissions_cmd;
+mod sandbox_args;
+mod sandbox_cmd;
 mod sessions_cmd;
 mod watch;
 
@@ -35,6 +39,23 @@ enum Command {
     /// Show the composed configuration or the config schemas.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Inspect the sandbox.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+    /// List or revoke the allow-always approval rules of a project.
+    #[command(subcommand)]
+    Permissions(permissions_cmd::PermissionsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum SandboxCommand {
+    /// Probe the backends: which one is used, what it enforces, why others were skipped.
+    Check {
+        #[command(flatten)]
+        compose: ComposeArgs,
+        #[command(flatten)]
+        sandbox: sandbox_args::SandboxArgs,
+    },
 }
 
 /// Reasoning effort.
@@ -102,6 +123,8 @@ pub(crate) struct ExecArgs {
     pub(crate) max_parallel_tools: Option<u64>,
     #[command(flatten)]
     pub(crate) compose: ComposeArgs,
+    #[command(flatten)]
+    pub(crate) sandbox: sandbox_args::SandboxArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -211,6 +234,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             ConfigCommand::Dump(args) => config_cmd::dump(&args),
             ConfigCommand::Schema => config_cmd::schema(),
         },
+        Some(Command::Sandbox(SandboxCommand::Check { compose, sandbox })) => {
+            sandbox_cmd::check(&compose, &sandbox)
+        }
+        Some(Command::Permissions(cmd)) => permissions_cmd::run(cmd),
     }
 }
 
@@ -232,6 +259,10 @@ fn tune_allocator() {}
 
 fn main() -> ExitCode {
     tune_allocator();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(code) = sandbox_cmd::landlock_run_if_asked(&args) {
+        return ExitCode::from(code);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

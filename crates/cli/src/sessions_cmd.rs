@@ -168,7 +168,7 @@ pub(crate) async fn show(id: &str) -> Result<u8, Failure> {
                 };
                 format!("tool{err}: {}", content(&r.message))
             }
-            _ => match dsh_compaction::events::describe(e) {
+            _ => match dsh_compaction::events::describe(e).or_else(|| crate::audit::line(e)) {
                 Some(line) => line,
                 None => continue,
             },

@@ -11,6 +11,7 @@
 //! signal are outcomes, not errors; [`ShellError`] is for infrastructure failures only (the
 //! process could not be started, the working directory is unusable, the request is malformed).
 
+use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -52,6 +53,10 @@ pub struct ShellRequest {
     /// Cancels the run: the executor terminates the process group (SIGTERM, grace, SIGKILL)
     /// and returns an outcome with `cancelled: true`.
     pub cancel: CancellationToken,
+    /// A launcher the shell runs under (a sandbox's confinement, e.g. `bwrap ... --`): the
+    /// executor spawns `wrapper[0] wrapper[1..] <shell> <shell args>`. Empty: the shell itself.
+    /// The first element is looked up in the child's `PATH` like the shell is.
+    pub wrapper: Vec<OsString>,
 }
 
 impl ShellRequest {
@@ -67,6 +72,7 @@ impl ShellRequest {
             spill_dir: None,
             spill_total_cap: None,
             cancel: CancellationToken::new(),
+            wrapper: Vec::new(),
         }
     }
 
@@ -98,6 +104,12 @@ impl ShellRequest {
     /// [`ShellRequest::spill_total_cap`]).
     pub fn with_spill_total_cap(mut self, cap: u64) -> Self {
         self.spill_total_cap = Some(cap);
+        self
+    }
+
+    /// Runs the shell under `wrapper` (see [`ShellRequest::wrapper`]).
+    pub fn with_wrapper(mut self, wrapper: Vec<OsString>) -> Self {
+        self.wrapper = wrapper;
         self
     }
 

@@ -7,9 +7,13 @@ use dsh_shell::limits;
 use serde_json::{Value, json};
 
 /// The parameter schema sent to the model (`docs/behaviours.md` §19, without
-/// `run_in_background` and the sandbox fields: dsh has no background jobs or sandboxing
-/// executor yet).
+/// `run_in_background`: dsh has no background jobs yet), with the sandbox escalation
+/// fields `sandbox_permissions` and `justification`.
 pub fn parameters() -> Value {
+    with_escalation(base_parameters())
+}
+
+fn base_parameters() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -156,6 +160,16 @@ fn compact(value: &Value) -> String {
         text.push('…');
     }
     text
+}
+
+/// Adds the sandbox escalation arguments (`sandbox_permissions`, `justification`).
+fn with_escalation(mut schema: Value) -> Value {
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for (name, prop) in dsh_sandbox::escalation_properties() {
+            props.insert(name.to_owned(), prop);
+        }
+    }
+    schema
 }
 
 #[cfg(test)]

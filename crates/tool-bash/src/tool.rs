@@ -1,10 +1,12 @@
 //! `BashTool`: the `bash` tool over the `shell` service, and the plugin that registers it.
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin};
+use dsh_sandbox::{Sandbox, SandboxPolicy};
 use dsh_shell::{ShellError, ShellExecutor, ShellOutcome, ShellRequest, limits};
 use dsh_tools::{Tool, ToolContext, ToolError, ToolErrorCode, ToolOutput, Tools};
 use futures::future::BoxFuture;
@@ -39,6 +41,9 @@ pub const SPAWN_FAILED: ToolErrorCode = ToolErrorCode::tool_defined("BASH_SPAWN_
 pub struct BashTool {
     shell: Arc<dyn ShellExecutor>,
     parameters: Value,
+    /// Where the `sandbox` service is looked up at call time (softly: without one, commands
+    /// run unconfined). `None`: never confined.
+    sandbox_lookup: Option<Ctx>,
 }
 
 impl std::fmt::Debug for BashTool {
@@ -55,16 +60,46 @@ impl BashTool {
         Self {
             shell,
             parameters: parameters(),
+            sandbox_lookup: None,
         }
+    }
+
+    /// Builder: confine every command with the `sandbox` service found through `ctx` at call
+    /// time (the plugin sets this).
+    pub fn with_sandbox_lookup(mut self, ctx: Ctx) -> Self {
+        self.sandbox_lookup = Some(ctx);
+        self
+    }
+
+    /// The policy of this call and the launcher prefix that enforces it; a restricted mode
+    /// without a working backend refuses the call (`SANDBOX_UNAVAILABLE`) before anything runs.
+    fn confinement(
+        &self,
+        ctx: &ToolContext,
+    ) -> Result<Option<(SandboxPolicy, Vec<OsString>)>, ToolError> {
+        let Some(sandbox) = self
+            .sandbox_lookup
+            .as_ref()
+            .and_then(|c| c.get::<dyn Sandbox>())
+        else {
+            return Ok(None);
+        };
+        let policy = sandbox.policy(ctx.session_id(), ctx.cwd(), Some(ctx.call_id()));
+        let confined = sandbox.confine(&policy, Vec::new())?;
+        Ok(Some((policy, confined.argv)))
     }
 
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args = BashArgs::parse(&args).map_err(|e| ToolError::invalid_args(e.to_string()))?;
         let workdir = args.resolve_workdir(ctx.cwd());
+        let confinement = self.confinement(&ctx)?;
         let mut request = ShellRequest::new(args.command.clone(), workdir.clone())
             .with_timeout(args.timeout)
             .with_session_id(ctx.session_id())
             .with_cancel(ctx.cancel_token().child_token());
+        if let Some((_, wrapper)) = &confinement {
+            request = request.with_wrapper(wrapper.clone());
+        }
         if let Some(dir) = ctx.scratch_dir() {
             request = request.with_spill_dir(dir);
             if let Some(cap) = ctx.scratch_cap() {
@@ -85,8 +120,32 @@ impl BashTool {
             elapsed_ms = outcome.elapsed.as_millis() as u64,
             "bash call finished"
         );
-        Ok(ToolOutput::text(format_result(&outcome)).with_meta(meta(&outcome, &workdir, &args)))
+        let mut text = format_result(&outcome);
+        let mut meta = meta(&outcome, &workdir, &args);
+        if let Some((policy, _)) = &confinement
+            && let Some(marker) = denial_marker(policy, &outcome)
+        {
+            text.push('\n');
+            text.push_str(&marker);
+            meta["sandboxDenied"] = Value::Bool(true);
+        }
+        if let Some((policy, _)) = &confinement {
+            meta["sandboxMode"] = Value::String(policy.mode.as_str().into());
+        }
+        Ok(ToolOutput::text(text).with_meta(meta))
     }
+}
+
+/// The `[sandbox: file access denied under <mode> mode]` marker (upstream §3.1.6) when a
+/// confined command failed with a denial signature (bwrap's read-only bind: `Read-only file
+/// system`; Landlock: `Permission denied`).
+fn denial_marker(policy: &SandboxPolicy, outcome: &ShellOutcome) -> Option<String> {
+    if !policy.mode.is_restricted() || outcome.termination.success() {
+        return None;
+    }
+    let stderr = outcome.stderr.text();
+    let denied = stderr.contains("Read-only file system") || stderr.contains("Permission denied");
+    denied.then(|| format!("[sandbox: file access denied under {} mode]", policy.mode))
 }
 
 /// Maps an infrastructure failure to an error result the model can act on.
@@ -165,7 +224,7 @@ impl Tool for BashTool {
 }
 
 /// The `tool-bash` plugin: registers [`BashTool`] with the `tools` service, running commands
-/// on whatever `shell` service is mounted.
+/// on whatever `shell` service is mounted, confined by the `sandbox` service when one is.
 #[derive(Debug)]
 pub struct BashToolPlugin;
 
@@ -180,7 +239,8 @@ impl Plugin for BashToolPlugin {
     async fn apply(ctx: Ctx, _config: EmptyConfig) -> Result<(), BoxError> {
         let tools = ctx.dep::<dyn Tools>()?;
         let shell = ctx.dep::<dyn ShellExecutor>()?;
-        tools.register(&ctx, Arc::new(BashTool::new(shell)))?;
+        let tool = BashTool::new(shell).with_sandbox_lookup(ctx.clone());
+        tools.register(&ctx, Arc::new(tool))?;
         Ok(())
     }
 }

@@ -2,11 +2,13 @@
 
 use std::path::Path;
 
+use dsh_sandbox::SandboxPolicy;
 use dsh_tools::{ToolContext, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
 use crate::args::{opt_bool, required_path};
-use crate::paths::{atomic_write, codes, current_version, io_error};
+use crate::fenced::fenced_write;
+use crate::paths::{codes, current_version, io_error};
 use crate::write::write_target;
 
 /// Largest file `edit` loads (it holds the text a few times over while replacing).
@@ -14,6 +16,10 @@ pub const MAX_EDIT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The JSON Schema of `edit`'s arguments.
 pub fn schema() -> Value {
+    with_escalation(base_schema())
+}
+
+fn base_schema() -> Value {
     json!({"type":"object","properties":{
         "file_path":{"type":"string","description":"Path of the file to edit, absolute or relative to the working directory."},
         "old_string":{"type":"string","description":"The exact text to replace (literal, not a regex)."},
@@ -28,8 +34,12 @@ occur exactly once unless replace_all is true; include enough surrounding contex
 unique. Line endings are normalised for matching and the file keeps its own style. The file \
 must have been read first (and not changed since).";
 
-/// Run `edit`.
-pub async fn run(ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+/// Run `edit`; with a `policy`, the write is fenced by it (`FS_SANDBOX_DENIED`).
+pub async fn run(
+    ctx: ToolContext,
+    args: Value,
+    policy: Option<SandboxPolicy>,
+) -> Result<ToolOutput, ToolError> {
     let path = required_path(&ctx, &args, "file_path")?;
     let old = match args.get("old_string").and_then(Value::as_str) {
         Some(s) if !s.is_empty() => s.to_owned(),
@@ -50,7 +60,7 @@ pub async fn run(ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError>
         ));
     }
     let replace_all = opt_bool(&args, "replace_all");
-    tokio::task::spawn_blocking(move || edit_file(&path, &old, &new, replace_all))
+    tokio::task::spawn_blocking(move || edit_file(&path, &old, &new, replace_all, policy.as_ref()))
         .await
         .map_err(|e| ToolError::failed(format!("edit task failed: {e}")))?
 }
@@ -60,9 +70,13 @@ fn edit_file(
     old: &str,
     new: &str,
     replace_all: bool,
+    policy: Option<&SandboxPolicy>,
 ) -> Result<ToolOutput, ToolError> {
     let p = path.display();
     let target = write_target(path);
+    if let Some(policy) = policy {
+        policy.check_write(&target)?;
+    }
     let meta = std::fs::metadata(&target).map_err(|e| io_error("edit", path, &e))?;
     if !meta.is_file() {
         return Err(ToolError::new(
@@ -121,7 +135,7 @@ fn edit_file(
     } else {
         replaced
     };
-    atomic_write(&target, out.as_bytes()).map_err(|e| io_error("edit", path, &e))?;
+    fenced_write(policy, "edit", path, &target, out.as_bytes())?;
     let version = current_version(&target)
         .map_err(|e| io_error("edit", path, &e))?
         .unwrap_or_default();
@@ -143,6 +157,16 @@ fn prefers_crlf(text: &str) -> bool {
     let crlf = head.matches("\r\n").count();
     let lf = head.matches('\n').count() - crlf;
     crlf > lf
+}
+
+/// Adds the sandbox escalation arguments (`sandbox_permissions`, `justification`).
+fn with_escalation(mut schema: Value) -> Value {
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for (name, prop) in dsh_sandbox::escalation_properties() {
+            props.insert(name.to_owned(), prop);
+        }
+    }
+    schema
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 
 pub mod args;
 pub mod edit;
+mod fenced;
 pub mod glob;
 pub mod grep;
 pub mod paths;

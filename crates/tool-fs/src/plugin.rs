@@ -8,9 +8,11 @@ use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput, Tools};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+use crate::fenced::SandboxedFsTool;
 use crate::{edit, glob, grep, read, write};
 
-/// One of the fs tools.
+/// One of the fs tools. Used directly (not through the plugin), `write` and `edit` are not
+/// fenced by any sandbox policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FsTool {
     /// `read`
@@ -82,8 +84,8 @@ impl Tool for FsTool {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         match self {
             FsTool::Read => Box::pin(read::run(ctx, args)),
-            FsTool::Write => Box::pin(write::run(ctx, args)),
-            FsTool::Edit => Box::pin(edit::run(ctx, args)),
+            FsTool::Write => Box::pin(write::run(ctx, args, None)),
+            FsTool::Edit => Box::pin(edit::run(ctx, args, None)),
             FsTool::Glob => Box::pin(glob::run(ctx, args)),
             FsTool::Grep => Box::pin(grep::run(ctx, args)),
         }
@@ -105,7 +107,8 @@ impl Tool for FsTool {
     }
 }
 
-/// Registers `read`, `write`, `edit`, `glob` and `grep` on the `Tools` service.
+/// Registers `read`, `write`, `edit`, `glob` and `grep` on the `Tools` service; `write` and
+/// `edit` are fenced by the `sandbox` service's policy when one is mounted.
 #[derive(Debug)]
 pub struct FsToolsPlugin;
 
@@ -120,7 +123,11 @@ impl Plugin for FsToolsPlugin {
     async fn apply(ctx: Ctx, _config: EmptyConfig) -> Result<(), BoxError> {
         let tools = ctx.dep::<dyn Tools>()?;
         for tool in FsTool::ALL {
-            tools.register(&ctx, Arc::new(tool))?;
+            let fenced = SandboxedFsTool {
+                tool,
+                ctx: ctx.clone(),
+            };
+            tools.register(&ctx, Arc::new(fenced))?;
         }
         Ok(())
     }

@@ -5,11 +5,18 @@ use std::path::{Path, PathBuf};
 use dsh_tools::{ToolContext, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
+use dsh_sandbox::SandboxPolicy;
+
 use crate::args::required_path;
-use crate::paths::{atomic_write, codes, current_version, io_error};
+use crate::fenced::fenced_write;
+use crate::paths::{codes, current_version, io_error};
 
 /// The JSON Schema of `write`'s arguments.
 pub fn schema() -> Value {
+    with_escalation(base_schema())
+}
+
+fn base_schema() -> Value {
     json!({"type":"object","properties":{
         "file_path":{"type":"string","description":"Path of the file to write, absolute or relative to the working directory."},
         "content":{"type":"string","description":"The complete new content of the file (may be empty)."}},
@@ -21,15 +28,19 @@ pub const DESCRIPTION: &str = "Create a file or replace its whole content. Paren
 are created. An existing file must have been read first (and not changed since), otherwise \
 the write is refused. Prefer edit for changing part of a file. The file content is not echoed.";
 
-/// Run `write`.
-pub async fn run(ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+/// Run `write`; with a `policy`, the write is fenced by it (`FS_SANDBOX_DENIED`).
+pub async fn run(
+    ctx: ToolContext,
+    args: Value,
+    policy: Option<SandboxPolicy>,
+) -> Result<ToolOutput, ToolError> {
     let path = required_path(&ctx, &args, "file_path")?;
     let content = args
         .get("content")
         .and_then(Value::as_str)
         .ok_or_else(|| ToolError::invalid_args("content must be a string"))?
         .to_owned();
-    tokio::task::spawn_blocking(move || write_file(&path, content.as_bytes()))
+    tokio::task::spawn_blocking(move || write_file(&path, content.as_bytes(), policy.as_ref()))
         .await
         .map_err(|e| ToolError::failed(format!("write task failed: {e}")))?
 }
@@ -44,8 +55,15 @@ pub(crate) fn write_target(path: &Path) -> PathBuf {
     }
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<ToolOutput, ToolError> {
+fn write_file(
+    path: &Path,
+    bytes: &[u8],
+    policy: Option<&SandboxPolicy>,
+) -> Result<ToolOutput, ToolError> {
     let target = write_target(path);
+    if let Some(policy) = policy {
+        policy.check_write(&target)?;
+    }
     let existed = match std::fs::metadata(&target) {
         Ok(m) if m.is_file() => true,
         Ok(_) => {
@@ -57,7 +75,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<ToolOutput, ToolError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(io_error("write", path, &e)),
     };
-    atomic_write(&target, bytes).map_err(|e| io_error("write", path, &e))?;
+    fenced_write(policy, "write", path, &target, bytes)?;
     let version = current_version(&target)
         .map_err(|e| io_error("write", path, &e))?
         .unwrap_or_default();
@@ -76,4 +94,14 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<ToolOutput, ToolError> {
         "bytes": bytes.len(),
         "version": version,
     })))
+}
+
+/// Adds the sandbox escalation arguments (`sandbox_permissions`, `justification`).
+fn with_escalation(mut schema: Value) -> Value {
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for (name, prop) in dsh_sandbox::escalation_properties() {
+            props.insert(name.to_owned(), prop);
+        }
+    }
+    schema
 }

@@ -19,7 +19,9 @@ fn a_text_turn_prints_the_answer_and_stores_the_session() {
     assert_eq!(stdout(&out), "Hello from the mock.\n");
     let events = env.stored_events();
     let k = kinds(&events);
-    assert_eq!(k.first().unwrap(), "agent/inbox/spliced");
+    // The session's sandbox mode is logged first, as the original does.
+    assert_eq!(k[0], "sandbox/mode");
+    assert_eq!(k[1], "agent/inbox/spliced");
     assert_eq!(k.last().unwrap(), "turn/end");
     assert_eq!(
         events.last().unwrap()["data"]["reason"]["kind"],
@@ -37,7 +39,8 @@ fn a_text_turn_prints_the_answer_and_stores_the_session() {
             .unwrap()
             .contains(&env.cwd().display().to_string())
     );
-    assert_eq!(messages.last().unwrap()["content"], "Say hello");
+    let prompt = messages.iter().rfind(|m| !is_runtime_context(m)).unwrap();
+    assert_eq!(prompt["content"], "Say hello");
 }
 
 #[test]
@@ -131,7 +134,9 @@ fn json_output_is_one_parseable_event_per_line() {
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
     let k = kinds(&lines);
-    assert_eq!(k.first().unwrap(), "agent/inbox/spliced");
+    // The session's sandbox mode is logged first, as the original does.
+    assert_eq!(k[0], "sandbox/mode");
+    assert_eq!(k[1], "agent/inbox/spliced");
     assert_eq!(k.last().unwrap(), "turn/end");
     let seqs: Vec<u64> = lines.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
@@ -159,7 +164,8 @@ fn a_dash_prompt_is_read_from_stdin() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let messages = request_messages(env.server(), 0);
-    assert_eq!(messages.last().unwrap()["content"], "from stdin\n");
+    let prompt = messages.iter().rfind(|m| !is_runtime_context(m)).unwrap();
+    assert_eq!(prompt["content"], "from stdin\n");
 }
 
 #[test]

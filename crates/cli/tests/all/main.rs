@@ -4,10 +4,12 @@
 
 mod support;
 
+mod approval;
 mod basics;
 mod compaction;
 mod exec;
 mod failures;
 mod resume;
+mod sandbox;
 mod storage;
 mod wire;

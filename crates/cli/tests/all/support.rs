@@ -183,3 +183,12 @@ pub fn blocking_bash(env: &Env, name: &str) -> (PathBuf, String) {
     );
     (fifo, args)
 }
+
+/// Whether a request message is a runtime-context snapshot (the `sandbox:policy` section
+/// appends one after the first prompt).
+pub fn is_runtime_context(m: &Value) -> bool {
+    m["role"] == "user"
+        && m["content"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Current runtime context."))
+}

@@ -254,7 +254,17 @@ async fn schema_and_concurrency() {
         .unwrap()
         .keys()
         .collect();
-    assert_eq!(keys, ["command", "description", "timeoutMs", "workdir"]);
+    assert_eq!(
+        keys,
+        [
+            "command",
+            "description",
+            "timeoutMs",
+            "workdir",
+            "sandbox_permissions",
+            "justification"
+        ]
+    );
     assert_eq!(
         bash.parameters["required"],
         json!(["command", "description"])

@@ -1,0 +1,59 @@
+//! The audit events (`session-format.md` §7.13).
+
+use dsh_session::PluginEvent;
+use serde::{Deserialize, Serialize};
+
+/// `approval/asked`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalAsked {
+    /// The question's id.
+    pub id: String,
+    /// The tool.
+    pub tool_name: String,
+    /// The tool call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// Why approval was needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl PluginEvent for ApprovalAsked {
+    const TYPE: &'static str = "approval/asked";
+}
+
+/// The format's outcomes of `approval/decided`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DecidedOutcome {
+    /// Allowed (once, or always: see `always`).
+    AllowedOnce,
+    /// The user said no.
+    Rejected,
+    /// Dismissed.
+    Cancelled,
+    /// No answerer.
+    Unavailable,
+}
+
+/// `approval/decided` (`always` and `reason` are dsh additions the original's readers keep as
+/// unknown members).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalDecided {
+    /// The question's id.
+    pub id: String,
+    /// The outcome.
+    pub outcome: DecidedOutcome,
+    /// An allow-always answer (a rule was stored).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub always: bool,
+    /// The user's reason for a rejection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl PluginEvent for ApprovalDecided {
+    const TYPE: &'static str = "approval/decided";
+}

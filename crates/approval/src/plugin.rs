@@ -1,0 +1,358 @@
+//! The `approval` plugin: the policies on the tools pipeline.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dsh_agent::Agents;
+use dsh_kernel::{BoxError, Ctx, Plugin, schemars};
+use dsh_sandbox::{FS_SANDBOX_DENIED, Sandbox, SandboxMode};
+use dsh_session::NewEvent;
+use dsh_tools::{
+    ApprovalOutcome, Approvals, CallInfo, ExecuteInput, PreDecision, ToolError, ToolOutput, Tools,
+    ToolsExecute, ToolsPreExecute,
+};
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::answer::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
+use crate::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
+use crate::policy::ApprovalPolicy;
+use crate::rules::{RuleMatcher, RuleStore, rules_for};
+
+/// Tools that only read: never asked about under `untrusted`.
+pub const READ_ONLY_TOOLS: [&str; 3] = ["read", "glob", "grep"];
+
+/// Config of the `approval` plugin.
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ApprovalConfig {
+    /// When to ask (default `never`).
+    #[serde(default)]
+    pub policy: Option<ApprovalPolicy>,
+    /// The allow-always rules file (the `dsh` binary sets `$DSH_HOME/permissions.json`);
+    /// none: no rules are read or stored.
+    #[serde(default)]
+    pub rules_file: Option<PathBuf>,
+}
+
+/// The `approval` plugin: applies the configured [`ApprovalPolicy`] on `tools/pre-execute`
+/// (and on `tools/execute` for `on-failure`), asks the attached [`ApprovalAnswerer`], logs
+/// `approval/asked` and `approval/decided`, stores allow-always rules, and provides the
+/// `approvals` service of `dsh-tools` for other plugins' `Ask` decisions.
+#[derive(Debug)]
+pub struct ApprovalPlugin;
+
+impl Plugin for ApprovalPlugin {
+    const NAME: &'static str = "approval";
+    type Config = ApprovalConfig;
+
+    async fn apply(ctx: Ctx, config: ApprovalConfig) -> Result<(), BoxError> {
+        let engine = Arc::new(Engine {
+            ctx: ctx.clone(),
+            policy: config.policy.unwrap_or(ApprovalPolicy::Never),
+            store: config.rules_file.map(RuleStore::new),
+        });
+        let pre = engine.clone();
+        ctx.hook::<ToolsPreExecute, _, _>(move |call: Arc<CallInfo>, next| {
+            let engine = pre.clone();
+            async move {
+                match engine.pre_execute(&call).await {
+                    Some(deny) => deny,
+                    None => next.run(call).await,
+                }
+            }
+        })?;
+        if engine.policy == ApprovalPolicy::OnFailure {
+            let around = engine.clone();
+            ctx.hook::<ToolsExecute, _, _>(move |input: ExecuteInput, next| {
+                let engine = around.clone();
+                async move {
+                    let retry = input.clone();
+                    let out = next.run(input).await;
+                    engine.after_failure(retry, out).await
+                }
+            })?;
+        }
+        ctx.provide::<dyn Approvals>(engine)?;
+        Ok(())
+    }
+}
+
+/// A one-shot escalation the model asked for.
+struct Escalation {
+    mode: SandboxMode,
+    justification: String,
+}
+
+enum Asked {
+    Allowed,
+    Denied(String),
+}
+
+struct Engine {
+    ctx: Ctx,
+    policy: ApprovalPolicy,
+    store: Option<RuleStore>,
+}
+
+impl Engine {
+    fn sandbox(&self) -> Option<Arc<dyn Sandbox>> {
+        self.ctx.get::<dyn Sandbox>()
+    }
+
+    /// `Some(decision)` to stop the call here; `None` lets it through.
+    async fn pre_execute(&self, call: &CallInfo) -> Option<PreDecision> {
+        let escalation = match escalation(&call.args) {
+            Ok(e) => e,
+            Err(reason) => return Some(PreDecision::Deny { reason }),
+        };
+        if let Some(esc) = escalation {
+            let current = self
+                .sandbox()
+                .map(|s| s.policy(&call.session_id, &call.cwd, None).mode);
+            let widens = current.is_some_and(|m| m.can_escalate_to(esc.mode));
+            if widens {
+                if self.policy == ApprovalPolicy::Never {
+                    return Some(PreDecision::Deny {
+                        reason: format!(
+                            "running \"{}\" under {} needs approval, and the approval policy is \
+                             never: it was not run. Work within the sandbox instead.",
+                            call.name, esc.mode
+                        ),
+                    });
+                }
+                let reason = format!("escalate sandbox to {}: {}", esc.mode, esc.justification);
+                return match self.ask(call, reason, Some(esc.mode)).await {
+                    Asked::Allowed => {
+                        if let Some(s) = self.sandbox() {
+                            s.grant_once(&call.call_id, esc.mode);
+                        }
+                        None
+                    }
+                    Asked::Denied(reason) => Some(PreDecision::Deny { reason }),
+                };
+            }
+        }
+        if self.policy != ApprovalPolicy::Untrusted || READ_ONLY_TOOLS.contains(&call.name.as_str())
+        {
+            return None;
+        }
+        if self.rules_allow(call) {
+            return None;
+        }
+        let reason = format!(
+            "tool \"{}\" is not read-only and the approval policy is untrusted",
+            call.name
+        );
+        match self.ask(call, reason, None).await {
+            Asked::Allowed => None,
+            Asked::Denied(reason) => Some(PreDecision::Deny { reason }),
+        }
+    }
+
+    fn rules_allow(&self, call: &CallInfo) -> bool {
+        let Some(store) = &self.store else {
+            return false;
+        };
+        match store.rules(&call.cwd) {
+            Ok(rules) => RuleMatcher::new(&rules).allows(&call.name, &call.args, &call.cwd),
+            Err(error) => {
+                tracing::warn!(%error, "permission rules unreadable; asking instead");
+                false
+            }
+        }
+    }
+
+    /// `on-failure`: a call the sandbox denied is asked about once and, when allowed, run again
+    /// outside the sandbox.
+    async fn after_failure(
+        &self,
+        input: ExecuteInput,
+        out: Result<ToolOutput, ToolError>,
+    ) -> Result<ToolOutput, ToolError> {
+        let denied = match &out {
+            Err(e) => e.code == FS_SANDBOX_DENIED,
+            Ok(o) => o
+                .meta
+                .as_ref()
+                .and_then(|m| m.get("sandboxDenied"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        };
+        if !denied || input.ctx.cancel_token().is_cancelled() {
+            return out;
+        }
+        let call = input.call.clone();
+        let reason = format!(
+            "the sandbox denied tool \"{}\"; run it again without the sandbox ({})",
+            call.name,
+            SandboxMode::DangerFullAccess
+        );
+        match self
+            .ask(&call, reason, Some(SandboxMode::DangerFullAccess))
+            .await
+        {
+            Asked::Allowed => {
+                let Some(tool) = self
+                    .ctx
+                    .get::<dyn Tools>()
+                    .and_then(|t| t.lookup(call.scope.as_ref(), &call.name))
+                else {
+                    return out;
+                };
+                if let Some(s) = self.sandbox() {
+                    s.grant_once(&call.call_id, SandboxMode::DangerFullAccess);
+                }
+                tool.execute(input.ctx, call.args.clone()).await
+            }
+            Asked::Denied(_) => out,
+        }
+    }
+
+    /// Asks the attached answerer, logging the question and the answer.
+    async fn ask(&self, call: &CallInfo, reason: String, escalation: Option<SandboxMode>) -> Asked {
+        let id = format!("approval-{}", uuid::Uuid::now_v7());
+        let session = self
+            .ctx
+            .get::<dyn Agents>()
+            .and_then(|a| a.get(&call.session_id))
+            .map(|a| a.session());
+        let log = |event: NewEvent| {
+            if let Some(s) = &session
+                && let Err(error) = s.append(event)
+            {
+                tracing::warn!(%error, "approval: cannot log the decision");
+            }
+        };
+        if let Ok(e) = NewEvent::plugin(&ApprovalAsked {
+            id: id.clone(),
+            tool_name: call.name.clone(),
+            call_id: Some(call.call_id.clone()),
+            reason: Some(reason.clone()),
+        }) {
+            log(e);
+        }
+        let name = &call.name;
+        let (outcome, always, user_reason, result) = match self.ctx.get::<dyn ApprovalAnswerer>() {
+            None => (
+                DecidedOutcome::Unavailable,
+                false,
+                None,
+                Asked::Denied(format!(
+                    "tool \"{name}\" requires approval ({reason}), but no approval channel is \
+                     available: it was not run"
+                )),
+            ),
+            Some(answerer) => {
+                let request = ApprovalRequest {
+                    id: id.clone(),
+                    session_id: call.session_id.clone(),
+                    call_id: call.call_id.clone(),
+                    tool_name: call.name.clone(),
+                    arguments: call.args.clone(),
+                    reason: reason.clone(),
+                    escalation,
+                };
+                match answerer.answer(&request).await {
+                    ApprovalAnswer::AllowOnce => {
+                        (DecidedOutcome::AllowedOnce, false, None, Asked::Allowed)
+                    }
+                    ApprovalAnswer::AllowAlways => {
+                        let stored = escalation.is_none() && self.store_rules(call);
+                        (DecidedOutcome::AllowedOnce, stored, None, Asked::Allowed)
+                    }
+                    ApprovalAnswer::Deny { reason } => {
+                        let why = reason
+                            .as_deref()
+                            .map(|r| format!(": {r}"))
+                            .unwrap_or_default();
+                        (
+                            DecidedOutcome::Rejected,
+                            false,
+                            reason.clone(),
+                            Asked::Denied(format!(
+                                "the user rejected tool \"{name}\"{why}; it was not run"
+                            )),
+                        )
+                    }
+                    ApprovalAnswer::Cancelled => (
+                        DecidedOutcome::Cancelled,
+                        false,
+                        None,
+                        Asked::Denied(format!(
+                            "approval for tool \"{name}\" was cancelled; it was not run"
+                        )),
+                    ),
+                }
+            }
+        };
+        if let Ok(e) = NewEvent::plugin(&ApprovalDecided {
+            id,
+            outcome,
+            always,
+            reason: user_reason,
+        }) {
+            log(e);
+        }
+        result
+    }
+
+    fn store_rules(&self, call: &CallInfo) -> bool {
+        let Some(store) = &self.store else {
+            return false;
+        };
+        let rules = rules_for(&call.name, &call.args, &call.cwd);
+        let mut stored = !rules.is_empty();
+        for rule in rules {
+            if let Err(error) = store.add(&call.cwd, rule) {
+                tracing::warn!(%error, "approval: cannot store the allow-always rule");
+                stored = false;
+            }
+        }
+        stored
+    }
+}
+
+impl Approvals for Engine {
+    fn ask<'a>(
+        &'a self,
+        call: &'a CallInfo,
+        reason: Option<&'a str>,
+    ) -> BoxFuture<'a, ApprovalOutcome> {
+        Box::pin(async move {
+            let reason =
+                reason.map_or_else(|| format!("tool \"{}\" asks", call.name), str::to_owned);
+            match Engine::ask(self, call, reason, None).await {
+                Asked::Allowed => ApprovalOutcome::AllowedOnce,
+                Asked::Denied(_) => ApprovalOutcome::Rejected,
+            }
+        })
+    }
+}
+
+/// The `sandbox_permissions` + `justification` arguments (together or neither).
+fn escalation(args: &Value) -> Result<Option<Escalation>, String> {
+    let mode = args.get("sandbox_permissions").and_then(Value::as_str);
+    let justification = args
+        .get("justification")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|j| !j.is_empty());
+    match (mode, justification) {
+        (None, None) => Ok(None),
+        (Some(mode), Some(justification)) => {
+            let mode: SandboxMode = mode
+                .parse()
+                .map_err(|e| format!("invalid sandbox_permissions: {e}"))?;
+            Ok(Some(Escalation {
+                mode,
+                justification: justification.to_owned(),
+            }))
+        }
+        _ => Err(
+            "invalid arguments: sandbox_permissions and justification must be given together"
+                .into(),
+        ),
+    }
+}

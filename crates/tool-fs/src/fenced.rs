@@ -1,0 +1,84 @@
+//! The sandbox fence of `write` and `edit`: the policy of the call, looked up softly from the
+//! `sandbox` service at call time, and the fenced atomic write.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use dsh_kernel::Ctx;
+use dsh_sandbox::fence::{FenceError, write_atomically};
+use dsh_sandbox::{Sandbox, SandboxPolicy};
+use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput};
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::paths::io_error;
+use crate::plugin::FsTool;
+use crate::{edit, write};
+
+/// Writes `bytes` to `target` (the resolved target of `path`), fenced by `policy` when given.
+pub(crate) fn fenced_write(
+    policy: Option<&SandboxPolicy>,
+    verb: &str,
+    path: &Path,
+    target: &Path,
+    bytes: &[u8],
+) -> Result<(), ToolError> {
+    write_atomically(policy, target, bytes).map_err(|e| match e {
+        FenceError::Sandbox(e) => e.into(),
+        FenceError::Io(e) => io_error(verb, path, &e),
+    })
+}
+
+/// An fs tool as registered by the plugin: `write` and `edit` ask the `sandbox` service (when
+/// one is mounted) for the call's policy and are fenced by it; the others delegate as is.
+pub(crate) struct SandboxedFsTool {
+    pub(crate) tool: FsTool,
+    pub(crate) ctx: Ctx,
+}
+
+impl SandboxedFsTool {
+    fn policy(&self, ctx: &ToolContext) -> Option<SandboxPolicy> {
+        let sandbox: Arc<dyn Sandbox> = self.ctx.get::<dyn Sandbox>()?;
+        Some(sandbox.policy(ctx.session_id(), ctx.cwd(), Some(ctx.call_id())))
+    }
+}
+
+impl Tool for SandboxedFsTool {
+    fn name(&self) -> &str {
+        self.tool.name()
+    }
+
+    fn description(&self) -> &str {
+        self.tool.description()
+    }
+
+    fn parameters(&self) -> &Value {
+        self.tool.parameters()
+    }
+
+    fn execute<'a>(
+        &'a self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        match self.tool {
+            FsTool::Write => {
+                let policy = self.policy(&ctx);
+                Box::pin(write::run(ctx, args, policy))
+            }
+            FsTool::Edit => {
+                let policy = self.policy(&ctx);
+                Box::pin(edit::run(ctx, args, policy))
+            }
+            _ => self.tool.execute(ctx, args),
+        }
+    }
+
+    fn timeout(&self) -> Option<std::time::Duration> {
+        self.tool.timeout()
+    }
+
+    fn concurrency(&self, args: &Value) -> Concurrency {
+        self.tool.concurrency(args)
+    }
+}
