@@ -231,6 +231,7 @@ impl App {
                 if !self.composer.is_empty() {
                     self.composer.set_text("");
                 } else if self.running {
+                    self.reclaim_pending();
                     out.push(Action::Cancel);
                 }
                 out
@@ -270,18 +271,7 @@ impl App {
             }
             KeyCode::Esc => {
                 if self.running {
-                    // Undelivered steers come back to the composer: nothing typed is lost.
-                    let pending: Vec<String> = std::mem::take(&mut *self.pending.lock());
-                    if !pending.is_empty() {
-                        let mut text = self.composer.raw();
-                        for p in pending {
-                            if !text.is_empty() {
-                                text.push('\n');
-                            }
-                            text.push_str(&p);
-                        }
-                        self.composer.set_text(&text);
-                    }
+                    self.reclaim_pending();
                     vec![Action::Cancel]
                 } else {
                     Vec::new()
@@ -329,6 +319,23 @@ impl App {
                 Vec::new()
             }
         }
+    }
+
+    /// Undelivered steers come back to the composer when the turn is interrupted: nothing
+    /// typed is lost.
+    fn reclaim_pending(&mut self) {
+        let pending: Vec<String> = std::mem::take(&mut *self.pending.lock());
+        if pending.is_empty() {
+            return;
+        }
+        let mut text = self.composer.raw();
+        for p in pending {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&p);
+        }
+        self.composer.set_text(&text);
     }
 
     fn submit(&mut self, width: u16) -> Vec<Action> {

@@ -30,6 +30,10 @@ fn new_area() -> TextArea<'static> {
     let mut area = TextArea::default();
     area.set_placeholder_text("Ask dsh anything · /help for commands");
     area.set_cursor_line_style(ratatui::style::Style::new());
+    // Dim, not a colour: readable on light and dark backgrounds and under NO_COLOR.
+    area.set_placeholder_style(
+        ratatui::style::Style::new().add_modifier(ratatui::style::Modifier::DIM),
+    );
     area
 }
 

@@ -46,6 +46,8 @@ pub struct TuiOptions {
     pub history_file: Option<PathBuf>,
     /// Palette.
     pub theme: Theme,
+    /// Open the session picker at once (`dsh --resume` without an id).
+    pub open_picker: bool,
 }
 
 impl std::fmt::Debug for TuiOptions {

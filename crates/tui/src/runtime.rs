@@ -54,6 +54,10 @@ struct Runtime {
     overrides: Arc<Mutex<Overrides>>,
     attached: Option<Attached>,
     height: u16,
+    /// Terminal input. Dropped before the viewport is opened again (Ctrl-Z): that asks the
+    /// terminal for the cursor position, and crossterm's stream thread holds the input reader
+    /// while it waits, so the answer would not reach the query.
+    input: Option<EventStream>,
 }
 
 /// Runs the TUI until the user quits; the shown agent is disposed (its session flushed) on
@@ -89,6 +93,7 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
         overrides: Arc::new(Mutex::new(Overrides::default())),
         attached: None,
         height,
+        input: None,
     };
     let mut terminal = term::enter(height)?;
     let result = std::panic::AssertUnwindSafe(rt.main(&mut terminal, rx, opts))
@@ -134,12 +139,15 @@ impl Runtime {
         self.attach(opts.agent, width)?;
         // The first frame before the (possibly long) history goes up.
         self.frame(terminal)?;
+        if opts.open_picker {
+            self.act(Action::OpenPicker, terminal).await?;
+        }
         if let Some(p) = opts.initial_prompt {
             self.act(Action::Send(p), terminal).await?;
         }
-        let mut input = EventStream::new();
         loop {
             self.frame(terminal)?;
+            let input = self.input.get_or_insert_with(EventStream::new);
             tokio::select! {
                 ev = input.next() => match ev {
                     Some(Ok(ev)) => {
@@ -166,6 +174,14 @@ impl Runtime {
 
     /// Inserts queued lines and draws the viewport.
     fn frame(&mut self, terminal: &mut Term) -> Result<(), TuiError> {
+        let now = crossterm::terminal::size().map_err(TuiError::Terminal)?;
+        let known = terminal.size().map_err(TuiError::Terminal)?;
+        if now != (known.width, known.height) {
+            // The terminal may have reflowed or moved the viewport: place it again (at the
+            // bottom, see `term::Backend`) and redraw it whole.
+            terminal.autoresize().map_err(TuiError::Terminal)?;
+            terminal.clear().map_err(TuiError::Terminal)?;
+        }
         let lines = std::mem::take(&mut self.app.inserts);
         if !lines.is_empty() {
             term::insert(terminal, lines)?;
@@ -189,10 +205,8 @@ impl Runtime {
                 self.app.paste(&text);
                 Vec::new()
             }
-            TermEvent::Resize(_, _) => {
-                terminal.autoresize().map_err(TuiError::Terminal)?;
-                Vec::new()
-            }
+            // The next frame notices the new size.
+            TermEvent::Resize(_, _) => Vec::new(),
             _ => Vec::new(),
         };
         for a in actions {
@@ -263,7 +277,10 @@ impl Runtime {
                 }
             }
             Action::Quit => {}
-            Action::Suspend => term::suspend(terminal, self.height)?,
+            Action::Suspend => {
+                self.input = None;
+                term::suspend(terminal, self.height)?;
+            }
             Action::New => {
                 let options = self.options();
                 self.switch(terminal).await;

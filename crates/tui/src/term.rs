@@ -17,7 +17,75 @@ use ratatui::{Terminal, TerminalOptions, Viewport};
 use crate::TuiError;
 
 /// The terminal of a run.
-pub type Term = Terminal<CrosstermBackend<Stdout>>;
+pub type Term = Terminal<Backend>;
+
+/// crossterm's backend, except that a resize does not ask the terminal where the cursor is:
+/// the reply to that query races crossterm's own input thread (and fails the resize), so after
+/// the first placement the viewport is put at the bottom of the screen, where a resized inline
+/// viewport belongs anyway.
+#[derive(Debug)]
+pub struct Backend {
+    inner: CrosstermBackend<Stdout>,
+    /// Answer cursor queries with the last row instead of asking the terminal.
+    pub bottom: bool,
+}
+
+impl ratatui::backend::Backend for Backend {
+    type Error = std::io::Error;
+
+    fn draw<'a, I>(&mut self, content: I) -> std::io::Result<()>
+    where
+        I: Iterator<Item = (u16, u16, &'a ratatui::buffer::Cell)>,
+    {
+        self.inner.draw(content)
+    }
+    fn append_lines(&mut self, n: u16) -> std::io::Result<()> {
+        self.inner.append_lines(n)
+    }
+    fn hide_cursor(&mut self) -> std::io::Result<()> {
+        self.inner.hide_cursor()
+    }
+    fn show_cursor(&mut self) -> std::io::Result<()> {
+        self.inner.show_cursor()
+    }
+    fn get_cursor_position(&mut self) -> std::io::Result<ratatui::layout::Position> {
+        if self.bottom {
+            let size = self.inner.size()?;
+            return Ok(ratatui::layout::Position::new(
+                0,
+                size.height.saturating_sub(1),
+            ));
+        }
+        self.inner.get_cursor_position()
+    }
+    fn set_cursor_position<P: Into<ratatui::layout::Position>>(
+        &mut self,
+        position: P,
+    ) -> std::io::Result<()> {
+        self.inner.set_cursor_position(position)
+    }
+    fn clear(&mut self) -> std::io::Result<()> {
+        self.inner.clear()
+    }
+    fn clear_region(&mut self, clear_type: ratatui::backend::ClearType) -> std::io::Result<()> {
+        self.inner.clear_region(clear_type)
+    }
+    fn size(&self) -> std::io::Result<ratatui::layout::Size> {
+        self.inner.size()
+    }
+    fn window_size(&mut self) -> std::io::Result<ratatui::backend::WindowSize> {
+        self.inner.window_size()
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        ratatui::backend::Backend::flush(&mut self.inner)
+    }
+    fn scroll_region_up(&mut self, region: std::ops::Range<u16>, n: u16) -> std::io::Result<()> {
+        self.inner.scroll_region_up(region, n)
+    }
+    fn scroll_region_down(&mut self, region: std::ops::Range<u16>, n: u16) -> std::io::Result<()> {
+        self.inner.scroll_region_down(region, n)
+    }
+}
 
 /// Puts the terminal in the TUI's mode and opens an inline viewport of `height` rows at the
 /// cursor.
@@ -32,13 +100,18 @@ pub fn enter(height: u16) -> Result<Term, TuiError> {
         PushKeyboardEnhancementFlags(KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES)
     )
     .map_err(TuiError::Terminal)?;
-    Terminal::with_options(
-        CrosstermBackend::new(out),
+    let mut term = Terminal::with_options(
+        Backend {
+            inner: CrosstermBackend::new(out),
+            bottom: false,
+        },
         TerminalOptions {
             viewport: Viewport::Inline(height),
         },
     )
-    .map_err(TuiError::Terminal)
+    .map_err(TuiError::Terminal)?;
+    term.backend_mut().bottom = true;
+    Ok(term)
 }
 
 /// Restores the terminal (idempotent; used on exit, on panic and before suspending).

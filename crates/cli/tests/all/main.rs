@@ -9,4 +9,5 @@ mod exec;
 mod failures;
 mod resume;
 mod storage;
+mod tui;
 mod wire;
