@@ -97,7 +97,11 @@ fn main() {
     // Key to screen: one key handled and the viewport drawn.
     let mut samples = Vec::new();
     for i in 0..2000 {
-        let c = if i % 50 == 49 { KeyCode::Backspace } else { KeyCode::Char('x') };
+        let c = if i % 50 == 49 {
+            KeyCode::Backspace
+        } else {
+            KeyCode::Char('x')
+        };
         let t = Instant::now();
         app.key(KeyEvent::new(c, KeyModifiers::NONE), W);
         term.draw(|f| app.draw(f)).unwrap();

@@ -174,6 +174,9 @@ impl Runtime {
 
     /// Inserts queued lines and draws the viewport.
     fn frame(&mut self, terminal: &mut Term) -> Result<(), TuiError> {
+        if term::reenter_after_panic(terminal)? {
+            tracing::warn!("a panic outside the TUI restored the terminal; taken back");
+        }
         let now = crossterm::terminal::size().map_err(TuiError::Terminal)?;
         let known = terminal.size().map_err(TuiError::Terminal)?;
         if now != (known.width, known.height) {

@@ -3,6 +3,7 @@
 //! Ctrl-Z.
 
 use std::io::{Stdout, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossterm::event::{
     DisableBracketedPaste, EnableBracketedPaste, KeyboardEnhancementFlags,
@@ -135,13 +136,36 @@ pub fn leave(term: &mut Term) {
     restore();
 }
 
+/// Set when a panic restored the terminal. A panic of the TUI ends the run; one elsewhere (a
+/// task the kernel contains) does not, and the TUI then takes the terminal back
+/// ([`reenter_after_panic`]).
+static RESTORED_BY_PANIC: AtomicBool = AtomicBool::new(false);
+
 /// Restores the terminal before the default panic message, so it is readable.
 pub fn install_panic_hook() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         restore();
+        RESTORED_BY_PANIC.store(true, Ordering::SeqCst);
         previous(info);
     }));
+}
+
+/// After a contained panic elsewhere restored the terminal: raw mode and paste again, and the
+/// viewport redrawn whole. Returns whether it did.
+pub fn reenter_after_panic(term: &mut Term) -> Result<bool, TuiError> {
+    if !RESTORED_BY_PANIC.swap(false, Ordering::SeqCst) {
+        return Ok(false);
+    }
+    enable_raw_mode().map_err(TuiError::Terminal)?;
+    crossterm::execute!(
+        std::io::stdout(),
+        EnableBracketedPaste,
+        PushKeyboardEnhancementFlags(KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES)
+    )
+    .map_err(TuiError::Terminal)?;
+    term.clear().map_err(TuiError::Terminal)?;
+    Ok(true)
 }
 
 /// Inserts lines above the viewport, into the scrollback, in bounded chunks.

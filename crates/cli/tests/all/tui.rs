@@ -133,9 +133,13 @@ impl Tui {
                 return text;
             }
             let now = Instant::now();
+            let raw_tail: String = {
+                let chars: Vec<char> = st.raw.chars().collect();
+                chars[chars.len().saturating_sub(3000)..].iter().collect()
+            };
             assert!(
                 now < deadline && !st.closed,
-                "timed out waiting for {what}; screen:\n{text}"
+                "timed out waiting for {what}; screen:\n{text}\n--- output tail (escaped):\n{raw_tail:?}"
             );
             st = cv.wait_timeout(st, deadline - now).unwrap().0;
         }
@@ -367,11 +371,11 @@ fn quit_then_continue_shows_the_history() {
     tui.quit();
 }
 
-// Intermittent (about 1 run in 6 here): after the resize and one handled key, a later key
-// sometimes never reaches the TUI (the process idles in crossterm's input poll). Kept, ignored,
-// until that is understood; run it with `--ignored`.
+// Intermittent (about 1 run in 8 here): after a resize, a later key written to the pty is
+// sometimes never read (gdb: dsh idles in crossterm's input epoll, nothing readable). Kept and
+// ignored until understood; run it with `cargo test -p dsh-cli --test all -- --ignored tui::`.
 #[test]
-#[ignore = "intermittent: a key after a resize is sometimes not delivered (see README)"]
+#[ignore = "intermittent: after a resize a later key is sometimes not read (see the dsh-tui README)"]
 fn a_resize_mid_stream_keeps_working_at_forty_columns() {
     let env = Env::new();
     env.server()
@@ -379,6 +383,11 @@ fn a_resize_mid_stream_keeps_working_at_forty_columns() {
     let tui = Tui::spawn(&env, &["go"], 100, 30);
     tui.wait_for("Streaming along before the resize");
     tui.resize(40, 20);
+    // Type once the TUI has redrawn at the new width (a key that arrives in the same read as
+    // the resize can wait in crossterm until the next input; see the dsh-tui README).
+    tui.wait_screen("the redraw at 40 columns", |s| {
+        s.lines().any(|l| l.trim_end() == "─".repeat(40))
+    });
     tui.send("a steer typed narrow\r");
     let screen = tui.wait_for("queued: a steer typed narrow");
     for line in screen.lines() {
