@@ -24,6 +24,9 @@ use crate::term::{self, Term};
 use crate::transcript::{Pricer, Transcript};
 use crate::{TuiError, TuiOptions, TuiOutcome};
 
+/// Scrollback lines inserted per frame (a long resumed history goes up in chunks).
+const INSERT_CHUNK: usize = 2000;
+
 /// What the agent side tells the UI.
 enum Feed {
     Session(Arc<Event>),
@@ -138,7 +141,7 @@ impl Runtime {
         let width = Self::width(terminal);
         self.attach(opts.agent, width)?;
         // The first frame before the (possibly long) history goes up.
-        self.frame(terminal)?;
+        self.frame(terminal, 0)?;
         if opts.open_picker {
             self.act(Action::OpenPicker, terminal).await?;
         }
@@ -146,9 +149,12 @@ impl Runtime {
             self.act(Action::Send(p), terminal).await?;
         }
         loop {
-            self.frame(terminal)?;
+            self.frame(terminal, INSERT_CHUNK)?;
+            // A long history goes up a chunk per frame, keys still served in between.
+            let backlog = !self.app.inserts.is_empty();
             let input = self.input.get_or_insert_with(EventStream::new);
             tokio::select! {
+                () = std::future::ready(()), if backlog => {}
                 ev = input.next() => match ev {
                     Some(Ok(ev)) => {
                         if self.terminal_event(ev, terminal).await? {
@@ -172,8 +178,8 @@ impl Runtime {
         }
     }
 
-    /// Inserts queued lines and draws the viewport.
-    fn frame(&mut self, terminal: &mut Term) -> Result<(), TuiError> {
+    /// Inserts up to `max_lines` queued lines and draws the viewport.
+    fn frame(&mut self, terminal: &mut Term, max_lines: usize) -> Result<(), TuiError> {
         if term::reenter_after_panic(terminal)? {
             tracing::warn!("a panic outside the TUI restored the terminal; taken back");
         }
@@ -185,8 +191,9 @@ impl Runtime {
             terminal.autoresize().map_err(TuiError::Terminal)?;
             terminal.clear().map_err(TuiError::Terminal)?;
         }
-        let lines = std::mem::take(&mut self.app.inserts);
-        if !lines.is_empty() {
+        let n = self.app.inserts.len().min(max_lines);
+        if n > 0 {
+            let lines: Vec<_> = self.app.inserts.drain(..n).collect();
             term::insert(terminal, lines)?;
         }
         terminal
