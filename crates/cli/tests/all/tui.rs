@@ -364,10 +364,13 @@ fn quit_then_continue_shows_the_history() {
     });
     tui.quit();
     let tui = Tui::spawn(&env, &["--continue"], 100, 40);
-    // The resumed session's usage is in the status line, from the log.
-    let screen = tui.wait_for("cached 800");
-    assert!(screen.contains("› first question"), "{screen}");
-    assert!(screen.contains("The first answer."), "{screen}");
+    // The history goes up after the first frame; the resumed session's usage is in the status
+    // line, from the log.
+    tui.wait_screen("the history and its usage", |s| {
+        s.contains("› first question")
+            && s.contains("The first answer.")
+            && s.contains("cached 800")
+    });
     tui.quit();
 }
 
