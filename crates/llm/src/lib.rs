@@ -36,9 +36,9 @@ pub use message::{
     ContentBlock, Dimensions, FileRef, ImageRef, Message, MessageSource, Role, ToolCall,
     ToolResultBlock,
 };
+pub use pricing::{Cost, ModelPricing, UsageTally, UsdPerMTok};
 pub use service::{
     CallSettings, Defaulted, Llm, LlmError, LlmPlugin, LlmRouter, LlmStream, PreparedCall,
 };
-pub use pricing::{Cost, ModelPricing, UsageTally, UsdPerMTok};
 pub use sse::{SseError, SseEvent, SseFramer, SseItem};
 pub use tool_code::ToolErrorCode;

@@ -77,7 +77,9 @@ impl ModelPricing {
     /// `cache_read_tokens` the cached part.
     pub fn cost(&self, usage: &TokenUsage) -> Cost {
         self.cache_miss_input.of(usage.input_tokens)
-            + self.cache_hit_input.of(usage.cache_read_tokens.unwrap_or(0))
+            + self
+                .cache_hit_input
+                .of(usage.cache_read_tokens.unwrap_or(0))
             + self.output.of(usage.output_tokens)
     }
 }
