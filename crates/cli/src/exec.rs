@@ -33,7 +33,7 @@ fn read_prompt(arg: &str) -> Result<String, Failure> {
     Ok(prompt)
 }
 
-fn working_dir(arg: Option<&PathBuf>) -> Result<PathBuf, Failure> {
+pub(crate) fn working_dir(arg: Option<&PathBuf>) -> Result<PathBuf, Failure> {
     let dir = match arg {
         Some(d) => d.clone(),
         None => std::env::current_dir()
@@ -51,7 +51,7 @@ fn working_dir(arg: Option<&PathBuf>) -> Result<PathBuf, Failure> {
     Ok(dir)
 }
 
-fn agent_error(e: AgentError) -> Failure {
+pub(crate) fn agent_error(e: AgentError) -> Failure {
     match e {
         AgentError::NotFound(id) => Failure::usage(anyhow!(
             "no stored session `{id}` (see `dsh sessions list`)"
@@ -65,7 +65,7 @@ fn agent_error(e: AgentError) -> Failure {
 }
 
 /// The latest stored session whose working directory is `cwd`.
-fn latest_for(sessions: &dyn Sessions, cwd: &str) -> Result<String, Failure> {
+pub(crate) fn latest_for(sessions: &dyn Sessions, cwd: &str) -> Result<String, Failure> {
     let list = sessions
         .list()
         .map_err(|e| Failure::run(anyhow!("cannot list sessions: {e}")))?;

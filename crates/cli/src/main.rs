@@ -13,6 +13,7 @@ mod permissions_cmd;
 mod sandbox_args;
 mod sandbox_cmd;
 mod sessions_cmd;
+mod tui_cmd;
 mod watch;
 
 use std::path::PathBuf;
@@ -22,10 +23,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// dsh — the DeepSeek Harness: a coding agent on DeepSeek models.
 #[derive(Debug, Parser)]
-#[command(name = "dsh", version, about, long_about = None)]
+#[command(name = "dsh", version, about, long_about = None, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Without a subcommand: the interactive terminal UI.
+    #[command(flatten)]
+    tui: tui_cmd::TuiArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -207,10 +211,8 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         None => {
             use std::io::IsTerminal;
-            if std::io::stdout().is_terminal() {
-                return Err(Failure::usage(anyhow::anyhow!(
-                    "the interactive terminal UI is not available yet; run a task with `dsh exec \"<prompt>\"`"
-                )));
+            if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() {
+                return runtime()?.block_on(tui_cmd::run(cli.tui));
             }
             let _ = <Cli as clap::CommandFactory>::command().print_help();
             Ok(2)

@@ -320,6 +320,7 @@ impl Inner {
             input_modalities: modalities,
             system_prompt_update: entry.and_then(|e| e.system_prompt_update),
             tool_update: entry.and_then(|e| e.tool_update),
+            pricing: entry.and_then(|e| e.pricing),
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use dsh_llm::{SystemPromptUpdate, ToolUpdate};
+use dsh_llm::{ModelPricing, SystemPromptUpdate, ToolUpdate, UsdPerMTok};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use secrecy::SecretString;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -84,7 +84,33 @@ pub struct ModelEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub tool_update: Option<ToolUpdate>,
+    /// Prices in USD per million tokens (`cacheHitInput`, `cacheMissInput`, `output`); front
+    /// ends compute the session cost from them. Absent: no cost is shown for this model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<PricingSchema>")]
+    pub pricing: Option<ModelPricing>,
 }
+
+/// The schema of [`ModelEntry::pricing`] (USD per million tokens).
+#[derive(JsonSchema)]
+#[schemars(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct PricingSchema {
+    /// Input served from the prefix cache.
+    cache_hit_input: f64,
+    /// Input that missed the cache.
+    cache_miss_input: f64,
+    /// Output, reasoning included.
+    output: f64,
+}
+
+/// DeepSeek's list prices per million tokens (cache hit $0.028, cache miss $0.28, output
+/// $0.42): the defaults of the catalog's entries. Override them per entry with `pricing`.
+pub const LIST_PRICES: ModelPricing = ModelPricing {
+    cache_hit_input: UsdPerMTok::from_micros(28_000),
+    cache_miss_input: UsdPerMTok::from_micros(280_000),
+    output: UsdPerMTok::from_micros(420_000),
+};
 
 /// The default catalog (`wire-protocol.md` §2): 1M context, 384K output, upstream's 256000
 /// default `max_tokens`; images on `deepseek-flash` only.
@@ -98,6 +124,7 @@ pub fn default_catalog() -> Vec<ModelEntry> {
             vision: true,
             system_prompt_update: None,
             tool_update: None,
+            pricing: Some(LIST_PRICES),
         },
         ModelEntry {
             id: "deepseek-v4-pro".into(),
@@ -107,6 +134,7 @@ pub fn default_catalog() -> Vec<ModelEntry> {
             vision: false,
             system_prompt_update: None,
             tool_update: None,
+            pricing: Some(LIST_PRICES),
         },
     ]
 }

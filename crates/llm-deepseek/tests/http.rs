@@ -58,6 +58,7 @@ pub fn call(effort: Option<ReasoningEffort>, max_tokens: u64) -> PreparedCall {
         input_modalities: Vec::new(),
         system_prompt_update: None,
         tool_update: None,
+        pricing: None,
     };
     PreparedCall {
         effort,

@@ -221,6 +221,9 @@ pub struct ModelInfo {
     /// How tool-set changes reach the model (`None` = they do not; declarations are replaced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_update: Option<ToolUpdate>,
+    /// What the route charges (`None`: unknown; front ends then show tokens without a cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<crate::pricing::ModelPricing>,
 }
 
 /// Everything one attempt needs. Built by [`crate::PreparedCall::request`]: the call settings

@@ -5,6 +5,8 @@
 //! - [`chunk`]: the stream vocabulary ([`StreamChunk`], [`FinishReason`], [`TokenUsage`],
 //!   [`LlmFailure`]) every adapter yields for one attempt.
 //! - [`assemble`]: [`BlockAssembler`], the one fold of chunks into blocks and a message.
+//! - [`pricing`]: [`ModelPricing`] (per-route prices), [`Cost`] and [`UsageTally`], the one
+//!   fold of usage into dollars for every front end.
 //! - [`sse`]: [`SseFramer`], the byte-level SSE framer shared by adapters.
 //!
 //! - [`adapter`]: the [`LlmAdapter`] trait (one `stream()` = one attempt) and model resolution.
@@ -17,6 +19,7 @@ pub mod adapter;
 pub mod assemble;
 pub mod chunk;
 pub mod message;
+pub mod pricing;
 pub mod service;
 pub mod sse;
 pub mod tool_code;
@@ -33,6 +36,7 @@ pub use message::{
     ContentBlock, Dimensions, FileRef, ImageRef, Message, MessageSource, Role, SourceMembers,
     ToolCall, ToolResultBlock,
 };
+pub use pricing::{Cost, ModelPricing, UsageTally, UsdPerMTok};
 pub use service::{
     CallSettings, Defaulted, Llm, LlmError, LlmPlugin, LlmRouter, LlmStream, PreparedCall,
 };

@@ -107,6 +107,7 @@ fn capabilities_round_trip_and_unknown_values_are_refused() {
         input_modalities: vec![],
         system_prompt_update: Some(SystemPromptUpdate::InHistory),
         tool_update: Some(ToolUpdate::AdditionOnly),
+        pricing: None,
     };
     let v = serde_json::to_value(&info).unwrap();
     assert_eq!(v["reasoningEfforts"], json!(["off", "x"]));

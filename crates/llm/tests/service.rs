@@ -31,6 +31,7 @@ impl LlmAdapter for Echo {
             input_modalities: vec![Modality::Text],
             system_prompt_update: (model == "in-history").then_some(SystemPromptUpdate::InHistory),
             tool_update: (model == "in-history").then_some(ToolUpdate::AdditionOnly),
+            pricing: None,
         }
     }
     fn stream(&self, req: LlmRequest) -> BoxFuture<'static, Result<ChunkStream, LlmFailure>> {

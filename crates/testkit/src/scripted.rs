@@ -121,6 +121,7 @@ impl LlmAdapter for ScriptedAdapter {
             input_modalities: Vec::new(),
             system_prompt_update,
             tool_update,
+            pricing: None,
         }
     }
 

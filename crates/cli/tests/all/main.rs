@@ -12,4 +12,5 @@ mod failures;
 mod resume;
 mod sandbox;
 mod storage;
+mod tui;
 mod wire;

@@ -1,0 +1,414 @@
+//! The interactive UI end to end: the real `dsh` binary in a pseudo-terminal (portable-pty), its
+//! screen read through a terminal emulator (vt100), against the testkit server. Every wait is on
+//! the screen's contents or on recorded requests (a condition variable signalled per read, with
+//! a generous deadline), never a sleep.
+
+use std::io::{Read, Write};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use dsh_testkit::{Completion, Gate, Reply, Usage};
+use portable_pty::{Child, CommandBuilder, MasterPty, PtySize, native_pty_system};
+
+use crate::support::{Env, stalled_text};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+const DSR: &[u8] = b"\x1b[6n";
+
+struct Screen {
+    parser: vt100::Parser,
+    /// Everything the program wrote, as text (the scrollback too).
+    raw: String,
+    closed: bool,
+}
+
+struct Tui {
+    child: Box<dyn Child + Send + Sync>,
+    master: Box<dyn MasterPty + Send>,
+    writer: Arc<Mutex<Box<dyn Write + Send>>>,
+    screen: Arc<(Mutex<Screen>, Condvar)>,
+}
+
+impl Tui {
+    fn spawn(env: &Env, args: &[&str], cols: u16, rows: u16) -> Tui {
+        Self::spawn_with(env, args, cols, rows, &[])
+    }
+
+    fn spawn_with(env: &Env, args: &[&str], cols: u16, rows: u16, vars: &[(&str, &str)]) -> Tui {
+        let pty = native_pty_system();
+        let pair = pty
+            .openpty(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_dsh"));
+        cmd.args(args);
+        cmd.env_clear();
+        cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        cmd.env("HOME", env.home.path());
+        cmd.env("DSH_HOME", env.home.path());
+        cmd.env("DEEPSEEK_API_KEY", "sk-test-key");
+        cmd.env("DEEPSEEK_BASE_URL", env.server().base_url());
+        cmd.env("TERM", "xterm-256color");
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        cmd.cwd(env.work.path());
+        let child = pair.slave.spawn_command(cmd).unwrap();
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().unwrap();
+        let writer: Arc<Mutex<Box<dyn Write + Send>>> =
+            Arc::new(Mutex::new(pair.master.take_writer().unwrap()));
+        let screen = Arc::new((
+            Mutex::new(Screen {
+                parser: vt100::Parser::new(nz(rows), nz(cols), 0),
+                raw: String::new(),
+                closed: false,
+            }),
+            Condvar::new(),
+        ));
+        let (s, w) = (screen.clone(), writer.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            // Progress through a cursor-position query (`ESC [ 6 n`), kept across reads.
+            let mut matched = 0usize;
+            loop {
+                let n = match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                let bytes = &buf[..n];
+                let mut st = s.0.lock().unwrap();
+                // Answer cursor-position queries (crossterm asks when it opens or resizes the
+                // inline viewport) as a terminal would, at the point of the query.
+                let mut from = 0;
+                for (i, b) in bytes.iter().enumerate() {
+                    matched = if *b == DSR[matched] {
+                        matched + 1
+                    } else if *b == DSR[0] {
+                        1
+                    } else {
+                        0
+                    };
+                    if matched == DSR.len() {
+                        matched = 0;
+                        st.parser.process(&bytes[from..=i]);
+                        from = i + 1;
+                        let (row, col) = st.parser.screen().cursor_position();
+                        let answer = format!("\x1b[{};{}R", row + 1, col + 1);
+                        let _ = w.lock().unwrap().write_all(answer.as_bytes());
+                    }
+                }
+                st.parser.process(&bytes[from..]);
+                st.raw.push_str(&String::from_utf8_lossy(bytes));
+                s.1.notify_all();
+            }
+            s.0.lock().unwrap().closed = true;
+            s.1.notify_all();
+        });
+        Tui {
+            child,
+            master: pair.master,
+            writer,
+            screen,
+        }
+    }
+
+    /// The visible screen as text.
+    fn contents(&self) -> String {
+        self.screen.0.lock().unwrap().parser.screen().contents()
+    }
+
+    /// Waits until the visible screen satisfies `pred`; returns it.
+    fn wait_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + DEADLINE;
+        let (lock, cv) = &*self.screen;
+        let mut st = lock.lock().unwrap();
+        loop {
+            let text = st.parser.screen().contents();
+            if pred(&text) {
+                return text;
+            }
+            let now = Instant::now();
+            let raw_tail: String = {
+                let chars: Vec<char> = st.raw.chars().collect();
+                chars[chars.len().saturating_sub(3000)..].iter().collect()
+            };
+            assert!(
+                now < deadline && !st.closed,
+                "timed out waiting for {what}; screen:\n{text}\n--- output tail (escaped):\n{raw_tail:?}"
+            );
+            st = cv.wait_timeout(st, deadline - now).unwrap().0;
+        }
+    }
+
+    fn wait_for(&self, needle: &str) -> String {
+        self.wait_screen(needle, |s| s.contains(needle))
+    }
+
+    fn send(&self, keys: &str) {
+        let mut w = self.writer.lock().unwrap();
+        w.write_all(keys.as_bytes()).unwrap();
+        w.flush().unwrap();
+    }
+
+    fn resize(&self, cols: u16, rows: u16) {
+        self.screen
+            .0
+            .lock()
+            .unwrap()
+            .parser
+            .screen_mut()
+            .set_size(nz(rows), nz(cols));
+        self.master
+            .resize(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+    }
+
+    fn wait_exit_ok(mut self) {
+        let screen = self.contents();
+        let status = wait_exit(&mut self.child, &screen);
+        assert!(status.success(), "dsh exited with {status:?}");
+    }
+
+    /// Ctrl-D on the empty composer; waits for the exit and returns all output.
+    fn quit(mut self) -> String {
+        self.send("\x04");
+        let screen = self.contents();
+        let status = wait_exit(&mut self.child, &screen);
+        let (lock, cv) = &*self.screen;
+        let mut st = lock.lock().unwrap();
+        let deadline = Instant::now() + DEADLINE;
+        while !st.closed && Instant::now() < deadline {
+            st = cv.wait_timeout(st, Duration::from_secs(1)).unwrap().0;
+        }
+        assert!(status.success(), "dsh exited with {status:?}:\n{}", st.raw);
+        st.raw.clone()
+    }
+}
+
+impl Drop for Tui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+/// Waits for the exit (a helper thread; the deadline fails the test instead of hanging it).
+fn wait_exit(child: &mut Box<dyn Child + Send + Sync>, screen: &str) -> portable_pty::ExitStatus {
+    let mut killer = child.clone_killer();
+    let pid = child.process_id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if done_rx.recv_timeout(DEADLINE).is_err() {
+            let _ = killer.kill();
+            let _ = tx.send(pid);
+        }
+    });
+    let status = child.wait().unwrap();
+    let _ = done_tx.send(());
+    assert!(
+        rx.try_recv().is_err(),
+        "dsh did not exit after quitting; screen:\n{screen}"
+    );
+    status
+}
+
+fn nz(n: u16) -> std::num::NonZeroU16 {
+    std::num::NonZeroU16::new(n).unwrap()
+}
+
+fn text_reply(text: &str) -> Reply {
+    Completion::new()
+        .text(text)
+        .chars_per_delta(7)
+        .usage(Usage::new(1000, 50).cache_hit(800))
+        .reply()
+}
+
+fn tool_reply(name: &str, args: &str) -> Reply {
+    Completion::new()
+        .tool_call(name, args)
+        .usage(Usage::new(900, 20).cache_hit(500))
+        .reply()
+}
+
+#[test]
+fn a_prompt_streams_markdown_and_a_bash_card_with_its_output_and_the_cost() {
+    let env = Env::new();
+    env.server().push_all([
+        tool_reply(
+            "bash",
+            r#"{"command":"echo hello-from-bash; echo second","description":"Say"}"#,
+        ),
+        text_reply("All **done**: the `echo` ran.\n\n- first item\n- second item\n"),
+    ]);
+    let tui = Tui::spawn(&env, &["run the echo"], 100, 40);
+    let screen = tui.wait_for("second item");
+    assert!(screen.contains("› run the echo"), "{screen}");
+    assert!(
+        screen.contains("● bash echo hello-from-bash; echo second"),
+        "{screen}"
+    );
+    assert!(screen.contains("exit 0"), "{screen}");
+    assert!(screen.contains("hello-from-bash"), "{screen}");
+    assert!(screen.contains("All done: the echo ran."), "{screen}");
+    assert!(screen.contains("- first item"), "{screen}");
+    // Status line: tokens, cache and cost of the two requests (list prices).
+    let screen = tui.wait_for("cached 1.3k (68%)");
+    assert!(screen.contains("$0.000"), "{screen}");
+    let out = tui.quit();
+    assert!(out.contains("saved · continue with: dsh --resume"), "{out}");
+    assert_eq!(env.server().request_count(), 2);
+}
+
+#[test]
+fn an_edit_shows_a_coloured_diff() {
+    let env = Env::new();
+    let file = env.work.path().join("notes.txt");
+    std::fs::write(&file, "alpha\nold line\nomega\n").unwrap();
+    let path = file.display().to_string();
+    env.server().push_all([
+        tool_reply("read", &format!(r#"{{"file_path":"{path}"}}"#)),
+        tool_reply(
+            "edit",
+            &format!(r#"{{"file_path":"{path}","old_string":"old line","new_string":"new line"}}"#),
+        ),
+        text_reply("Edited."),
+    ]);
+    let tui = Tui::spawn(&env, &["change it"], 100, 40);
+    let screen = tui.wait_for("Edited.");
+    assert!(screen.contains(&format!("● read {path} (")), "{screen}");
+    assert!(screen.contains(&format!("● edit {path}")), "{screen}");
+    assert!(screen.contains("-old line"), "{screen}");
+    assert!(screen.contains("+new line"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "alpha\nnew line\nomega\n"
+    );
+    tui.quit();
+}
+
+#[test]
+fn a_steer_typed_mid_turn_is_shown_queued_and_reaches_the_next_request() {
+    let env = Env::new();
+    let gate = Gate::new();
+    env.server().push_all([
+        Reply::sse().gate(&gate).bytes(
+            Completion::new()
+                .tool_call("bash", r#"{"command":"echo step-one","description":"One"}"#)
+                .to_bytes(),
+        ),
+        text_reply("Steered answer."),
+    ]);
+    let tui = Tui::spawn(&env, &["start"], 100, 40);
+    tui.wait_for("● working");
+    tui.send("focus on the tests\r");
+    tui.wait_for("queued: focus on the tests");
+    gate.open();
+    let screen = tui.wait_screen("the answer after the steer", |s| {
+        s.contains("Steered answer.") && !s.contains("● working")
+    });
+    assert!(screen.contains("› focus on the tests"), "{screen}");
+    assert!(!screen.contains("queued:"), "{screen}");
+    let messages = crate::support::request_messages(env.server(), 1);
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "user", "{messages:?}");
+    assert!(
+        last["content"].to_string().contains("focus on the tests"),
+        "{last}"
+    );
+    tui.quit();
+}
+
+#[test]
+fn esc_interrupts_and_keeps_the_delivered_text() {
+    let env = Env::new();
+    env.server()
+        .push(stalled_text("A partial answer that stalls"));
+    let tui = Tui::spawn(&env, &["talk"], 100, 40);
+    tui.wait_for("A partial answer that stalls");
+    tui.send("\x1b");
+    let screen = tui.wait_for("interrupted (the delivered text is kept)");
+    assert!(screen.contains("A partial answer that stalls"), "{screen}");
+    tui.wait_screen("the turn to end", |s| !s.contains("● working"));
+    tui.quit();
+    let events = env.stored_events();
+    let msg = events
+        .iter()
+        .find(|e| e["type"] == "assistant/message")
+        .expect("an assistant message");
+    assert_eq!(msg["data"]["interrupted"], true);
+    assert!(
+        msg["data"]["message"]["content"]
+            .to_string()
+            .contains("A partial answer that stalls")
+    );
+}
+
+#[test]
+fn quit_then_continue_shows_the_history() {
+    let env = Env::new();
+    env.server().push(text_reply("The first answer."));
+    let tui = Tui::spawn(&env, &["first question"], 100, 40);
+    tui.wait_screen("the end of the turn", |s| {
+        s.contains("The first answer.") && !s.contains("● working")
+    });
+    tui.quit();
+    let tui = Tui::spawn(&env, &["--continue"], 100, 40);
+    // The history goes up after the first frame; the resumed session's usage is in the status
+    // line, from the log.
+    tui.wait_screen("the history and its usage", |s| {
+        s.contains("› first question")
+            && s.contains("The first answer.")
+            && s.contains("cached 800")
+    });
+    tui.quit();
+}
+
+// Intermittent (about 1 run in 8 here): after a resize, a later key written to the pty is
+// sometimes never read (gdb: dsh idles in crossterm's input epoll, nothing readable). Kept and
+// ignored until understood; run it with `cargo test -p dsh-cli --test all -- --ignored tui::`.
+#[test]
+#[ignore = "intermittent: after a resize a later key is sometimes not read (see the dsh-tui README)"]
+fn a_resize_mid_stream_keeps_working_at_forty_columns() {
+    let env = Env::new();
+    env.server()
+        .push(stalled_text("Streaming along before the resize"));
+    let tui = Tui::spawn(&env, &["go"], 100, 30);
+    tui.wait_for("Streaming along before the resize");
+    tui.resize(40, 20);
+    // Type once the TUI has redrawn at the new width (a key that arrives in the same read as
+    // the resize can wait in crossterm until the next input; see the dsh-tui README).
+    tui.wait_screen("the redraw at 40 columns", |s| {
+        s.lines().any(|l| l.trim_end() == "─".repeat(40))
+    });
+    tui.send("a steer typed narrow\r");
+    let screen = tui.wait_for("queued: a steer typed narrow");
+    for line in screen.lines() {
+        assert!(
+            line.chars().count() <= 40,
+            "line wider than 40 columns: {line:?}"
+        );
+    }
+    // Ctrl-C on the empty composer interrupts the turn (and arms the quit); the steer that was
+    // never delivered comes back to the composer, so nothing typed is lost.
+    tui.send("\x03");
+    let screen = tui.wait_screen("the interrupted turn", |s| {
+        s.contains("Ctrl-C again to quit") && s.contains("› a steer typed narrow")
+    });
+    assert!(
+        screen.contains("Streaming along before the resize"),
+        "{screen}"
+    );
+    tui.send("\x03");
+    tui.wait_exit_ok();
+}

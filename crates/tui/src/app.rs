@@ -1,0 +1,587 @@
+//! The application state: transcript, composer, pending steers, popups and the key bindings.
+//! Pure state: effects (sending, cancelling, switching sessions) are returned as [`Action`]s
+//! for the runtime, so every state can be drawn on a `TestBackend`.
+
+use std::sync::Arc;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use parking_lot::Mutex;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::cells::{Cell, NoticeKind};
+use crate::composer::Composer;
+use crate::status::{StatusInfo, cost_table, status_line};
+use crate::theme::Theme;
+use crate::transcript::Transcript;
+use crate::wrap;
+
+/// The slash commands, with their help text.
+pub const COMMANDS: [(&str, &str); 9] = [
+    ("/help", "show the commands and keys"),
+    ("/new", "start a new session in this directory"),
+    (
+        "/resume",
+        "continue a stored session (picker; or /resume ID)",
+    ),
+    ("/model", "show or set the model (/model ID)"),
+    (
+        "/effort",
+        "show or set the reasoning effort (/effort off|low|high|max)",
+    ),
+    ("/cost", "tokens, cache hits and cost per turn"),
+    ("/diff", "the workspace's git diff"),
+    (
+        "/compact",
+        "summarise the history now (keeps the cache-hit prefix)",
+    ),
+    ("/quit", "leave (the session is saved)"),
+];
+
+/// An effect for the runtime.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Send a prompt (starts a turn).
+    Send(String),
+    /// A steer was queued while the agent works (the pre-step hook delivers it).
+    Steered,
+    /// Interrupt the turn.
+    Cancel,
+    /// Leave.
+    Quit,
+    /// Start a new session.
+    New,
+    /// Continue a stored session.
+    Resume(String),
+    /// List the stored sessions for the picker.
+    OpenPicker,
+    /// Use this model from the next request on.
+    SetModel(String),
+    /// Use this effort from the next request on.
+    SetEffort(String),
+    /// Show the workspace's git diff.
+    Diff,
+    /// Compact the history now (the compaction service, when composed).
+    Compact,
+    /// Suspend to the shell (Ctrl-Z).
+    Suspend,
+}
+
+/// One row of the session picker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PickItem {
+    /// Session id.
+    pub id: String,
+    /// What the row shows after the id (cwd, age).
+    pub detail: String,
+}
+
+/// The session picker.
+#[derive(Clone, Debug, Default)]
+pub struct Picker {
+    /// Every stored session, newest first.
+    pub items: Vec<PickItem>,
+    /// The filter typed so far.
+    pub query: String,
+    /// Index into the filtered rows.
+    pub selected: usize,
+}
+
+impl Picker {
+    /// The rows matching the query (fuzzy: its characters in order).
+    pub fn filtered(&self) -> Vec<&PickItem> {
+        self.items
+            .iter()
+            .filter(|i| fuzzy(&self.query, &format!("{} {}", i.id, i.detail)))
+            .collect()
+    }
+}
+
+/// Whether the characters of `query` occur in `text` in order (case-insensitive).
+pub fn fuzzy(query: &str, text: &str) -> bool {
+    let mut t = text.chars().flat_map(char::to_lowercase);
+    query
+        .chars()
+        .flat_map(char::to_lowercase)
+        .all(|q| t.any(|c| c == q))
+}
+
+/// The application state.
+pub struct App {
+    /// Palette.
+    pub theme: Theme,
+    /// The transcript fold.
+    pub transcript: Transcript,
+    /// The composer.
+    pub composer: Composer,
+    /// Steers typed while the agent works, not yet delivered (shared with the pre-step hook).
+    pub pending: Arc<Mutex<Vec<String>>>,
+    /// Whether a turn is running.
+    pub running: bool,
+    /// Model id shown.
+    pub model: String,
+    /// Effort shown.
+    pub effort: Option<String>,
+    /// The route's context window.
+    pub context_window: Option<u64>,
+    /// Whether the route has prices.
+    pub priced: bool,
+    /// Session id.
+    pub session_id: String,
+    /// Lines waiting to be inserted above the viewport.
+    pub inserts: Vec<Line<'static>>,
+    /// The open picker.
+    pub picker: Option<Picker>,
+    hint: Option<String>,
+    quit_armed: bool,
+    search: Option<usize>,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("session_id", &self.session_id)
+            .field("running", &self.running)
+            .finish_non_exhaustive()
+    }
+}
+
+impl App {
+    /// A fresh state.
+    pub fn new(theme: Theme, transcript: Transcript, composer: Composer) -> Self {
+        App {
+            theme,
+            transcript,
+            composer,
+            pending: Arc::new(Mutex::new(Vec::new())),
+            running: false,
+            model: String::new(),
+            effort: None,
+            context_window: None,
+            priced: false,
+            session_id: String::new(),
+            inserts: Vec::new(),
+            picker: None,
+            hint: None,
+            quit_armed: false,
+            search: None,
+        }
+    }
+
+    /// Queues a cell for the scrollback.
+    pub fn insert_cell(&mut self, cell: &Cell, width: u16) {
+        let lines = cell.render(self.theme, width);
+        self.inserts.extend(lines);
+    }
+
+    fn notice(&mut self, text: impl Into<String>, kind: NoticeKind, width: u16) {
+        self.insert_cell(
+            &Cell::Notice {
+                text: text.into(),
+                kind,
+            },
+            width,
+        );
+    }
+
+    /// The slash commands matching what is typed (when a command name is being typed).
+    pub fn completions(&self) -> Vec<(&'static str, &'static str)> {
+        let raw = self.composer.raw();
+        if !raw.starts_with('/') || raw.contains(char::is_whitespace) {
+            return Vec::new();
+        }
+        COMMANDS
+            .iter()
+            .copied()
+            .filter(|(c, _)| c.starts_with(raw.as_str()) && *c != raw)
+            .collect()
+    }
+
+    /// Handles a paste.
+    pub fn paste(&mut self, text: &str) {
+        if let Some(p) = &mut self.picker {
+            p.query.push_str(text.trim());
+            p.selected = 0;
+            return;
+        }
+        self.composer.paste(text);
+    }
+
+    /// Handles a key; returns the effects.
+    pub fn key(&mut self, key: KeyEvent, width: u16) -> Vec<Action> {
+        if key.kind == KeyEventKind::Release {
+            return Vec::new();
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let is_ctrl_c = ctrl && key.code == KeyCode::Char('c');
+        if !is_ctrl_c {
+            self.quit_armed = false;
+            self.hint = None;
+        }
+        if key.code != KeyCode::Char('r') || !ctrl {
+            self.search = None;
+        }
+        if self.picker.is_some() {
+            return self.picker_key(key);
+        }
+        match key.code {
+            KeyCode::Char('c') if ctrl => {
+                if self.quit_armed {
+                    return vec![Action::Quit];
+                }
+                self.quit_armed = true;
+                self.hint = Some("Ctrl-C again to quit".into());
+                let mut out = Vec::new();
+                if !self.composer.is_empty() {
+                    self.composer.set_text("");
+                } else if self.running {
+                    self.reclaim_pending();
+                    out.push(Action::Cancel);
+                }
+                out
+            }
+            KeyCode::Char('d') if ctrl && self.composer.is_empty() => vec![Action::Quit],
+            KeyCode::Char('z') if ctrl => vec![Action::Suspend],
+            KeyCode::Char('o') if ctrl => {
+                if let Some(text) = self.transcript.last_reasoning.clone() {
+                    self.insert_cell(
+                        &Cell::Reasoning {
+                            text,
+                            expanded: true,
+                        },
+                        width,
+                    );
+                }
+                Vec::new()
+            }
+            KeyCode::Char('r') if ctrl => {
+                let query = self.composer.raw();
+                let query = if self.search.is_some() {
+                    self.hint.take().unwrap_or(query)
+                } else {
+                    query
+                };
+                if let Some((i, entry)) = self.composer.search(&query, self.search) {
+                    let entry = entry.to_owned();
+                    self.composer.set_text(&entry);
+                    self.search = Some(i);
+                }
+                self.hint = Some(query);
+                Vec::new()
+            }
+            KeyCode::Char('j') if ctrl => {
+                self.composer.area.insert_newline();
+                Vec::new()
+            }
+            KeyCode::Esc => {
+                if self.running {
+                    self.reclaim_pending();
+                    vec![Action::Cancel]
+                } else {
+                    Vec::new()
+                }
+            }
+            KeyCode::Enter
+                if key
+                    .modifiers
+                    .intersects(KeyModifiers::SHIFT | KeyModifiers::ALT) =>
+            {
+                self.composer.area.insert_newline();
+                Vec::new()
+            }
+            KeyCode::Enter => self.submit(width),
+            KeyCode::Tab => {
+                if let Some((c, _)) = self.completions().first() {
+                    self.composer.set_text(&format!("{c} "));
+                } else {
+                    self.composer.area.insert_tab();
+                }
+                Vec::new()
+            }
+            KeyCode::Up => {
+                if self.composer.is_empty() {
+                    let last = self.pending.lock().pop();
+                    if let Some(p) = last {
+                        // Edit the last undelivered steer (Enter queues it again).
+                        self.composer.set_text(&p);
+                        return Vec::new();
+                    }
+                }
+                if !self.composer.history_prev() {
+                    self.composer.area.input(key);
+                }
+                Vec::new()
+            }
+            KeyCode::Down => {
+                if !self.composer.history_next() {
+                    self.composer.area.input(key);
+                }
+                Vec::new()
+            }
+            _ => {
+                self.composer.area.input(key);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Undelivered steers come back to the composer when the turn is interrupted: nothing
+    /// typed is lost.
+    fn reclaim_pending(&mut self) {
+        let pending: Vec<String> = std::mem::take(&mut *self.pending.lock());
+        if pending.is_empty() {
+            return;
+        }
+        let mut text = self.composer.raw();
+        for p in pending {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&p);
+        }
+        self.composer.set_text(&text);
+    }
+
+    fn submit(&mut self, width: u16) -> Vec<Action> {
+        if let Some((c, _)) = self.completions().first() {
+            // Enter on a partly typed command runs the first match.
+            self.composer.set_text(c);
+        }
+        let Some(text) = self.composer.take() else {
+            return Vec::new();
+        };
+        if text.starts_with('/') {
+            return self.command(&text, width);
+        }
+        if self.running {
+            self.pending.lock().push(text);
+            return vec![Action::Steered];
+        }
+        vec![Action::Send(text)]
+    }
+
+    fn command(&mut self, text: &str, width: u16) -> Vec<Action> {
+        let mut words = text.split_whitespace();
+        let name = words.next().unwrap_or("");
+        let arg = words.next().map(str::to_owned);
+        match (name, arg) {
+            ("/help", _) => {
+                let mut lines = vec![Line::from(Span::styled("Commands", self.theme.heading()))];
+                for (c, h) in COMMANDS {
+                    lines.push(Line::from(vec![
+                        Span::styled(format!("  {c:<9}"), self.theme.tool()),
+                        Span::raw(h),
+                    ]));
+                }
+                lines.push(Line::from(Span::styled("Keys", self.theme.heading())));
+                for (k, h) in [
+                    (
+                        "Enter",
+                        "send (while working: queue a steer for the next step)",
+                    ),
+                    ("Shift+Enter, Ctrl+J", "new line"),
+                    (
+                        "Up / Down",
+                        "history; Up on an empty composer edits a queued steer",
+                    ),
+                    ("Esc", "interrupt the turn (delivered text is kept)"),
+                    ("Ctrl+R", "search the history"),
+                    ("Ctrl+O", "show the last reasoning whole"),
+                    ("Ctrl+C twice, Ctrl+D", "quit"),
+                ] {
+                    lines.push(Line::from(vec![
+                        Span::styled(format!("  {k:<21}"), self.theme.tool()),
+                        Span::raw(h),
+                    ]));
+                }
+                self.insert_cell(&Cell::Lines(lines), width);
+                Vec::new()
+            }
+            ("/new", _) => vec![Action::New],
+            ("/resume", Some(id)) => vec![Action::Resume(id)],
+            ("/resume", None) => vec![Action::OpenPicker],
+            ("/model", Some(m)) => vec![Action::SetModel(m)],
+            ("/effort", Some(e)) => vec![Action::SetEffort(e)],
+            ("/model", None) | ("/effort", None) => {
+                let effort = self.effort.clone().unwrap_or_else(|| "-".into());
+                let text = format!("model {} · effort {effort}", self.model);
+                self.notice(text, NoticeKind::Info, width);
+                Vec::new()
+            }
+            ("/cost", _) => {
+                let lines = cost_table(&self.transcript.usage, self.priced, self.theme);
+                self.insert_cell(&Cell::Lines(lines), width);
+                Vec::new()
+            }
+            ("/diff", _) => vec![Action::Diff],
+            ("/compact", _) => vec![Action::Compact],
+            ("/quit", _) | ("/exit", _) => vec![Action::Quit],
+            (other, _) => {
+                self.notice(
+                    format!("unknown command {other} (see /help)"),
+                    NoticeKind::Error,
+                    width,
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    fn picker_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let Some(p) = &mut self.picker else {
+            return Vec::new();
+        };
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::Esc => self.picker = None,
+            KeyCode::Char('c') if ctrl => self.picker = None,
+            KeyCode::Up => p.selected = p.selected.saturating_sub(1),
+            KeyCode::Down => {
+                let n = p.filtered().len();
+                if p.selected + 1 < n {
+                    p.selected += 1;
+                }
+            }
+            KeyCode::Backspace => {
+                p.query.pop();
+                p.selected = 0;
+            }
+            KeyCode::Enter => {
+                let id = p.filtered().get(p.selected).map(|i| i.id.clone());
+                self.picker = None;
+                if let Some(id) = id {
+                    return vec![Action::Resume(id)];
+                }
+            }
+            KeyCode::Char(c) if !ctrl => {
+                p.query.push(c);
+                p.selected = 0;
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// Shows a hint in the status line until the next key.
+    pub fn set_hint(&mut self, hint: impl Into<String>) {
+        self.hint = Some(hint.into());
+    }
+
+    /// Draws the viewport: live region, popups, pending steers, composer and status line.
+    pub fn draw(&self, frame: &mut Frame<'_>) {
+        let area = frame.area();
+        let width = area.width;
+        let theme = self.theme;
+        let mut popup: Vec<Line<'static>> = Vec::new();
+        if let Some(p) = &self.picker {
+            popup.push(Line::from(vec![
+                Span::styled("resume ", theme.heading()),
+                Span::raw(format!("› {}", p.query)),
+            ]));
+            let rows = p.filtered();
+            if rows.is_empty() {
+                popup.push(Line::from(Span::styled(
+                    "  no matching session",
+                    theme.dim(),
+                )));
+            }
+            let first = p.selected.saturating_sub(4);
+            for (i, item) in rows.iter().enumerate().skip(first).take(5) {
+                let text = wrap::truncate(
+                    &format!("  {}  {}", item.id, item.detail),
+                    usize::from(width),
+                );
+                let style = if i == p.selected {
+                    theme.selected()
+                } else {
+                    ratatui::style::Style::new()
+                };
+                popup.push(Line::from(Span::styled(text, style)));
+            }
+        } else {
+            for (i, (c, h)) in self.completions().iter().enumerate() {
+                let style = if i == 0 {
+                    theme.selected()
+                } else {
+                    ratatui::style::Style::new()
+                };
+                popup.push(Line::from(vec![
+                    Span::styled(format!("{c:<9}"), style),
+                    Span::styled(format!(" {h}"), theme.dim()),
+                ]));
+            }
+        }
+        let mut steers: Vec<Line<'static>> = Vec::new();
+        for p in self.pending.lock().iter() {
+            let first = p.lines().next().unwrap_or("");
+            steers.push(Line::from(vec![
+                Span::styled("⏳ queued: ", theme.warn()),
+                Span::raw(wrap::truncate(first, usize::from(width).saturating_sub(12))),
+            ]));
+        }
+        if !steers.is_empty() {
+            steers.push(Line::from(Span::styled(
+                "   delivered at the next step · Up edits · Esc interrupts",
+                theme.dim(),
+            )));
+        }
+        let composer_h = self.composer.height();
+        let fixed = composer_h + 2;
+        let avail = area.height.saturating_sub(fixed);
+        let popup_h = (popup.len() as u16).min(avail);
+        let steer_h = (steers.len() as u16).min(avail - popup_h);
+        let live_h = avail - popup_h - steer_h;
+        let [live_a, popup_a, steer_a, rule_a, comp_a, status_a] = Layout::vertical([
+            Constraint::Length(live_h),
+            Constraint::Length(popup_h),
+            Constraint::Length(steer_h),
+            Constraint::Length(1),
+            Constraint::Length(composer_h),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        let live = self.transcript.live_lines(width);
+        let skip = live.len().saturating_sub(usize::from(live_h));
+        let live: Vec<Line<'static>> = live.into_iter().skip(skip).collect();
+        // Bottom-aligned: the newest line sits right above the composer.
+        let pad = usize::from(live_h).saturating_sub(live.len());
+        let mut shown = vec![Line::default(); pad];
+        shown.extend(live);
+        frame.render_widget(Paragraph::new(shown), live_a);
+        frame.render_widget(Paragraph::new(popup), popup_a);
+        frame.render_widget(Paragraph::new(steers), steer_a);
+        frame.render_widget(
+            Paragraph::new(Line::from(Span::styled(
+                "─".repeat(usize::from(width)),
+                theme.dim(),
+            ))),
+            rule_a,
+        );
+        let [mark_a, text_a] =
+            Layout::horizontal([Constraint::Length(2), Constraint::Fill(1)]).areas(comp_a);
+        frame.render_widget(Paragraph::new(Span::styled("› ", theme.user())), mark_a);
+        frame.render_widget(&self.composer.area, text_a);
+        let info = StatusInfo {
+            model: &self.model,
+            effort: self.effort.as_deref(),
+            context_window: self.context_window,
+            usage: &self.transcript.usage,
+            priced: self.priced,
+            running: self.running,
+            hint: self.hint.as_deref(),
+        };
+        frame.render_widget(Paragraph::new(status_line(&info, theme, width)), status_a);
+    }
+
+    /// The viewport height this state wants for a terminal of `rows` rows.
+    pub fn viewport_height(rows: u16) -> u16 {
+        rows.clamp(4, 14)
+    }
+}
+
+/// The area of the viewport (for tests).
+pub fn full(width: u16, height: u16) -> Rect {
+    Rect::new(0, 0, width, height)
+}

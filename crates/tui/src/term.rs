@@ -1,0 +1,195 @@
+//! The terminal: raw mode, bracketed paste and an inline viewport (no alternate screen, so the
+//! transcript lives in the terminal's own scrollback), restored on exit, on panic and around
+//! Ctrl-Z.
+
+use std::io::{Stdout, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crossterm::event::{
+    DisableBracketedPaste, EnableBracketedPaste, KeyboardEnhancementFlags,
+    PopKeyboardEnhancementFlags, PushKeyboardEnhancementFlags,
+};
+use crossterm::terminal::{disable_raw_mode, enable_raw_mode};
+use ratatui::backend::CrosstermBackend;
+use ratatui::text::Line;
+use ratatui::widgets::{Paragraph, Widget};
+use ratatui::{Terminal, TerminalOptions, Viewport};
+
+use crate::TuiError;
+
+/// The terminal of a run.
+pub type Term = Terminal<Backend>;
+
+/// crossterm's backend, except that a resize does not ask the terminal where the cursor is:
+/// the reply to that query races crossterm's own input thread (and fails the resize), so after
+/// the first placement the viewport is put at the bottom of the screen, where a resized inline
+/// viewport belongs anyway.
+#[derive(Debug)]
+pub struct Backend {
+    inner: CrosstermBackend<Stdout>,
+    /// Answer cursor queries with the last row instead of asking the terminal.
+    pub bottom: bool,
+}
+
+impl ratatui::backend::Backend for Backend {
+    type Error = std::io::Error;
+
+    fn draw<'a, I>(&mut self, content: I) -> std::io::Result<()>
+    where
+        I: Iterator<Item = (u16, u16, &'a ratatui::buffer::Cell)>,
+    {
+        self.inner.draw(content)
+    }
+    fn append_lines(&mut self, n: u16) -> std::io::Result<()> {
+        self.inner.append_lines(n)
+    }
+    fn hide_cursor(&mut self) -> std::io::Result<()> {
+        self.inner.hide_cursor()
+    }
+    fn show_cursor(&mut self) -> std::io::Result<()> {
+        self.inner.show_cursor()
+    }
+    fn get_cursor_position(&mut self) -> std::io::Result<ratatui::layout::Position> {
+        if self.bottom {
+            let size = self.inner.size()?;
+            return Ok(ratatui::layout::Position::new(
+                0,
+                size.height.saturating_sub(1),
+            ));
+        }
+        self.inner.get_cursor_position()
+    }
+    fn set_cursor_position<P: Into<ratatui::layout::Position>>(
+        &mut self,
+        position: P,
+    ) -> std::io::Result<()> {
+        self.inner.set_cursor_position(position)
+    }
+    fn clear(&mut self) -> std::io::Result<()> {
+        self.inner.clear()
+    }
+    fn clear_region(&mut self, clear_type: ratatui::backend::ClearType) -> std::io::Result<()> {
+        self.inner.clear_region(clear_type)
+    }
+    fn size(&self) -> std::io::Result<ratatui::layout::Size> {
+        self.inner.size()
+    }
+    fn window_size(&mut self) -> std::io::Result<ratatui::backend::WindowSize> {
+        self.inner.window_size()
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        ratatui::backend::Backend::flush(&mut self.inner)
+    }
+    fn scroll_region_up(&mut self, region: std::ops::Range<u16>, n: u16) -> std::io::Result<()> {
+        self.inner.scroll_region_up(region, n)
+    }
+    fn scroll_region_down(&mut self, region: std::ops::Range<u16>, n: u16) -> std::io::Result<()> {
+        self.inner.scroll_region_down(region, n)
+    }
+}
+
+/// Puts the terminal in the TUI's mode and opens an inline viewport of `height` rows at the
+/// cursor.
+pub fn enter(height: u16) -> Result<Term, TuiError> {
+    enable_raw_mode().map_err(TuiError::Terminal)?;
+    let mut out = std::io::stdout();
+    // Terminals without the keyboard protocol ignore the push (Shift+Enter then reads as Enter;
+    // Ctrl+J and Alt+Enter still insert a newline).
+    crossterm::execute!(
+        out,
+        EnableBracketedPaste,
+        PushKeyboardEnhancementFlags(KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES)
+    )
+    .map_err(TuiError::Terminal)?;
+    let mut term = Terminal::with_options(
+        Backend {
+            inner: CrosstermBackend::new(out),
+            bottom: false,
+        },
+        TerminalOptions {
+            viewport: Viewport::Inline(height),
+        },
+    )
+    .map_err(TuiError::Terminal)?;
+    term.backend_mut().bottom = true;
+    Ok(term)
+}
+
+/// Restores the terminal (idempotent; used on exit, on panic and before suspending).
+pub fn restore() {
+    let mut out = std::io::stdout();
+    let _ = crossterm::execute!(
+        out,
+        PopKeyboardEnhancementFlags,
+        DisableBracketedPaste,
+        crossterm::cursor::Show
+    );
+    let _ = disable_raw_mode();
+    let _ = out.flush();
+}
+
+/// Clears the viewport and leaves the cursor below the transcript.
+pub fn leave(term: &mut Term) {
+    let _ = term.clear();
+    let area = term.get_frame().area();
+    let _ = term.set_cursor_position((0, area.y));
+    restore();
+}
+
+/// Set when a panic restored the terminal. A panic of the TUI ends the run; one elsewhere (a
+/// task the kernel contains) does not, and the TUI then takes the terminal back
+/// ([`reenter_after_panic`]).
+static RESTORED_BY_PANIC: AtomicBool = AtomicBool::new(false);
+
+/// Restores the terminal before the default panic message, so it is readable.
+pub fn install_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore();
+        RESTORED_BY_PANIC.store(true, Ordering::SeqCst);
+        previous(info);
+    }));
+}
+
+/// After a contained panic elsewhere restored the terminal: raw mode and paste again, and the
+/// viewport redrawn whole. Returns whether it did.
+pub fn reenter_after_panic(term: &mut Term) -> Result<bool, TuiError> {
+    if !RESTORED_BY_PANIC.swap(false, Ordering::SeqCst) {
+        return Ok(false);
+    }
+    enable_raw_mode().map_err(TuiError::Terminal)?;
+    crossterm::execute!(
+        std::io::stdout(),
+        EnableBracketedPaste,
+        PushKeyboardEnhancementFlags(KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES)
+    )
+    .map_err(TuiError::Terminal)?;
+    term.clear().map_err(TuiError::Terminal)?;
+    Ok(true)
+}
+
+/// Inserts lines above the viewport, into the scrollback, in bounded chunks.
+pub fn insert(term: &mut Term, lines: Vec<Line<'static>>) -> Result<(), TuiError> {
+    let mut rest = lines;
+    while !rest.is_empty() {
+        let n = rest.len().min(500);
+        let chunk: Vec<Line<'static>> = rest.drain(..n).collect();
+        term.insert_before(n as u16, |buf| {
+            Paragraph::new(chunk).render(buf.area, buf);
+        })
+        .map_err(TuiError::Terminal)?;
+    }
+    Ok(())
+}
+
+/// Ctrl-Z: restores the terminal, stops the process (SIGTSTP) and, once continued, reopens the
+/// viewport.
+pub fn suspend(term: &mut Term, height: u16) -> Result<(), TuiError> {
+    leave(term);
+    #[cfg(unix)]
+    {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTSTP);
+    }
+    *term = enter(height)?;
+    Ok(())
+}

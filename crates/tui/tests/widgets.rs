@@ -1,0 +1,419 @@
+//! Snapshots of the TestBackend buffer for every widget and state of the TUI.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use dsh_llm::{ContentBlock, ModelPricing, StreamChunk, TokenUsage, UsdPerMTok};
+use dsh_tui::app::{App, PickItem, Picker};
+use dsh_tui::cells::{Cell, NoticeKind, ToolCard, ToolOutcome};
+use dsh_tui::composer::Composer;
+use dsh_tui::status::{StatusInfo, Usage, cost_table, status_line};
+use dsh_tui::theme::Theme;
+use dsh_tui::transcript::Transcript;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+use ratatui::text::Line;
+use ratatui::widgets::Paragraph;
+use serde_json::json;
+
+const PRICES: ModelPricing = ModelPricing {
+    cache_hit_input: UsdPerMTok::from_micros(28_000),
+    cache_miss_input: UsdPerMTok::from_micros(280_000),
+    output: UsdPerMTok::from_micros(420_000),
+};
+
+fn lines_terminal(lines: Vec<Line<'static>>, width: u16) -> Terminal<TestBackend> {
+    let h = lines.len().max(1) as u16;
+    let mut t = Terminal::new(TestBackend::new(width, h)).unwrap();
+    t.draw(|f| f.render_widget(Paragraph::new(lines), f.area()))
+        .unwrap();
+    t
+}
+
+fn cell(c: &Cell, width: u16) -> Terminal<TestBackend> {
+    lines_terminal(c.render(Theme::COLOR, width), width)
+}
+
+fn card(name: &str, args: serde_json::Value, result: Option<ToolOutcome>) -> Cell {
+    Cell::Tool(ToolCard {
+        name: name.into(),
+        arguments: args.to_string(),
+        result,
+    })
+}
+
+fn ok(text: &str, meta: serde_json::Value) -> Option<ToolOutcome> {
+    Some(ToolOutcome {
+        text: text.into(),
+        is_error: false,
+        error_code: None,
+        meta: Some(meta),
+    })
+}
+
+fn app(theme: Theme) -> App {
+    let mut app = App::new(
+        theme,
+        Transcript::new(theme, Box::new(|_| Some(PRICES))),
+        Composer::new(None),
+    );
+    app.model = "deepseek-flash".into();
+    app.effort = Some("high".into());
+    app.context_window = Some(1_000_000);
+    app.priced = true;
+    app
+}
+
+fn draw(app: &App, width: u16, height: u16) -> Terminal<TestBackend> {
+    let mut t = Terminal::new(TestBackend::new(width, height)).unwrap();
+    t.draw(|f| app.draw(f)).unwrap();
+    t
+}
+
+fn usage(miss: u64, hit: u64, out: u64) -> TokenUsage {
+    TokenUsage {
+        input_tokens: miss,
+        output_tokens: out,
+        total_tokens: None,
+        cache_read_tokens: Some(hit),
+        cache_write_tokens: None,
+        reasoning_tokens: None,
+    }
+}
+
+fn text_delta(t: &str) -> StreamChunk {
+    StreamChunk::TextDelta {
+        index: 0,
+        text: t.into(),
+    }
+}
+
+#[test]
+fn streaming_text_commits_blocks_and_shows_the_open_tail_live() {
+    let mut app = app(Theme::COLOR);
+    app.running = true;
+    let mut inserted = Vec::new();
+    for d in [
+        "# Res",
+        "ult\n\nThe first para",
+        "graph is done.\n\nThe second is stre",
+    ] {
+        inserted.extend(app.transcript.on_chunk(&text_delta(d), 60));
+    }
+    insta::assert_snapshot!("streaming_inserted", lines_terminal(inserted, 60).backend());
+    insta::assert_snapshot!("streaming_viewport", draw(&app, 60, 8).backend());
+}
+
+#[test]
+fn reasoning_collapsed_and_expanded() {
+    let text =
+        "First I read the file.\nThen I look for the bug.\nIt is in parse().\nFix it.\nTest it.";
+    insta::assert_snapshot!(
+        "reasoning_collapsed",
+        cell(
+            &Cell::Reasoning {
+                text: text.into(),
+                expanded: false
+            },
+            50
+        )
+        .backend()
+    );
+    insta::assert_snapshot!(
+        "reasoning_expanded",
+        cell(
+            &Cell::Reasoning {
+                text: text.into(),
+                expanded: true
+            },
+            50
+        )
+        .backend()
+    );
+    let mut t = Transcript::new(Theme::COLOR, Box::new(|_| None));
+    t.on_chunk(
+        &StreamChunk::ReasoningDelta {
+            index: 0,
+            text: text.into(),
+        },
+        50,
+    );
+    let lines = t.on_chunk(
+        &StreamChunk::BlockEnd {
+            index: 0,
+            block: ContentBlock::reasoning(text),
+        },
+        50,
+    );
+    assert_eq!(lines.len(), 5, "header, 3 lines, the more marker");
+    assert_eq!(t.last_reasoning.as_deref(), Some(text));
+}
+
+#[test]
+fn bash_card_shows_command_exit_duration_and_the_last_lines() {
+    let out: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+    let c = card(
+        "bash",
+        json!({"command": "cargo test", "description": "Test"}),
+        ok(
+            &out,
+            json!({"exitCode": 0, "durationMs": 1234, "stdoutBytes": 130, "stderrBytes": 0}),
+        ),
+    );
+    insta::assert_snapshot!("bash_card", cell(&c, 60).backend());
+    let failed = card(
+        "bash",
+        json!({"command": "false"}),
+        ok(
+            "(no output)\n[exit code: 1]",
+            json!({"exitCode": 1, "durationMs": 12}),
+        ),
+    );
+    insta::assert_snapshot!("bash_card_failed", cell(&failed, 60).backend());
+    let running = card("bash", json!({"command": "sleep 5"}), None);
+    insta::assert_snapshot!("bash_card_running", cell(&running, 60).backend());
+}
+
+#[test]
+fn bash_card_is_bounded_for_ten_megabytes_and_escapes_control_bytes() {
+    let mut big = "x".repeat(10 * 1024 * 1024);
+    big.push_str("\n\x1b[2Jnot an escape\u{7}\nlast line\n");
+    let c = card(
+        "bash",
+        json!({"command": "cat big"}),
+        ok(
+            &big,
+            json!({"exitCode": 0, "durationMs": 5, "stdoutBytes": big.len()}),
+        ),
+    );
+    let lines = c.render(Theme::COLOR, 60);
+    assert!(lines.len() <= 10, "{}", lines.len());
+    let t = lines_terminal(lines, 60);
+    let text = format!("{}", t.backend());
+    assert!(text.contains("�[2Jnot an escape�"), "{text}");
+    assert!(text.contains("10.0 MB"), "{text}");
+    insta::assert_snapshot!("bash_card_big", t.backend());
+}
+
+#[test]
+fn edit_and_write_cards_show_coloured_diffs() {
+    let c = card(
+        "edit",
+        json!({"file_path": "src/lib.rs", "old_string": "fn a() {\n    1\n}\n", "new_string": "fn a() {\n    2\n}\n"}),
+        ok(
+            "The file src/lib.rs has been updated successfully.",
+            json!({"replacements": 1}),
+        ),
+    );
+    let t = cell(&c, 60);
+    insta::assert_snapshot!("edit_card", t.backend());
+    let buf = t.backend().buffer();
+    let row = |needle: &str| {
+        (0..buf.area.height)
+            .find(|&y| {
+                (0..buf.area.width)
+                    .map(|x| buf[(x, y)].symbol().to_owned())
+                    .collect::<String>()
+                    .contains(needle)
+            })
+            .unwrap()
+    };
+    let plus = row("+    2");
+    let minus = row("-    1");
+    assert!((0..60).any(|x| buf[(x, plus)].fg == Color::Green));
+    assert!((0..60).any(|x| buf[(x, minus)].fg == Color::Red));
+    let w = card(
+        "write",
+        json!({"file_path": "new.txt", "content": "hello\nworld\n"}),
+        ok("Created", json!({"created": true, "bytes": 12})),
+    );
+    insta::assert_snapshot!("write_card", cell(&w, 60).backend());
+}
+
+#[test]
+fn read_grep_glob_are_one_line_and_errors_show_their_code() {
+    let cards = [
+        card(
+            "read",
+            json!({"file_path": "src/main.rs"}),
+            ok("1\n2\n3\n", json!({})),
+        ),
+        card(
+            "grep",
+            json!({"pattern": "TODO"}),
+            ok("a:1", json!({"matches": 7, "files": 3})),
+        ),
+        card(
+            "glob",
+            json!({"pattern": "**/*.rs"}),
+            ok("a.rs", json!({"count": 12})),
+        ),
+        card(
+            "edit",
+            json!({"file_path": "x.rs", "old_string": "a", "new_string": "b"}),
+            Some(ToolOutcome {
+                text: "The file must be read first".into(),
+                is_error: true,
+                error_code: Some("FS_NOT_OBSERVED".into()),
+                meta: None,
+            }),
+        ),
+    ];
+    let mut lines = Vec::new();
+    for c in &cards {
+        lines.extend(c.render(Theme::COLOR, 60));
+    }
+    insta::assert_snapshot!("summaries_and_error", lines_terminal(lines, 60).backend());
+}
+
+#[test]
+fn notices_error_retry_interrupted() {
+    let mut lines = Vec::new();
+    for (text, kind) in [
+        (
+            "↻ stream dropped (STREAM_ERROR: reset), retrying 1/5 in 1.0s",
+            NoticeKind::Warn,
+        ),
+        (
+            "⏹ interrupted (the delivered text is kept)",
+            NoticeKind::Warn,
+        ),
+        (
+            "✗ the turn failed: INSUFFICIENT_BALANCE: top up",
+            NoticeKind::Error,
+        ),
+    ] {
+        lines.extend(
+            Cell::Notice {
+                text: text.into(),
+                kind,
+            }
+            .render(Theme::COLOR, 70),
+        );
+    }
+    insta::assert_snapshot!("notices", lines_terminal(lines, 70).backend());
+}
+
+#[test]
+fn status_line_with_cost_and_narrow_widths() {
+    let mut u = Usage::default();
+    u.add(1, &usage(2_000, 8_000, 500), Some(&PRICES));
+    u.add(2, &usage(1_000, 12_000, 300), Some(&PRICES));
+    let info = StatusInfo {
+        model: "deepseek-flash",
+        effort: Some("high"),
+        context_window: Some(1_000_000),
+        usage: &u,
+        priced: true,
+        running: false,
+        hint: None,
+    };
+    for w in [100u16, 60, 40] {
+        let line = status_line(&info, Theme::COLOR, w);
+        assert!(line.width() <= usize::from(w));
+        insta::assert_snapshot!(
+            format!("status_{w}"),
+            lines_terminal(vec![line], w).backend()
+        );
+    }
+    insta::assert_snapshot!(
+        "cost_table",
+        lines_terminal(cost_table(&u, true, Theme::COLOR), 70).backend()
+    );
+}
+
+#[test]
+fn pending_steer_is_shown_and_editable() {
+    let mut app = app(Theme::COLOR);
+    app.running = true;
+    for c in "look at the tests".chars() {
+        app.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), 60);
+    }
+    let actions = app.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE), 60);
+    assert_eq!(actions, [dsh_tui::app::Action::Steered]);
+    insta::assert_snapshot!("pending_steer", draw(&app, 60, 10).backend());
+    // Up on the empty composer takes it back for editing.
+    app.key(KeyEvent::new(KeyCode::Up, KeyModifiers::NONE), 60);
+    assert!(app.pending.lock().is_empty());
+    assert_eq!(app.composer.raw(), "look at the tests");
+}
+
+#[test]
+fn picker_filters_fuzzily() {
+    let mut app = app(Theme::COLOR);
+    app.picker = Some(Picker {
+        items: vec![
+            PickItem {
+                id: "session-0193-aaaa".into(),
+                detail: "/home/u/web  2h ago".into(),
+            },
+            PickItem {
+                id: "session-0192-bbbb".into(),
+                detail: "/home/u/api  1d ago".into(),
+            },
+        ],
+        ..Default::default()
+    });
+    insta::assert_snapshot!("picker_all", draw(&app, 60, 10).backend());
+    for c in "api".chars() {
+        app.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), 60);
+    }
+    insta::assert_snapshot!("picker_filtered", draw(&app, 60, 10).backend());
+    let actions = app.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE), 60);
+    assert_eq!(
+        actions,
+        [dsh_tui::app::Action::Resume("session-0192-bbbb".into())]
+    );
+}
+
+#[test]
+fn slash_completion_and_narrow_viewport() {
+    let mut app = app(Theme::COLOR);
+    app.key(KeyEvent::new(KeyCode::Char('/'), KeyModifiers::NONE), 40);
+    for c in "cos".chars() {
+        app.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), 40);
+    }
+    insta::assert_snapshot!("completion_40", draw(&app, 40, 8).backend());
+    app.key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE), 40);
+    assert_eq!(app.composer.raw(), "/cost ");
+}
+
+#[test]
+fn slash_compact_asks_the_runtime_to_compact() {
+    let mut app = app(Theme::COLOR);
+    for c in "/compact".chars() {
+        app.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), 60);
+    }
+    let actions = app.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE), 60);
+    assert_eq!(actions, [dsh_tui::app::Action::Compact]);
+}
+
+#[test]
+fn no_color_uses_no_colours_at_all() {
+    let mut app = app(Theme::PLAIN);
+    app.running = true;
+    app.transcript
+        .on_chunk(&text_delta("Some `code` and **bold**"), 50);
+    let t = draw(&app, 50, 8);
+    insta::assert_snapshot!("no_color_viewport", t.backend());
+    let c = card(
+        "edit",
+        json!({"file_path": "a", "old_string": "x\n", "new_string": "y\n"}),
+        ok("ok", json!({})),
+    );
+    let t2 = lines_terminal(c.render(Theme::PLAIN, 50), 50);
+    for t in [&t, &t2] {
+        let buf = t.backend().buffer();
+        for c in buf.content() {
+            assert!(
+                matches!(c.fg, Color::Reset),
+                "a colour under NO_COLOR: {c:?}"
+            );
+            assert!(
+                matches!(c.bg, Color::Reset),
+                "a colour under NO_COLOR: {c:?}"
+            );
+        }
+    }
+}
