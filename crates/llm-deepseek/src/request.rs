@@ -24,22 +24,11 @@ pub struct BodyOptions {
 struct Body<'a> {
     model: &'a str,
     messages: Vec<WireMessage<'a>>,
-    stream: bool,
-    stream_options: StreamOptions,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thinking: Option<Thinking>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_effort: Option<&'a str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f64>,
-    max_tokens: u64,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    stop: &'a [String],
+    #[serde(flatten)]
+    tail: Tail<'a>,
 }
 
-/// The members of [`Body`] after `messages`, serialised on their own by [`body_extending`].
+/// The members of [`Body`] after `messages` (serialised on their own by [`body_extending`]).
 #[derive(Serialize)]
 struct Tail<'a> {
     stream: bool,
@@ -258,6 +247,39 @@ fn push_messages<'a>(
     }
 }
 
+/// The members after `messages`, the same for a fresh and an extended body.
+fn tail(req: &LlmRequest, thinking: Option<bool>) -> Tail<'_> {
+    Tail {
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        thinking: thinking.map(|on| Thinking {
+            kind: if on { "enabled" } else { "disabled" },
+        }),
+        reasoning_effort: if thinking == Some(true) {
+            req.call.effort.as_ref().and_then(wire_effort)
+        } else {
+            None
+        },
+        tools: req
+            .tools
+            .iter()
+            .map(|t| WireTool {
+                kind: "function",
+                function: WireFunctionDecl {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                },
+            })
+            .collect(),
+        temperature: req.call.temperature,
+        max_tokens: req.call.max_tokens,
+        stop: &req.call.stop,
+    }
+}
+
 /// Whether a request enables thinking: an effort other than `off`, and not a title call.
 pub fn thinking_enabled(req: &LlmRequest) -> Option<bool> {
     if req.call.purpose.as_deref() == Some("session-title") {
@@ -305,33 +327,7 @@ pub fn body_with_capacity(
     let body = Body {
         model: &req.call.model.id,
         messages,
-        stream: true,
-        stream_options: StreamOptions {
-            include_usage: true,
-        },
-        thinking: thinking.map(|on| Thinking {
-            kind: if on { "enabled" } else { "disabled" },
-        }),
-        reasoning_effort: if thinking == Some(true) {
-            req.call.effort.as_ref().and_then(wire_effort)
-        } else {
-            None
-        },
-        tools: req
-            .tools
-            .iter()
-            .map(|t| WireTool {
-                kind: "function",
-                function: WireFunctionDecl {
-                    name: &t.name,
-                    description: &t.description,
-                    parameters: &t.parameters,
-                },
-            })
-            .collect(),
-        temperature: req.call.temperature,
-        max_tokens: req.call.max_tokens,
-        stop: &req.call.stop,
+        tail: tail(req, thinking),
     };
     let mut out = Vec::with_capacity(capacity.max(128));
     serde_json::to_writer(&mut out, &body).map_err(|e| {
@@ -467,36 +463,7 @@ fn extend(
         cache.counts.push(count);
     }
     drop(wire);
-    let tail = Tail {
-        stream: true,
-        stream_options: StreamOptions {
-            include_usage: true,
-        },
-        thinking: thinking.map(|on| Thinking {
-            kind: if on { "enabled" } else { "disabled" },
-        }),
-        reasoning_effort: if thinking == Some(true) {
-            req.call.effort.as_ref().and_then(wire_effort)
-        } else {
-            None
-        },
-        tools: req
-            .tools
-            .iter()
-            .map(|t| WireTool {
-                kind: "function",
-                function: WireFunctionDecl {
-                    name: &t.name,
-                    description: &t.description,
-                    parameters: &t.parameters,
-                },
-            })
-            .collect(),
-        temperature: req.call.temperature,
-        max_tokens: req.call.max_tokens,
-        stop: &req.call.stop,
-    };
-    let tail = serde_json::to_vec(&tail).map_err(serialise_failure)?;
+    let tail = serde_json::to_vec(&tail(req, thinking)).map_err(serialise_failure)?;
     buf.put_u8(b']');
     buf.put_u8(b',');
     // `{"stream":...}` without its `{`: the members continue the body's object.
