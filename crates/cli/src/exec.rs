@@ -124,6 +124,42 @@ struct RetryNotice {
     failure: dsh_llm::LlmFailure,
 }
 
+/// Resumes `resume_id` or creates a session (with the exact id `session_id` when given): the one
+/// way front ends open their agent.
+pub(crate) async fn open_agent(
+    agents: &dyn Agents,
+    root: &dsh_kernel::Ctx,
+    resume_id: Option<String>,
+    session_id: Option<String>,
+    options: AgentOptions,
+) -> Result<Arc<dyn Agent>, Failure> {
+    match resume_id {
+        Some(session_id) => agents
+            .resume(
+                root,
+                ResumeAgent {
+                    session_id,
+                    options,
+                    setup: None,
+                },
+            )
+            .await
+            .map_err(agent_error),
+        None => agents
+            .create(
+                root,
+                CreateAgent {
+                    session_id,
+                    label: None,
+                    options,
+                    setup: None,
+                },
+            )
+            .await
+            .map_err(agent_error),
+    }
+}
+
 /// Runs `dsh exec`.
 pub(crate) async fn run(args: ExecArgs) -> Result<u8, Failure> {
     let prompt = read_prompt(&args.prompt)?;
@@ -192,31 +228,14 @@ async fn run_agent(
         (None, false) => None,
     };
     let new_session = resume_id.is_none();
-    let agent = match resume_id {
-        Some(session_id) => agents
-            .resume(
-                &root,
-                ResumeAgent {
-                    session_id,
-                    options,
-                    setup: None,
-                },
-            )
-            .await
-            .map_err(agent_error)?,
-        None => agents
-            .create(
-                &root,
-                CreateAgent {
-                    session_id: args.session.clone(),
-                    label: None,
-                    options,
-                    setup: None,
-                },
-            )
-            .await
-            .map_err(agent_error)?,
-    };
+    let agent = open_agent(
+        agents.as_ref(),
+        &root,
+        resume_id,
+        args.session.clone(),
+        options,
+    )
+    .await?;
     let id: Arc<str> = Arc::from(agent.id());
     // Acquire and test the write path before any token is spent: a read-only or full home, or
     // a concurrent creator of the same id, fails here with nothing sent to the model. A new

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use anyhow::anyhow;
 use clap::Args;
-use dsh_agent::{AgentOptions, Agents, CreateAgent, ResumeAgent};
+use dsh_agent::{AgentOptions, Agents};
 use dsh_kernel::{Composer, Composition, Kernel};
 use dsh_session::Sessions;
 
 use crate::compose::{compose, registry};
-use crate::exec::{agent_error, latest_for, working_dir};
+use crate::exec::{latest_for, working_dir};
 use crate::{ComposeArgs, Effort, Failure};
 
 /// Arguments of the interactive UI (the top-level `dsh` without a subcommand).
@@ -134,29 +134,7 @@ async fn run_tui(kernel: &Kernel, args: TuiArgs, cwd: PathBuf) -> Result<u8, Fai
         (None, true) => Some(latest_for(sessions.as_ref(), &cwd.to_string_lossy())?),
         (None, false) => None,
     };
-    let agent = match resume_id {
-        Some(session_id) => agents
-            .resume(
-                &root,
-                ResumeAgent {
-                    session_id,
-                    options,
-                    setup: None,
-                },
-            )
-            .await
-            .map_err(agent_error)?,
-        None => agents
-            .create(
-                &root,
-                CreateAgent {
-                    options,
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(agent_error)?,
-    };
+    let agent = crate::exec::open_agent(agents.as_ref(), &root, resume_id, None, options).await?;
     // The write path is tested before any token is spent (as `dsh exec` does).
     if let Err(e) = agent.session().write_through().await {
         let id = agent.id().to_owned();
