@@ -87,7 +87,7 @@ fn long_run(dsh: &std::path::Path, steps: usize) -> Result<LongRun> {
     if out.stdout.trim() != "DONE" {
         bail!("the compacting run ended with {:?}", out.stdout);
     }
-    let text = std::fs::read_to_string(session_log(world.home.path())?)?;
+    let text = crate::run::log_text(&session_log(world.home.path())?)?;
     let (mut compactions, mut prunes) = (0, 0);
     let (mut before, mut after) = (Vec::new(), Vec::new());
     for line in text.lines().skip(1) {
@@ -140,7 +140,7 @@ fn history(dsh: &std::path::Path, bytes: usize) -> Result<SessionLog> {
     script(&world.server, bytes / 10_000, 10_000, false);
     run_dsh(dsh, &world, &["exec", "Run the steps"], false)?;
     let path = session_log(world.home.path())?;
-    let raw = std::fs::read(&path)?;
+    let raw = crate::run::log_text(&path)?.into_bytes();
     let decoded = dsh_session::codec::decode_jsonl(&raw, 4, &path.display().to_string(), "bench")
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     decoded.replay().map_err(|e| anyhow::anyhow!("{e}"))

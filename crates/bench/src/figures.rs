@@ -336,6 +336,8 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     mark("compaction: long session in a 32k window, overhead on a 1 MB history".into());
     crate::compaction::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     crate::confine::rows(&mut rows, &confine);
+    mark("session log compression: bytes per step, zstd resume".into());
+    crate::compression::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     Ok(Report {
         generated,
         dsh: dsh.display().to_string(),
@@ -529,7 +531,7 @@ const METHOD: &str = "
   request. Tool schemas: the raw `tools` array of the first request.
 - **Session directory bytes per step**: all files in the session's directory after the run
   (the log, its lock and any spill files of long tool output kept with the session), divided by
-  the model steps (tool steps + the final answer); **session log bytes per step**: the `.jsonl`
+  the model steps (tool steps + the final answer); **session log bytes per step**: the log file (zstd frames, the default encoding)
   alone. **write(2) bytes per session
   byte**: `wchar` of the probe after the wait (every byte dsh and its reaped children passed to
   `write`-family calls: log, stdout, pipes, sockets) minus the HTTP request bodies and stdout,
@@ -586,7 +588,7 @@ const METHOD: &str = "
 - **Large payload** (issue 12 item 8): one step whose tool call is a `write` of 5,000,000 bytes
   of text lines (with quotes and backslashes to escape) to a new file, streamed in 256-character
   argument deltas, then a short answer. *Payload* = the bytes of the call's JSON arguments.
-  Budgets: peak RSS under 3 × payload + 15 MB, the session log (`.jsonl`) at most 1.2 × payload;
+  Budgets: peak RSS under 3 × payload + 15 MB, the session log (zstd, the default encoding) at most 1.2 × payload;
   the file on disk must be the content byte for byte.
 ";
 

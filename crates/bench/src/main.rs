@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod compaction;
+mod compression;
 mod confine;
 mod figures;
 mod payload;
@@ -52,6 +53,10 @@ struct Cli {
     /// `DSH_HOME`) and exit: a fixture for profiling the load path by hand.
     #[arg(long, num_args = 2, value_names = ["N", "DIR"])]
     generate_resume: Option<Vec<String>>,
+    /// Only measure and print the session-log compression rows (no files written): a quick
+    /// look at one feature's figures.
+    #[arg(long)]
+    compression_only: bool,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -100,6 +105,12 @@ fn real_main(cli: &Cli) -> Result<bool> {
             "dsh-bench: DSH_HOME with the generated session: {}",
             home.display()
         );
+        return Ok(true);
+    }
+    if cli.compression_only {
+        let mut rows = Vec::new();
+        compression::rows(&dsh, cli.quick, cli.iterations, &mut rows)?;
+        println!("{}", report::table(&rows, false));
         return Ok(true);
     }
     let plan = figures::Plan::new(cli.quick, cli.iterations);

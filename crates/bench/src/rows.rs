@@ -158,7 +158,7 @@ fn growth_and_session_rows(g: &mut Group<'_>, s: &Scenario, runs: &[ScenarioRun]
         0,
     );
     g.info(
-        "session log (`.jsonl`) bytes per step",
+        "session log bytes per step (zstd frames, the default)",
         &per(&|r| r.session_log_bytes as f64 / (s.steps + 1) as f64),
         "B",
         0,
@@ -569,7 +569,7 @@ pub fn payload_rows(rows: &mut Vec<Row>, runs: &[PayloadRun]) {
     );
     let log_limit = 1.2 * payload / MB;
     g.limit_as(
-        "session log size (`.jsonl`)",
+        "session log size (zstd frames, the default)",
         &per(&|r| r.log_bytes as f64 / MB),
         "MB",
         2,

@@ -197,14 +197,44 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The only stored session log under `home/sessions`.
+/// The only stored session log (plain `.jsonl` or `.jsonl.zstd`) under `home/sessions`.
 pub fn session_log(home: &Path) -> Result<PathBuf> {
     let logs: Vec<PathBuf> = files_under(&home.join("sessions"))
         .into_iter()
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".jsonl") || n.ends_with(".jsonl.zstd"))
+        })
         .collect();
     match logs.as_slice() {
         [one] => Ok(one.clone()),
         other => bail!("expected one stored session log, found {}", other.len()),
     }
+}
+
+/// The plain JSONL text of a stored log (zstd frames decompressed).
+pub fn log_text(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let plain = if path.extension().is_some_and(|x| x == "zstd") {
+        dsh_session_jsonl::zstd::decompress_frames(&bytes)
+            .with_context(|| format!("decompressing {}", path.display()))?
+            .0
+    } else {
+        bytes
+    };
+    String::from_utf8(plain).with_context(|| format!("{} is not UTF-8", path.display()))
+}
+
+/// Turns the stored log at `path` into a plain `session.v4.jsonl` beside it (a plain log is
+/// continued in plain); returns the plain path.
+pub fn to_plain(path: &Path) -> Result<PathBuf> {
+    if path.extension().is_none_or(|x| x != "zstd") {
+        return Ok(path.to_path_buf());
+    }
+    let text = log_text(path)?;
+    let plain = path.with_file_name("session.v4.jsonl");
+    std::fs::write(&plain, text).with_context(|| format!("writing {}", plain.display()))?;
+    std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
+    Ok(plain)
 }

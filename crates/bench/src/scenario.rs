@@ -435,7 +435,7 @@ pub fn content_text(content: &Value) -> String {
 
 /// The events of a session log (rows after the header).
 pub fn read_events(log: &Path) -> Result<Vec<Value>> {
-    let text = std::fs::read_to_string(log)
+    let text = crate::run::log_text(log)
         .with_context(|| format!("reading the session log {}", log.display()))?;
     text.lines()
         .skip(1)

@@ -557,7 +557,15 @@ impl SessionPersistence for JsonlStore {
 
     fn export_raw(&self, id: &str) -> Result<Vec<u8>, SessionError> {
         let (_, sel) = self.locate(id)?;
-        Ok(fs::read(&sel.path).map_err(|e| io("reading", &sel.path, e))?)
+        let bytes = fs::read(&sel.path).map_err(|e| io("reading", &sel.path, e))?;
+        if !sel.zstd {
+            return Ok(bytes);
+        }
+        let frames = crate::zstd::decode_frames(&bytes).map_err(|source| StoreError::Zstd {
+            path: sel.path.clone(),
+            source,
+        })?;
+        Ok(frames.plain)
     }
 
     fn append(&self, id: &str, events: &[Arc<Event>]) -> Result<(), SessionError> {

@@ -44,7 +44,8 @@ pub trait SessionPersistence: Send + Sync + 'static {
     fn exists(&self, id: &str) -> bool;
     /// Every stored session, oldest first.
     fn list(&self) -> Result<Vec<SessionSummary>, SessionError>;
-    /// The stored bytes of the selected log file, verbatim.
+    /// The selected log as plain JSONL: the stored bytes verbatim for a plain log, the
+    /// decompressed lines of a compressed one.
     fn export_raw(&self, id: &str) -> Result<Vec<u8>, SessionError>;
     /// Buffers committed events of a session open for write (no I/O required).
     fn append(&self, id: &str, events: &[Arc<Event>]) -> Result<(), SessionError>;

@@ -489,7 +489,7 @@ fn the_upstream_compaction_fixtures_resume_and_continue() {
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let files = session_files(&env.home.path().join("sessions"));
         let cwd = env.cwd().display().to_string();
-        std::fs::write(&files[0], upstream_fixture(name, &id, &cwd)).unwrap();
+        replace_log(&files[0], upstream_fixture(name, &id, &cwd));
         env.server()
             .push(Completion::new().text("continued").reply());
         let out = env.exec(&["--resume", &id, "Go on"]);

@@ -151,6 +151,12 @@ fn empty_and_reused_tool_call_ids_keep_the_session_resumable() {
 #[test]
 fn a_corrupt_row_inside_the_last_turn_is_refused_then_repaired_without_loss() {
     let env = Env::new();
+    // Repair works on plain logs (it refuses zstd ones).
+    std::fs::write(
+        env.home.path().join("dsh.yaml"),
+        "plugins:\n  - id: session-jsonl\n    name: session-jsonl\n    config:\n      compression: none\n",
+    )
+    .unwrap();
     env.server().push(Completion::new().text("first").reply());
     env.server().push(
         Completion::new()

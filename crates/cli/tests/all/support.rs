@@ -75,7 +75,7 @@ impl Env {
     pub fn session_id(&self) -> String {
         let files = session_files(&self.home.path().join("sessions"));
         assert_eq!(files.len(), 1, "expected one stored session: {files:?}");
-        let text = std::fs::read_to_string(&files[0]).unwrap();
+        let text = log_text(&files[0]);
         let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         header["id"].as_str().unwrap().to_owned()
     }
@@ -102,16 +102,35 @@ pub fn stalled_text(text: &str) -> dsh_testkit::Reply {
         .stall()
 }
 
+/// The plain JSONL text of a stored log (zstd frames decompressed).
+pub fn log_text(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap();
+    if path.extension().is_some_and(|x| x == "zstd") {
+        let (plain, torn) = dsh_session_jsonl::zstd::decompress_frames(&bytes).unwrap();
+        assert!(!torn, "{} ends in a torn frame", path.display());
+        return String::from_utf8(plain).unwrap();
+    }
+    String::from_utf8(bytes).unwrap()
+}
+
+/// Replaces the stored log at `path` (plain or zstd) by the plain JSONL `text`, as
+/// `session.v4.jsonl` in the same directory (a plain log is continued in plain).
+pub fn replace_log(path: &Path, text: impl AsRef<[u8]>) -> PathBuf {
+    std::fs::remove_file(path).unwrap();
+    let plain = path.with_file_name("session.v4.jsonl");
+    std::fs::write(&plain, text).unwrap();
+    plain
+}
+
 pub fn read_rows(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
+    log_text(path)
         .lines()
         .skip(1)
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
 
-/// Every `*.jsonl` file under `root`.
+/// Every stored log (`*.jsonl`, `*.jsonl.zstd`) under `root`.
 pub fn session_files(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
@@ -123,7 +142,11 @@ pub fn session_files(root: &Path) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "jsonl") {
+            } else if p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".jsonl") || n.ends_with(".jsonl.zstd"))
+            {
                 out.push(p);
             }
         }

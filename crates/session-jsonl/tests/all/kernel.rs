@@ -52,16 +52,27 @@ async fn sessions_persist_through_kernel_events() {
     ))
     .unwrap();
     assert_eq!(seen.load(Ordering::SeqCst), 2);
-    let path = tmp.path().join("--w--").join("k1").join("session.v4.jsonl");
+    // The plugin writes zstd by default (the original's encoding).
+    let path = tmp
+        .path()
+        .join("--w--")
+        .join("k1")
+        .join("session.v4.jsonl.zstd");
+    let read = |p: &std::path::Path| {
+        let (plain, torn) =
+            dsh_session_jsonl::zstd::decompress_frames(&std::fs::read(p).unwrap()).unwrap();
+        assert!(!torn);
+        String::from_utf8(plain).unwrap()
+    };
     assert!(!path.exists(), "buffered until the barrier");
     s.flush().await.unwrap();
-    assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 3);
+    assert_eq!(read(&path).lines().count(), 3);
 
     // unloading the kernel flushes and releases everything
     s.append(NewEvent::new("dsh/note", json!({"n": 1})))
         .unwrap();
     kernel.dispose().await;
-    let text = std::fs::read_to_string(&path).unwrap();
+    let text = read(&path);
     assert_eq!(text.lines().count(), 4);
     assert!(
         text.lines()
