@@ -17,6 +17,7 @@ pub(crate) fn registry() -> PluginRegistry {
     let mut r = PluginRegistry::new();
     r.register::<dsh_session::plugin::SessionsPlugin>()
         .register::<dsh_session_jsonl::JsonlPlugin>()
+        .register::<dsh_session_title::SessionTitlePlugin>()
         .register::<dsh_llm::service::LlmPlugin>()
         .register::<dsh_llm_deepseek::DeepSeekPlugin>()
         .register::<dsh_llm_retry::LlmRetryPlugin>()

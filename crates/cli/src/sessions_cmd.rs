@@ -5,8 +5,9 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use dsh_llm::{ContentBlock, Message};
 use dsh_session::data::UserMessage;
+use dsh_session::feature::SessionTitle;
 use dsh_session::wire::SourceKind;
-use dsh_session::{CoreEvent, EventKind, SessionLog, SessionPersistence};
+use dsh_session::{CoreEvent, SessionLog, SessionPersistence};
 use dsh_session_jsonl::error::StoreError;
 use dsh_session_jsonl::repair::RepairCause;
 use dsh_session_jsonl::store::JsonlStore;
@@ -41,20 +42,12 @@ fn first_prompt(log: &SessionLog) -> String {
         .unwrap_or_default()
 }
 
-/// The `session/title` payload: `{title}` (an event outside the core set, read through its
-/// typed shape).
-#[derive(serde::Deserialize)]
-struct SessionTitle {
-    title: String,
-}
-
 fn title(log: &SessionLog) -> String {
     let t = log
         .events()
         .iter()
         .rev()
-        .find(|e| *e.event_kind() == EventKind::SessionTitle)
-        .and_then(|e| e.data_as::<SessionTitle>().ok())
+        .find_map(|e| e.plugin::<SessionTitle>().and_then(Result::ok))
         .map(|t| t.title)
         .unwrap_or_else(|| first_prompt(log));
     let line = t.lines().next().unwrap_or("").trim().to_owned();

@@ -86,7 +86,10 @@ pub(crate) async fn run(args: TuiArgs) -> Result<u8, Failure> {
     // Command-line settings applied over every composition (also on live reloads).
     let sandbox = args.sandbox.clone();
     let extra: Arc<dyn Fn(&mut Composition) + Send + Sync> =
-        Arc::new(move |c: &mut Composition| sandbox.apply(c));
+        Arc::new(move |c: &mut Composition| {
+            sandbox.apply(c);
+            titles_from_the_model(c);
+        });
     let mut composition = compose(&args.compose, None, &registry)?;
     extra(&mut composition);
     let kernel = Kernel::new(registry.clone());
@@ -158,4 +161,16 @@ async fn run_tui(kernel: &Kernel, args: TuiArgs, cwd: PathBuf) -> Result<u8, Fai
         id = outcome.session_id
     );
     Ok(0)
+}
+
+/// Interactive sessions get a model-made title unless the user configured `llm` themselves.
+fn titles_from_the_model(c: &mut Composition) {
+    for r in c.rows.iter_mut().filter(|r| r.row.name == "session-title") {
+        if !r.row.config.is_object() {
+            r.row.config = serde_json::Value::Object(Default::default());
+        }
+        if r.row.config.get("llm").is_none() {
+            r.row.config["llm"] = serde_json::Value::Bool(true);
+        }
+    }
 }

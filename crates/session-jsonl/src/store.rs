@@ -624,12 +624,15 @@ fn summarize(dir: &Path) -> Result<Option<SessionSummary>, StoreError> {
     let file = File::open(&sel.path).map_err(|e| io("opening", &sel.path, e))?;
     let mut first = Vec::new();
     let mut reader = BufReader::new(file).take(dsh_session::codec::MAX_HEADER_BYTES);
+    // The plain lines after the header that are scanned for a title (titles are written with
+    // the first request).
+    let mut rest = Vec::new();
     if sel.zstd {
         // The header line is the first frame (compressed, it is smaller than the line): read
-        // 64 KiB, and up to the header limit only when the frame is longer.
+        // 256 KiB, and up to the header limit only when the frame is longer.
         let mut raw = Vec::new();
         (&mut reader)
-            .take(64 << 10)
+            .take(256 << 10)
             .read_to_end(&mut raw)
             .map_err(|e| io("reading", &sel.path, e))?;
         if crate::zstd::first_frame(&raw).ok().flatten().is_none() {
@@ -637,22 +640,26 @@ fn summarize(dir: &Path) -> Result<Option<SessionSummary>, StoreError> {
                 .read_to_end(&mut raw)
                 .map_err(|e| io("reading", &sel.path, e))?;
         }
-        first = crate::zstd::first_frame(&raw)
-            .map_err(|source| StoreError::Zstd {
+        let plain =
+            crate::zstd::decode_prefix(&raw, TITLE_WINDOW).map_err(|source| StoreError::Zstd {
                 path: sel.path.clone(),
                 source,
-            })?
-            .unwrap_or_default();
-        first.truncate(
-            first
-                .iter()
-                .position(|b| *b == b'\n')
-                .map_or(first.len(), |i| i + 1),
-        );
+            })?;
+        let cut = plain
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(plain.len(), |i| i + 1);
+        first = plain[..cut].to_vec();
+        rest = plain[cut..].to_vec();
     } else {
         std::io::BufRead::read_until(&mut reader, b'\n', &mut first)
             .map_err(|e| io("reading", &sel.path, e))?;
+        (&mut reader.into_inner())
+            .take(TITLE_WINDOW as u64)
+            .read_to_end(&mut rest)
+            .map_err(|e| io("reading", &sel.path, e))?;
     }
+    let title = latest_title(&rest);
     if first.last() == Some(&b'\n') {
         first.pop();
     }
@@ -679,5 +686,27 @@ fn summarize(dir: &Path) -> Result<Option<SessionSummary>, StoreError> {
         parent_session: s("parentSession"),
         version: sel.version,
         path: sel.path,
+        title,
     }))
+}
+
+/// Bytes of a log (after its header) scanned for a title by listings.
+const TITLE_WINDOW: usize = 64 << 10;
+
+/// The latest `session/title` among the complete lines of `bytes`.
+fn latest_title(bytes: &[u8]) -> Option<String> {
+    let end = bytes.iter().rposition(|b| *b == b'\n')?;
+    let mut title = None;
+    for line in bytes[..end].split(|b| *b == b'\n') {
+        if !line.starts_with(b"{\"type\":\"session/title\"") {
+            continue;
+        }
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) else {
+            continue;
+        };
+        if let Some(t) = v["data"]["title"].as_str() {
+            title = Some(t.to_owned());
+        }
+    }
+    title
 }

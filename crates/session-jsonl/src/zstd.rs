@@ -53,6 +53,41 @@ pub fn first_frame(bytes: &[u8]) -> Result<Option<Vec<u8>>, ZstdError> {
     }
 }
 
+/// Decompresses the complete frames at the start of `bytes` until `max_plain` bytes are out (or
+/// the bytes end, or a frame is torn: what came before it is kept). For listings.
+pub fn decode_prefix(bytes: &[u8], max_plain: usize) -> Result<Vec<u8>, ZstdError> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    let mut index = 0usize;
+    while !rest.is_empty() && out.len() < max_plain {
+        let mut src = rest;
+        let mut dec = FrameDecoder::new();
+        let decoded = dec
+            .reset(&mut src)
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                dec.decode_blocks(&mut src, BlockDecodingStrategy::All)
+                    .map_err(|e| e.to_string())
+            });
+        match decoded {
+            Ok(true) => {
+                out.extend_from_slice(&dec.collect().unwrap_or_default());
+                rest = src;
+            }
+            Ok(false) => break,
+            Err(_) if src.is_empty() => break,
+            Err(detail) => {
+                return Err(ZstdError::Decode {
+                    frame: index,
+                    detail,
+                });
+            }
+        }
+        index += 1;
+    }
+    Ok(out)
+}
+
 /// Decompresses every frame, keeping where a torn final frame starts (see [`Frames`]).
 pub fn decode_frames(bytes: &[u8]) -> Result<Frames, ZstdError> {
     let mut out = Vec::new();

@@ -27,6 +27,8 @@ pub struct SessionSummary {
     pub version: u64,
     /// The selected log file.
     pub path: PathBuf,
+    /// The latest `session/title` near the start of the log, if any.
+    pub title: Option<String>,
 }
 
 /// A storage backend for session logs.

@@ -356,11 +356,18 @@ impl Runtime {
                     .into_iter()
                     .filter(|s| s.parent_session.is_none())
                     .map(|s| PickItem {
-                        detail: format!(
-                            "{}  {}",
-                            s.cwd.unwrap_or_default(),
-                            age(now - s.created_at)
-                        ),
+                        detail: match &s.title {
+                            Some(t) => format!(
+                                "{t}  {}  {}",
+                                s.cwd.unwrap_or_default(),
+                                age(now - s.created_at)
+                            ),
+                            None => format!(
+                                "{}  {}",
+                                s.cwd.unwrap_or_default(),
+                                age(now - s.created_at)
+                            ),
+                        },
                         id: s.id,
                     })
                     .collect();

@@ -44,7 +44,15 @@ impl Tui {
                 pixel_height: 0,
             })
             .unwrap();
+        // The scripted replies are served in order; the TUI's model-title side request would
+        // take one of them, so these tests turn it off (titles are tested in `titles`).
+        let titles_off = env.patch(
+            "titles-off.yaml",
+            "plugins:\n  - id: session-title\n    name: session-title\n    config:\n      llm: false\n",
+        );
         let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_dsh"));
+        cmd.arg("--patch");
+        cmd.arg(&titles_off);
         cmd.args(args);
         cmd.env_clear();
         cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
