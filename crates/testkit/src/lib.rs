@@ -7,6 +7,8 @@
 //!   sleeps, keep-alive comments, gates, connection resets, stalls, any status and headers.
 //! - [`Completion`]: DeepSeek-shaped SSE from a high-level description (reasoning, text, tool
 //!   calls, usage, finish reason), shaped like `fixtures/deepseek/*.sse`.
+//! - [`anthropic`]: the Anthropic Messages dialect (`POST /v1/messages`): replies, errors,
+//!   request checks and prefix rules.
 //! - [`deepseek`]: DeepSeek's HTTP error replies (401, 402, 429 + `retry-after`, 400 context, 5xx).
 //! - [`scenario`]: JSON/YAML scenario files, served by the `dsh-mock-llm` binary.
 //! - [`validate`]: DeepSeek's request checks (opt-in on the server) and dsh's request rules.
@@ -23,6 +25,7 @@
 //! # }
 //! ```
 
+pub mod anthropic;
 mod body;
 pub mod deepseek;
 pub mod fixtures;
