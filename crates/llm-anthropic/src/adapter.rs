@@ -187,6 +187,13 @@ impl LlmAdapter for AnthropicAdapter {
         }
     }
 
+    fn models(&self) -> Vec<ModelInfo> {
+        self.catalog
+            .iter()
+            .map(|e| self.resolve_model(&e.id))
+            .collect()
+    }
+
     fn stream(&self, req: LlmRequest) -> BoxFuture<'static, Result<ChunkStream, LlmFailure>> {
         let prepared = (|| {
             let key = resolve_key(
