@@ -1,44 +1,12 @@
 //! Plugin configuration: two flavors (DeepSeek's Anthropic endpoint, Anthropic itself) that set
 //! the defaults, and the model catalog (configuration data, never an enum).
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fmt;
 
 use dsh_llm::{ModelPricing, SystemPromptUpdate, ToolUpdate, UsdPerMTok};
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use secrecy::SecretString;
-use serde::{Deserialize, Deserializer, Serialize};
-
-/// An API key from the config file: held as a [`SecretString`], never printed.
-#[derive(Clone)]
-pub struct ApiKey(pub SecretString);
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey([redacted])")
-    }
-}
-
-impl<'de> Deserialize<'de> for ApiKey {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(ApiKey(SecretString::from(String::deserialize(
-            deserializer,
-        )?)))
-    }
-}
-
-impl JsonSchema for ApiKey {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        "ApiKey".into()
-    }
-    fn json_schema(_generator: &mut SchemaGenerator) -> Schema {
-        json_schema!({"type": "string", "description": "API key (prefer the environment)."})
-    }
-}
+pub use dsh_llm_http::ApiKey;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// Which service the route speaks to; it picks every default below.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

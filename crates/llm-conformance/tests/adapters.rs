@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use dsh_llm::LlmAdapter;
 use dsh_llm_conformance::{Dialect, suite};
-use dsh_testkit::{Completion, Reply, anthropic, deepseek};
+use dsh_testkit::{Completion, Reply, anthropic, deepseek, openai};
 use serde_json::Value;
 
 type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -144,5 +144,105 @@ impl Dialect for Messages {
     }
 }
 
+/// The OpenAI-compatible adapter, one instance per reasoning dialect.
+macro_rules! openai_dialect {
+    ($ty:ident, $name:literal, $pass_back:ident, $field:expr, $member:literal) => {
+        struct $ty;
+
+        impl $ty {
+            fn field() -> openai::ReasoningField {
+                $field
+            }
+        }
+
+        impl Dialect for $ty {
+            const NAME: &'static str = $name;
+            fn adapter(base_url: &str, idle_ms: u64) -> Arc<dyn LlmAdapter> {
+                let config = dsh_llm_openai::OpenAiConfig {
+                    base_url: Some(base_url.to_owned()),
+                    idle_timeout_ms: Some(idle_ms),
+                    reasoning_pass_back: dsh_llm_openai::ReasoningPassBack::$pass_back,
+                    ..Default::default()
+                };
+                Arc::new(dsh_llm_openai::OpenAiAdapter::with_env(&config, env_with_key()).unwrap())
+            }
+            fn text(text: &str) -> Reply {
+                openai::reply(&Completion::new().text(text), &Self::field())
+            }
+            fn reasoning_then_tool(reasoning: &str, id: &str, name: &str, parts: &[&str]) -> Reply {
+                let c = Completion::new().reasoning(reasoning).tool_call_parts(
+                    id,
+                    name,
+                    parts.iter().copied(),
+                );
+                openai::reply(&c, &Self::field())
+            }
+            fn truncated(text: &str) -> Reply {
+                DeepSeek::truncated(text)
+            }
+            fn stalled(text: &str) -> Reply {
+                DeepSeek::stalled(text)
+            }
+            fn malformed() -> Reply {
+                DeepSeek::malformed()
+            }
+            fn unauthorized() -> Reply {
+                openai::unauthorized()
+            }
+            fn quota() -> Reply {
+                openai::insufficient_quota()
+            }
+            fn rate_limited(retry_after: &str) -> Reply {
+                deepseek::rate_limited(Some(retry_after))
+            }
+            fn server_error() -> Reply {
+                deepseek::overloaded()
+            }
+            fn context_exceeded() -> Reply {
+                openai::context_exceeded()
+            }
+            fn passes_reasoning_back(body: &Value, reasoning: &str) -> bool {
+                body["messages"].as_array().is_some_and(|m| {
+                    m.iter().any(|m| {
+                        let v = &m[$member];
+                        v == reasoning
+                            || (v[0]["text"] == reasoning && v[0]["signature"] == "sig-od")
+                    })
+                })
+            }
+            fn sent_arguments(body: &str, args: &str) -> bool {
+                DeepSeek::sent_arguments(body, args)
+            }
+        }
+    };
+}
+
+openai_dialect!(
+    OpenAiReasoningContent,
+    "openai/reasoning_content",
+    ReasoningContent,
+    openai::ReasoningField::ReasoningContent,
+    "reasoning_content"
+);
+openai_dialect!(
+    OpenAiReasoning,
+    "openai/reasoning",
+    Reasoning,
+    openai::ReasoningField::Reasoning,
+    "reasoning"
+);
+openai_dialect!(
+    OpenAiReasoningDetails,
+    "openai/reasoning_details",
+    ReasoningDetails,
+    openai::ReasoningField::ReasoningDetails {
+        signature: Some("sig-od".to_owned())
+    },
+    "reasoning_details"
+);
+
 suite!(deepseek_chat, crate::DeepSeek);
+suite!(openai_reasoning_content, crate::OpenAiReasoningContent);
+suite!(openai_reasoning, crate::OpenAiReasoning);
+suite!(openai_reasoning_details, crate::OpenAiReasoningDetails);
 suite!(anthropic_messages, crate::Messages);

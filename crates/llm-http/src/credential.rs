@@ -1,10 +1,44 @@
 //! API keys: from config, else from an environment variable read on every request.
 
+use std::borrow::Cow;
+use std::fmt;
 use std::sync::Arc;
 
 use dsh_llm::{LlmFailure, codes};
 use reqwest::header::HeaderValue;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Deserializer};
+
+/// An API key from the config file: held as a [`SecretString`], never printed.
+#[derive(Clone)]
+pub struct ApiKey(pub SecretString);
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey([redacted])")
+    }
+}
+
+impl<'de> Deserialize<'de> for ApiKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(ApiKey(SecretString::from(String::deserialize(
+            deserializer,
+        )?)))
+    }
+}
+
+impl JsonSchema for ApiKey {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> Cow<'static, str> {
+        "ApiKey".into()
+    }
+    fn json_schema(_generator: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "string", "description": "API key (prefer the environment)."})
+    }
+}
 
 /// Reads an environment variable (injectable for tests).
 pub type EnvFn = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;

@@ -16,7 +16,7 @@ pub mod credential;
 pub mod errors;
 pub mod transport;
 
-pub use credential::{EnvFn, KeyStyle, process_env, resolve_key};
+pub use credential::{ApiKey, EnvFn, KeyStyle, process_env, resolve_key};
 pub use errors::{classify, parse_retry_after};
 pub use transport::{
     Attempt, Decoder, Progress, Timeouts, build_client, install_crypto_provider, malformed, start,
