@@ -250,7 +250,12 @@ fn an_unknown_provider_names_the_known_routes() {
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(err.contains("unknown provider `nope`"), "{err}");
-    for route in ["deepseek", "deepseek-anthropic", "anthropic"] {
+    for route in [
+        "deepseek",
+        "deepseek-anthropic",
+        "anthropic",
+        "openai-compatible",
+    ] {
         assert!(err.contains(route), "{route} named in: {err}");
     }
     assert_eq!(env.server().request_count(), 0);
@@ -278,4 +283,111 @@ fn dsh_models_lists_every_route_with_its_catalog() {
         text.contains("systemPromptUpdate in-history  toolUpdate addition-only"),
         "{text}"
     );
+}
+
+const OPENAI_ROW: &str = "plugins:
+  - id: openai-compatible
+    name: openai-compatible
+    config:
+      models:
+        - { id: qwen3-coder, contextWindow: 262144, defaultMaxTokens: 32768, reasoning: true }
+      reasoningPassBack: reasoning
+";
+
+fn exec_openai(env: &Env, args: &[&str]) -> std::process::Output {
+    let patch = env.patch("openai.yaml", OPENAI_ROW);
+    env.dsh()
+        .env("OPENAI_BASE_URL", format!("{}/v1", env.server().base_url()))
+        .env("OPENAI_API_KEY", "sk-openai-test")
+        .arg("exec")
+        .arg("--patch")
+        .arg(&patch)
+        .args(["--provider", "openai-compatible"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn openai_compatible_route_runs_twenty_steps_passing_reasoning_back() {
+    use dsh_testkit::Completion;
+    use dsh_testkit::openai::{self, ReasoningField};
+    let env = Env::new();
+    for i in 0..19 {
+        let c = Completion::new()
+            .model("qwen3-coder")
+            .reasoning(&format!("thinking {i}"))
+            .tool_call_with_id(
+                &format!("call_{i}"),
+                "bash",
+                &format!(r#"{{"command": "echo OAI_{i}","description":"Step {i}"}}"#),
+            );
+        env.server()
+            .push(openai::reply(&c, &ReasoningField::Reasoning));
+    }
+    env.server().push(openai::reply(
+        &Completion::new().model("qwen3-coder").text("FINISHED"),
+        &ReasoningField::Reasoning,
+    ));
+    let out = exec_openai(&env, &["Take twenty steps"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "FINISHED\n");
+    let requests = env.server().requests();
+    assert_eq!(requests.len(), 20);
+    assert_eq!(requests[0].path, "/v1/chat/completions");
+    assert_eq!(requests[0].bearer(), Some("sk-openai-test"));
+    let first = requests[0].body_json().unwrap();
+    assert_eq!(first["model"], "qwen3-coder");
+    assert_eq!(first["reasoning_effort"], "high");
+    assert_eq!(first["max_tokens"], 32768);
+    // Step 2 passes step 1's reasoning back in the row's dialect, arguments byte-exact.
+    let second = requests[1].body_json().unwrap();
+    let assistant = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap();
+    assert_eq!(assistant["reasoning"], "thinking 0");
+    assert_eq!(
+        assistant["tool_calls"][0]["function"]["arguments"],
+        r#"{"command": "echo OAI_0","description":"Step 0"}"#
+    );
+    let tool = second["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(tool["role"], "tool");
+    assert!(
+        tool["content"].as_str().unwrap().contains("OAI_0"),
+        "{tool}"
+    );
+    // Prefix stability 1.0: every request byte-extends the previous one.
+    assert_eq!(env.server().dsh_rule_violations(), Vec::<String>::new());
+    for w in requests.windows(2) {
+        let prev = open_messages(&w[0].body);
+        assert_eq!(
+            common_prefix_len(&prev, &open_messages(&w[1].body)),
+            prev.len()
+        );
+    }
+    assert_eq!(env.server().connection_count(), 1);
+}
+
+#[test]
+fn openai_compatible_without_a_key_says_which_variable() {
+    let env = Env::new();
+    let patch = env.patch("openai.yaml", OPENAI_ROW);
+    let out = env
+        .dsh()
+        .env("OPENAI_BASE_URL", env.server().base_url())
+        .args(["exec", "--patch"])
+        .arg(&patch)
+        .args(["--provider", "openai-compatible", "hi"])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(
+        err.contains("MISSING_CREDENTIAL") && err.contains("OPENAI_API_KEY"),
+        "{err}"
+    );
+    assert_eq!(env.server().request_count(), 0);
 }
