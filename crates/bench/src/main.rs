@@ -9,6 +9,7 @@ mod compaction;
 mod confine;
 mod figures;
 mod payload;
+mod providers;
 mod report;
 mod resume;
 mod rows;
