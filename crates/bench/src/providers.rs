@@ -1,7 +1,8 @@
 //! Adapters (issue 18): the same bash-step session through every provider route of the release
 //! `dsh` (`deepseek`, `deepseek-anthropic`, `anthropic`, `openai-compatible`), each against the
 //! testkit serving its dialect: the harness overhead per step (response end → next request,
-//! minus the tool's run time), prefix stability, rule violations and connections per run.
+//! minus the tool's run time), prefix stability (for `anthropic`, with its moving
+//! `cache_control` breakpoints removed), rule violations and connections per run.
 
 use std::time::Duration;
 
@@ -128,14 +129,22 @@ fn tool_ms(events: &[serde_json::Value], step: usize) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn open_messages(body: &[u8]) -> Result<Vec<u8>> {
+fn open_messages(body: &[u8], strip_breakpoints: bool) -> Result<Vec<u8>> {
     #[derive(serde::Deserialize)]
     struct Raw<'a> {
         #[serde(borrow)]
         messages: &'a serde_json::value::RawValue,
     }
-    let raw: Raw<'_> = serde_json::from_slice(body).context("a request body without messages")?;
-    let m = raw.messages.get().as_bytes();
+    let m = if strip_breakpoints {
+        let mut v: serde_json::Value =
+            serde_json::from_slice(body).context("a request body that is not JSON")?;
+        anthropic::strip_cache_control(&mut v);
+        v["messages"].to_string().into_bytes()
+    } else {
+        let raw: Raw<'_> =
+            serde_json::from_slice(body).context("a request body without messages")?;
+        raw.messages.get().as_bytes().to_vec()
+    };
     Ok(m[..m.len().saturating_sub(1)].to_vec())
 }
 
@@ -189,8 +198,10 @@ fn run(dsh: &std::path::Path, route: Route, steps: usize) -> Result<RouteRun> {
             .as_secs_f64()
             * 1e6;
         r.overhead_us.push(gap - tool_ms(&events, k + 1) * 1e3);
-        let prev = open_messages(&a.body)?;
-        let next = open_messages(&b.body)?;
+        // Breakpoints move from step to step; the cache keys on the content they mark.
+        let strip = route == Route::Anthropic;
+        let prev = open_messages(&a.body, strip)?;
+        let next = open_messages(&b.body, strip)?;
         r.prefix
             .push(common_prefix_len(&prev, &next) as f64 / prev.len().max(1) as f64);
     }
