@@ -21,6 +21,7 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_llm_deepseek::DeepSeekPlugin>()
         .register::<dsh_llm_anthropic::AnthropicPlugin>()
         .register::<dsh_llm_openai::OpenAiPlugin>()
+        .register::<dsh_llm_twin::TwinPlugin>()
         .register::<dsh_llm_retry::LlmRetryPlugin>()
         .register::<dsh_system_prompt::SystemPromptPlugin>()
         .register::<dsh_tools::ToolsPlugin>()

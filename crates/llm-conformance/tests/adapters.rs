@@ -77,6 +77,57 @@ impl Dialect for DeepSeek {
     }
 }
 
+/// The library twin of the DeepSeek adapter (async-openai), same dialect and replies.
+struct Twin;
+
+impl Dialect for Twin {
+    const NAME: &'static str = "deepseek-twin";
+    fn adapter(base_url: &str, idle_ms: u64) -> Arc<dyn LlmAdapter> {
+        let config = dsh_llm_twin::TwinConfig {
+            base_url: Some(base_url.to_owned()),
+            idle_timeout_ms: Some(idle_ms),
+            ..Default::default()
+        };
+        Arc::new(dsh_llm_twin::TwinAdapter::with_env(&config, env_with_key()).unwrap())
+    }
+    fn text(text: &str) -> Reply {
+        DeepSeek::text(text)
+    }
+    fn reasoning_then_tool(reasoning: &str, id: &str, name: &str, parts: &[&str]) -> Reply {
+        DeepSeek::reasoning_then_tool(reasoning, id, name, parts)
+    }
+    fn truncated(text: &str) -> Reply {
+        DeepSeek::truncated(text)
+    }
+    fn stalled(text: &str) -> Reply {
+        DeepSeek::stalled(text)
+    }
+    fn malformed() -> Reply {
+        DeepSeek::malformed()
+    }
+    fn unauthorized() -> Reply {
+        DeepSeek::unauthorized()
+    }
+    fn quota() -> Reply {
+        DeepSeek::quota()
+    }
+    fn rate_limited(retry_after: &str) -> Reply {
+        DeepSeek::rate_limited(retry_after)
+    }
+    fn server_error() -> Reply {
+        DeepSeek::server_error()
+    }
+    fn context_exceeded() -> Reply {
+        DeepSeek::context_exceeded()
+    }
+    fn passes_reasoning_back(body: &Value, reasoning: &str) -> bool {
+        DeepSeek::passes_reasoning_back(body, reasoning)
+    }
+    fn sent_arguments(body: &str, args: &str) -> bool {
+        DeepSeek::sent_arguments(body, args)
+    }
+}
+
 /// The Anthropic Messages adapter, DeepSeek flavor.
 struct Messages;
 
@@ -242,6 +293,7 @@ openai_dialect!(
 );
 
 suite!(deepseek_chat, crate::DeepSeek);
+suite!(deepseek_twin, crate::Twin);
 suite!(openai_reasoning_content, crate::OpenAiReasoningContent);
 suite!(openai_reasoning, crate::OpenAiReasoning);
 suite!(openai_reasoning_details, crate::OpenAiReasoningDetails);
