@@ -335,6 +335,8 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     payload_rows(&mut rows, &payload);
     mark("compaction: long session in a 32k window, overhead on a 1 MB history".into());
     crate::compaction::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
+    mark("adapters: per-step overhead of every provider route".into());
+    crate::providers::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     crate::confine::rows(&mut rows, &confine);
     mark("session log compression: bytes per step, zstd resume".into());
     crate::compression::rows(dsh, plan.quick, plan.iterations, &mut rows)?;

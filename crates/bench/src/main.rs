@@ -10,6 +10,7 @@ mod compression;
 mod confine;
 mod figures;
 mod payload;
+mod providers;
 mod report;
 mod resume;
 mod rows;

@@ -214,6 +214,7 @@ async fn run_agent(
     let sessions = root
         .get::<dyn Sessions>()
         .ok_or_else(|| Failure::usage(anyhow!("the composition mounts no `sessions` service")))?;
+    crate::providers::check_route(&root, &args.provider)?;
     let options = AgentOptions {
         provider: Some(args.provider.clone()),
         model: args.model.clone(),

@@ -10,6 +10,7 @@ mod exec;
 mod home;
 mod json_out;
 mod permissions_cmd;
+mod providers;
 mod sandbox_args;
 mod sandbox_cmd;
 mod sessions_cmd;
@@ -49,6 +50,11 @@ enum Command {
     /// List or revoke the allow-always approval rules of a project.
     #[command(subcommand)]
     Permissions(permissions_cmd::PermissionsCommand),
+    /// List the provider routes, the plugin that registers each, and their model catalogs.
+    Models {
+        #[command(flatten)]
+        compose: ComposeArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -240,6 +246,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             sandbox_cmd::check(&compose, &sandbox)
         }
         Some(Command::Permissions(cmd)) => permissions_cmd::run(cmd),
+        Some(Command::Models { compose }) => {
+            init_logging();
+            runtime()?.block_on(providers::list(&compose))
+        }
     }
 }
 

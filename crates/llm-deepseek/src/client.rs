@@ -432,6 +432,15 @@ impl LlmAdapter for DeepSeekAdapter {
         self.inner().model_info(model)
     }
 
+    fn models(&self) -> Vec<ModelInfo> {
+        let inner = self.inner();
+        inner
+            .catalog
+            .iter()
+            .map(|e| inner.model_info(&e.id))
+            .collect()
+    }
+
     fn stream(&self, req: LlmRequest) -> BoxFuture<'static, Result<ChunkStream, LlmFailure>> {
         let inner = self.inner();
         Box::pin(async move { attempt(inner, req).await })

@@ -251,6 +251,12 @@ pub trait LlmAdapter: Send + Sync + 'static {
     /// Resolves a model id (unknown ids pass through with defaults).
     fn resolve_model(&self, model: &str) -> ModelInfo;
 
+    /// The route's model catalog (what `dsh models` lists); other ids still resolve. Default:
+    /// none known.
+    fn models(&self) -> Vec<ModelInfo> {
+        Vec::new()
+    }
+
     /// Starts one attempt. `Err` = failed before any chunk (credential, transport, HTTP status);
     /// later failures arrive as `finish {error|aborted}` in the stream.
     fn stream(&self, request: LlmRequest) -> BoxFuture<'static, Result<ChunkStream, LlmFailure>>;

@@ -165,6 +165,12 @@ pub trait Llm: Send + Sync + 'static {
     /// The adapter of a route.
     fn adapter(&self, route: &str) -> Option<Arc<dyn LlmAdapter>>;
 
+    /// Who registered a route (the owning plugin's name), for listings.
+    fn route_owner(&self, route: &str) -> Option<String> {
+        let _ = route;
+        None
+    }
+
     /// Binds one adapter and materialises its defaults. Fails before any I/O with `NO_ADAPTER`
     /// for an unknown route and `UNSUPPORTED_REASONING_EFFORT` for an effort the model lacks.
     fn prepare_call(&self, settings: &CallSettings) -> Result<PreparedCall, LlmFailure>;
@@ -205,6 +211,18 @@ fn no_adapter(route: &str) -> LlmFailure {
         codes::NO_ADAPTER,
         format!("no LLM adapter is registered for provider `{route}`"),
     )
+}
+
+/// [`no_adapter`] naming the routes that are registered, so a typo is one look away.
+fn no_adapter_among(route: &str, known: &[String]) -> LlmFailure {
+    let mut f = no_adapter(route);
+    if known.is_empty() {
+        f.message.push_str(" (no provider routes are registered)");
+    } else {
+        f.message
+            .push_str(&format!(" (known routes: {})", known.join(", ")));
+    }
+    f
 }
 
 impl LlmRouter {
@@ -274,10 +292,14 @@ impl Llm for LlmRouter {
         self.routes.lock().map.get(route).map(|r| r.adapter.clone())
     }
 
+    fn route_owner(&self, route: &str) -> Option<String> {
+        self.routes.lock().map.get(route).map(|r| r.owner.clone())
+    }
+
     fn prepare_call(&self, settings: &CallSettings) -> Result<PreparedCall, LlmFailure> {
         let adapter = self
             .adapter(&settings.provider)
-            .ok_or_else(|| no_adapter(&settings.provider))?;
+            .ok_or_else(|| no_adapter_among(&settings.provider, &self.routes()))?;
         let mut defaulted = Defaulted::default();
         let model_id = match &settings.model {
             Some(m) if !m.is_empty() => m.clone(),

@@ -7,6 +7,10 @@
 //!   sleeps, keep-alive comments, gates, connection resets, stalls, any status and headers.
 //! - [`Completion`]: DeepSeek-shaped SSE from a high-level description (reasoning, text, tool
 //!   calls, usage, finish reason), shaped like `fixtures/deepseek/*.sse`.
+//! - [`anthropic`]: the Anthropic Messages dialect (`POST /v1/messages`): replies, errors,
+//!   request checks and prefix rules.
+//! - [`openai`]: the OpenAI-compatible dialect: reasoning as `reasoning_content`, `reasoning`
+//!   or `reasoning_details`; OpenAI's error wording.
 //! - [`deepseek`]: DeepSeek's HTTP error replies (401, 402, 429 + `retry-after`, 400 context, 5xx).
 //! - [`scenario`]: JSON/YAML scenario files, served by the `dsh-mock-llm` binary.
 //! - [`validate`]: DeepSeek's request checks (opt-in on the server) and dsh's request rules.
@@ -23,9 +27,11 @@
 //! # }
 //! ```
 
+pub mod anthropic;
 mod body;
 pub mod deepseek;
 pub mod fixtures;
+pub mod openai;
 mod record;
 mod reply;
 pub mod scenario;

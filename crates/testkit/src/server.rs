@@ -30,6 +30,9 @@ pub const CHAT_PATHS: &[&str] = &[
     "/chat/completions",
     "/v1/chat/completions",
     "/beta/chat/completions",
+    // The Anthropic Messages dialect (`crate::anthropic`).
+    "/v1/messages",
+    "/anthropic/v1/messages",
 ];
 
 /// Largest request body the server accepts (bigger ones get a 413).
@@ -332,14 +335,20 @@ impl MockServer {
 
     /// dsh's own request rules over every chat request so far, taken as ONE session in arrival
     /// order: key order, no `content: null`, and each request byte-extends the previous one
-    /// (see [`crate::validate::dsh_rule_violations`]). Empty when all is well.
+    /// (see [`crate::validate::dsh_rule_violations`]; Messages requests by
+    /// [`crate::anthropic::rule_violations`]). Empty when all is well.
     pub fn dsh_rule_violations(&self) -> Vec<String> {
         let records = self.requests();
         let chats: Vec<&RecordedRequest> = records.iter().filter(|r| r.is_chat()).collect();
         let mut out = Vec::new();
         for (i, req) in chats.iter().enumerate() {
             let previous = i.checked_sub(1).map(|p| &chats[p].body[..]);
-            for v in crate::validate::dsh_rule_violations(&req.body, previous) {
+            let violations = if crate::anthropic::MESSAGES_PATHS.contains(&req.path.as_str()) {
+                crate::anthropic::rule_violations(&req.body, previous)
+            } else {
+                crate::validate::dsh_rule_violations(&req.body, previous)
+            };
+            for v in violations {
                 out.push(format!("request #{}: {v}", req.index));
             }
         }
@@ -636,15 +645,24 @@ fn choose(inner: &mut Inner, record: &RecordedRequest, body_error: Option<BodyEr
             .header("allow", "POST"),
         );
     }
-    if let Some(key) = &inner.api_key
-        && record.bearer() != Some(key.as_str())
-    {
-        return Choice::Unscripted(deepseek::unauthorized());
+    let messages_dialect = crate::anthropic::MESSAGES_PATHS.contains(&record.path.as_str());
+    if let Some(key) = &inner.api_key {
+        if messages_dialect && record.header("x-api-key") != Some(key.as_str()) {
+            return Choice::Unscripted(crate::anthropic::unauthorized());
+        }
+        if !messages_dialect && record.bearer() != Some(key.as_str()) {
+            return Choice::Unscripted(deepseek::unauthorized());
+        }
     }
-    if inner.validate
-        && let Err(reply) = crate::validate::validate_request(&record.body)
-    {
-        return Choice::Unscripted(reply);
+    if inner.validate {
+        let checked = if messages_dialect {
+            crate::anthropic::validate_request(&record.body)
+        } else {
+            crate::validate::validate_request(&record.body)
+        };
+        if let Err(reply) = checked {
+            return Choice::Unscripted(reply);
+        }
     }
     if let Some(responder) = &inner.responder {
         return Choice::Respond(responder.clone());

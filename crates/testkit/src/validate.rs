@@ -232,7 +232,14 @@ pub fn dsh_rule_violations(body: &[u8], previous: Option<&[u8]>) -> Vec<String> 
                 ));
             }
             if let Some(map) = m.as_object() {
-                let order = ["role", "content", "reasoning_content", "tool_calls"];
+                let order = [
+                    "role",
+                    "content",
+                    "reasoning_content",
+                    "reasoning",
+                    "reasoning_details",
+                    "tool_calls",
+                ];
                 let keys: Vec<&str> = map.keys().map(String::as_str).collect();
                 let expected: Vec<&str> = order
                     .iter()
