@@ -9,6 +9,7 @@ mod basics;
 mod compaction;
 mod exec;
 mod failures;
+mod original;
 mod providers;
 mod resume;
 mod sandbox;
