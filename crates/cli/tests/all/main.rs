@@ -12,5 +12,6 @@ mod failures;
 mod resume;
 mod sandbox;
 mod storage;
+mod subagent;
 mod tui;
 mod wire;

@@ -1,0 +1,424 @@
+//! Sub-agents end to end: the real `dsh` binary delegating to child agents that run real bash.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use dsh_testkit::{Completion, RecordedRequest, Reply};
+use serde_json::Value;
+
+use crate::support::*;
+
+/// The text of the last user message of a request that is not a runtime-context snapshot.
+fn task_of(req: &RecordedRequest) -> String {
+    let body = req.body_json().unwrap();
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user" && !is_runtime_context(m))
+        .filter_map(|m| m["content"].as_str())
+        .next_back()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The tool messages of a request, in order.
+fn tool_messages(req: &RecordedRequest) -> Vec<Value> {
+    req.body_json().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .cloned()
+        .collect()
+}
+
+/// Every stored session: (header, events).
+fn sessions(env: &Env) -> Vec<(Value, Vec<Value>)> {
+    session_files(&env.home.path().join("sessions"))
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).unwrap();
+            let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+            (header, read_rows(p))
+        })
+        .collect()
+}
+
+fn delegate_call(id: &str, tool: &str, label: &str, prompt: &str) -> (String, String, String) {
+    let args = serde_json::json!({"description": label, "prompt": prompt}).to_string();
+    (id.to_owned(), tool.to_owned(), args)
+}
+
+fn calls_reply(calls: &[(String, String, String)]) -> Reply {
+    let mut c = Completion::new();
+    for (id, name, args) in calls {
+        c = c.tool_call_with_id(id, name, args);
+    }
+    c.reply()
+}
+
+/// A bash command that only succeeds when all three children run at once: each creates its
+/// marker and waits (bounded) for the other two.
+fn barrier_command(me: &str, dir: &std::path::Path) -> String {
+    let d = dir.display();
+    format!(
+        "touch {d}/{me}.mark && for i in $(seq 300); do [ -e {d}/A.mark ] && [ -e {d}/B.mark ] && \
+         [ -e {d}/C.mark ] && break; sleep 0.02; done && ls {d}/A.mark {d}/B.mark {d}/C.mark \
+         >/dev/null && echo \"{me} saw all three in $DSH_SESSION_ID\""
+    )
+}
+
+#[test]
+fn three_subagents_in_one_batch_run_concurrently_with_real_bash_and_answer_in_model_order() {
+    let env = Env::new();
+    let dir = Arc::new(env.cwd());
+    let d = dir.clone();
+    env.server().set_responder(move |req| {
+        let task = task_of(req);
+        let tools = tool_messages(req);
+        match task.as_str() {
+            "Delegate three" if tools.is_empty() => calls_reply(&[
+                delegate_call("call_a", "subagent", "Task A", "task A"),
+                delegate_call("call_b", "subagent", "Task B", "task B"),
+                delegate_call("call_c", "subagent", "Task C", "task C"),
+            ]),
+            "Delegate three" => Completion::new().text("ALL DONE").reply(),
+            t if t.starts_with("task ") => {
+                let me = t.trim_start_matches("task ").to_owned();
+                if tools.is_empty() {
+                    let args = serde_json::json!({
+                        "command": barrier_command(&me, &d),
+                        "description": "Barrier"
+                    })
+                    .to_string();
+                    Completion::new().tool_call("bash", &args).reply()
+                } else {
+                    let out = tools[0]["content"].as_str().unwrap_or_default().to_owned();
+                    Completion::new()
+                        .text(&format!("CHILD {me}: {out}"))
+                        .reply()
+                }
+            }
+            other => Completion::new()
+                .text(&format!("unexpected {other}"))
+                .reply(),
+        }
+    });
+    let started = Instant::now();
+    let out = env.exec(&["Delegate three"]);
+    let wall = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "ALL DONE\n");
+    eprintln!("three concurrent children: wall time {wall:?}");
+
+    // The parent's second request has the three results in model order, each from a real bash.
+    let requests = env.server().requests();
+    let last = requests
+        .iter()
+        .rfind(|r| task_of(r) == "Delegate three")
+        .unwrap();
+    let tools = tool_messages(last);
+    let ids: Vec<&str> = tools
+        .iter()
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["call_a", "call_b", "call_c"]);
+    for (m, me) in tools.iter().zip(["A", "B", "C"]) {
+        let text = m["content"].as_str().unwrap();
+        assert!(
+            text.starts_with(&format!("CHILD {me}: {me} saw all three in ")),
+            "{text}"
+        );
+    }
+
+    // Children are ordinary sessions under the parent, with their header fields.
+    let all = sessions(&env);
+    assert_eq!(
+        all.len(),
+        4,
+        "{:?}",
+        all.iter().map(|s| &s.0).collect::<Vec<_>>()
+    );
+    let parent = all
+        .iter()
+        .find(|(h, _)| h.get("parentSession").is_none())
+        .unwrap();
+    let parent_id = parent.0["id"].as_str().unwrap();
+    let children: Vec<&(Value, Vec<Value>)> = all
+        .iter()
+        .filter(|(h, _)| h.get("parentSession").is_some())
+        .collect();
+    for (h, events) in &children {
+        assert_eq!(h["parentSession"], parent_id);
+        assert_eq!(h["origin"], "subagent");
+        assert_eq!(h["delegationDepth"], 1);
+        let descriptor = events
+            .iter()
+            .find(|e| e["type"] == "subagent/descriptor")
+            .unwrap();
+        assert_eq!(descriptor["data"]["provider"], "spawn");
+        let mode = events.iter().find(|e| e["type"] == "sandbox/mode").unwrap();
+        assert_eq!(mode["data"]["source"], "delegation");
+        let id = h["id"].as_str().unwrap();
+        // The child's bash ran with the child's session id.
+        let result = events.iter().find(|e| e["type"] == "tool/result").unwrap();
+        assert!(
+            result["data"]["message"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains(id),
+            "{result}"
+        );
+    }
+    // The parent's results name their children.
+    let metas: Vec<&Value> = parent
+        .1
+        .iter()
+        .filter(|e| e["type"] == "tool/result")
+        .map(|e| &e["data"]["meta"])
+        .collect();
+    assert_eq!(metas.len(), 3);
+    for m in metas {
+        let child = m["childSessionId"].as_str().unwrap();
+        assert!(children.iter().any(|(h, _)| h["id"] == child), "{m}");
+    }
+}
+
+#[test]
+fn the_depth_limit_refuses_a_grandchild_with_the_original_text() {
+    let env = Env::new();
+    let patch = env.patch(
+        "depth.yaml",
+        "plugins:\n  - id: subagents\n    name: subagents\n    config: { maxDepth: 1 }\n",
+    );
+    env.server().set_responder(|req| {
+        let task = task_of(req);
+        let tools = tool_messages(req);
+        match (task.as_str(), tools.is_empty()) {
+            ("Go deep", true) => calls_reply(&[delegate_call("c1", "subagent", "Child", "child")]),
+            ("child", true) => calls_reply(&[delegate_call("c2", "subagent", "Grand", "grand")]),
+            ("child", false) => {
+                let text = tools[0]["content"].as_str().unwrap_or_default().to_owned();
+                Completion::new()
+                    .text(&format!("child saw: {text}"))
+                    .reply()
+            }
+            (_, false) => {
+                let text = tools[0]["content"].as_str().unwrap_or_default().to_owned();
+                Completion::new().text(&text).reply()
+            }
+            _ => Completion::new().text("unexpected").reply(),
+        }
+    });
+    let out = env.exec(&["--patch", patch.to_str().unwrap(), "Go deep"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "child saw: Error: subagent depth 2 exceeds maxDepth 1\n"
+    );
+    assert_eq!(sessions(&env).len(), 2, "no grandchild session was created");
+}
+
+#[test]
+fn a_failing_child_is_an_error_result_for_the_parent() {
+    let env = Env::new();
+    env.server().set_responder(|req| {
+        let task = task_of(req);
+        let tools = tool_messages(req);
+        match (task.as_str(), tools.is_empty()) {
+            ("Delegate", true) => {
+                calls_reply(&[delegate_call("c1", "subagent", "Doomed", "doomed")])
+            }
+            ("doomed", _) => dsh_testkit::deepseek::invalid_request("bad child request"),
+            (_, false) => {
+                let t = &tools[0];
+                let text = format!(
+                    "{} {}",
+                    t["content"].as_str().unwrap_or_default(),
+                    t["role"]
+                );
+                Completion::new().text(&text).reply()
+            }
+            _ => Completion::new().text("unexpected").reply(),
+        }
+    });
+    let out = env.exec(&["Delegate"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("Error: subagent run failed\nDiagnostic: "),
+        "{text}"
+    );
+    assert!(text.contains("bad child request"), "{text}");
+    let parent = env
+        .server()
+        .requests()
+        .into_iter()
+        .rfind(|r| task_of(r) == "Delegate")
+        .unwrap();
+    let result = &parent.body_json().unwrap()["messages"];
+    assert!(result.to_string().contains("subagent run failed"));
+}
+
+#[test]
+fn cancelling_the_parent_cancels_the_child_and_kills_its_processes() {
+    let env = Env::new();
+    let fifo = env.work.path().join("child.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // A unique duration marks the child's process (the sandbox may give it its own pid
+    // namespace, so the test finds it by its command line).
+    let marker = format!("300.{}", std::process::id());
+    let cmd = format!(
+        r#"{{"command":"sleep {marker} & echo started > {f} ; wait","description":"Hang"}}"#,
+        f = fifo.display()
+    );
+    env.server().set_responder(move |req| {
+        let task = task_of(req);
+        match task.as_str() {
+            "Delegate" => calls_reply(&[delegate_call("c1", "subagent", "Hang", "hang")]),
+            "hang" => Completion::new().tool_call("bash", &cmd).reply(),
+            _ => Completion::new().text("unexpected").reply(),
+        }
+    });
+    let mut child = env.spawn(&["Delegate"]);
+    assert_eq!(wait_fifo(&fifo).trim(), "started");
+    assert!(
+        !processes_with(&marker).is_empty(),
+        "the child's sleep runs"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(
+        processes_with(&marker),
+        Vec::<i32>::new(),
+        "the child's sleep survived the parent's cancel"
+    );
+    let all = sessions(&env);
+    let kid = all
+        .iter()
+        .find(|(h, _)| h.get("parentSession").is_some())
+        .unwrap();
+    let end = kid.1.iter().rfind(|e| e["type"] == "turn/end").unwrap();
+    assert_eq!(end["data"]["reason"]["kind"], "aborted", "{end}");
+    let parent = all
+        .iter()
+        .find(|(h, _)| h.get("parentSession").is_none())
+        .unwrap();
+    let result = parent
+        .1
+        .iter()
+        .find(|e| e["type"] == "tool/result")
+        .unwrap();
+    assert!(result["data"]["isError"] == true || result["data"]["message"]["isError"] == true);
+}
+
+#[test]
+fn a_fork_child_starts_with_the_parents_last_request_bytes() {
+    let env = Env::new();
+    env.server().set_responder(|req| {
+        let task = task_of(req);
+        let tools = tool_messages(req);
+        match (task.as_str(), tools.is_empty()) {
+            ("Remember the word PLUM", _) => Completion::new().text("Noted: PLUM").reply(),
+            ("Ask a fork", true) => calls_reply(&[delegate_call(
+                "f1",
+                "subagent_fork",
+                "Recall word",
+                "Which word?",
+            )]),
+            ("Which word?", _) => Completion::new().text("PLUM").reply(),
+            ("Ask a fork", false) => {
+                let text = tools[0]["content"].as_str().unwrap_or_default().to_owned();
+                Completion::new().text(&format!("fork said {text}")).reply()
+            }
+            _ => Completion::new().text("unexpected").reply(),
+        }
+    });
+    let first = env.exec(&["--session", "forky", "Remember the word PLUM"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let out = env.exec(&["--session", "forky", "Ask a fork"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "fork said PLUM\n");
+    let requests = env.server().requests();
+    assert_eq!(requests.len(), 4);
+    let (parent_last, child) = (&requests[1], &requests[2]);
+    assert_eq!(task_of(parent_last), "Ask a fork");
+    assert_eq!(task_of(child), "Which word?");
+    // Same tools, and the child's messages start with the parent's completed turn, byte for byte.
+    let pb = parent_last.body_json().unwrap();
+    let cb = child.body_json().unwrap();
+    assert_eq!(pb["tools"], cb["tools"]);
+    assert_eq!(pb["model"], cb["model"]);
+    let pm = pb["messages"].as_array().unwrap();
+    let cm = cb["messages"].as_array().unwrap();
+    let shared = pm
+        .iter()
+        .position(|m| m["role"] == "user" && m["content"] == "Ask a fork")
+        .unwrap();
+    assert!(shared >= 3, "system, the first prompt and its answer");
+    assert_eq!(pm[..shared], cm[..shared]);
+    let body_prefix = common_prefix(&parent_last.body, &child.body);
+    let ratio = body_prefix as f64 / child.body.len() as f64;
+    // The provider renders tools ahead of the conversation: in that order the shared prefix is
+    // everything but the child's own prompt.
+    let prompt_order = |b: &Value| format!("{}{}", b["tools"], b["messages"]);
+    let (po_parent, po_child) = (prompt_order(&pb), prompt_order(&cb));
+    let po_shared = common_prefix(po_parent.as_bytes(), po_child.as_bytes());
+    let po_ratio = po_shared as f64 / po_child.len() as f64;
+    eprintln!(
+        "fork: body bytes shared with the parent's last request: {body_prefix} of {} ({:.1}%: \
+         the whole conversation before the prompt; the tools follow it in the body); in prompt \
+         order (tools, messages): {po_shared} of {} ({:.1}%)",
+        child.body.len(),
+        ratio * 100.0,
+        po_child.len(),
+        po_ratio * 100.0
+    );
+    assert!(po_ratio > 0.95, "{po_ratio}");
+    assert!(child.cached_prefix_bytes >= body_prefix);
+    // The fork child's header: seeded from the parent.
+    let all = sessions(&env);
+    let kid = all
+        .iter()
+        .find(|(h, _)| h.get("parentSession").is_some())
+        .unwrap();
+    assert_eq!(kid.0["parentSession"], "forky");
+    assert_eq!(kid.0["isSeeded"], true);
+    assert_eq!(kid.0["delegationDepth"], 1);
+    assert_eq!(kid.0["origin"], "subagent");
+}
+
+/// Live (non-zombie) processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
