@@ -14,12 +14,16 @@
 //! - **Delegated policy**: the child inherits the parent's sandbox mode, logged in the child as
 //!   `sandbox/mode {source: "delegation"}`.
 //!
+//! - **Crash repair**: when a parent is resumed, its stored descendants that a crash left inside
+//!   a turn are repaired (opened once and closed) before the parent's first step.
+//!
 //! Nothing here depends on the agent loop: any driver behind `dsh_agent::Agents` works.
 
 mod error;
 mod inprocess;
 mod outcome;
 mod plugin;
+mod repair;
 pub mod texts;
 
 pub use error::SubagentError;
@@ -28,6 +32,7 @@ pub use outcome::{
     ChildInfo, StopReason, SubagentDescriptor, SubagentMode, SubagentOutcome, SubagentRequest,
 };
 pub use plugin::{SubagentsConfig, SubagentsPlugin};
+pub use repair::repair_children;
 
 use futures::future::BoxFuture;
 

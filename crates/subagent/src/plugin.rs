@@ -54,6 +54,7 @@ impl Plugin for SubagentsPlugin {
     async fn apply(ctx: Ctx, config: SubagentsConfig) -> Result<(), BoxError> {
         let agents = ctx.dep::<dyn Agents>()?;
         let sessions = ctx.dep::<dyn Sessions>()?;
+        crate::repair::install(&ctx, sessions.clone())?;
         let provider = InProcessSubagents::new(
             ctx.clone(),
             agents,

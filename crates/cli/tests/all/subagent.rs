@@ -422,3 +422,109 @@ fn processes_with(needle: &str) -> Vec<i32> {
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
+
+#[test]
+fn max_concurrent_one_runs_a_batch_of_children_one_at_a_time() {
+    let env = Env::new();
+    let patch = env.patch(
+        "serial.yaml",
+        "plugins:\n  - id: subagents\n    name: subagents\n    config: { maxConcurrent: 1 }\n",
+    );
+    let dir = env.cwd();
+    env.server().set_responder(move |req| {
+        let task = task_of(req);
+        let tools = tool_messages(req);
+        match (task.as_str(), tools.is_empty()) {
+            ("Delegate two", true) => calls_reply(&[
+                delegate_call("c1", "subagent", "One", "task 1"),
+                delegate_call("c2", "subagent", "Two", "task 2"),
+            ]),
+            ("Delegate two", false) => {
+                let texts: Vec<&str> = tools.iter().filter_map(|t| t["content"].as_str()).collect();
+                Completion::new().text(&texts.join("|")).reply()
+            }
+            (t, true) => {
+                // `mkdir` is atomic: it fails when the other child is inside at the same time.
+                let d = dir.display();
+                let args = serde_json::json!({
+                    "command": format!("mkdir {d}/inside && echo {t} alone && sleep 0.2 && rmdir {d}/inside"),
+                    "description": "Exclusive"
+                })
+                .to_string();
+                Completion::new().tool_call("bash", &args).reply()
+            }
+            (_, false) => {
+                let out = tools[0]["content"].as_str().unwrap_or_default().trim().to_owned();
+                Completion::new().text(&out).reply()
+            }
+        }
+    });
+    let out = env.exec(&["--patch", patch.to_str().unwrap(), "Delegate two"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "task 1 alone|task 2 alone\n");
+}
+
+#[test]
+fn kill_9_during_a_child_then_resume_of_the_parent_repairs_both_and_lists_the_tree() {
+    let env = Env::new();
+    let fifo = env.work.path().join("kid.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let cmd = format!(
+        r#"{{"command":"echo started > {f} && sleep 30","description":"Hang"}}"#,
+        f = fifo.display()
+    );
+    env.server().set_responder(move |req| {
+        let task = task_of(req);
+        let tools = tool_messages(req);
+        match (task.as_str(), tools.is_empty()) {
+            ("Delegate", true) => calls_reply(&[delegate_call("c1", "subagent", "Hang", "hang")]),
+            ("hang", true) => Completion::new().tool_call("bash", &cmd).reply(),
+            ("what happened?", _) => Completion::new().text("recovered").reply(),
+            _ => Completion::new().text("unexpected").reply(),
+        }
+    });
+    let mut dsh = env.spawn(&["--session", "crash-parent", "Delegate"]);
+    assert_eq!(wait_fifo(&fifo).trim(), "started");
+    dsh.kill().unwrap();
+    dsh.wait().unwrap();
+
+    let out = env.exec(&["--resume", "crash-parent", "what happened?"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "recovered\n");
+    let all = sessions(&env);
+    let parent = all.iter().find(|(h, _)| h["id"] == "crash-parent").unwrap();
+    let repaired = parent
+        .1
+        .iter()
+        .find(|e| e["type"] == "tool/result")
+        .unwrap();
+    assert_eq!(repaired["data"]["error"]["code"], "TOOL_OUTCOME_UNKNOWN");
+    let kid = all
+        .iter()
+        .find(|(h, _)| h["parentSession"] == "crash-parent")
+        .unwrap();
+    let kid_repair = kid.1.iter().find(|e| e["type"] == "tool/result").unwrap();
+    assert_eq!(kid_repair["data"]["error"]["code"], "TOOL_OUTCOME_UNKNOWN");
+    let kid_ends: Vec<&str> = kid
+        .1
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| e["data"]["reason"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kid_ends, ["interrupted"]);
+
+    // `dsh sessions list` shows the child indented under its parent.
+    let list = env.dsh().args(["sessions", "list"]).output().unwrap();
+    let text = stdout(&list);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("crash-parent  "), "{text}");
+    let kid_id = kid.0["id"].as_str().unwrap();
+    assert!(lines[1].starts_with(&format!("  {kid_id}  ")), "{text}");
+}
