@@ -23,7 +23,7 @@ pub(crate) struct TuiArgs {
     #[arg(long, value_name = "M")]
     pub(crate) model: Option<String>,
     /// Provider route.
-    #[arg(long, value_name = "P", default_value = "deepseek")]
+    #[arg(long, value_name = "P", default_value = "deepseek-official")]
     pub(crate) provider: String,
     /// Reasoning effort.
     #[arg(long, value_enum)]

@@ -14,8 +14,11 @@ pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
 pub const API_KEY_ENV: &str = "DEEPSEEK_API_KEY";
 /// Environment variable overriding the base URL.
 pub const BASE_URL_ENV: &str = "DEEPSEEK_BASE_URL";
-/// Default route.
-pub const DEFAULT_ROUTE: &str = "deepseek";
+/// Default route: the original harness's provider id, so a session moved between the two keeps
+/// its provider (and does not read as a model change).
+pub const DEFAULT_ROUTE: &str = "deepseek-official";
+/// Extra routes of the default registration (dsh's earlier id; logs written with it resume).
+pub const DEFAULT_ALIASES: [&str; 1] = ["deepseek"];
 /// Default model id.
 pub const DEFAULT_MODEL: &str = "deepseek-flash";
 
@@ -143,9 +146,13 @@ pub fn default_catalog() -> Vec<ModelEntry> {
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DeepSeekConfig {
-    /// Provider route to register (default `deepseek`).
+    /// Provider route to register (default `deepseek-official`).
     #[serde(default)]
     pub route: Option<String>,
+    /// More routes for the same adapter (default `["deepseek"]` with the default route, none
+    /// with a configured one).
+    #[serde(default)]
+    pub aliases: Option<Vec<String>>,
     /// API key; default: the environment variable `apiKeyEnv`, read per request.
     #[serde(default)]
     pub api_key: Option<ApiKey>,

@@ -6,9 +6,10 @@ use dsh_kernel::{BoxError, Ctx, Dep, Plugin};
 use dsh_llm::Llm;
 
 use crate::client::DeepSeekAdapter;
-use crate::config::{DEFAULT_ROUTE, DeepSeekConfig};
+use crate::config::{DEFAULT_ALIASES, DEFAULT_ROUTE, DeepSeekConfig};
 
-/// Registers the DeepSeek adapter for route `deepseek` (or the configured route), owned by this
+/// Registers the DeepSeek adapter for route `deepseek-official` and its alias `deepseek` (or the
+/// configured route and aliases), owned by this
 /// plugin's fiber. Live config: a config update reaches the next request without
 /// re-registration; an invalid snapshot (e.g. a bad base URL) is refused and the last good
 /// settings stay. A changed `route` takes effect only when the plugin restarts.
@@ -29,9 +30,18 @@ impl Plugin for DeepSeekPlugin {
             adapter = adapter.follow(updates);
         }
         let route = config.route.as_deref().unwrap_or(DEFAULT_ROUTE);
-        ctx.dep::<dyn Llm>()?
-            .register(&ctx, route, Arc::new(adapter))?;
-        tracing::debug!(route, "DeepSeek adapter registered");
+        let aliases: Vec<String> = match (&config.aliases, &config.route) {
+            (Some(a), _) => a.clone(),
+            (None, None) => DEFAULT_ALIASES.iter().map(|a| (*a).to_owned()).collect(),
+            (None, Some(_)) => Vec::new(),
+        };
+        let llm = ctx.dep::<dyn Llm>()?;
+        let adapter: Arc<DeepSeekAdapter> = Arc::new(adapter);
+        llm.register(&ctx, route, adapter.clone())?;
+        for alias in aliases.iter().filter(|a| a.as_str() != route) {
+            llm.register(&ctx, alias, adapter.clone())?;
+        }
+        tracing::debug!(route, ?aliases, "DeepSeek adapter registered");
         Ok(())
     }
 }

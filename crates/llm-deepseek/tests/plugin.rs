@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::common::fixture;
 
 #[tokio::test]
-async fn plugin_registers_route_deepseek_and_streams_through_the_service() {
+async fn plugin_registers_route_deepseek_official_and_its_alias_and_streams_through_the_service() {
     let server = MockServer::start().await;
     let mut reg = PluginRegistry::new();
     reg.register::<LlmPlugin>().register::<DeepSeekPlugin>();
@@ -25,7 +25,15 @@ async fn plugin_registers_route_deepseek_and_streams_through_the_service() {
     fiber.ready().await.unwrap();
     let root = kernel.root();
     let llm = root.get::<dyn Llm>().unwrap();
-    assert_eq!(llm.routes(), vec!["deepseek".to_owned()]);
+    // The original harness's provider id, plus dsh's earlier id as an alias of the same adapter.
+    assert_eq!(
+        llm.routes(),
+        vec!["deepseek".to_owned(), "deepseek-official".to_owned()]
+    );
+    assert!(std::sync::Arc::ptr_eq(
+        &llm.adapter("deepseek").unwrap(),
+        &llm.adapter("deepseek-official").unwrap()
+    ));
 
     let call = llm
         .prepare_call(&CallSettings {

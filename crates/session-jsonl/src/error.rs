@@ -84,12 +84,13 @@ pub enum StoreError {
         /// The selected file.
         path: PathBuf,
     },
-    /// A write (or repair) of a zstd-compressed session: dsh has no zstd encoder.
+    /// A repair of a zstd-compressed session (repair moves plain bytes aside; frames are not
+    /// cut there).
     #[error(
-        "session \"{id}\" is stored zstd-compressed, which dsh reads but cannot append to (no zstd encoder); open it read-only ({})",
+        "session \"{id}\" is stored zstd-compressed, which `repair` does not handle; resume it instead (a torn final frame is dropped on resume) ({})",
         path.display()
     )]
-    ZstdReadOnly {
+    ZstdRepair {
         /// The session.
         id: String,
         /// The selected file.
@@ -146,7 +147,7 @@ impl From<StoreError> for SessionError {
             StoreError::Exists(id) => SessionError::Exists(id),
             StoreError::Load(e) => SessionError::Log(LogError::Load(e)),
             StoreError::Log(e) => SessionError::Log(e),
-            e @ (StoreError::MixedEncodings { .. } | StoreError::ZstdReadOnly { .. }) => {
+            e @ (StoreError::MixedEncodings { .. } | StoreError::ZstdRepair { .. }) => {
                 SessionError::Log(LogError::Unsupported(e.to_string()))
             }
             e @ StoreError::Zstd { .. } => SessionError::Log(LogError::Corrupt(e.to_string())),

@@ -16,4 +16,4 @@ pub mod zstd;
 pub use error::{StoreError, ZstdError};
 pub use plugin::{JsonlConfig, JsonlPlugin, default_root};
 pub use repair::{RepairCause, RepairReport};
-pub use store::{DEFAULT_SPILL_CAP_BYTES, JsonlStore};
+pub use store::{Compression, DEFAULT_SPILL_CAP_BYTES, JsonlStore};

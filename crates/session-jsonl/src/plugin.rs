@@ -20,6 +20,10 @@ pub struct JsonlConfig {
     /// `~/.dsh`).
     #[serde(default)]
     pub root: Option<PathBuf>,
+    /// Encoding of new session logs: `none` (plain JSONL) or `zstd` (the original harness's
+    /// default). An existing log is continued in its own encoding.
+    #[serde(default)]
+    pub compression: Option<crate::Compression>,
 }
 
 /// The default root: `$DSH_HOME/sessions`, or `~/.dsh/sessions`.
@@ -43,7 +47,9 @@ impl Plugin for JsonlPlugin {
 
     async fn apply(ctx: Ctx, config: JsonlConfig) -> Result<(), BoxError> {
         let root = config.root.unwrap_or_else(default_root);
-        let store = Arc::new(JsonlStore::new(root));
+        let store = Arc::new(
+            JsonlStore::new(root).with_compression(config.compression.unwrap_or_default()),
+        );
         ctx.provide::<dyn SessionPersistence>(Arc::clone(&store) as Arc<dyn SessionPersistence>)?;
         let s = Arc::clone(&store);
         ctx.on::<SessionEvent>(move |ev| {

@@ -72,7 +72,7 @@ impl JsonlStore {
     ///
     /// Refused: zstd-compressed and v3 logs (never modified by dsh) and logs whose header is
     /// refused (nothing valid to keep), with [`StoreError::Unrepairable`] or
-    /// [`StoreError::ZstdReadOnly`].
+    /// [`StoreError::ZstdRepair`].
     pub fn repair(&self, id: &str) -> Result<RepairReport, StoreError> {
         let open = self.open.lock();
         if open.contains_key(id) {
@@ -106,7 +106,7 @@ impl JsonlStore {
 
 fn refuse_unrepairable(id: &str, sel: &crate::store::Selected) -> Result<(), StoreError> {
     if sel.zstd {
-        return Err(StoreError::ZstdReadOnly {
+        return Err(StoreError::ZstdRepair {
             id: id.to_string(),
             path: sel.path.clone(),
         });

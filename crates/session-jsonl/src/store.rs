@@ -6,6 +6,7 @@ use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use dsh_kernel::schemars::{self, JsonSchema};
 use dsh_session::codec::{DecodedLog, LoadError, check_generation, decode_jsonl, read_jsonl};
 use dsh_session::{Event, SessionError, SessionHeader, SessionPersistence, SessionSummary};
 use parking_lot::Mutex;
@@ -25,11 +26,28 @@ pub const SPILL_DIR: &str = "spill";
 /// The format version this backend writes.
 const VERSION: u64 = 4;
 
+/// How new session logs are encoded (`compression` of the persistence config). An existing log
+/// is always continued in its own encoding (format §1.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// Plain JSONL (`session.v4.jsonl`).
+    #[default]
+    None,
+    /// zstd frames, one per write batch (`session.v4.jsonl.zstd`, the original's default).
+    Zstd,
+}
+
 /// One session open for write in this process.
 #[derive(Debug)]
 pub(crate) struct Writer {
     pub(crate) dir: PathBuf,
     header: SessionHeader,
+    /// The log is zstd frames (one per write batch).
+    zstd: bool,
+    /// zstd: the complete lines recovered from a torn final frame, written again as one frame
+    /// after the truncation (as the original does).
+    recovered: Vec<u8>,
     /// `None` until materialized (lazy: nothing on disk before the first flush).
     file: Option<File>,
     /// Held exclusive `flock` on `session.lock` (released when dropped).
@@ -47,10 +65,12 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    fn new(dir: PathBuf, header: SessionHeader) -> Self {
+    fn new(dir: PathBuf, header: SessionHeader, zstd: bool) -> Self {
         Writer {
             dir,
             header,
+            zstd,
+            recovered: Vec::new(),
             file: None,
             lock: None,
             len: 0,
@@ -67,6 +87,7 @@ pub struct JsonlStore {
     root: PathBuf,
     pub(crate) open: Mutex<HashMap<String, Writer>>,
     pub(crate) spill_cap: u64,
+    compression: Compression,
 }
 
 fn io(op: &'static str, path: &Path, e: std::io::Error) -> StoreError {
@@ -89,7 +110,19 @@ impl JsonlStore {
             root: root.into(),
             open: Mutex::new(HashMap::new()),
             spill_cap: DEFAULT_SPILL_CAP_BYTES,
+            compression: Compression::default(),
         }
+    }
+
+    /// Sets the encoding of new session logs (existing logs keep theirs).
+    pub fn with_compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// The encoding of new session logs.
+    pub fn compression(&self) -> Compression {
+        self.compression
     }
 
     /// Sets the cap on the total size of one session's spill files (see [`Self::spill_cap`]).
@@ -164,15 +197,31 @@ impl JsonlStore {
             let reader = BufReader::with_capacity(READ_BUFFER, file);
             return Ok(read_jsonl(reader, sel.version, &shown, id)?);
         }
+        Ok(self.read_zstd(id, sel)?.0)
+    }
+
+    /// Reads a zstd log: the decoded log, the file length to keep (the start of a torn final
+    /// frame, else the whole file) and the lines recovered from a torn frame.
+    fn read_zstd(
+        &self,
+        id: &str,
+        sel: &Selected,
+    ) -> Result<(DecodedLog, u64, Vec<u8>), StoreError> {
+        let shown = sel.path.display().to_string();
         let bytes = fs::read(&sel.path).map_err(|e| io("reading", &sel.path, e))?;
-        let (plain, torn_frame) =
-            crate::zstd::decompress_frames(&bytes).map_err(|source| StoreError::Zstd {
-                path: sel.path.clone(),
-                source,
-            })?;
-        let mut decoded = read_jsonl(&plain[..], sel.version, &shown, id)?;
-        decoded.torn |= torn_frame;
-        Ok(decoded)
+        let frames = crate::zstd::decode_frames(&bytes).map_err(|source| StoreError::Zstd {
+            path: sel.path.clone(),
+            source,
+        })?;
+        let mut decoded = read_jsonl(&frames.plain[..], sel.version, &shown, id)?;
+        let (keep, recovered) = match frames.torn {
+            Some((at, lines)) => {
+                decoded.torn = true;
+                (at as u64, lines)
+            }
+            None => (bytes.len() as u64, Vec::new()),
+        };
+        Ok((decoded, keep, recovered))
     }
 }
 
@@ -268,6 +317,32 @@ fn publish(dir: &Path, name: &str, bytes: &[u8], id: &str) -> Result<File, Store
 }
 
 impl Writer {
+    /// The file name this writer publishes and appends to.
+    fn file_name(&self) -> String {
+        let plain = generation_file(VERSION);
+        if self.zstd {
+            format!("{plain}.zstd")
+        } else {
+            plain
+        }
+    }
+
+    /// The bytes of the pending batch as stored: plain lines, or zstd frames (the recovered
+    /// lines of a torn frame as one frame, then the batch as one frame).
+    fn encoded_batch(&self) -> Vec<u8> {
+        if !self.zstd {
+            return self.buffer.clone();
+        }
+        let mut out = Vec::new();
+        if !self.recovered.is_empty() {
+            crate::zstd::encode_frame(&self.recovered, &mut out);
+        }
+        if !self.buffer.is_empty() {
+            crate::zstd::encode_frame(&self.buffer, &mut out);
+        }
+        out
+    }
+
     /// Writes the buffer to the published file without syncing (process-crash safe). Before the
     /// file exists, the full publishing flush runs instead.
     fn write_through(&mut self) -> Result<(), StoreError> {
@@ -277,16 +352,18 @@ impl Writer {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        let path = self.dir.join(generation_file(VERSION));
+        let path = self.dir.join(self.file_name());
+        let batch = self.encoded_batch();
         let Some(file) = self.file.as_mut() else {
             return Ok(());
         };
-        if let Err(e) = file.write_all(&self.buffer) {
+        if let Err(e) = file.write_all(&batch) {
             let _ = file.set_len(self.len);
             return Err(io("writing", &path, e));
         }
-        self.len += self.buffer.len() as u64;
+        self.len += batch.len() as u64;
         self.buffer.clear();
+        self.recovered.clear();
         Ok(())
     }
 
@@ -296,8 +373,10 @@ impl Writer {
             if self.lock.is_none() {
                 self.lock = Some(take_lock(&self.dir, &self.header.id)?);
             }
-            let mut bytes = self.header.to_json_line().into_bytes();
-            bytes.push(b'\n');
+            let mut plain = self.header.to_json_line().into_bytes();
+            plain.push(b'\n');
+            let header_len = plain.len();
+            let mut bytes = plain;
             if let Some((events, v3, len, mtime)) = &self.successor {
                 let meta = fs::metadata(v3).map_err(|e| io("inspecting", v3, e))?;
                 if meta.len() != *len || meta.modified().ok() != *mtime {
@@ -310,12 +389,16 @@ impl Writer {
                 }
             }
             bytes.extend_from_slice(&self.buffer);
-            let file = publish(
-                &self.dir,
-                &generation_file(VERSION),
-                &bytes,
-                &self.header.id,
-            )?;
+            if self.zstd {
+                // Frame 1 is exactly the header line; the rest is the first batch's frame.
+                let mut framed = Vec::new();
+                crate::zstd::encode_frame(&bytes[..header_len], &mut framed);
+                if bytes.len() > header_len {
+                    crate::zstd::encode_frame(&bytes[header_len..], &mut framed);
+                }
+                bytes = framed;
+            }
+            let file = publish(&self.dir, &self.file_name(), &bytes, &self.header.id)?;
             self.len = bytes.len() as u64;
             self.file = Some(file);
             self.buffer.clear();
@@ -323,28 +406,34 @@ impl Writer {
             return Ok(());
         }
         if let (Some(len), Some(file)) = (self.truncate_to, self.file.as_mut()) {
-            let path = self.dir.join(generation_file(VERSION));
+            let path = self.dir.join(if self.zstd {
+                format!("{}.zstd", generation_file(VERSION))
+            } else {
+                generation_file(VERSION)
+            });
             file.set_len(len)
                 .and_then(|()| file.sync_all())
                 .map_err(|e| io("truncating the torn tail of", &path, e))?;
             tracing::warn!(session = %self.header.id, path = %path.display(), "dropped a torn tail");
             self.truncate_to = None;
         }
-        if self.buffer.is_empty() {
+        if self.buffer.is_empty() && self.recovered.is_empty() {
             return Ok(());
         }
-        let path = self.dir.join(generation_file(VERSION));
+        let path = self.dir.join(self.file_name());
+        let batch = self.encoded_batch();
         let Some(file) = self.file.as_mut() else {
             return Ok(());
         };
-        let written = file.write_all(&self.buffer).and_then(|()| file.sync_data());
+        let written = file.write_all(&batch).and_then(|()| file.sync_data());
         if let Err(e) = written {
             // Truncate back to the committed length; the buffer stays for a retry.
             let _ = file.set_len(self.len);
             return Err(io("appending to", &path, e));
         }
-        self.len += self.buffer.len() as u64;
+        self.len += batch.len() as u64;
         self.buffer.clear();
+        self.recovered.clear();
         Ok(())
     }
 }
@@ -356,7 +445,8 @@ impl JsonlStore {
             return Err(StoreError::Exists(header.id.clone()));
         }
         let dir = self.session_dir(header);
-        open.insert(header.id.clone(), Writer::new(dir, header.clone()));
+        let zstd = self.compression == Compression::Zstd;
+        open.insert(header.id.clone(), Writer::new(dir, header.clone(), zstd));
         Ok(())
     }
 
@@ -370,17 +460,25 @@ impl JsonlStore {
         let lock = take_lock(&dir, id)?;
         // Select again under the lock: a concurrent writer may have published meanwhile.
         let sel = select(&dir)?.unwrap_or(sel);
-        if sel.zstd {
-            // Writes continue in the selected encoding (format §1.4); dsh has no zstd encoder.
-            return Err(StoreError::ZstdReadOnly {
-                id: id.to_string(),
-                path: sel.path,
-            });
-        }
-        let decoded = self.read_log(id, &sel)?;
-        let mut w = Writer::new(dir, decoded.header.clone());
+        // Writes continue in the selected encoding (format §1.4).
+        let (decoded, zstd_keep, recovered) = if sel.zstd {
+            let (d, keep, rec) = self.read_zstd(id, &sel)?;
+            (d, Some(keep), rec)
+        } else {
+            (self.read_log(id, &sel)?, None, Vec::new())
+        };
+        let mut w = Writer::new(dir, decoded.header.clone(), sel.zstd);
         w.lock = Some(lock);
-        if decoded.source_version == VERSION {
+        if let (Some(keep), VERSION) = (zstd_keep, decoded.source_version) {
+            let file = OpenOptions::new()
+                .append(true)
+                .open(&sel.path)
+                .map_err(|e| io("opening", &sel.path, e))?;
+            w.len = keep;
+            w.truncate_to = decoded.torn.then_some(keep);
+            w.recovered = recovered;
+            w.file = Some(file);
+        } else if decoded.source_version == VERSION {
             let file = OpenOptions::new()
                 .append(true)
                 .open(&sel.path)
@@ -518,8 +616,35 @@ fn summarize(dir: &Path) -> Result<Option<SessionSummary>, StoreError> {
     let file = File::open(&sel.path).map_err(|e| io("opening", &sel.path, e))?;
     let mut first = Vec::new();
     let mut reader = BufReader::new(file).take(dsh_session::codec::MAX_HEADER_BYTES);
-    std::io::BufRead::read_until(&mut reader, b'\n', &mut first)
-        .map_err(|e| io("reading", &sel.path, e))?;
+    if sel.zstd {
+        // The header line is the first frame (compressed, it is smaller than the line): read
+        // 64 KiB, and up to the header limit only when the frame is longer.
+        let mut raw = Vec::new();
+        (&mut reader)
+            .take(64 << 10)
+            .read_to_end(&mut raw)
+            .map_err(|e| io("reading", &sel.path, e))?;
+        if crate::zstd::first_frame(&raw).ok().flatten().is_none() {
+            reader
+                .read_to_end(&mut raw)
+                .map_err(|e| io("reading", &sel.path, e))?;
+        }
+        first = crate::zstd::first_frame(&raw)
+            .map_err(|source| StoreError::Zstd {
+                path: sel.path.clone(),
+                source,
+            })?
+            .unwrap_or_default();
+        first.truncate(
+            first
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(first.len(), |i| i + 1),
+        );
+    } else {
+        std::io::BufRead::read_until(&mut reader, b'\n', &mut first)
+            .map_err(|e| io("reading", &sel.path, e))?;
+    }
     if first.last() == Some(&b'\n') {
         first.pop();
     }

@@ -1,19 +1,65 @@
-//! Reading zstd-compressed logs (`session.vN.jsonl.zstd`, the original harness's default
-//! encoding; format §1.7–§1.8): concatenated, checksummed frames, each decompressing to complete
-//! lines. Pure-Rust decoder (`ruzstd`); dsh has no zstd encoder, so these logs are read-only.
+//! zstd-compressed logs (`session.vN.jsonl.zstd`, the original harness's default encoding;
+//! format §1.7–§1.8, `original-0.2.1.md` §1.3): concatenated, checksummed frames, one per durable
+//! write batch, each decompressing to complete lines; the first frame is exactly the header
+//! line. Pure Rust both ways (`ruzstd`): its encoder writes the same frame form as the original
+//! (descriptor `0x04`: no content size, not single-segment, content checksum) at its only
+//! implemented level, "fastest" (about zstd level 1; the original uses level 3).
 
 use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
+use ruzstd::encoding::{CompressionLevel, compress};
 
 use crate::error::ZstdError;
+
+/// One frame holding `plain` (complete lines), with a content checksum.
+pub fn encode_frame(plain: &[u8], out: &mut Vec<u8>) {
+    compress(plain, &mut *out, CompressionLevel::Fastest);
+}
+
+/// The decompressed frames of a log.
+#[derive(Debug, Default)]
+pub struct Frames {
+    /// Every complete line, in order (the complete lines of a torn final frame included).
+    pub plain: Vec<u8>,
+    /// A torn final frame: its byte offset in the file and the complete lines recovered from it
+    /// (a writer truncates the file there and writes them again as one frame).
+    pub torn: Option<(usize, Vec<u8>)>,
+}
 
 /// Decompresses every frame. Returns the plain bytes and whether the final frame was torn (its
 /// complete lines are kept). A bad frame that is not the file's tail — a checksum mismatch, a
 /// decoding failure with bytes after it, a frame not ending in `\n` — is corruption.
 pub fn decompress_frames(bytes: &[u8]) -> Result<(Vec<u8>, bool), ZstdError> {
+    let f = decode_frames(bytes)?;
+    Ok((f.plain, f.torn.is_some()))
+}
+
+/// Decompresses only the first frame (the header line's frame), for listings. `None` when the
+/// bytes end inside it.
+pub fn first_frame(bytes: &[u8]) -> Result<Option<Vec<u8>>, ZstdError> {
+    let mut src = bytes;
+    let mut dec = FrameDecoder::new();
+    let decoded = dec
+        .reset(&mut src)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            dec.decode_blocks(&mut src, BlockDecodingStrategy::All)
+                .map_err(|e| e.to_string())
+        });
+    match decoded {
+        Ok(true) => Ok(Some(dec.collect().unwrap_or_default())),
+        Ok(false) => Ok(None),
+        Err(_) if src.is_empty() => Ok(None),
+        Err(detail) => Err(ZstdError::Decode { frame: 0, detail }),
+    }
+}
+
+/// Decompresses every frame, keeping where a torn final frame starts (see [`Frames`]).
+pub fn decode_frames(bytes: &[u8]) -> Result<Frames, ZstdError> {
     let mut out = Vec::new();
     let mut rest = bytes;
     let mut index = 0usize;
     while !rest.is_empty() {
+        let start = bytes.len() - rest.len();
         let mut src = rest;
         let mut dec = FrameDecoder::new();
         let decoded = dec
@@ -47,7 +93,10 @@ pub fn decompress_frames(bytes: &[u8]) -> Result<(Vec<u8>, bool), ZstdError> {
                     .rposition(|b| *b == b'\n')
                     .map_or(0, |i| i + 1);
                 out.extend_from_slice(&partial[..keep]);
-                return Ok((out, true));
+                return Ok(Frames {
+                    plain: out,
+                    torn: Some((start, partial[..keep].to_vec())),
+                });
             }
             Ok(false) => return Err(ZstdError::Incomplete { frame: index }),
             Err(detail) => {
@@ -59,19 +108,40 @@ pub fn decompress_frames(bytes: &[u8]) -> Result<(Vec<u8>, bool), ZstdError> {
         }
         index += 1;
     }
-    Ok((out, false))
+    Ok(Frames {
+        plain: out,
+        torn: None,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ruzstd::encoding::{CompressionLevel, compress_to_vec};
 
     fn frames(parts: &[&str]) -> Vec<u8> {
-        parts
-            .iter()
-            .flat_map(|p| compress_to_vec(p.as_bytes(), CompressionLevel::Fastest))
-            .collect()
+        let mut out = Vec::new();
+        for p in parts {
+            encode_frame(p.as_bytes(), &mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn frames_have_the_originals_form() {
+        let bytes = frames(&["{\"a\":1}\n"]);
+        assert_eq!(&bytes[..4], &[0x28, 0xb5, 0x2f, 0xfd]);
+        // No content size, not single-segment, checksum, no dictionary: as the original writes.
+        assert_eq!(bytes[4], 0x04);
+        assert_eq!(first_frame(&bytes).unwrap().unwrap(), b"{\"a\":1}\n");
+    }
+
+    #[test]
+    fn a_torn_frame_reports_its_offset_and_recovered_lines() {
+        let first = frames(&["{\"a\":1}\n"]);
+        let bytes = frames(&["{\"a\":1}\n", "{\"b\":2}\n"]);
+        let f = decode_frames(&bytes[..bytes.len() - 2]).unwrap();
+        let (at, _) = f.torn.unwrap();
+        assert_eq!(at, first.len());
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! - [`Event`] / [`NewEvent`]: the immutable, shared envelope (format §3) and what callers append.
 //! - [`SessionLog`]: admission (format §4), the incremental surface and `derive_messages()`
 //!   (§8), crash repair (§15) and fork seeds (§12).
-//! - [`EventKind`] (the 60 known types plus plugin types), [`CoreEvent`] and [`data`]: typed
+//! - [`EventKind`] (the 63 known types plus plugin types), [`CoreEvent`] and [`data`]: typed
 //!   payloads of the core events, decoded once per event and kept beside its exact JSON;
-//!   [`PluginEvent`]: a plugin's own typed event; [`wire`]: the closed sets as enums;
+//!   [`PluginEvent`]: a plugin's own typed event; [`feature`]: the shared feature events the
+//!   original 0.2.1 writes (jobs, working directory, permission knobs, titles); [`wire`]: the closed sets as enums;
 //!   [`stream`]: embedded stream records.
 //! - [`codec`]: reading stored bytes (header, torn tails, version refusal) and the v3→v4
 //!   conversion ([`migrate`]).
@@ -16,6 +17,7 @@ pub mod codec;
 pub mod data;
 pub mod error;
 pub mod event;
+pub mod feature;
 pub mod header;
 pub mod ids;
 pub mod json;

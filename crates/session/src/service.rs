@@ -202,7 +202,10 @@ impl Sessions for SessionStore {
             .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
         let decoded = p.open_write(id)?;
         let log = match decoded.replay() {
-            Ok(log) => log,
+            Ok(log) => {
+                warn_unknown_types(id, &log);
+                log
+            }
             Err(e) => {
                 let _ = p.close(id);
                 return Err(e.into());
@@ -235,7 +238,9 @@ impl Sessions for SessionStore {
             .backend()
             .ok_or_else(|| SessionError::NotFound(id.to_string()))?;
         let decoded = p.open_read(id)?;
-        Ok(decoded.replay()?)
+        let log = decoded.replay()?;
+        warn_unknown_types(id, &log);
+        Ok(log)
     }
 
     fn get(&self, id: &str) -> Option<Arc<Session>> {
@@ -334,5 +339,18 @@ impl Sessions for SessionStore {
             }
             result
         })
+    }
+}
+
+/// One warning naming the event types of a stored log that this reader does not know (a newer
+/// writer's log-only types, admitted and kept verbatim; see `UnknownValue::EVENT_TYPE`).
+fn warn_unknown_types(id: &str, log: &SessionLog) {
+    let types = crate::UnknownValue::event_types(log.unknown_values());
+    if !types.is_empty() {
+        tracing::warn!(
+            session = id,
+            "session log has event types this dsh does not know (kept, not shown to the model): {}",
+            types.join(", ")
+        );
     }
 }

@@ -35,6 +35,17 @@ pub const END_SEED: &str = "session/end-seed";
 /// `image/offload` (the one projection type)
 pub const IMAGE_OFFLOAD: &str = "image/offload";
 
+/// `job/registered` (new in 0.2.1: a background job of this session was created)
+pub const JOB_REGISTERED: &str = "job/registered";
+/// `job/settled` (new in 0.2.1: a job's first terminal outcome)
+pub const JOB_SETTLED: &str = "job/settled";
+/// `working-directory/change` (new in 0.2.1: the session's working directory from here on)
+pub const WORKING_DIRECTORY_CHANGE: &str = "working-directory/change";
+
+/// The three types the original 0.2.1 added to the v4 vocabulary (log-only, not model-visible,
+/// written without `ignorable`; `original-0.2.1.md` §3.2).
+pub const ADDED_IN_0_2_1: [&str; 3] = [JOB_REGISTERED, JOB_SETTLED, WORKING_DIRECTORY_CHANGE];
+
 /// Retired v3 names of `tool/ptc-dispatch-start` / `tool/ptc-dispatch` (format §5): refused when
 /// required, renamed `plugin:<name>` by the v3 conversion when ignorable.
 pub const RETIRED_CODE_DISPATCH: [&str; 2] = ["tool/code-dispatch-start", "tool/code-dispatch"];
@@ -48,8 +59,8 @@ pub const SURFACE_TYPES: [&str; 5] = [
     TOOL_RESULT,
 ];
 
-/// All 60 type names a v4 reader must know.
-pub const KNOWN_TYPES: [&str; 60] = [
+/// All 63 type names a v4 reader must know: format §5's 60 and the three 0.2.1 added.
+pub const KNOWN_TYPES: [&str; 63] = [
     TURN_START,
     TURN_END,
     STEP_START,
@@ -110,6 +121,9 @@ pub const KNOWN_TYPES: [&str; 60] = [
     "web/deepseek-search-llm-request",
     "workspace/changes",
     "slots/dispatch",
+    JOB_REGISTERED,
+    JOB_SETTLED,
+    WORKING_DIRECTORY_CHANGE,
 ];
 
 /// Whether `kind` is one of the five surface types.
@@ -117,31 +131,34 @@ pub fn is_surface(kind: &str) -> bool {
     SURFACE_TYPES.contains(&kind)
 }
 
-/// Whether `kind` is one of the 60 known v4 types.
+/// Whether `kind` is one of the 63 known v4 types.
 pub fn is_known(kind: &str) -> bool {
     KNOWN_TYPES.contains(&kind)
 }
 
 /// Whether `kind` belongs to the frozen 58-name v3 vocabulary (§16.2 rule 2).
 pub fn is_known_v3(kind: &str) -> bool {
-    kind != DEVELOPER_MESSAGE && kind != "slots/dispatch" && is_known(kind)
+    kind != DEVELOPER_MESSAGE
+        && kind != "slots/dispatch"
+        && !ADDED_IN_0_2_1.contains(&kind)
+        && is_known(kind)
 }
 
 macro_rules! event_kinds {
     ($($(#[$doc:meta])* $v:ident => $s:literal,)*) => {
-        /// An event type (format §5): one of the 60 known names, or a type this reader does not
+        /// An event type (format §5): one of the 63 known names, or a type this reader does not
         /// know (a plugin's own `dsh/…` type, or a newer writer's). The wire string appears only at
         /// the edge ([`EventKind::parse`], [`EventKind::as_str`]).
         #[derive(Debug, Clone, PartialEq, Eq, Hash)]
         pub enum EventKind {
             $($(#[$doc])* $v,)*
-            /// A type outside the 60 known names, kept verbatim.
+            /// A type outside the 63 known names, kept verbatim.
             Other(Arc<str>),
         }
 
         impl EventKind {
             /// Every known kind, in the order of format §5.
-            pub const KNOWN: [EventKind; 60] = [$(EventKind::$v,)*];
+            pub const KNOWN: [EventKind; 63] = [$(EventKind::$v,)*];
 
             /// The kind of a wire type name.
             pub fn parse(name: &str) -> EventKind {
@@ -283,10 +300,16 @@ event_kinds! {
     WorkspaceChanges => "workspace/changes",
     /// `slots/dispatch`
     SlotsDispatch => "slots/dispatch",
+    /// `job/registered` (0.2.1)
+    JobRegistered => "job/registered",
+    /// `job/settled` (0.2.1)
+    JobSettled => "job/settled",
+    /// `working-directory/change` (0.2.1)
+    WorkingDirectoryChange => "working-directory/change",
 }
 
 impl EventKind {
-    /// Whether this is one of the 60 known v4 types.
+    /// Whether this is one of the 63 known v4 types.
     pub fn is_known(&self) -> bool {
         !matches!(self, EventKind::Other(_))
     }
@@ -305,7 +328,15 @@ impl EventKind {
 
     /// Whether this kind belongs to the frozen 58-name v3 vocabulary (§16.2 rule 2).
     pub fn is_known_v3(&self) -> bool {
-        self.is_known() && !matches!(self, EventKind::DeveloperMessage | EventKind::SlotsDispatch)
+        self.is_known()
+            && !matches!(
+                self,
+                EventKind::DeveloperMessage
+                    | EventKind::SlotsDispatch
+                    | EventKind::JobRegistered
+                    | EventKind::JobSettled
+                    | EventKind::WorkingDirectoryChange
+            )
     }
 
     /// The static wire name of a known kind (`None` for [`EventKind::Other`]).
@@ -367,7 +398,7 @@ mod tests {
     #[test]
     fn vocabulary_is_complete_and_distinct() {
         let set: std::collections::HashSet<_> = KNOWN_TYPES.iter().collect();
-        assert_eq!(set.len(), 60);
+        assert_eq!(set.len(), 63);
         assert_eq!(KNOWN_TYPES.iter().filter(|k| is_known_v3(k)).count(), 58);
     }
 

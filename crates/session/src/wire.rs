@@ -118,6 +118,61 @@ impl std::fmt::Display for Target {
 }
 
 wire_enum! {
+    /// `job/settled.status` (0.2.1): how a background job ended.
+    JobStatus {
+        /// The producer reported success.
+        Completed => "completed",
+        /// Killed (by `job_kill`, a cancel or teardown).
+        Killed => "killed",
+        /// The producer failed, or broke its contract.
+        Failed => "failed",
+    }
+}
+
+wire_enum! {
+    /// `job/settled.cause` (0.2.1): who settled the job.
+    JobCause {
+        /// The job's producer reported its outcome.
+        Producer => "producer",
+        /// A kill request.
+        Kill => "kill",
+        /// The owner went away (session close, shutdown).
+        Teardown => "teardown",
+    }
+}
+
+wire_enum! {
+    /// `permission/preset.preset` (format §7.13; 0.2.1 writes `danger-full-access` headless).
+    PermissionPresetName {
+        /// Read-only sandbox, approvals on request.
+        ReadOnly => "read-only",
+        /// Workspace-write sandbox.
+        WorkspaceWrite => "workspace-write",
+        /// No preset matches the knobs (the original's derived name).
+        Custom => "custom",
+        /// No sandbox, no approvals.
+        DangerFullAccess => "danger-full-access",
+    }
+}
+
+wire_enum! {
+    /// `approval/policy.policy` (format §7.13): the original writes `ask` and `never`; dsh's
+    /// finer policies (Codex's names) are its own values, kept by the original as unknown.
+    ApprovalPolicyName {
+        /// The original's "ask the user".
+        Ask => "ask",
+        /// Ask before anything not known safe.
+        Untrusted => "untrusted",
+        /// The model asks when it needs to.
+        OnRequest => "on-request",
+        /// Ask when a sandboxed command failed.
+        OnFailure => "on-failure",
+        /// Never ask.
+        Never => "never",
+    }
+}
+
+wire_enum! {
     /// `agent/inbox/spliced.outcome` (format §11).
     InboxOutcome {
         /// Removals discarded by cancellation.

@@ -16,7 +16,19 @@ impl SessionLog {
         let kind = ev.event_kind();
         if !kind.is_known() {
             if !ev.ignorable() {
-                return Err(Rejection::UnknownRequiredType(kind.to_string()));
+                // A newer writer's log-only type (no surface operation, no provenance) cannot
+                // change what the model sees: a stored one is admitted, kept verbatim and
+                // reported. One that could (or a live append of one) is refused.
+                let model_visible = ev.surface_op().is_some() || ev.source_event_seqs().is_some();
+                if mode == Mode::Append || model_visible || !well_formed_type(kind.as_str()) {
+                    return Err(Rejection::UnknownRequiredType(kind.to_string()));
+                }
+                self.unknown.push(UnknownValue {
+                    seq: ev.seq(),
+                    field: UnknownValue::EVENT_TYPE,
+                    value: kind.to_string(),
+                });
+                return Ok(Effect::None);
             }
             if mode == Mode::Append {
                 if ev.surface_op().is_some() || ev.source_event_seqs().is_some() {
@@ -161,5 +173,40 @@ impl SessionLog {
             }
         }
         Ok(())
+    }
+}
+
+/// Whether `name` is spelled like an event type (`seg/seg…`, optionally `plugin:`-prefixed,
+/// segments `[a-z0-9][a-z0-9._-]*`): a mangled name is damage, never a newer writer's type.
+fn well_formed_type(name: &str) -> bool {
+    let body = name.strip_prefix("plugin:").unwrap_or(name);
+    let mut segments = 0;
+    for seg in body.split('/') {
+        let mut chars = seg.chars();
+        let first_ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        if !first_ok
+            || !chars.all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
+            })
+        {
+            return false;
+        }
+        segments += 1;
+    }
+    segments >= 2
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn type_names_are_checked_for_shape() {
+        for ok in ["job/registered", "acme/x", "plugin:a/b.c", "a-b/c_d/e"] {
+            assert!(super::well_formed_type(ok), "{ok}");
+        }
+        for bad in ["}ession/end-seed", "single", "Upper/x", "a//b", "/x", "a/"] {
+            assert!(!super::well_formed_type(bad), "{bad}");
+        }
     }
 }

@@ -39,6 +39,24 @@ pub struct UnknownValue {
     pub value: String,
 }
 
+impl UnknownValue {
+    /// The `field` of an event whose type this reader does not know, admitted because it is
+    /// log-only (no `surfaceOp`, no `sourceEventSeqs`): its `value` is the type name.
+    pub const EVENT_TYPE: &'static str = "type";
+
+    /// The distinct unknown event types among `values`, in first-seen order (for one warning
+    /// naming them).
+    pub fn event_types(values: &[UnknownValue]) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for v in values.iter().filter(|v| v.field == Self::EVENT_TYPE) {
+            if !out.contains(&v.value.as_str()) {
+                out.push(&v.value);
+            }
+        }
+        out
+    }
+}
+
 /// What admission decided to do with an event (applied only after every check passed).
 enum Effect {
     None,

@@ -232,8 +232,18 @@ fn the_inbox_projection_is_typed_and_replayable() {
 
 #[test]
 fn refusals_are_told_apart_by_variant() {
-    let unknown = Event::from_line(r#"{"type":"acme/x","data":{},"seq":0,"time":1}"#, 0).unwrap();
-    let err = SessionLog::replay(header("s"), vec![unknown]).unwrap_err();
+    // An unknown type that carries provenance could change what the model sees: refused.
+    let first = Event::from_line(
+        r#"{"type":"turn/start","data":{"turn":1},"seq":0,"time":1}"#,
+        0,
+    )
+    .unwrap();
+    let unknown = Event::from_line(
+        r#"{"type":"acme/x","data":{},"seq":1,"time":1,"sourceEventSeqs":[0]}"#,
+        1,
+    )
+    .unwrap();
+    let err = SessionLog::replay(header("s"), vec![first, unknown]).unwrap_err();
     assert!(err.is_unsupported(), "{err}");
     assert!(matches!(
         &err,
@@ -286,4 +296,27 @@ fn borrowing_accessors_do_not_copy_the_log() {
     assert_eq!(log.last().unwrap().seq(), n - 1);
     assert_eq!(log.last_turn_end(), Some(n - 1));
     assert!(Arc::ptr_eq(log.event(3).unwrap(), &log.events()[3]));
+}
+
+/// Issue 21: a newer writer's log-only type (no surfaceOp, no sourceEventSeqs) is admitted from a
+/// stored log, kept verbatim and reported by name; a live append of one is still refused.
+#[test]
+fn a_newer_writers_log_only_type_is_admitted_and_reported() {
+    let rows = vec![
+        Event::from_line(r#"{"type":"turn/start","data":{"turn":1},"seq":0,"time":1}"#, 0).unwrap(),
+        Event::from_line(r#"{"type":"acme/progress","seq":1,"time":1,"data":{"pct":5}}"#, 1).unwrap(),
+        Event::from_line(r#"{"type":"acme/progress","seq":2,"time":1,"data":{"pct":9}}"#, 2).unwrap(),
+        Event::from_line(r#"{"type":"job/registered","seq":3,"time":1,"data":{"jobId":"bash-0123456789abcdef","owner":"s","kind":"bash","label":"ls","startedAt":1}}"#, 3).unwrap(),
+    ];
+    let mut log = SessionLog::replay(header("s"), rows).unwrap();
+    let unknown = dsh_session::UnknownValue::event_types(log.unknown_values());
+    assert_eq!(unknown, vec!["acme/progress"]);
+    let kept: serde_json::Value = serde_json::from_str(&log.events()[1].to_json_line()).unwrap();
+    assert_eq!(
+        kept,
+        json!({"type":"acme/progress","seq":1,"time":1,"data":{"pct":5}})
+    );
+    let mut live = NewEvent::new("acme/progress", serde_json::json!({}));
+    live.ignorable = false;
+    assert!(log.append(live).is_err());
 }
