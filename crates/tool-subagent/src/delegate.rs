@@ -3,6 +3,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use dsh_jobs::{JobReport, JobSpec, Jobs, Producer};
+use dsh_kernel::Ctx;
+use dsh_session::feature::JobToolCall;
+use dsh_session::wire::JobStatus;
 use dsh_subagent::{StopReason, SubagentError, SubagentMode, SubagentRequest, Subagents, texts};
 use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput};
 use futures::future::BoxFuture;
@@ -27,9 +31,10 @@ new task. It has the same tools as you, works in this session's working director
 and its final message is this call's result. Several calls in one response run at the same \
 time. `description` is a 3-5 word label for the task.";
 
-/// The arguments schema shared by both tools (the original's, property for property).
-fn parameters() -> Value {
-    json!({
+/// The arguments schema shared by both tools: the original 0.2.1's `{cwd?, description,
+/// prompt}`, plus 0.1.1's `run_in_background?` when background runs are enabled.
+fn parameters(background: bool) -> Value {
+    let mut schema = json!({
         "type": "object",
         "properties": {
             "cwd": {"type": "string", "description": "Working directory of the subagent (default: this session's)."},
@@ -37,8 +42,23 @@ fn parameters() -> Value {
             "prompt": {"type": "string", "description": "The task for the subagent."}
         },
         "required": ["description", "prompt"]
-    })
+    });
+    if background {
+        schema["properties"]["run_in_background"] = json!({
+            "type": "boolean",
+            "description": "Run it as a background job and return its job id at once (default false); collect the result with job_output."
+        });
+    }
+    schema
 }
+
+/// The result text of a background start.
+pub fn started_text(job_id: &str) -> String {
+    format!("started background subagent job {job_id}")
+}
+
+/// The error text when no jobs service is mounted.
+pub const JOBS_UNAVAILABLE: &str = "background jobs unavailable: load the jobs plugin";
 
 /// `subagent` (spawn) or `subagent_fork` (fork).
 pub struct DelegateTool {
@@ -47,6 +67,8 @@ pub struct DelegateTool {
     mode: SubagentMode,
     subagents: Arc<dyn Subagents>,
     parameters: Value,
+    /// Where the `jobs` service is looked up at call time; `None`: no background runs.
+    jobs_lookup: Option<Ctx>,
 }
 
 impl std::fmt::Debug for DelegateTool {
@@ -65,7 +87,8 @@ impl DelegateTool {
             description: SPAWN_DESCRIPTION,
             mode: SubagentMode::Spawn,
             subagents,
-            parameters: parameters(),
+            parameters: parameters(false),
+            jobs_lookup: None,
         }
     }
 
@@ -76,8 +99,73 @@ impl DelegateTool {
             description: FORK_DESCRIPTION,
             mode: SubagentMode::Fork,
             subagents,
-            parameters: parameters(),
+            parameters: parameters(false),
+            jobs_lookup: None,
         }
+    }
+
+    /// Builder: accept `run_in_background`, starting background runs on the `jobs` service
+    /// found through `ctx` at call time.
+    pub fn with_background(mut self, ctx: Ctx) -> Self {
+        self.parameters = parameters(true);
+        self.jobs_lookup = Some(ctx);
+        self
+    }
+
+    fn background(
+        &self,
+        ctx: &ToolContext,
+        request: SubagentRequest,
+    ) -> Result<ToolOutput, ToolError> {
+        let jobs = self
+            .jobs_lookup
+            .as_ref()
+            .and_then(|c| c.get::<dyn Jobs>())
+            .ok_or_else(|| ToolError::failed(JOBS_UNAVAILABLE))?;
+        let spec = JobSpec {
+            owner: request.parent_id.clone(),
+            kind: "subagent".to_owned(),
+            label: request.label.clone(),
+            tool_call: Some(JobToolCall {
+                call_id: ctx.call_id().to_owned(),
+                root_call_id: ctx.call_id().to_owned(),
+            }),
+        };
+        let subagents = self.subagents.clone();
+        let producer: Producer = Box::new(move |cancel| {
+            Box::pin(async move {
+                let request = SubagentRequest { cancel, ..request };
+                match subagents.run(request).await {
+                    Ok(o) if o.stop_reason == StopReason::Completed => JobReport {
+                        status: JobStatus::Completed,
+                        output: o.output,
+                        detail: None,
+                    },
+                    Ok(o) => JobReport {
+                        status: if o.stop_reason == StopReason::Aborted {
+                            JobStatus::Killed
+                        } else {
+                            JobStatus::Failed
+                        },
+                        output: texts::failure_text(
+                            o.stop_reason,
+                            o.diagnostic.as_deref(),
+                            &o.output,
+                        ),
+                        detail: Some(format!("stop reason: {}", o.stop_reason.as_str())),
+                    },
+                    Err(e) => JobReport {
+                        status: JobStatus::Failed,
+                        output: e.to_string(),
+                        detail: None,
+                    },
+                }
+            })
+        });
+        let id = jobs
+            .start(spec, producer)
+            .map_err(|e| ToolError::failed(e.to_string()))?;
+        Ok(ToolOutput::text(started_text(&id)).with_meta(json!({ "jobId": id })))
     }
 
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
@@ -117,6 +205,17 @@ impl DelegateTool {
             cwd,
             cancel: ctx.cancel_token().clone(),
         };
+        match args.get("run_in_background") {
+            Some(Value::Bool(true)) if self.jobs_lookup.is_some() => {
+                return self.background(&ctx, request);
+            }
+            Some(Value::Bool(_)) | None | Some(Value::Null) => {}
+            Some(other) => {
+                return Err(ToolError::invalid_args(format!(
+                    "invalid run_in_background: expected a boolean, got {other}"
+                )));
+            }
+        }
         let outcome = self.subagents.run(request).await.map_err(|e| match e {
             SubagentError::Cancelled => ToolError::aborted(),
             other => ToolError::failed(other.to_string()),

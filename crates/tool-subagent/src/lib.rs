@@ -14,5 +14,7 @@ mod delegate;
 mod plugin;
 
 pub use control::{InterruptAgentTool, ListAgentsTool};
-pub use delegate::{DelegateTool, FORK_DESCRIPTION, SPAWN_DESCRIPTION};
+pub use delegate::{
+    DelegateTool, FORK_DESCRIPTION, JOBS_UNAVAILABLE, SPAWN_DESCRIPTION, started_text,
+};
 pub use plugin::{SubagentToolsConfig, SubagentToolsPlugin};

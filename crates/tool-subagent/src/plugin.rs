@@ -19,6 +19,10 @@ pub struct SubagentToolsConfig {
     /// Register `list_agents` and `interrupt_agent` (default true).
     #[serde(default = "yes")]
     pub control: bool,
+    /// Accept `run_in_background` (default true): the run becomes a job of the `jobs`
+    /// service (a call without one mounted gets `background jobs unavailable: …`).
+    #[serde(default = "yes")]
+    pub enable_run_in_background: bool,
 }
 
 fn yes() -> bool {
@@ -30,6 +34,7 @@ impl Default for SubagentToolsConfig {
         Self {
             fork: true,
             control: true,
+            enable_run_in_background: true,
         }
     }
 }
@@ -50,9 +55,22 @@ impl Plugin for SubagentToolsPlugin {
     async fn apply(ctx: Ctx, config: SubagentToolsConfig) -> Result<(), BoxError> {
         let tools = ctx.dep::<dyn Tools>()?;
         let subagents = ctx.dep::<dyn Subagents>()?;
-        tools.register(&ctx, Arc::new(DelegateTool::spawn(subagents.clone())))?;
+        let background = |tool: DelegateTool| {
+            if config.enable_run_in_background {
+                tool.with_background(ctx.clone())
+            } else {
+                tool
+            }
+        };
+        tools.register(
+            &ctx,
+            Arc::new(background(DelegateTool::spawn(subagents.clone()))),
+        )?;
         if config.fork {
-            tools.register(&ctx, Arc::new(DelegateTool::fork(subagents.clone())))?;
+            tools.register(
+                &ctx,
+                Arc::new(background(DelegateTool::fork(subagents.clone()))),
+            )?;
         }
         if config.control {
             tools.register(&ctx, Arc::new(InterruptAgentTool::new(subagents.clone())))?;

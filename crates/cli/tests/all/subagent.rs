@@ -528,3 +528,102 @@ fn kill_9_during_a_child_then_resume_of_the_parent_repairs_both_and_lists_the_tr
     let kid_id = kid.0["id"].as_str().unwrap();
     assert!(lines[1].starts_with(&format!("  {kid_id}  ")), "{text}");
 }
+
+#[test]
+fn a_background_subagent_is_a_job_polled_with_job_output_and_listed() {
+    let env = Env::new();
+    env.server().set_responder(|req| {
+        let task = task_of(req);
+        let tools = tool_messages(req);
+        match (task.as_str(), tools.len()) {
+            ("Background", 0) => {
+                let args = serde_json::json!({
+                    "description": "Count files",
+                    "prompt": "count",
+                    "run_in_background": true
+                })
+                .to_string();
+                Completion::new()
+                    .tool_call_with_id("bg", "subagent", &args)
+                    .reply()
+            }
+            ("Background", 1) => {
+                let started = tools[0]["content"].as_str().unwrap();
+                let id = started
+                    .strip_prefix("started background subagent job ")
+                    .unwrap_or("missing");
+                let args = serde_json::json!({"job_id": id, "wait": true}).to_string();
+                Completion::new()
+                    .tool_call_with_id("out", "job_output", &args)
+                    .reply()
+            }
+            ("Background", 2) => Completion::new()
+                .tool_call_with_id("ls", "job_list", "{}")
+                .reply(),
+            ("Background", _) => {
+                let texts: Vec<&str> = tools.iter().filter_map(|t| t["content"].as_str()).collect();
+                Completion::new().text(&texts.join("\n---\n")).reply()
+            }
+            ("count", 0) => Completion::new()
+                .tool_call(
+                    "bash",
+                    r#"{"command":"echo counted-42","description":"Count"}"#,
+                )
+                .reply(),
+            ("count", _) => {
+                let out = tools[0]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned();
+                Completion::new().text(&format!("result {out}")).reply()
+            }
+            _ => Completion::new().text("unexpected").reply(),
+        }
+    });
+    let out = env.exec(&["Background"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let parts: Vec<&str> = text.trim_end().split("\n---\n").collect();
+    assert_eq!(parts.len(), 3, "{text}");
+    assert!(
+        parts[0].starts_with("started background subagent job subagent-"),
+        "{text}"
+    );
+    let id = parts[0].trim_start_matches("started background subagent job ");
+    assert_eq!(id.len(), "subagent-".len() + 16, "{id}");
+    assert_eq!(parts[1], "result counted-42\n[status: completed]");
+    assert_eq!(
+        parts[2],
+        format!("{id} [subagent] completed \u{2014} Count files")
+    );
+    // The parent's log records the job as 0.2.1 does, with no notice (the result was collected).
+    let all = sessions(&env);
+    let parent = all
+        .iter()
+        .find(|(h, _)| h.get("parentSession").is_none())
+        .unwrap();
+    let registered = parent
+        .1
+        .iter()
+        .find(|e| e["type"] == "job/registered")
+        .unwrap();
+    assert_eq!(registered["data"]["jobId"], id);
+    assert_eq!(registered["data"]["kind"], "subagent");
+    assert_eq!(registered["data"]["label"], "Count files");
+    assert_eq!(registered["data"]["toolCall"]["callId"], "bg");
+    let settled = parent
+        .1
+        .iter()
+        .find(|e| e["type"] == "job/settled")
+        .unwrap();
+    assert_eq!(settled["data"]["status"], "completed");
+    assert_eq!(settled["data"]["cause"], "producer");
+    assert_eq!(settled["data"]["producerReported"], true);
+    let notices = parent
+        .1
+        .iter()
+        .filter(|e| e.to_string().contains("Read its output with job_output"))
+        .count();
+    assert_eq!(notices, 0);
+}
