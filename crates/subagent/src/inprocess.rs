@@ -8,8 +8,11 @@ use dsh_kernel::Ctx;
 use dsh_llm::{Message, TokenUsage};
 use dsh_sandbox::{Sandbox, SandboxModeEvent};
 use dsh_session::data::TurnEnd;
+use dsh_session::feature::ApprovalPolicyEvent;
+use dsh_session::wire::ApprovalPolicyName;
 use dsh_session::wire::TurnEndReason;
 use dsh_session::{CoreEvent, CreateOptions, Event, ForkOptions, NewEvent, Session, Sessions};
+use dsh_system_prompt::{Section, SystemPrompt};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
@@ -19,6 +22,11 @@ use crate::{
     ChildInfo, StopReason, SubagentDescriptor, SubagentError, SubagentMode, SubagentOutcome,
     SubagentRequest, Subagents,
 };
+
+/// Name of the child's runtime-context section.
+pub const DELEGATION_SECTION: &str = "subagent:delegation";
+/// Its order (the original's 120).
+pub const DELEGATION_ORDER: i32 = 120;
 
 /// A live child.
 struct Child {
@@ -138,6 +146,32 @@ impl InProcessSubagents {
         sandbox.set_session_mode(child.id(), mode);
     }
 
+    /// Approvals pinned to `never` (logged; `dsh-approval` honours it) and the
+    /// `subagent:delegation` runtime-context section in the child's scope.
+    fn delegation_context(&self, agent: &Arc<dyn Agent>, depth: u64) {
+        let pin = ApprovalPolicyEvent {
+            policy: ApprovalPolicyName::Never,
+            source: Some("delegation".to_owned()),
+        };
+        match NewEvent::plugin(&pin) {
+            Ok(e) => {
+                if let Err(error) = agent.session().append(e) {
+                    tracing::warn!(%error, "subagent: cannot log the delegated approval policy");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "subagent: cannot encode approval/policy"),
+        }
+        let Some(prompt) = self.ctx.get::<dyn SystemPrompt>() else {
+            return;
+        };
+        let section = Section::new(DELEGATION_SECTION, crate::texts::delegation_context(depth))
+            .with_order(DELEGATION_ORDER)
+            .raw();
+        if let Err(error) = prompt.runtime_context(agent.ctx(), section) {
+            tracing::warn!(%error, "subagent: cannot add the delegation context");
+        }
+    }
+
     async fn run_child(
         self: Arc<Self>,
         request: SubagentRequest,
@@ -209,6 +243,7 @@ impl InProcessSubagents {
         };
         // The sandbox plugin logs its configured mode at session start: the parent's wins.
         self.delegate_sandbox(&parent, &session, &options.cwd);
+        self.delegation_context(&agent, depth);
         self.live.lock().insert(
             child_id.clone(),
             Child {

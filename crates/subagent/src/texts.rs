@@ -33,6 +33,16 @@ pub fn failure_text(reason: StopReason, diagnostic: Option<&str>, partial: &str)
     text
 }
 
+/// The `subagent:delegation` runtime-context text of a child at `depth`.
+pub fn delegation_context(depth: u64) -> String {
+    format!(
+        "You are a delegated subagent (delegation depth {depth}), working for the agent that \
+         started you. Your sandbox scope is fixed by that agent and cannot be widened, and \
+         approval requests are rejected automatically. When the task needs access you do not \
+         have, report that limitation in your final answer instead of retrying."
+    )
+}
+
 /// Largest diagnostic kept, in bytes.
 pub const MAX_DIAGNOSTIC_BYTES: usize = 4096;
 

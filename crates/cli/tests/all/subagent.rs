@@ -386,7 +386,14 @@ fn a_fork_child_starts_with_the_parents_last_request_bytes() {
         po_child.len(),
         po_ratio * 100.0
     );
-    assert!(po_ratio > 0.95, "{po_ratio}");
+    // Everything up to the child's own first message is shared.
+    let before: Vec<String> = cm[..shared].iter().map(Value::to_string).collect();
+    let expected = format!("{}[{},", cb["tools"], before.join(","));
+    assert!(
+        po_shared >= expected.len(),
+        "{po_shared} < {}",
+        expected.len()
+    );
     assert!(child.cached_prefix_bytes >= body_prefix);
     // The fork child's header: seeded from the parent.
     let all = sessions(&env);
@@ -626,4 +633,70 @@ fn a_background_subagent_is_a_job_polled_with_job_output_and_listed() {
         .filter(|e| e.to_string().contains("Read its output with job_output"))
         .count();
     assert_eq!(notices, 0);
+}
+
+#[test]
+fn a_child_has_approvals_pinned_to_never_and_is_told_so() {
+    let env = Env::new();
+    env.server().set_responder(|req| {
+        let task = task_of(req);
+        let tools = tool_messages(req);
+        match (task.as_str(), tools.is_empty()) {
+            ("Delegate", true) => calls_reply(&[delegate_call("c1", "subagent", "Wide", "widen")]),
+            ("widen", true) => {
+                let args = serde_json::json!({
+                    "command": "touch /widened",
+                    "description": "Widen",
+                    "sandbox_permissions": "danger-full-access",
+                    "justification": "needs root"
+                })
+                .to_string();
+                Completion::new().tool_call("bash", &args).reply()
+            }
+            (_, false) => {
+                let out = tools[0]["content"].as_str().unwrap_or_default().to_owned();
+                Completion::new().text(&out).reply()
+            }
+            _ => Completion::new().text("unexpected").reply(),
+        }
+    });
+    // The parent may ask (on-request); its child may not.
+    let out = env.exec(&["--ask-for-approval", "on-request", "Delegate"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "Error: running \"bash\" under danger-full-access needs approval, and the approval policy \
+         is never: it was not run. Work within the sandbox instead.\n"
+    );
+    let all = sessions(&env);
+    let kid = all
+        .iter()
+        .find(|(h, _)| h.get("parentSession").is_some())
+        .unwrap();
+    let pin = kid
+        .1
+        .iter()
+        .find(|e| e["type"] == "approval/policy")
+        .unwrap();
+    assert_eq!(pin["data"]["policy"], "never");
+    assert_eq!(pin["data"]["source"], "delegation");
+    assert!(!kid.1.iter().any(|e| e["type"] == "approval/asked"));
+    let child_request = env
+        .server()
+        .requests()
+        .into_iter()
+        .find(|r| task_of(r) == "widen")
+        .unwrap();
+    assert!(
+        child_request
+            .body_text()
+            .contains("You are a delegated subagent (delegation depth 1)"),
+        "the child is told about its delegation"
+    );
+    let parent_request = env.server().request(0).unwrap();
+    assert!(
+        !parent_request
+            .body_text()
+            .contains("You are a delegated subagent")
+    );
 }
