@@ -19,8 +19,8 @@ use tokio::sync::Semaphore;
 
 use crate::texts::clip_diagnostic;
 use crate::{
-    ChildInfo, StopReason, SubagentDescriptor, SubagentError, SubagentMode, SubagentOutcome,
-    SubagentRequest, Subagents,
+    ChildInfo, StopReason, SubagentCatalog, SubagentDescriptor, SubagentError, SubagentMode,
+    SubagentOutcome, SubagentRequest, Subagents,
 };
 
 /// Name of the child's runtime-context section.
@@ -220,6 +220,21 @@ impl InProcessSubagents {
                 }
             }
             Err(error) => tracing::warn!(%error, "subagent: cannot encode the descriptor"),
+        }
+        let catalog = SubagentCatalog {
+            version: 0,
+            child_id: child_id.clone(),
+            child_created_at: session.header().created_at,
+            mode: "one-shot".to_owned(),
+            label: Some(request.label.clone()),
+        };
+        match NewEvent::plugin(&catalog) {
+            Ok(e) => {
+                if let Err(error) = parent.session().append(e) {
+                    tracing::warn!(%error, "subagent: cannot log the child in the parent's catalog");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "subagent: cannot encode subagent/catalog"),
         }
         self.delegate_sandbox(&parent, &session, &options.cwd);
         let agent = match self

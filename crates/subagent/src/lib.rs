@@ -29,7 +29,8 @@ pub mod texts;
 pub use error::SubagentError;
 pub use inprocess::InProcessSubagents;
 pub use outcome::{
-    ChildInfo, StopReason, SubagentDescriptor, SubagentMode, SubagentOutcome, SubagentRequest,
+    ChildInfo, StopReason, SubagentCatalog, SubagentDescriptor, SubagentMode, SubagentOutcome,
+    SubagentRequest,
 };
 pub use plugin::{SubagentsConfig, SubagentsPlugin};
 pub use repair::repair_children;

@@ -129,3 +129,25 @@ pub struct SubagentDescriptor {
 impl PluginEvent for SubagentDescriptor {
     const TYPE: &'static str = "subagent/descriptor";
 }
+
+/// `subagent/catalog` v0 (format §7.13): written in the parent when a child is created, before
+/// the delegating call's result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubagentCatalog {
+    /// Payload version (0).
+    pub version: u64,
+    /// The child's session id.
+    pub child_id: String,
+    /// The child header's `createdAt`.
+    pub child_created_at: i64,
+    /// `one-shot` or `continuable`.
+    pub mode: String,
+    /// The label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+impl PluginEvent for SubagentCatalog {
+    const TYPE: &'static str = "subagent/catalog";
+}

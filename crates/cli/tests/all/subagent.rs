@@ -700,3 +700,60 @@ fn a_child_has_approvals_pinned_to_never_and_is_told_so() {
             .contains("You are a delegated subagent")
     );
 }
+
+#[test]
+fn json_events_name_the_child_session_and_carry_its_usage() {
+    let env = Env::new();
+    env.server().set_responder(|req| {
+        let task = task_of(req);
+        let tools = tool_messages(req);
+        match (task.as_str(), tools.is_empty()) {
+            ("Delegate", true) => calls_reply(&[delegate_call("c1", "subagent", "Hi", "say hi")]),
+            ("say hi", _) => Completion::new()
+                .text("hi")
+                .usage(dsh_testkit::Usage::new(120, 7).cache_hit(100))
+                .reply(),
+            _ => Completion::new().text("done").reply(),
+        }
+    });
+    let out = env.exec(&["--json", "Delegate"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kid = sessions(&env)
+        .into_iter()
+        .find(|(h, _)| h.get("parentSession").is_some())
+        .unwrap();
+    let kid_id = kid.0["id"].as_str().unwrap().to_owned();
+    let catalog = events
+        .iter()
+        .find(|e| e.to_string().contains("\"subagent/catalog\""))
+        .unwrap();
+    assert!(catalog.to_string().contains(&kid_id), "{catalog}");
+    let result = events
+        .iter()
+        .find(|e| e.to_string().contains("childSessionId"))
+        .unwrap();
+    let s = result.to_string();
+    assert!(
+        s.contains(&format!("\"childSessionId\":\"{kid_id}\"")),
+        "{s}"
+    );
+    assert!(s.contains("\"stopReason\":\"completed\""), "{s}");
+    // The child's usage, as its own log records it, travels with the result.
+    let kid_usage = kid
+        .1
+        .iter()
+        .find(|e| e["type"] == "assistant/message")
+        .map(|e| e["data"]["usage"].clone())
+        .unwrap();
+    let meta_usage = &result
+        .pointer("/data/meta/usage")
+        .or_else(|| result.pointer("/event/data/meta/usage"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(meta_usage["outputTokens"], kid_usage["outputTokens"], "{s}");
+    assert_eq!(meta_usage["outputTokens"], 7, "{s}");
+}
