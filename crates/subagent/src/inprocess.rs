@@ -296,10 +296,14 @@ fn outcome_of(child_id: &str, events: &[Arc<Event>]) -> SubagentOutcome {
     let mut last_text = String::new();
     let mut all_text = String::new();
     let mut end: Option<TurnEnd> = None;
+    let mut model: Option<String> = None;
     for e in events {
         match e.core() {
             Some(CoreEvent::AssistantMessage(m)) => {
                 requests += 1;
+                if let Some(id) = m.message.source.model_id() {
+                    model = Some(id.to_owned());
+                }
                 if let Some(u) = &m.usage {
                     add_usage(&mut usage, u);
                 }
@@ -351,6 +355,7 @@ fn outcome_of(child_id: &str, events: &[Arc<Event>]) -> SubagentOutcome {
         diagnostic,
         usage,
         requests,
+        model,
     }
 }
 

@@ -88,6 +88,8 @@ pub struct SubagentOutcome {
     pub usage: TokenUsage,
     /// Model requests the child made.
     pub requests: u64,
+    /// The model of the child's last response (to price `usage`).
+    pub model: Option<String>,
 }
 
 /// A live child, for `list_agents`.

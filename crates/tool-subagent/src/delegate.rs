@@ -228,6 +228,7 @@ impl DelegateTool {
             "provider": self.mode.provider(),
             "stopReason": outcome.stop_reason.as_str(),
             "requests": outcome.requests,
+            "model": outcome.model,
             "usage": serde_json::to_value(outcome.usage).unwrap_or(Value::Null),
         });
         if outcome.stop_reason != StopReason::Completed {
