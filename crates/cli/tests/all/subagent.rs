@@ -70,6 +70,7 @@ fn barrier_command(me: &str, dir: &std::path::Path) -> String {
 }
 
 #[test]
+#[allow(clippy::print_stderr)] // reports the measured wall time (`--nocapture`)
 fn three_subagents_in_one_batch_run_concurrently_with_real_bash_and_answer_in_model_order() {
     let env = Env::new();
     let dir = Arc::new(env.cwd());
@@ -325,6 +326,7 @@ fn cancelling_the_parent_cancels_the_child_and_kills_its_processes() {
 }
 
 #[test]
+#[allow(clippy::print_stderr)] // reports the measured prefix ratio (`--nocapture`)
 fn a_fork_child_starts_with_the_parents_last_request_bytes() {
     let env = Env::new();
     env.server().set_responder(|req| {
