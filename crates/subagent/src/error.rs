@@ -25,6 +25,14 @@ pub enum SubagentError {
         /// The target.
         target: String,
     },
+    /// The target is neither a live direct child nor the live parent of the caller.
+    #[error(
+        "agent {target} is not a live subagent or parent of this agent; the message was not delivered"
+    )]
+    NotDeliverable {
+        /// The target.
+        target: String,
+    },
     /// The child session could not be created or forked.
     #[error("cannot create the child session: {0}")]
     Session(#[from] SessionError),
@@ -43,6 +51,7 @@ impl SubagentError {
             SubagentError::DepthExceeded { .. } => "DEPTH_EXCEEDED",
             SubagentError::ParentUnavailable(_) => "PARENT_UNAVAILABLE",
             SubagentError::Unauthorized { .. } => "UNAUTHORIZED",
+            SubagentError::NotDeliverable { .. } => "PARENT_UNAVAILABLE",
             SubagentError::Session(_) => "PERSISTENCE_UNAVAILABLE",
             SubagentError::Agent(_) => "NO_PROVIDER",
             SubagentError::Cancelled => "CANCELLED",

@@ -407,6 +407,62 @@ impl Subagents for Provider {
         out
     }
 
+    fn send_message(
+        &self,
+        caller_id: &str,
+        target_id: &str,
+        text: &str,
+    ) -> Result<String, SubagentError> {
+        let relay = |kind: &str, body: String| {
+            let source = dsh_llm::MessageSource::new(kind)
+                .with("form", "relay".into())
+                .with("senderSessionId", caller_id.into());
+            Message::new(
+                "",
+                dsh_llm::Role::User,
+                vec![dsh_llm::ContentBlock::text(body)],
+                source,
+            )
+        };
+        let child = self
+            .0
+            .live
+            .lock()
+            .get(target_id)
+            .filter(|c| c.parent_id == caller_id)
+            .map(|c| c.agent.clone());
+        if let Some(child) = child {
+            child.send(
+                relay("coordinator", text.to_owned()),
+                dsh_agent::Target::NextTurn,
+                true,
+            )?;
+            return Ok(crate::texts::message_queued(target_id));
+        }
+        let parent_of_caller = self
+            .0
+            .agents
+            .get(caller_id)
+            .and_then(|a| a.session().header().parent_session);
+        if parent_of_caller.as_deref() == Some(target_id)
+            && let Some(parent) = self.0.agents.get(target_id)
+        {
+            let message = relay(
+                "agent-message",
+                crate::texts::message_from_child(caller_id, text),
+            );
+            if parent.status() == AgentStatus::Running {
+                parent.steer(message)?;
+            } else {
+                parent.followup(message)?;
+            }
+            return Ok(crate::texts::message_sent_to_parent(target_id));
+        }
+        Err(SubagentError::NotDeliverable {
+            target: target_id.to_owned(),
+        })
+    }
+
     fn interrupt(&self, caller_id: &str, child_id: &str) -> Result<bool, SubagentError> {
         let live = self.0.live.lock();
         let Some(child) = live.get(child_id) else {

@@ -50,6 +50,16 @@ pub trait Subagents: Send + Sync + 'static {
     /// The live children of `parent_id` (`descendants`: their children too, depth first).
     fn children(&self, parent_id: &str, descendants: bool) -> Vec<ChildInfo>;
 
+    /// Delivers `text` from `caller_id` to `target_id`: a live direct child gets it as its next
+    /// turn; the caller's live parent gets it as a steer (or a new turn when idle). Returns
+    /// the model-visible confirmation.
+    fn send_message(
+        &self,
+        caller_id: &str,
+        target_id: &str,
+        text: &str,
+    ) -> Result<String, SubagentError>;
+
     /// Cancels child `child_id` if `caller_id` is one of its live ancestors. `Ok(false)` when
     /// no such child is live (a no-op).
     fn interrupt(&self, caller_id: &str, child_id: &str) -> Result<bool, SubagentError>;

@@ -43,6 +43,21 @@ pub fn delegation_context(depth: u64) -> String {
     )
 }
 
+/// `message queued as the next turn for subagent <id>`.
+pub fn message_queued(child: &str) -> String {
+    format!("message queued as the next turn for subagent {child}")
+}
+
+/// What a parent sees of a child's `send_message`.
+pub fn message_from_child(child: &str, text: &str) -> String {
+    format!("Message from subagent {child}:\n{text}")
+}
+
+/// The confirmation a child gets.
+pub fn message_sent_to_parent(parent: &str) -> String {
+    format!("message delivered to agent {parent}")
+}
+
 /// Largest diagnostic kept, in bytes.
 pub const MAX_DIAGNOSTIC_BYTES: usize = 4096;
 

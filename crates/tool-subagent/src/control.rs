@@ -158,3 +158,72 @@ impl Tool for InterruptAgentTool {
         Concurrency::ParallelSafe
     }
 }
+
+/// `send_message(agent_id, message)`: to a direct child (its next turn) or to the parent.
+pub struct SendMessageTool {
+    subagents: Arc<dyn Subagents>,
+    parameters: Value,
+}
+
+impl std::fmt::Debug for SendMessageTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendMessageTool").finish_non_exhaustive()
+    }
+}
+
+impl SendMessageTool {
+    /// The tool over `subagents`.
+    pub fn new(subagents: Arc<dyn Subagents>) -> Self {
+        Self {
+            subagents,
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "agent_id": {"type": "string", "description": "A subagent you started, or the agent that started you."},
+                    "message": {"type": "string", "description": "The message, self-contained."}
+                },
+                "required": ["agent_id", "message"]
+            }),
+        }
+    }
+}
+
+impl Tool for SendMessageTool {
+    fn name(&self) -> &str {
+        "send_message"
+    }
+
+    fn description(&self) -> &str {
+        "Send a message to a subagent you started (it becomes that subagent's next turn) or to \
+         the agent that started you (it sees it at its next step). Sending does not end your turn."
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    fn execute<'a>(
+        &'a self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let field = |key: &str| match args.get(key).and_then(Value::as_str) {
+                Some(s) if !s.is_empty() => Ok(s.to_owned()),
+                _ => Err(ToolError::invalid_args(format!(
+                    "invalid {key}: expected a non-empty string"
+                ))),
+            };
+            let (target, message) = (field("agent_id")?, field("message")?);
+            let text = self
+                .subagents
+                .send_message(ctx.session_id(), &target, &message)
+                .map_err(|e| ToolError::failed(e.to_string()))?;
+            Ok(ToolOutput::text(text))
+        })
+    }
+
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::ParallelSafe
+    }
+}

@@ -5,7 +5,8 @@
 //!   0.2.1 declares them. Foreground: the call returns the child's final answer; a child that did
 //!   not complete is an error result with the original's text. Parallel-safe, so several calls
 //!   of one batch run concurrently.
-//! - `list_agents` (`scope?: children|descendants`) and `interrupt_agent` (`agent_id`).
+//! - `list_agents` (`scope?: children|descendants`), `interrupt_agent` (`agent_id`) and
+//!   `send_message` (`agent_id`, `message`).
 //!
 //! [`SubagentToolsPlugin`] (plugin `tool-subagent`) registers them.
 
@@ -13,7 +14,7 @@ mod control;
 mod delegate;
 mod plugin;
 
-pub use control::{InterruptAgentTool, ListAgentsTool};
+pub use control::{InterruptAgentTool, ListAgentsTool, SendMessageTool};
 pub use delegate::{
     DelegateTool, FORK_DESCRIPTION, JOBS_UNAVAILABLE, SPAWN_DESCRIPTION, started_text,
 };

@@ -7,7 +7,7 @@ use dsh_subagent::Subagents;
 use dsh_tools::Tools;
 use serde::Deserialize;
 
-use crate::{DelegateTool, InterruptAgentTool, ListAgentsTool};
+use crate::{DelegateTool, InterruptAgentTool, ListAgentsTool, SendMessageTool};
 
 /// Config of the `tool-subagent` plugin.
 #[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
@@ -16,7 +16,7 @@ pub struct SubagentToolsConfig {
     /// Register `subagent_fork` too (default true).
     #[serde(default = "yes")]
     pub fork: bool,
-    /// Register `list_agents` and `interrupt_agent` (default true).
+    /// Register `list_agents`, `interrupt_agent` and `send_message` (default true).
     #[serde(default = "yes")]
     pub control: bool,
     /// Accept `run_in_background` (default true): the run becomes a job of the `jobs`
@@ -74,6 +74,7 @@ impl Plugin for SubagentToolsPlugin {
         }
         if config.control {
             tools.register(&ctx, Arc::new(InterruptAgentTool::new(subagents.clone())))?;
+            tools.register(&ctx, Arc::new(SendMessageTool::new(subagents.clone())))?;
             tools.register(&ctx, Arc::new(ListAgentsTool::new(subagents)))?;
         }
         Ok(())

@@ -22,6 +22,19 @@ fn task_of(req: &RecordedRequest) -> String {
         .to_owned()
 }
 
+/// The text of the first user message of a request that is not a runtime-context snapshot.
+fn first_task(req: &RecordedRequest) -> String {
+    let body = req.body_json().unwrap();
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user" && !is_runtime_context(m))
+        .find_map(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// The tool messages of a request, in order.
 fn tool_messages(req: &RecordedRequest) -> Vec<Value> {
     req.body_json().unwrap()["messages"]
@@ -63,7 +76,7 @@ fn calls_reply(calls: &[(String, String, String)]) -> Reply {
 fn barrier_command(me: &str, dir: &std::path::Path) -> String {
     let d = dir.display();
     format!(
-        "touch {d}/{me}.mark && for i in $(seq 300); do [ -e {d}/A.mark ] && [ -e {d}/B.mark ] && \
+        "touch {d}/{me}.mark && for i in $(seq 1500); do [ -e {d}/A.mark ] && [ -e {d}/B.mark ] && \
          [ -e {d}/C.mark ] && break; sleep 0.02; done && ls {d}/A.mark {d}/B.mark {d}/C.mark \
          >/dev/null && echo \"{me} saw all three in $DSH_SESSION_ID\""
     )
@@ -758,4 +771,151 @@ fn json_events_name_the_child_session_and_carry_its_usage() {
         .unwrap_or_default();
     assert_eq!(meta_usage["outputTokens"], kid_usage["outputTokens"], "{s}");
     assert_eq!(meta_usage["outputTokens"], 7, "{s}");
+}
+
+#[test]
+fn a_child_messages_its_parent_which_sees_it_at_its_next_step() {
+    let env = Env::new();
+    env.server().set_responder(|req| {
+        let task = first_task(req);
+        let tools = tool_messages(req);
+        match (task.as_str(), tools.len()) {
+            ("Delegate", 0) => calls_reply(&[delegate_call("c1", "subagent", "Chatty", "chat")]),
+            ("chat", 0) => {
+                let args =
+                    serde_json::json!({"agent_id": "msg-parent", "message": "halfway there"})
+                        .to_string();
+                Completion::new().tool_call("send_message", &args).reply()
+            }
+            ("chat", _) => {
+                let out = tools[0]["content"].as_str().unwrap_or_default().to_owned();
+                Completion::new().text(&format!("child got: {out}")).reply()
+            }
+            ("Delegate", 1) => {
+                let args =
+                    serde_json::json!({"agent_id": "nobody", "message": "hello?"}).to_string();
+                Completion::new().tool_call("send_message", &args).reply()
+            }
+            (_, _) => {
+                let texts: Vec<&str> = tools.iter().filter_map(|t| t["content"].as_str()).collect();
+                Completion::new().text(&texts.join(" | ")).reply()
+            }
+        }
+    });
+    let out = env.exec(&["--session", "msg-parent", "Delegate"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "child got: message delivered to agent msg-parent | Error: agent nobody is not a live \
+         subagent or parent of this agent; the message was not delivered\n"
+    );
+    let kid = sessions(&env)
+        .into_iter()
+        .find(|(h, _)| h.get("parentSession").is_some())
+        .unwrap();
+    let kid_id = kid.0["id"].as_str().unwrap().to_owned();
+    // The parent's request after the delegation carries the relayed message after the result.
+    let second = env
+        .server()
+        .requests()
+        .into_iter()
+        .find(|r| first_task(r) == "Delegate" && tool_messages(r).len() == 1)
+        .unwrap();
+    let body = second.body_json().unwrap();
+    let messages = body["messages"].as_array().unwrap();
+    let relayed = messages
+        .iter()
+        .position(|m| m["content"] == format!("Message from subagent {kid_id}:\nhalfway there"))
+        .expect("the relayed message");
+    let result = messages.iter().position(|m| m["role"] == "tool").unwrap();
+    assert!(result < relayed);
+}
+
+#[test]
+fn a_parent_messages_its_running_child_which_takes_it_as_its_next_turn() {
+    let env = Env::new();
+    let fifo = env.work.path().join("go.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let cmd = serde_json::json!({
+        "command": format!("cat {}", fifo.display()),
+        "description": "Wait"
+    })
+    .to_string();
+    // The parent's list_agents step is answered only once the child's first request arrived
+    // (the child is live by then).
+    let child_live = dsh_testkit::Gate::new();
+    env.server().set_responder(move |req| {
+        let tools = tool_messages(req);
+        let last_tool = tools
+            .last()
+            .and_then(|t| t["content"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        match (first_task(req).as_str(), tools.len()) {
+            ("Orchestrate", 0) => {
+                let args = serde_json::json!({
+                    "description": "Slow",
+                    "prompt": "slow",
+                    "run_in_background": true
+                })
+                .to_string();
+                calls_reply(&[("bg".into(), "subagent".into(), args)])
+            }
+            ("Orchestrate", 1) => calls_reply(&[("ls".into(), "list_agents".into(), "{}".into())])
+                .gate_head(&child_live),
+            ("Orchestrate", 2) => {
+                let child = last_tool.split(' ').next().unwrap_or_default();
+                let args =
+                    serde_json::json!({"agent_id": child, "message": "also do Y"}).to_string();
+                calls_reply(&[("msg".into(), "send_message".into(), args)])
+            }
+            ("Orchestrate", 3) => {
+                let started = tools[0]["content"].as_str().unwrap_or_default();
+                let job = started.trim_start_matches("started background subagent job ");
+                let args = serde_json::json!({"job_id": job, "wait": true}).to_string();
+                calls_reply(&[("out".into(), "job_output".into(), args)])
+            }
+            ("Orchestrate", _) => {
+                let texts: Vec<&str> = tools.iter().filter_map(|t| t["content"].as_str()).collect();
+                Completion::new().text(&texts[1..].join(" | ")).reply()
+            }
+            ("slow", 0) => {
+                child_live.open();
+                Completion::new().tool_call("bash", &cmd).reply()
+            }
+            ("slow", _) if task_of(req) == "also do Y" => Completion::new().text("Y done").reply(),
+            ("slow", _) => Completion::new().text("first done").reply(),
+            _ => Completion::new().text("unexpected").reply(),
+        }
+    });
+    let child = env.spawn(&["Orchestrate"]);
+    // Four parent requests and the child's first have been answered: the message is queued
+    // and the parent waits in job_output. Let the child's command finish.
+    env.server()
+        .wait_for_finished_blocking(5, std::time::Duration::from_secs(30))
+        .expect("the parent never reached job_output");
+    std::fs::write(&fifo, "go\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let parts: Vec<&str> = text.trim_end().split(" | ").collect();
+    assert_eq!(parts.len(), 3, "{text}");
+    assert!(parts[0].contains(" [running] \u{2014} Slow"), "{text}");
+    assert!(
+        parts[1].starts_with("message queued as the next turn for subagent "),
+        "{text}"
+    );
+    assert_eq!(parts[2], "Y done\n[status: completed]");
+    let kid = sessions(&env)
+        .into_iter()
+        .find(|(h, _)| h.get("parentSession").is_some())
+        .unwrap();
+    let ends = kid.1.iter().filter(|e| e["type"] == "turn/end").count();
+    assert_eq!(ends, 2, "the message was the child's second turn");
 }
