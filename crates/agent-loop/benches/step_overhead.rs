@@ -65,6 +65,7 @@ async fn kernel(server: &MockServer, store: Option<&std::path::Path>) -> Kernel 
             kernel
                 .mount_plugin::<JsonlPlugin>(JsonlConfig {
                     root: Some(root.to_path_buf()),
+                    ..Default::default()
                 })
                 .unwrap(),
         );

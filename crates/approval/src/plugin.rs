@@ -6,7 +6,9 @@ use std::sync::Arc;
 use dsh_agent::Agents;
 use dsh_kernel::{BoxError, Ctx, Plugin, schemars};
 use dsh_sandbox::{FS_SANDBOX_DENIED, Sandbox, SandboxMode};
-use dsh_session::NewEvent;
+use dsh_session::feature::ApprovalPolicyEvent;
+use dsh_session::wire::ApprovalPolicyName;
+use dsh_session::{NewEvent, PluginEvent};
 use dsh_tools::{
     ApprovalOutcome, Approvals, CallInfo, ExecuteInput, PreDecision, ToolError, ToolOutput, Tools,
     ToolsExecute, ToolsPreExecute,
@@ -101,6 +103,34 @@ impl Engine {
         self.ctx.get::<dyn Sandbox>()
     }
 
+    /// The policy of `call`: `never` in a session whose log pins it by delegation
+    /// (`approval/policy {policy:"never", source:"delegation"}`, written into sub-agent
+    /// children), else the configured one.
+    fn policy_for(&self, call: &CallInfo) -> ApprovalPolicy {
+        let pinned = self
+            .ctx
+            .get::<dyn Agents>()
+            .and_then(|a| a.get(&call.session_id))
+            .is_some_and(|agent| {
+                agent.session().with_log(|log| {
+                    log.events().iter().rev().any(|e| {
+                        e.kind() == ApprovalPolicyEvent::TYPE
+                            && e.plugin::<ApprovalPolicyEvent>()
+                                .and_then(Result::ok)
+                                .is_some_and(|p| {
+                                    p.source.as_deref() == Some("delegation")
+                                        && p.policy == ApprovalPolicyName::Never
+                                })
+                    })
+                })
+            });
+        if pinned {
+            ApprovalPolicy::Never
+        } else {
+            self.policy
+        }
+    }
+
     /// `Some(decision)` to stop the call here; `None` lets it through.
     async fn pre_execute(&self, call: &CallInfo) -> Option<PreDecision> {
         let escalation = match escalation(&call.args) {
@@ -113,7 +143,7 @@ impl Engine {
                 .map(|s| s.policy(&call.session_id, &call.cwd, None).mode);
             let widens = current.is_some_and(|m| m.can_escalate_to(esc.mode));
             if widens {
-                if self.policy == ApprovalPolicy::Never {
+                if self.policy_for(call) == ApprovalPolicy::Never {
                     return Some(PreDecision::Deny {
                         reason: format!(
                             "running \"{}\" under {} needs approval, and the approval policy is \
@@ -134,7 +164,8 @@ impl Engine {
                 };
             }
         }
-        if self.policy != ApprovalPolicy::Untrusted || READ_ONLY_TOOLS.contains(&call.name.as_str())
+        if self.policy_for(call) != ApprovalPolicy::Untrusted
+            || READ_ONLY_TOOLS.contains(&call.name.as_str())
         {
             return None;
         }
@@ -184,6 +215,9 @@ impl Engine {
             return out;
         }
         let call = input.call.clone();
+        if self.policy_for(&call) == ApprovalPolicy::Never {
+            return out;
+        }
         let reason = format!(
             "the sandbox denied tool \"{}\"; run it again without the sandbox ({})",
             call.name,

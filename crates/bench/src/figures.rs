@@ -340,6 +340,8 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     crate::confine::rows(&mut rows, &confine);
     mark("session log compression: bytes per step, zstd resume".into());
     crate::compression::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
+    mark(format!("sub-agent delegation ×{}", plan.iterations));
+    crate::subagent::rows(dsh, plan.iterations, &mut rows)?;
     Ok(Report {
         generated,
         dsh: dsh.display().to_string(),

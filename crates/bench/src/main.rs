@@ -18,6 +18,7 @@ mod run;
 mod scenario;
 mod spawn;
 mod stats;
+mod subagent;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};

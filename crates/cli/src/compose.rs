@@ -38,7 +38,11 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_agent::AgentsPlugin>()
         .register::<dsh_agent_loop::AgentLoopPlugin>()
         .register::<dsh_compaction::ToolResultPrunerPlugin>()
-        .register::<dsh_compaction::CompactionBasicPlugin>();
+        .register::<dsh_compaction::CompactionBasicPlugin>()
+        .register::<dsh_subagent::SubagentsPlugin>()
+        .register::<dsh_tool_subagent::SubagentToolsPlugin>()
+        .register::<dsh_jobs::JobsPlugin>()
+        .register::<dsh_jobs::ToolJobsPlugin>();
     r
 }
 

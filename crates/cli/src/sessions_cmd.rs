@@ -82,10 +82,9 @@ fn time(ms: i64) -> String {
 
 /// `dsh sessions list`.
 pub(crate) async fn list() -> Result<u8, Failure> {
-    let mut sessions = store().list().map_err(|e| Failure::run(anyhow!("{e}")))?;
-    sessions.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+    let sessions = store().list().map_err(|e| Failure::run(anyhow!("{e}")))?;
     let mut out = String::new();
-    for s in sessions {
+    for (depth, s) in tree_order(sessions) {
         let (turns, status, title) = match read(&s.id) {
             Ok(log) => (
                 log.tracker().last_turn().to_string(),
@@ -95,7 +94,8 @@ pub(crate) async fn list() -> Result<u8, Failure> {
             Err(e) => ("?".into(), "unreadable".into(), format!("{:#}", e.error)),
         };
         out.push_str(&format!(
-            "{}  {}  {}  turns={}  {}  {}\n",
+            "{}{}  {}  {}  turns={}  {}  {}\n",
+            "  ".repeat(depth),
             s.id,
             time(s.created_at),
             s.cwd.as_deref().unwrap_or("-"),
@@ -105,6 +105,41 @@ pub(crate) async fn list() -> Result<u8, Failure> {
         ));
     }
     write_stdout(&out)
+}
+
+/// Sessions as a tree: top-level sessions newest first, each followed by its children (oldest
+/// first, recursively) with their depth. A child whose parent is not stored counts as top level.
+fn tree_order(
+    sessions: Vec<dsh_session::SessionSummary>,
+) -> Vec<(usize, dsh_session::SessionSummary)> {
+    use std::collections::{BTreeMap, HashSet};
+    let ids: HashSet<String> = sessions.iter().map(|s| s.id.clone()).collect();
+    let mut roots = Vec::new();
+    let mut children: BTreeMap<String, Vec<dsh_session::SessionSummary>> = BTreeMap::new();
+    for s in sessions {
+        match s.parent_session.clone() {
+            Some(p) if p != s.id && ids.contains(&p) => children.entry(p).or_default().push(s),
+            _ => roots.push(s),
+        }
+    }
+    roots.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+    for list in children.values_mut() {
+        list.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+    }
+    let mut out = Vec::new();
+    let mut stack: Vec<(usize, dsh_session::SessionSummary)> =
+        roots.into_iter().rev().map(|s| (0, s)).collect();
+    let mut seen = HashSet::new();
+    while let Some((depth, s)) = stack.pop() {
+        if !seen.insert(s.id.clone()) {
+            continue;
+        }
+        if let Some(kids) = children.remove(&s.id) {
+            stack.extend(kids.into_iter().rev().map(|k| (depth + 1, k)));
+        }
+        out.push((depth, s));
+    }
+    out
 }
 
 fn block_text(block: &ContentBlock) -> String {

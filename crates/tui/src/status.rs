@@ -30,6 +30,18 @@ impl Usage {
     }
 }
 
+/// The usage a sub-agent's result carries in its `tool/result.meta` (`childSessionId`,
+/// `usage`, `model`, written by `dsh-tool-subagent`), with the model that priced it.
+pub fn subagent_usage(meta: &serde_json::Value) -> Option<(TokenUsage, Option<String>)> {
+    meta.get("childSessionId")?;
+    let usage = serde_json::from_value::<TokenUsage>(meta.get("usage")?.clone()).ok()?;
+    let model = meta
+        .get("model")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned);
+    Some((usage, model))
+}
+
 /// `950`, `12.3k`, `1.2M`.
 pub fn tokens(n: u64) -> String {
     if n < 1000 {

@@ -221,6 +221,16 @@ impl Transcript {
                         result: None,
                     },
                 };
+                // A sub-agent's usage (its own log's, carried in the result's meta) counts in
+                // this session's totals.
+                if let Some((u, model)) = r
+                    .meta
+                    .as_ref()
+                    .and_then(|m| crate::status::subagent_usage(&m.to_value()))
+                {
+                    let p = self.pricing(model.as_deref().unwrap_or(""));
+                    self.usage.add(r.turn, &u, p.as_ref());
+                }
                 card.result = Some(ToolOutcome {
                     text: r.message.text(),
                     is_error: r.message.is_error == Some(true),

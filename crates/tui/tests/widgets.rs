@@ -7,7 +7,7 @@ use dsh_llm::{ContentBlock, ModelPricing, StreamChunk, TokenUsage, UsdPerMTok};
 use dsh_tui::app::{App, PickItem, Picker};
 use dsh_tui::cells::{Cell, NoticeKind, ToolCard, ToolOutcome};
 use dsh_tui::composer::Composer;
-use dsh_tui::status::{StatusInfo, Usage, cost_table, status_line};
+use dsh_tui::status::{StatusInfo, Usage, cost_table, status_line, subagent_usage};
 use dsh_tui::theme::Theme;
 use dsh_tui::transcript::Transcript;
 use ratatui::Terminal;
@@ -416,4 +416,26 @@ fn no_color_uses_no_colours_at_all() {
             );
         }
     }
+}
+
+#[test]
+fn a_subagent_result_carries_the_childs_usage_into_the_totals() {
+    let meta = json!({
+        "childSessionId": "session-child",
+        "usage": {"inputTokens": 20, "outputTokens": 7, "cacheReadTokens": 100},
+        "model": "deepseek-flash"
+    });
+    let (u, model) = subagent_usage(&meta).unwrap();
+    assert_eq!(
+        (u.input_tokens, u.output_tokens, u.cache_read_tokens),
+        (20, 7, Some(100))
+    );
+    assert_eq!(model.as_deref(), Some("deepseek-flash"));
+    let mut usage = Usage::default();
+    usage.add(1, &u, Some(&PRICES));
+    assert_eq!(usage.session.output, 7);
+    assert_eq!(usage.session.cache_hit_input, 100);
+    // Other tools' meta is not usage.
+    assert!(subagent_usage(&json!({"exitCode": 0})).is_none());
+    assert!(subagent_usage(&json!({"usage": {"inputTokens": 1, "outputTokens": 1}})).is_none());
 }

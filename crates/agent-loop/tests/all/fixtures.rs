@@ -205,6 +205,7 @@ pub(crate) async fn kernel_with_store(root: &Path, llm: Arc<Scripted>) -> Kernel
         kernel
             .mount_plugin::<JsonlPlugin>(JsonlConfig {
                 root: Some(root.to_path_buf()),
+                ..Default::default()
             })
             .unwrap(),
         kernel

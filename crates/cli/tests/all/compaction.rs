@@ -14,6 +14,7 @@ use crate::support::*;
 const STEPS: usize = 200;
 
 /// A 32k-token window for the default model, and a small default output cap.
+const BASE_TOOLS: &str = "plugins:\n  - { id: subagents, name: subagents, disabled: true }\n  - { id: tool-subagent, name: tool-subagent, disabled: true }\n  - { id: jobs, name: jobs, disabled: true }\n  - { id: tool-jobs, name: tool-jobs, disabled: true }\n";
 const WINDOW: &str = "plugins:\n  - id: deepseek\n    name: deepseek\n    config:\n      models:\n        - { id: deepseek-flash, contextWindow: 32000, defaultMaxTokens: 4096 }\n";
 
 fn is_summary(req: &RecordedRequest) -> bool {
@@ -59,6 +60,9 @@ fn script(server: &MockServer) -> Arc<AtomicUsize> {
 fn a_200_step_session_in_a_32k_window_completes_compacting_several_times() {
     let env = Env::new();
     let window = env.patch("window.yaml", WINDOW);
+    // The raw byte-prefix bound below holds for the base tool set: tool declarations follow the
+    // messages in the body, so more tools lower it. The delegation tools are off here.
+    let base_tools = env.patch("base-tools.yaml", BASE_TOOLS);
     script(env.server());
     let out = env.exec(&[
         "--json",
@@ -66,6 +70,8 @@ fn a_200_step_session_in_a_32k_window_completes_compacting_several_times() {
         "long",
         "--patch",
         window.to_str().unwrap(),
+        "--patch",
+        base_tools.to_str().unwrap(),
         "Run the steps",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -14,6 +14,7 @@ mod providers;
 mod resume;
 mod sandbox;
 mod storage;
+mod subagent;
 mod titles;
 mod tui;
 mod wire;

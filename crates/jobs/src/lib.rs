@@ -1,0 +1,53 @@
+//! `dsh-jobs`: background work an agent starts and collects later.
+//!
+//! - [`Jobs`] (kernel service `jobs`): [`Jobs::start`] runs a producer future as job
+//!   `<kind>-<16 hex>` owned by a session, logging `job/registered` in it; the producer's
+//!   [`JobReport`] (or a kill, or teardown) settles the job once, logging `job/settled`.
+//!   [`Jobs::output`], [`Jobs::list`] and [`Jobs::kill`] serve the tools, fenced by owner.
+//! - Settlement notice to the owner agent (`background job <id> (<kind>: <label>) finished
+//!   [status: …]. Read its output with job_output.`): an idle owner gets a new turn, a busy one
+//!   a steer. No notice after a kill, or when a `job_output` call collects the result.
+//! - Tools ([`ToolJobsPlugin`], plugin `tool-jobs`): `job_output(job_id, wait?, timeout_ms?)`,
+//!   `job_list()`, `job_kill(job_id, reason?)`, with the original's texts.
+
+mod local;
+mod plugin;
+mod tools;
+mod types;
+
+pub use local::LocalJobs;
+pub use plugin::{CompletionDelivery, JobsConfig, JobsPlugin, ToolJobsConfig, ToolJobsPlugin};
+pub use tools::{JobKillTool, JobListTool, JobOutputTool};
+pub use types::{JobInfo, JobReport, JobSpec, JobsError, Producer, notice_text};
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+/// The jobs service (kernel name `jobs`).
+pub trait Jobs: Send + Sync + 'static {
+    /// Starts `producer` as a job owned by `spec.owner`; returns its id at once.
+    fn start(&self, spec: JobSpec, producer: Producer) -> Result<String, JobsError>;
+
+    /// New output of job `id` for `caller` (or its final result once), always ending
+    /// `[status: <s>]`; with `wait`, blocks up to that long for the job to settle (and stops
+    /// waiting when `cancel` fires).
+    fn output(
+        &self,
+        caller: &str,
+        id: &str,
+        wait: Option<Duration>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<String, JobsError>>;
+
+    /// The jobs `caller` owns, oldest first.
+    fn list(&self, caller: &str) -> Vec<JobInfo>;
+
+    /// Requests cancellation of job `id` (its status becomes `stopping`, then `killed`).
+    fn kill(&self, caller: &str, id: &str, reason: Option<String>) -> Result<(), JobsError>;
+}
+
+impl dsh_kernel::Service for dyn Jobs {
+    const NAME: &'static str = "jobs";
+}

@@ -1,0 +1,239 @@
+//! `job_output`, `job_list`, `job_kill`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput};
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use crate::Jobs;
+
+fn job_id(args: &Value) -> Result<String, ToolError> {
+    match args.get("job_id").and_then(Value::as_str) {
+        Some(s) if !s.is_empty() => Ok(s.to_owned()),
+        _ => Err(ToolError::invalid_args(
+            "invalid job_id: expected a non-empty string",
+        )),
+    }
+}
+
+/// `job_output(job_id, wait?, timeout_ms?)`.
+pub struct JobOutputTool {
+    jobs: Arc<dyn Jobs>,
+    parameters: Value,
+    default_wait: Duration,
+    max_wait: Duration,
+}
+
+impl std::fmt::Debug for JobOutputTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobOutputTool").finish_non_exhaustive()
+    }
+}
+
+impl JobOutputTool {
+    /// The tool; `wait: true` blocks `default_wait` unless `timeout_ms` says otherwise (capped
+    /// at `max_wait`).
+    pub fn new(jobs: Arc<dyn Jobs>, default_wait: Duration, max_wait: Duration) -> Self {
+        Self {
+            jobs,
+            default_wait,
+            max_wait,
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "job_id": {"type": "string", "description": "The job id."},
+                    "wait": {"type": "boolean", "description": "Block until the job finishes or timeout_ms passes (default false)."},
+                    "timeout_ms": {"type": "number", "description": "How long to wait, in milliseconds."}
+                },
+                "required": ["job_id"]
+            }),
+        }
+    }
+}
+
+impl Tool for JobOutputTool {
+    fn name(&self) -> &str {
+        "job_output"
+    }
+
+    fn description(&self) -> &str {
+        "Read a background job's new output, or its final result once it has finished. The \
+         result always ends with `[status: <status>]`. Set `wait` to block until the job \
+         finishes (up to `timeout_ms`). Do not poll in a loop: you are told when a job finishes."
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    fn execute<'a>(
+        &'a self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let id = job_id(&args)?;
+            let wait = args.get("wait").and_then(Value::as_bool).unwrap_or(false);
+            let timeout = match args.get("timeout_ms") {
+                None | Some(Value::Null) => self.default_wait,
+                Some(v) => match v.as_f64() {
+                    Some(ms) if ms >= 0.0 && ms.is_finite() => {
+                        Duration::from_millis(ms as u64).min(self.max_wait)
+                    }
+                    _ => {
+                        return Err(ToolError::invalid_args(format!(
+                            "invalid timeout_ms: expected a non-negative number, got {v}"
+                        )));
+                    }
+                },
+            };
+            let text = self
+                .jobs
+                .output(
+                    ctx.session_id(),
+                    &id,
+                    wait.then_some(timeout),
+                    ctx.cancel_token().clone(),
+                )
+                .await
+                .map_err(|e| ToolError::failed(e.to_string()))?;
+            Ok(ToolOutput::text(text))
+        })
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.max_wait + Duration::from_secs(30))
+    }
+
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::ParallelSafe
+    }
+}
+
+/// `job_list()`.
+pub struct JobListTool {
+    jobs: Arc<dyn Jobs>,
+    parameters: Value,
+}
+
+impl std::fmt::Debug for JobListTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobListTool").finish_non_exhaustive()
+    }
+}
+
+impl JobListTool {
+    /// The tool.
+    pub fn new(jobs: Arc<dyn Jobs>) -> Self {
+        Self {
+            jobs,
+            parameters: json!({"type": "object", "properties": {}}),
+        }
+    }
+}
+
+impl Tool for JobListTool {
+    fn name(&self) -> &str {
+        "job_list"
+    }
+
+    fn description(&self) -> &str {
+        "List this session's background jobs with their status."
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    fn execute<'a>(
+        &'a self,
+        ctx: ToolContext,
+        _args: Value,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let jobs = self.jobs.list(ctx.session_id());
+            if jobs.is_empty() {
+                return Ok(ToolOutput::text("(no background jobs)"));
+            }
+            let lines: Vec<String> = jobs
+                .iter()
+                .map(|j| format!("{} [{}] {} \u{2014} {}", j.id, j.kind, j.status, j.label))
+                .collect();
+            Ok(ToolOutput::text(lines.join("\n")))
+        })
+    }
+
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::ParallelSafe
+    }
+}
+
+/// `job_kill(job_id, reason?)`.
+pub struct JobKillTool {
+    jobs: Arc<dyn Jobs>,
+    parameters: Value,
+}
+
+impl std::fmt::Debug for JobKillTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobKillTool").finish_non_exhaustive()
+    }
+}
+
+impl JobKillTool {
+    /// The tool.
+    pub fn new(jobs: Arc<dyn Jobs>) -> Self {
+        Self {
+            jobs,
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "job_id": {"type": "string", "description": "The job id."},
+                    "reason": {"type": "string", "description": "Why (recorded with the job)."}
+                },
+                "required": ["job_id"]
+            }),
+        }
+    }
+}
+
+impl Tool for JobKillTool {
+    fn name(&self) -> &str {
+        "job_kill"
+    }
+
+    fn description(&self) -> &str {
+        "Cancel a background job."
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    fn execute<'a>(
+        &'a self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let id = job_id(&args)?;
+            let reason = args
+                .get("reason")
+                .and_then(Value::as_str)
+                .filter(|r| !r.is_empty())
+                .map(str::to_owned);
+            self.jobs
+                .kill(ctx.session_id(), &id, reason)
+                .map_err(|e| ToolError::failed(e.to_string()))?;
+            Ok(ToolOutput::text(format!(
+                "requested cancellation of job {id}"
+            )))
+        })
+    }
+
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::ParallelSafe
+    }
+}

@@ -1,0 +1,284 @@
+//! The jobs service and its settlement notices, on the real agent loop with a scripted model.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_agent::events::InboxInserted;
+use dsh_agent::{Agent, AgentOptions, Agents, AgentsPlugin, CreateAgent, Target};
+use dsh_agent_loop::{AgentLoopConfig, AgentLoopPlugin};
+use dsh_jobs::{JobReport, JobSpec, Jobs, JobsConfig, JobsPlugin, ToolJobsPlugin};
+use dsh_kernel::{EmptyConfig, Kernel, PluginRegistry};
+use dsh_llm::Message;
+use dsh_llm::service::LlmPlugin;
+use dsh_session::SessionsPlugin;
+use dsh_session::wire::JobStatus;
+use dsh_testkit::scripted::{
+    Script, ScriptedAdapter, ScriptedRoute, ScriptedRouteConfig, calls, text,
+};
+use dsh_tools::{FnTool, ToolOutput, Tools, ToolsPlugin};
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+
+struct Harness {
+    kernel: Kernel,
+    llm: Arc<ScriptedAdapter>,
+    inserted: mpsc::UnboundedReceiver<(Target, String)>,
+}
+
+async fn harness() -> Harness {
+    let llm = Arc::new(ScriptedAdapter::default());
+    let kernel = Kernel::new(PluginRegistry::new());
+    let handles = vec![
+        kernel
+            .mount_plugin::<ScriptedRoute>(ScriptedRouteConfig {
+                route: None,
+                adapter: Some(llm.clone()),
+            })
+            .unwrap(),
+        kernel.mount_plugin::<LlmPlugin>(EmptyConfig {}).unwrap(),
+        kernel.mount_plugin::<AgentsPlugin>(EmptyConfig {}).unwrap(),
+        kernel
+            .mount_plugin::<SessionsPlugin>(EmptyConfig {})
+            .unwrap(),
+        kernel
+            .mount_plugin::<ToolsPlugin>(Default::default())
+            .unwrap(),
+        kernel
+            .mount_plugin::<AgentLoopPlugin>(AgentLoopConfig::default())
+            .unwrap(),
+        kernel
+            .mount_plugin::<JobsPlugin>(JobsConfig::default())
+            .unwrap(),
+        kernel
+            .mount_plugin::<ToolJobsPlugin>(Default::default())
+            .unwrap(),
+    ];
+    for h in handles {
+        h.ready().await.unwrap();
+    }
+    let (tx, inserted) = mpsc::unbounded_channel();
+    kernel
+        .root()
+        .on::<InboxInserted>(move |ev| {
+            let _ = tx.send((ev.target, ev.message.text()));
+            Ok(())
+        })
+        .unwrap();
+    Harness {
+        kernel,
+        llm,
+        inserted,
+    }
+}
+
+impl Harness {
+    fn jobs(&self) -> Arc<dyn Jobs> {
+        self.kernel.root().get::<dyn Jobs>().unwrap()
+    }
+
+    async fn agent(&self) -> Arc<dyn Agent> {
+        let agents = self.kernel.root().get::<dyn Agents>().unwrap();
+        agents
+            .create(
+                &self.kernel.root(),
+                CreateAgent {
+                    options: AgentOptions {
+                        provider: Some("mock".into()),
+                        cwd: std::env::temp_dir(),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap()
+    }
+
+    /// The next inbox insertion that is not the test's own prompt.
+    async fn next_notice(&mut self) -> (Target, String) {
+        loop {
+            let (target, text) =
+                tokio::time::timeout(Duration::from_secs(10), self.inserted.recv())
+                    .await
+                    .expect("no notice")
+                    .unwrap();
+            if text.starts_with("background job ") {
+                return (target, text);
+            }
+        }
+    }
+}
+
+/// A job whose producer finishes when the returned sender fires.
+fn gated_job(jobs: &Arc<dyn Jobs>, owner: &str, output: &str) -> (String, oneshot::Sender<()>) {
+    let (tx, rx) = oneshot::channel::<()>();
+    let output = output.to_owned();
+    let id = jobs
+        .start(
+            JobSpec {
+                owner: owner.to_owned(),
+                kind: "subagent".into(),
+                label: "Gated".into(),
+                tool_call: None,
+            },
+            Box::new(move |cancel| {
+                Box::pin(async move {
+                    tokio::select! {
+                        _ = rx => JobReport { status: JobStatus::Completed, output, detail: None },
+                        () = cancel.cancelled() => JobReport {
+                            status: JobStatus::Killed,
+                            output: String::new(),
+                            detail: Some("stopped".into()),
+                        },
+                    }
+                })
+            }),
+        )
+        .unwrap();
+    (id, tx)
+}
+
+fn notice(id: &str) -> String {
+    format!(
+        "background job {id} (subagent: Gated) finished [status: completed]. Read its output with job_output."
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_owner_gets_a_new_turn_with_the_notice() {
+    let mut h = harness().await;
+    let agent = h.agent().await;
+    h.llm.push(Script::Chunks(text("hello")));
+    agent.followup(Message::user_text("", "hi")).unwrap();
+    h.llm.wait_requests(1).await;
+    agent.when_idle().await;
+    let jobs = h.jobs();
+    let (id, done) = gated_job(&jobs, agent.id(), "the result");
+    assert!(
+        id.starts_with("subagent-") && id.len() == "subagent-".len() + 16,
+        "{id}"
+    );
+    h.llm.push(Script::Chunks(text("noted")));
+    done.send(()).unwrap();
+    let (target, text) = h.next_notice().await;
+    assert_eq!(target, Target::NextTurn);
+    assert_eq!(text, notice(&id));
+    h.llm.wait_requests(2).await;
+    agent.when_idle().await;
+    let last = h.llm.messages(1);
+    assert!(last.last().unwrap().contains(&notice(&id)), "{last:?}");
+    assert!(
+        last.last().unwrap().contains(r#""kind":"tool-jobs""#),
+        "{last:?}"
+    );
+    let kinds: Vec<String> = agent
+        .session()
+        .events()
+        .iter()
+        .map(|e| e.kind().to_owned())
+        .collect();
+    let reg = kinds.iter().position(|k| k == "job/registered").unwrap();
+    let set = kinds.iter().position(|k| k == "job/settled").unwrap();
+    assert!(reg < set);
+    assert_eq!(kinds.iter().filter(|k| *k == "turn/end").count(), 2);
+    // The result is still there to collect once, then only the status.
+    let c = tokio_util::sync::CancellationToken::new();
+    assert_eq!(
+        jobs.output(agent.id(), &id, None, c.clone()).await.unwrap(),
+        "the result\n[status: completed]"
+    );
+    assert_eq!(
+        jobs.output(agent.id(), &id, None, c.clone()).await.unwrap(),
+        "(no new output)\n[status: completed]"
+    );
+    assert_eq!(
+        jobs.output("someone-else", &id, None, c)
+            .await
+            .unwrap_err()
+            .to_string(),
+        format!("job {id} belongs to another session")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_owner_gets_the_notice_as_a_steer_into_its_turn() {
+    let mut h = harness().await;
+    let agent = h.agent().await;
+    let (entered_tx, mut entered) = mpsc::unbounded_channel::<()>();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let r = release.clone();
+    let tool = FnTool::new(
+        "block",
+        "Blocks until released.",
+        json!({"type": "object", "properties": {}}),
+        move |_ctx, _args| {
+            let entered_tx = entered_tx.clone();
+            let r = r.clone();
+            async move {
+                let _ = entered_tx.send(());
+                r.notified().await;
+                Ok(ToolOutput::text("released"))
+            }
+        },
+    );
+    let tools = h.kernel.root().get::<dyn Tools>().unwrap();
+    tools.register(&h.kernel.root(), Arc::new(tool)).unwrap();
+    let jobs = h.jobs();
+    let (id, done) = gated_job(&jobs, agent.id(), "busy result");
+    h.llm.push(Script::Chunks(calls(&[("c1", "block", "{}")])));
+    h.llm.push(Script::Chunks(text("done")));
+    agent.followup(Message::user_text("", "work")).unwrap();
+    entered.recv().await.unwrap();
+    done.send(()).unwrap();
+    let (target, text) = h.next_notice().await;
+    assert_eq!(target, Target::NextStep);
+    assert_eq!(text, notice(&id));
+    release.notify_one();
+    h.llm.wait_requests(2).await;
+    agent.when_idle().await;
+    let second = h.llm.messages(1);
+    let tool_at = second.iter().position(|m| m.contains("released")).unwrap();
+    let notice_at = second
+        .iter()
+        .position(|m| m.contains(&notice(&id)))
+        .unwrap();
+    assert!(tool_at < notice_at, "{second:?}");
+    let ends = agent
+        .session()
+        .events()
+        .iter()
+        .filter(|e| e.kind() == "turn/end")
+        .count();
+    assert_eq!(ends, 1, "the steer joined the running turn");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_job_settles_killed_with_the_reason_and_sends_no_notice() {
+    let mut h = harness().await;
+    let agent = h.agent().await;
+    let jobs = h.jobs();
+    let (id, _done) = gated_job(&jobs, agent.id(), "never");
+    assert_eq!(jobs.list(agent.id())[0].status, "running");
+    jobs.kill(agent.id(), &id, Some("not needed".into()))
+        .unwrap();
+    let c = tokio_util::sync::CancellationToken::new();
+    let out = jobs
+        .output(agent.id(), &id, Some(Duration::from_secs(10)), c)
+        .await
+        .unwrap();
+    assert_eq!(out, "(no output)\n[status: killed, stopped; not needed]");
+    let settled = agent
+        .session()
+        .events()
+        .iter()
+        .find(|e| e.kind() == "job/settled")
+        .map(|e| e.data().clone())
+        .unwrap();
+    assert_eq!(settled["status"], "killed");
+    assert_eq!(settled["cause"], "kill");
+    assert_eq!(settled["detail"], "stopped; not needed");
+    assert!(h.inserted.try_recv().is_err(), "no notice after a kill");
+    assert_eq!(jobs.list(agent.id())[0].status, "killed");
+}

@@ -1,0 +1,229 @@
+//! `list_agents` and `interrupt_agent`.
+
+use std::sync::Arc;
+
+use dsh_subagent::Subagents;
+use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput};
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+/// `list_agents`: the live subagents this agent started.
+pub struct ListAgentsTool {
+    subagents: Arc<dyn Subagents>,
+    parameters: Value,
+}
+
+impl std::fmt::Debug for ListAgentsTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListAgentsTool").finish_non_exhaustive()
+    }
+}
+
+impl ListAgentsTool {
+    /// The tool over `subagents`.
+    pub fn new(subagents: Arc<dyn Subagents>) -> Self {
+        Self {
+            subagents,
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "scope": {
+                        "type": "string",
+                        "enum": ["children", "descendants"],
+                        "description": "children (default): the subagents you started; descendants: theirs too."
+                    }
+                }
+            }),
+        }
+    }
+}
+
+impl Tool for ListAgentsTool {
+    fn name(&self) -> &str {
+        "list_agents"
+    }
+
+    fn description(&self) -> &str {
+        "List the subagents this agent started that are still live, with their status."
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    fn execute<'a>(
+        &'a self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let descendants = match args.get("scope").and_then(Value::as_str) {
+                None | Some("children") => false,
+                Some("descendants") => true,
+                Some(other) => {
+                    return Err(ToolError::invalid_args(format!(
+                        "invalid scope: expected children or descendants, got {other}"
+                    )));
+                }
+            };
+            let children = self.subagents.children(ctx.session_id(), descendants);
+            if children.is_empty() {
+                return Ok(ToolOutput::text("(no subagents)"));
+            }
+            let lines: Vec<String> = children
+                .iter()
+                .map(|c| {
+                    let status = if c.running { "running" } else { "idle" };
+                    let mut line = format!("{} [{status}] \u{2014} {}", c.id, c.label);
+                    if descendants {
+                        line.push_str(&format!(" parent={} depth={}", c.parent_id, c.depth));
+                    }
+                    line
+                })
+                .collect();
+            Ok(ToolOutput::text(lines.join("\n")))
+        })
+    }
+
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::ParallelSafe
+    }
+}
+
+/// `interrupt_agent`: asks a descendant subagent to stop, without waiting.
+pub struct InterruptAgentTool {
+    subagents: Arc<dyn Subagents>,
+    parameters: Value,
+}
+
+impl std::fmt::Debug for InterruptAgentTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InterruptAgentTool").finish_non_exhaustive()
+    }
+}
+
+impl InterruptAgentTool {
+    /// The tool over `subagents`.
+    pub fn new(subagents: Arc<dyn Subagents>) -> Self {
+        Self {
+            subagents,
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "agent_id": {"type": "string", "description": "The id of the subagent to stop."}
+                },
+                "required": ["agent_id"]
+            }),
+        }
+    }
+}
+
+impl Tool for InterruptAgentTool {
+    fn name(&self) -> &str {
+        "interrupt_agent"
+    }
+
+    fn description(&self) -> &str {
+        "Ask a descendant subagent to stop its current work, without waiting for it."
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    fn execute<'a>(
+        &'a self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let id = match args.get("agent_id").and_then(Value::as_str) {
+                Some(s) if !s.is_empty() => s,
+                _ => {
+                    return Err(ToolError::invalid_args(
+                        "invalid agent_id: expected a non-empty string",
+                    ));
+                }
+            };
+            self.subagents
+                .interrupt(ctx.session_id(), id)
+                .map_err(|e| ToolError::failed(e.to_string()))?;
+            Ok(ToolOutput::text(format!(
+                "interrupt requested for agent {id}"
+            )))
+        })
+    }
+
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::ParallelSafe
+    }
+}
+
+/// `send_message(agent_id, message)`: to a direct child (its next turn) or to the parent.
+pub struct SendMessageTool {
+    subagents: Arc<dyn Subagents>,
+    parameters: Value,
+}
+
+impl std::fmt::Debug for SendMessageTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendMessageTool").finish_non_exhaustive()
+    }
+}
+
+impl SendMessageTool {
+    /// The tool over `subagents`.
+    pub fn new(subagents: Arc<dyn Subagents>) -> Self {
+        Self {
+            subagents,
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "agent_id": {"type": "string", "description": "A subagent you started, or the agent that started you."},
+                    "message": {"type": "string", "description": "The message, self-contained."}
+                },
+                "required": ["agent_id", "message"]
+            }),
+        }
+    }
+}
+
+impl Tool for SendMessageTool {
+    fn name(&self) -> &str {
+        "send_message"
+    }
+
+    fn description(&self) -> &str {
+        "Send a message to a subagent you started (it becomes that subagent's next turn) or to \
+         the agent that started you (it sees it at its next step). Sending does not end your turn."
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    fn execute<'a>(
+        &'a self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let field = |key: &str| match args.get(key).and_then(Value::as_str) {
+                Some(s) if !s.is_empty() => Ok(s.to_owned()),
+                _ => Err(ToolError::invalid_args(format!(
+                    "invalid {key}: expected a non-empty string"
+                ))),
+            };
+            let (target, message) = (field("agent_id")?, field("message")?);
+            let text = self
+                .subagents
+                .send_message(ctx.session_id(), &target, &message)
+                .map_err(|e| ToolError::failed(e.to_string()))?;
+            Ok(ToolOutput::text(text))
+        })
+    }
+
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::ParallelSafe
+    }
+}

@@ -1,0 +1,269 @@
+//! `subagent` and `subagent_fork`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dsh_jobs::{JobReport, JobSpec, Jobs, Producer};
+use dsh_kernel::Ctx;
+use dsh_session::feature::JobToolCall;
+use dsh_session::wire::JobStatus;
+use dsh_subagent::{StopReason, SubagentError, SubagentMode, SubagentRequest, Subagents, texts};
+use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput};
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+/// Description of `subagent`. Part of the cached prompt prefix: keep it stable.
+pub const SPAWN_DESCRIPTION: &str = "Start an independent subagent with a fresh context to do a \
+self-contained task, and wait for its final answer.\n\
+\n\
+The subagent starts with no knowledge of this conversation: put everything it needs in `prompt` \
+(the goal, file paths, constraints, what to report back). It has the same tools as you, works in \
+this session's working directory (or `cwd`), and its final message is this call's result. \
+Independent tasks can be delegated together: several calls in one response run at the same time. \
+`description` is a 3-5 word label for the task.";
+
+/// Description of `subagent_fork`. Part of the cached prompt prefix: keep it stable.
+pub const FORK_DESCRIPTION: &str = "Start a subagent seeded with this conversation's completed \
+turns (not the current one), and wait for its final answer.\n\
+\n\
+The subagent already knows what was said and done before this turn, so `prompt` only needs the \
+new task. It has the same tools as you, works in this session's working directory (or `cwd`), \
+and its final message is this call's result. Several calls in one response run at the same \
+time. `description` is a 3-5 word label for the task.";
+
+/// The arguments schema shared by both tools: the original 0.2.1's `{cwd?, description,
+/// prompt}`, plus 0.1.1's `run_in_background?` when background runs are enabled.
+fn parameters(background: bool) -> Value {
+    let mut schema = json!({
+        "type": "object",
+        "properties": {
+            "cwd": {"type": "string", "description": "Working directory of the subagent (default: this session's)."},
+            "description": {"type": "string", "description": "A short (3-5 words) label for the task."},
+            "prompt": {"type": "string", "description": "The task for the subagent."}
+        },
+        "required": ["description", "prompt"]
+    });
+    if background {
+        schema["properties"]["run_in_background"] = json!({
+            "type": "boolean",
+            "description": "Run it as a background job and return its job id at once (default false); collect the result with job_output."
+        });
+    }
+    schema
+}
+
+/// The result text of a background start.
+pub fn started_text(job_id: &str) -> String {
+    format!("started background subagent job {job_id}")
+}
+
+/// The error text when no jobs service is mounted.
+pub const JOBS_UNAVAILABLE: &str = "background jobs unavailable: load the jobs plugin";
+
+/// `subagent` (spawn) or `subagent_fork` (fork).
+pub struct DelegateTool {
+    name: &'static str,
+    description: &'static str,
+    mode: SubagentMode,
+    subagents: Arc<dyn Subagents>,
+    parameters: Value,
+    /// Where the `jobs` service is looked up at call time; `None`: no background runs.
+    jobs_lookup: Option<Ctx>,
+}
+
+impl std::fmt::Debug for DelegateTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DelegateTool")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DelegateTool {
+    /// The `subagent` tool (fresh context).
+    pub fn spawn(subagents: Arc<dyn Subagents>) -> Self {
+        Self {
+            name: "subagent",
+            description: SPAWN_DESCRIPTION,
+            mode: SubagentMode::Spawn,
+            subagents,
+            parameters: parameters(false),
+            jobs_lookup: None,
+        }
+    }
+
+    /// The `subagent_fork` tool (seeded with the completed turns).
+    pub fn fork(subagents: Arc<dyn Subagents>) -> Self {
+        Self {
+            name: "subagent_fork",
+            description: FORK_DESCRIPTION,
+            mode: SubagentMode::Fork,
+            subagents,
+            parameters: parameters(false),
+            jobs_lookup: None,
+        }
+    }
+
+    /// Builder: accept `run_in_background`, starting background runs on the `jobs` service
+    /// found through `ctx` at call time.
+    pub fn with_background(mut self, ctx: Ctx) -> Self {
+        self.parameters = parameters(true);
+        self.jobs_lookup = Some(ctx);
+        self
+    }
+
+    fn background(
+        &self,
+        ctx: &ToolContext,
+        request: SubagentRequest,
+    ) -> Result<ToolOutput, ToolError> {
+        let jobs = self
+            .jobs_lookup
+            .as_ref()
+            .and_then(|c| c.get::<dyn Jobs>())
+            .ok_or_else(|| ToolError::failed(JOBS_UNAVAILABLE))?;
+        let spec = JobSpec {
+            owner: request.parent_id.clone(),
+            kind: "subagent".to_owned(),
+            label: request.label.clone(),
+            tool_call: Some(JobToolCall {
+                call_id: ctx.call_id().to_owned(),
+                root_call_id: ctx.call_id().to_owned(),
+            }),
+        };
+        let subagents = self.subagents.clone();
+        let producer: Producer = Box::new(move |cancel| {
+            Box::pin(async move {
+                let request = SubagentRequest { cancel, ..request };
+                match subagents.run(request).await {
+                    Ok(o) if o.stop_reason == StopReason::Completed => JobReport {
+                        status: JobStatus::Completed,
+                        output: o.output,
+                        detail: None,
+                    },
+                    Ok(o) => JobReport {
+                        status: if o.stop_reason == StopReason::Aborted {
+                            JobStatus::Killed
+                        } else {
+                            JobStatus::Failed
+                        },
+                        output: texts::failure_text(
+                            o.stop_reason,
+                            o.diagnostic.as_deref(),
+                            &o.output,
+                        ),
+                        detail: Some(format!("stop reason: {}", o.stop_reason.as_str())),
+                    },
+                    Err(e) => JobReport {
+                        status: JobStatus::Failed,
+                        output: e.to_string(),
+                        detail: None,
+                    },
+                }
+            })
+        });
+        let id = jobs
+            .start(spec, producer)
+            .map_err(|e| ToolError::failed(e.to_string()))?;
+        Ok(ToolOutput::text(started_text(&id)).with_meta(json!({ "jobId": id })))
+    }
+
+    async fn call(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let text = |key: &str| -> Result<String, ToolError> {
+            match args.get(key).and_then(Value::as_str) {
+                Some(s) if !s.trim().is_empty() => Ok(s.to_owned()),
+                _ => Err(ToolError::invalid_args(format!(
+                    "invalid {key}: expected a non-empty string"
+                ))),
+            }
+        };
+        let label = text("description")?;
+        let prompt = text("prompt")?;
+        let cwd = match args.get("cwd").and_then(Value::as_str) {
+            Some(c) if !c.is_empty() => {
+                let p = PathBuf::from(c);
+                let p = if p.is_absolute() {
+                    p
+                } else {
+                    ctx.cwd().join(p)
+                };
+                if !p.is_dir() {
+                    return Err(ToolError::invalid_args(format!(
+                        "invalid cwd: {} is not a directory",
+                        p.display()
+                    )));
+                }
+                Some(p)
+            }
+            _ => None,
+        };
+        let request = SubagentRequest {
+            parent_id: ctx.session_id().to_owned(),
+            mode: self.mode,
+            label,
+            prompt,
+            cwd,
+            cancel: ctx.cancel_token().clone(),
+        };
+        match args.get("run_in_background") {
+            Some(Value::Bool(true)) if self.jobs_lookup.is_some() => {
+                return self.background(&ctx, request);
+            }
+            Some(Value::Bool(_)) | None | Some(Value::Null) => {}
+            Some(other) => {
+                return Err(ToolError::invalid_args(format!(
+                    "invalid run_in_background: expected a boolean, got {other}"
+                )));
+            }
+        }
+        let outcome = self.subagents.run(request).await.map_err(|e| match e {
+            SubagentError::Cancelled => ToolError::aborted(),
+            other => ToolError::failed(other.to_string()),
+        })?;
+        if outcome.stop_reason == StopReason::Aborted && ctx.cancel_token().is_cancelled() {
+            return Err(ToolError::aborted());
+        }
+        let meta = json!({
+            "childSessionId": outcome.child_id,
+            "provider": self.mode.provider(),
+            "stopReason": outcome.stop_reason.as_str(),
+            "requests": outcome.requests,
+            "model": outcome.model,
+            "usage": serde_json::to_value(outcome.usage).unwrap_or(Value::Null),
+        });
+        if outcome.stop_reason != StopReason::Completed {
+            return Err(ToolError::failed(texts::failure_text(
+                outcome.stop_reason,
+                outcome.diagnostic.as_deref(),
+                &outcome.output,
+            )));
+        }
+        Ok(ToolOutput::text(outcome.output).with_meta(meta))
+    }
+}
+
+impl Tool for DelegateTool {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn description(&self) -> &str {
+        self.description
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    fn execute<'a>(
+        &'a self,
+        ctx: ToolContext,
+        args: Value,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(self.call(ctx, args))
+    }
+
+    fn concurrency(&self, _args: &Value) -> Concurrency {
+        Concurrency::ParallelSafe
+    }
+}
