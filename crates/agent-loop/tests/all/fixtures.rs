@@ -435,7 +435,7 @@ fn snapshot(from: &Path, to: &Path) {
         if path.is_dir() {
             std::fs::create_dir_all(&target).unwrap();
             snapshot(&path, &target);
-        } else if path.extension().is_some_and(|e| e == "jsonl") {
+        } else if path.extension().is_some_and(|e| e == "jsonl" || e == "zstd") {
             std::fs::copy(&path, &target).unwrap();
         }
     }
