@@ -7,6 +7,7 @@ mod support;
 mod approval;
 mod basics;
 mod compaction;
+mod context;
 mod exec;
 mod failures;
 mod resume;
