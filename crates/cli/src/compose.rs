@@ -35,7 +35,8 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_agent_loop::AgentLoopPlugin>()
         .register::<dsh_compaction::ToolResultPrunerPlugin>()
         .register::<dsh_compaction::CompactionBasicPlugin>()
-        .register::<dsh_context::ContextPlugin>();
+        .register::<dsh_context::ContextPlugin>()
+        .register::<dsh_hooks::HooksPlugin>();
     r
 }
 

@@ -10,6 +10,7 @@ mod compaction;
 mod context;
 mod exec;
 mod failures;
+mod hooks;
 mod resume;
 mod sandbox;
 mod storage;
