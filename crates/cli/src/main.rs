@@ -6,6 +6,7 @@
 mod audit;
 mod compose;
 mod config_cmd;
+mod context_cmd;
 mod exec;
 mod home;
 mod json_out;
@@ -49,6 +50,8 @@ enum Command {
     /// List or revoke the allow-always approval rules of a project.
     #[command(subcommand)]
     Permissions(permissions_cmd::PermissionsCommand),
+    /// Show what would be loaded for a directory: instruction files, skills, hooks, commands.
+    Context(context_cmd::ContextArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -240,6 +243,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             sandbox_cmd::check(&compose, &sandbox)
         }
         Some(Command::Permissions(cmd)) => permissions_cmd::run(cmd),
+        Some(Command::Context(args)) => context_cmd::run(&args),
     }
 }
 

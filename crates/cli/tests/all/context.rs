@@ -335,3 +335,53 @@ fn a_custom_command_expands_its_arguments() {
             .any(|m| text_of(m) == "Review the last commit.\n\nARGUMENTS: carefully")
     );
 }
+
+#[test]
+fn dsh_context_lists_what_would_load_with_sources_and_errors() {
+    let env = Env::new();
+    let repo = env.cwd();
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    write(&repo.join("AGENTS.md"), "Root rule.\n");
+    write(&repo.join("CLAUDE.md"), "Root rule.\n");
+    write(&repo.join(".dsh/skills/release-notes/SKILL.md"), SKILL);
+    write(
+        &repo.join(".claude/skills/broken/SKILL.md"),
+        "---\nname: Broken_Name\ndescription: x\n---\n",
+    );
+    write(
+        &repo.join(".claude/settings.json"),
+        r#"{"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"./no-rm.sh","timeout":5}]}]}}"#,
+    );
+    write(
+        &repo.join(".codex/hooks.json"),
+        r#"{"hooks":{"Stop":[{"matcher":"(","hooks":[]}]}}"#,
+    );
+    write(
+        &repo.join(".claude/commands/fix.md"),
+        "---\ndescription: Fix it\nargument-hint: <n>\n---\nFix $1\n",
+    );
+    let out = env.dsh().arg("context").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let has = |s: &str| assert!(text.contains(s), "missing {s:?} in:\n{text}");
+    has(&format!("Project root: {}", repo.display()));
+    has(&format!(
+        "  1. {} (project, 10 bytes)",
+        repo.join("AGENTS.md").display()
+    ));
+    has(&format!(
+        "  skipped {}: same content as an earlier file in this directory",
+        repo.join("CLAUDE.md").display()
+    ));
+    has("  release-notes [model, /name] ");
+    has(&format!(
+        "  error {}: invalid name \"Broken_Name\"",
+        repo.join(".claude/skills/broken/SKILL.md").display()
+    ));
+    has("    PreToolUse [Bash] ./no-rm.sh (timeout 5s)");
+    has(&format!(
+        "  error {}: invalid matcher regex `(`",
+        repo.join(".codex/hooks.json").display()
+    ));
+    has("  /fix <n> — Fix it (");
+}
