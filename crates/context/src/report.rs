@@ -43,3 +43,31 @@ pub fn load(
         commands,
     }
 }
+
+impl ContextReport {
+    /// The slash names a front end should offer: custom commands (`/name`, description and
+    /// argument hint) and user-invocable skills, sorted, a command winning a shared name.
+    pub fn slash_commands(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self
+            .commands
+            .commands
+            .iter()
+            .map(|c| {
+                let hint = c
+                    .argument_hint
+                    .as_deref()
+                    .map(|h| format!("{h} "))
+                    .unwrap_or_default();
+                (format!("/{}", c.name), format!("{hint}{}", c.description))
+            })
+            .collect();
+        for s in self.skills.skills.iter().filter(|s| s.user_invocable) {
+            let name = format!("/{}", s.name);
+            if !out.iter().any(|(n, _)| *n == name) {
+                out.push((name, format!("skill: {}", s.description)));
+            }
+        }
+        out.sort();
+        out
+    }
+}
