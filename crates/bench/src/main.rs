@@ -7,6 +7,7 @@
 
 mod compaction;
 mod confine;
+mod context;
 mod figures;
 mod payload;
 mod report;
