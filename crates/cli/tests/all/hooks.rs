@@ -303,3 +303,86 @@ fn a_user_prompt_submit_hook_blocks_a_prompt_and_another_adds_context() {
         "<system-reminder>\nUserPromptSubmit hook additional context: today is build day\n</system-reminder>"
     );
 }
+
+#[test]
+fn a_pre_tool_use_ask_goes_to_the_approval_seam() {
+    let env = Env::new();
+    let repo = repo(&env);
+    write(
+        &repo.join(".claude/settings.json"),
+        r#"{"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"echo '{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"ask\",\"permissionDecisionReason\":\"touching files needs a human\"}}'"}]}]}}"#,
+    );
+    let patch = env.patch(
+        "answers.yaml",
+        "plugins:\n  - id: approval-scripted\n    name: approval-scripted\n    config:\n      answers:\n        - decision: allow-once\n        - decision: deny\n",
+    );
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id(
+                "c1",
+                "bash",
+                r#"{"command":"touch yes.txt","description":"Touch"}"#,
+            )
+            .reply(),
+    );
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id(
+                "c2",
+                "bash",
+                r#"{"command":"touch no.txt","description":"Touch"}"#,
+            )
+            .reply(),
+    );
+    env.server().push(Completion::new().text("ok").reply());
+    let out = env
+        .dsh()
+        .arg("exec")
+        .arg("--patch")
+        .arg(&patch)
+        .arg("go")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(repo.join("yes.txt").exists(), "allowed once");
+    assert!(!repo.join("no.txt").exists(), "denied");
+    let asked: Vec<Value> = env
+        .stored_events()
+        .into_iter()
+        .filter(|e| e["type"] == "approval/asked")
+        .collect();
+    assert_eq!(asked.len(), 2);
+    assert_eq!(asked[0]["data"]["reason"], "touching files needs a human");
+}
+
+#[test]
+fn a_codex_session_start_hook_adds_plain_stdout_as_context() {
+    let env = Env::new();
+    let repo = repo(&env);
+    write(
+        &repo.join(".codex/hooks.json"),
+        r#"{"hooks":{"SessionStart":[{"matcher":"startup","hooks":[{"type":"command","command":"echo branch: main"}]}]}}"#,
+    );
+    env.server().push(Completion::new().text("one").reply());
+    env.server().push(Completion::new().text("two").reply());
+    assert_eq!(env.exec(&["hi"]).status.code(), Some(0));
+    let messages = request_messages(env.server(), 0);
+    let at = messages.iter().position(|m| m["content"] == "hi").unwrap();
+    assert_eq!(
+        messages[at + 1]["content"],
+        "<system-reminder>\nSessionStart hook additional context: branch: main\n</system-reminder>"
+    );
+    // A resumed session's source is `resume`: the `startup` matcher does not select it.
+    assert_eq!(env.exec(&["--continue", "again"]).status.code(), Some(0));
+    let messages = request_messages(env.server(), 1);
+    let n = messages
+        .iter()
+        .filter(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|t| t.contains("SessionStart hook"))
+        })
+        .count();
+    assert_eq!(n, 1);
+    assert_eq!(env.server().dsh_rule_violations(), Vec::<String>::new());
+}
