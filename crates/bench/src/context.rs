@@ -127,7 +127,9 @@ fn load_us(root: &Path, home: &Path, cwd: &Path) -> f64 {
 pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Result<()> {
     let mut plain = Vec::new();
     let mut loaded = Vec::new();
-    for _ in 0..iterations {
+    // Two short runs per iteration: cheap enough for several even in the quick plan.
+    let runs = if quick { 3 } else { iterations.max(5) };
+    for _ in 0..runs {
         plain.push(first_request_ms(dsh, false)?);
         loaded.push(first_request_ms(dsh, true)?);
     }
