@@ -10,7 +10,7 @@ use std::time::Duration;
 use dsh_agent::events::AgentDisposed;
 use dsh_agent::hooks::{PreStep, PreStepDecision, PreStepInput, TurnStopping, TurnStoppingInput};
 use dsh_context::ProjectPaths;
-use dsh_kernel::{BoxError, Ctx, Next, Plugin};
+use dsh_kernel::{BoxError, Ctx, HookOptions, Next, Plugin};
 use dsh_llm::{ContentBlock, Message, MessageSource, Role};
 use dsh_tools::{
     CallInfo, PostDecision, PostExecuteInput, PreDecision, ToolsPostExecute, ToolsPreExecute,
@@ -385,16 +385,24 @@ impl Plugin for HooksPlugin {
             agents: Mutex::new(HashMap::new()),
         });
         let i = inner.clone();
-        ctx.hook::<ToolsPreExecute, _, _>(
+        // First in the chain: a hook's veto comes before an approval question, and later
+        // listeners (approvals) judge the rewritten arguments.
+        ctx.hook_with::<ToolsPreExecute, _, _>(
+            HookOptions { prepend: true },
             move |call: Arc<CallInfo>, next: Next<ToolsPreExecute>| {
                 let i = i.clone();
                 async move {
                     match i.pre_tool(&call).await {
                         Some(d @ (PreDecision::Deny { .. } | PreDecision::Ask { .. })) => d,
-                        Some(PreDecision::Rewrite { args }) => match next.run(call).await {
-                            PreDecision::Allow => PreDecision::Rewrite { args },
-                            other => other,
-                        },
+                        Some(PreDecision::Rewrite { args }) => {
+                            let mut rewritten = (*call).clone();
+                            rewritten.arguments = args.to_string();
+                            rewritten.args = args.clone();
+                            match next.run(Arc::new(rewritten)).await {
+                                PreDecision::Allow => PreDecision::Rewrite { args },
+                                other => other,
+                            }
+                        }
                         _ => next.run(call).await,
                     }
                 }
