@@ -342,6 +342,8 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     crate::compression::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     mark(format!("sub-agent delegation ×{}", plan.iterations));
     crate::subagent::rows(dsh, plan.iterations, &mut rows)?;
+    mark("project context: nested AGENTS.md and 50 skills".into());
+    crate::context::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     Ok(Report {
         generated,
         dsh: dsh.display().to_string(),

@@ -8,6 +8,7 @@
 mod compaction;
 mod compression;
 mod confine;
+mod context;
 mod figures;
 mod payload;
 mod providers;

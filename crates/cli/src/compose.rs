@@ -42,7 +42,9 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_subagent::SubagentsPlugin>()
         .register::<dsh_tool_subagent::SubagentToolsPlugin>()
         .register::<dsh_jobs::JobsPlugin>()
-        .register::<dsh_jobs::ToolJobsPlugin>();
+        .register::<dsh_jobs::ToolJobsPlugin>()
+        .register::<dsh_context::ContextPlugin>()
+        .register::<dsh_hooks::HooksPlugin>();
     r
 }
 

@@ -6,6 +6,7 @@
 mod audit;
 mod compose;
 mod config_cmd;
+mod context_cmd;
 mod exec;
 mod home;
 mod json_out;
@@ -55,6 +56,8 @@ enum Command {
         #[command(flatten)]
         compose: ComposeArgs,
     },
+    /// Show what would be loaded for a directory: instruction files, skills, hooks, commands.
+    Context(context_cmd::ContextArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -250,6 +253,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             init_logging();
             runtime()?.block_on(providers::list(&compose))
         }
+        Some(Command::Context(args)) => context_cmd::run(&args),
     }
 }
 

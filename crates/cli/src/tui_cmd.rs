@@ -146,6 +146,15 @@ async fn run_tui(kernel: &Kernel, args: TuiArgs, cwd: PathBuf) -> Result<u8, Fai
             "cannot write session {id}: {e} (nothing was sent to the model)"
         )));
     }
+    // Custom commands and user-invocable skills, for completion (the `context` plugin expands
+    // them when they are sent).
+    let context = dsh_context::ContextConfig::default();
+    let extra_commands = dsh_context::report::load(
+        dsh_context::ProjectPaths::discover(&cwd, &context.instructions.project_root_markers),
+        &context.instructions,
+        &context.custom_skill_dirs,
+    )
+    .slash_commands();
     let outcome = dsh_tui::run(dsh_tui::TuiOptions {
         root: root.clone(),
         agent,
@@ -153,6 +162,7 @@ async fn run_tui(kernel: &Kernel, args: TuiArgs, cwd: PathBuf) -> Result<u8, Fai
         history_file: Some(history_file(&cwd)),
         theme: dsh_tui::Theme::from_env(),
         open_picker,
+        extra_commands,
     })
     .await
     .map_err(|e| Failure::run(anyhow!(e)))?;

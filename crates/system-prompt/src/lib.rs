@@ -29,7 +29,7 @@ pub use section::{
     AssembleContext, ComputeFn, ContextSection, RenderedSection, Section, SectionContent, order,
 };
 pub use service::{
-    HARNESS_IDENTITY, HEADLESS_PERSONA, IDENTITY_SECTION, PERSONA_SECTION, SystemPrompt,
-    SystemPromptConfig, SystemPromptPlugin, SystemPromptService,
+    DSH_PERSONA, HARNESS_IDENTITY, HEADLESS_PERSONA, IDENTITY_SECTION, PERSONA_SECTION,
+    SystemPrompt, SystemPromptConfig, SystemPromptPlugin, SystemPromptService,
 };
 pub use template::{TemplateError, Variables};

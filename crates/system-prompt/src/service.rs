@@ -23,9 +23,12 @@ use crate::template::{Variables, render};
 /// dsh's identity line (upstream has its own; §3.1 lets dsh use its own).
 pub const HARNESS_IDENTITY: &str = "You are an AI agent powered by dsh, the DeepSeek Harness.";
 
-/// A persona for headless runs, naming the model and the working directory through variables.
-pub const HEADLESS_PERSONA: &str =
-    "You are a coding agent running on the {{model}} model. Your working directory is {{cwd}}.";
+/// dsh's own coding-agent persona (under 3 KB, byte-stable: no dates, paths or other volatile
+/// values, which travel as runtime context). Used when `builtinPersona` is on.
+pub const DSH_PERSONA: &str = include_str!("persona.md");
+
+/// The persona of the headless preset: [`DSH_PERSONA`].
+pub const HEADLESS_PERSONA: &str = DSH_PERSONA;
 
 /// Name of the identity section.
 pub const IDENTITY_SECTION: &str = "identity";
@@ -381,6 +384,10 @@ pub struct SystemPromptConfig {
     /// at order 0. Absent or empty: no persona.
     #[serde(default)]
     pub persona: Option<String>,
+    /// Without a `persona`: use dsh's own [`DSH_PERSONA`] (raw text, not a template). Default
+    /// false.
+    #[serde(default)]
+    pub builtin_persona: bool,
     /// Include dsh's identity line (section `identity`, order −100). Default true.
     #[serde(default = "yes")]
     pub include_harness_identity: bool,
@@ -394,6 +401,7 @@ impl Default for SystemPromptConfig {
     fn default() -> Self {
         Self {
             persona: None,
+            builtin_persona: false,
             include_harness_identity: true,
             tool_order: Vec::new(),
         }
@@ -423,6 +431,13 @@ impl Plugin for SystemPromptPlugin {
             service.section(
                 &ctx,
                 Section::new(PERSONA_SECTION, persona).with_order(order::PERSONA),
+            )?;
+        } else if config.builtin_persona {
+            service.section(
+                &ctx,
+                Section::new(PERSONA_SECTION, DSH_PERSONA.trim_end())
+                    .with_order(order::PERSONA)
+                    .raw(),
             )?;
         }
         ctx.provide::<dyn SystemPrompt>(Arc::new(service) as Arc<dyn SystemPrompt>)?;

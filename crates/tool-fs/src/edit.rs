@@ -29,10 +29,11 @@ fn base_schema() -> Value {
 }
 
 /// The description sent to the model.
-pub const DESCRIPTION: &str = "Replace text in a file. old_string is matched literally and must \
-occur exactly once unless replace_all is true; include enough surrounding context to make it \
-unique. Line endings are normalised for matching and the file keeps its own style. The file \
-must have been read first (and not changed since).";
+pub const DESCRIPTION: &str = "Replace text in a file. old_string is matched literally \
+and must occur exactly once unless replace_all is true: include enough surrounding lines to \
+make it unique. Refused when old_string is not found or is ambiguous, or when the file was not \
+read first or changed since (read it again). Line endings are normalised for matching; the file \
+keeps its own style.";
 
 /// Run `edit`; with a `policy`, the write is fenced by it (`FS_SANDBOX_DENIED`).
 pub async fn run(

@@ -39,10 +39,10 @@ pub fn schema() -> Value {
 
 /// The description sent to the model.
 pub const DESCRIPTION: &str = "Search file contents with a regular expression (ripgrep \
-syntax). Respects .gitignore and skips hidden and binary files. Results are grouped by file \
-(sorted by path) as `Line <n>: <text>`. Returns at most 250 matches; when there are more, the \
-full result is saved to a file you can read or grep. Narrow with path or include (one glob, \
-e.g. \"*.{ts,tsx}\").";
+syntax). Respects .gitignore; skips hidden and binary files. Results are grouped by file \
+(sorted by path) as `Line <n>: <text>`. At most 250 matches; when there are more, the full \
+result is saved to a file you can read or grep. Narrow with path or include (one glob, e.g. \
+\"*.{ts,tsx}\"). An invalid regex is an error.";
 
 /// One file's matches.
 #[derive(Debug, Clone, PartialEq, Eq)]

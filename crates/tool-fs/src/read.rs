@@ -39,9 +39,10 @@ pub fn schema() -> Value {
 
 /// The description sent to the model.
 pub const DESCRIPTION: &str = "Read a UTF-8 text file. Returns numbered lines (`<n>: <text>`) \
-inside a <content> envelope with a footer saying whether the end of the file was reached and \
-which offset continues. Reads up to 2000 lines per call (use offset/limit to page); lines over \
-2000 characters are truncated; binary files are refused. Read a file before you write or edit it.";
+inside a <content> envelope; the footer says whether the end of the file was reached or which \
+offset continues. At most 2000 lines per call (page with offset/limit); lines over 2000 \
+characters are cut. Fails with an `Error:` line for a missing path, a directory or a binary \
+file. Read a file before you write or edit it.";
 
 /// `read` is always parallel-safe.
 pub fn concurrency() -> Concurrency {

@@ -24,9 +24,10 @@ fn base_schema() -> Value {
 }
 
 /// The description sent to the model.
-pub const DESCRIPTION: &str = "Create a file or replace its whole content. Parent directories \
-are created. An existing file must have been read first (and not changed since), otherwise \
-the write is refused. Prefer edit for changing part of a file. The file content is not echoed.";
+pub const DESCRIPTION: &str = "Create a file or replace its whole content; parent \
+directories are created. Overwriting an existing file is refused unless you read it first and \
+it has not changed since (read it again). Prefer edit to change part of a file. The content is \
+not echoed back.";
 
 /// Run `write`; with a `policy`, the write is fenced by it (`FS_SANDBOX_DENIED`).
 pub async fn run(

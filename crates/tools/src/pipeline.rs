@@ -79,7 +79,7 @@ async fn prepare(
         )));
     }
     call.args = args;
-    let shared = Arc::new(call.clone());
+    let mut shared = Arc::new(call.clone());
     let decision = contained(
         ToolsPreExecute::NAME,
         ctx.call_in::<ToolsPreExecute, _, _>(scope, shared.clone(), |_| async {
@@ -91,6 +91,19 @@ async fn prepare(
         PreDecision::Allow => {}
         PreDecision::Deny { reason } => return Err(ToolError::new(codes::TOOL_DENIED, reason)),
         PreDecision::Ask { reason } => ask(ctx, &shared, reason.as_deref()).await?,
+        PreDecision::Rewrite { args } => {
+            let violations = schema::validate(tool.parameters(), &args);
+            if !violations.is_empty() {
+                return Err(ToolError::invalid_args(format!(
+                    "the arguments rewritten before execution are invalid: {}",
+                    schema::violations_message(&violations)
+                )));
+            }
+            tracing::info!(tool = %req.name, call = %req.call_id, "arguments rewritten before execution");
+            call.arguments = args.to_string();
+            call.args = args;
+            shared = Arc::new(call.clone());
+        }
     }
     if req.cancel.is_cancelled() {
         return Err(ToolError::aborted_before_dispatch());

@@ -94,7 +94,7 @@ pub struct CallInfo {
     pub scope: Option<ScopeKey>,
 }
 
-/// `tools/pre-execute`: may allow, deny or ask for approval. It cannot rewrite arguments.
+/// `tools/pre-execute`: may allow, deny, ask for approval, or allow with rewritten arguments.
 #[derive(Debug)]
 pub struct ToolsPreExecute;
 
@@ -118,6 +118,13 @@ pub enum PreDecision {
     Ask {
         /// Why approval is needed.
         reason: Option<String>,
+    },
+    /// Run the call with these arguments instead (e.g. a hook's `updatedInput`). They are
+    /// validated against the tool's schema again (`INVALID_ARGS` when they do not fit); the
+    /// logged call keeps the model's arguments.
+    Rewrite {
+        /// The replacement arguments (an object).
+        args: Value,
     },
 }
 

@@ -137,6 +137,8 @@ pub struct App {
     hint: Option<String>,
     quit_armed: bool,
     search: Option<usize>,
+    /// Slash commands plugins expand (custom commands, skills): `(/name, help)`, sent as prompts.
+    pub extra_commands: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for App {
@@ -167,6 +169,7 @@ impl App {
             hint: None,
             quit_armed: false,
             search: None,
+            extra_commands: Vec::new(),
         }
     }
 
@@ -187,7 +190,7 @@ impl App {
     }
 
     /// The slash commands matching what is typed (when a command name is being typed).
-    pub fn completions(&self) -> Vec<(&'static str, &'static str)> {
+    pub fn completions(&self) -> Vec<(&str, &str)> {
         let raw = self.composer.raw();
         if !raw.starts_with('/') || raw.contains(char::is_whitespace) {
             return Vec::new();
@@ -195,8 +198,18 @@ impl App {
         COMMANDS
             .iter()
             .copied()
+            .chain(
+                self.extra_commands
+                    .iter()
+                    .map(|(c, h)| (c.as_str(), h.as_str())),
+            )
             .filter(|(c, _)| c.starts_with(raw.as_str()) && *c != raw)
             .collect()
+    }
+
+    /// Whether `name` (with its `/`) is one of the plugin commands.
+    fn is_extra(&self, name: &str) -> bool {
+        self.extra_commands.iter().any(|(c, _)| c == name)
     }
 
     /// Handles a paste.
@@ -293,8 +306,9 @@ impl App {
             }
             KeyCode::Enter => self.submit(width),
             KeyCode::Tab => {
-                if let Some((c, _)) = self.completions().first() {
-                    self.composer.set_text(&format!("{c} "));
+                let first = self.completions().first().map(|(c, _)| format!("{c} "));
+                if let Some(c) = first {
+                    self.composer.set_text(&c);
                 } else {
                     self.composer.area.insert_tab();
                 }
@@ -345,14 +359,19 @@ impl App {
     }
 
     fn submit(&mut self, width: u16) -> Vec<Action> {
-        if let Some((c, _)) = self.completions().first() {
+        let first = self.completions().first().map(|(c, _)| (*c).to_owned());
+        if let Some(c) = first {
             // Enter on a partly typed command runs the first match.
-            self.composer.set_text(c);
+            self.composer.set_text(&c);
         }
         let Some(text) = self.composer.take() else {
             return Vec::new();
         };
-        if text.starts_with('/') {
+        let plugin_command = text
+            .split_whitespace()
+            .next()
+            .is_some_and(|n| self.is_extra(n));
+        if text.starts_with('/') && !plugin_command {
             return self.command(&text, width);
         }
         if self.running {
@@ -373,6 +392,12 @@ impl App {
                     lines.push(Line::from(vec![
                         Span::styled(format!("  {c:<9}"), self.theme.tool()),
                         Span::raw(h),
+                    ]));
+                }
+                for (c, h) in &self.extra_commands {
+                    lines.push(Line::from(vec![
+                        Span::styled(format!("  {c:<9}"), self.theme.tool()),
+                        Span::raw(h.clone()),
                     ]));
                 }
                 lines.push(Line::from(Span::styled("Keys", self.theme.heading())));

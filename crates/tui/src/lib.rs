@@ -48,6 +48,9 @@ pub struct TuiOptions {
     pub theme: Theme,
     /// Open the session picker at once (`dsh --resume` without an id).
     pub open_picker: bool,
+    /// Slash commands that plugins expand (custom commands, `/skill` names): `(/name, help)`.
+    /// Listed in completion and `/help`; typed, they are sent as a prompt.
+    pub extra_commands: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for TuiOptions {

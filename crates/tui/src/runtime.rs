@@ -82,11 +82,12 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
         .model
         .pricing
     });
-    let app = App::new(
+    let mut app = App::new(
         theme,
         Transcript::new(theme, pricer),
         Composer::new(opts.history_file.clone()),
     );
+    app.extra_commands = opts.extra_commands.clone();
     let rows = crossterm::terminal::size().map(|(_, r)| r).unwrap_or(24);
     let height = App::viewport_height(rows);
     let mut rt = Runtime {

@@ -439,3 +439,33 @@ fn a_subagent_result_carries_the_childs_usage_into_the_totals() {
     assert!(subagent_usage(&json!({"exitCode": 0})).is_none());
     assert!(subagent_usage(&json!({"usage": {"inputTokens": 1, "outputTokens": 1}})).is_none());
 }
+
+#[test]
+fn plugin_slash_commands_complete_and_are_sent_as_prompts() {
+    let mut app = app(Theme::PLAIN);
+    app.extra_commands = vec![
+        ("/fix-issue".into(), "<n> Fix a numbered issue".into()),
+        ("/release-notes".into(), "skill: Write release notes".into()),
+    ];
+    for c in "/fi".chars() {
+        app.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), 60);
+    }
+    assert_eq!(
+        app.completions(),
+        [("/fix-issue", "<n> Fix a numbered issue")]
+    );
+    app.key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE), 60);
+    for c in "42".chars() {
+        app.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), 60);
+    }
+    let actions = app.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE), 60);
+    assert_eq!(
+        actions,
+        [dsh_tui::app::Action::Send("/fix-issue 42".into())]
+    );
+    for c in "/nope".chars() {
+        app.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), 60);
+    }
+    let actions = app.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE), 60);
+    assert!(actions.is_empty(), "unknown commands are still refused");
+}

@@ -33,12 +33,20 @@ fn a_text_turn_prints_the_answer_and_stores_the_session() {
     assert_eq!(body["stream"], true);
     let messages = body["messages"].as_array().unwrap();
     assert_eq!(messages[0]["role"], "system");
+    // The persona is byte-stable: the working directory travels as runtime context.
     assert!(
-        messages[0]["content"]
+        !messages[0]["content"]
             .as_str()
             .unwrap()
             .contains(&env.cwd().display().to_string())
     );
+    assert!(messages.iter().any(|m| {
+        is_runtime_context(m)
+            && m["content"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("Working directory: {}", env.cwd().display()))
+    }));
     let prompt = messages.iter().rfind(|m| !is_runtime_context(m)).unwrap();
     assert_eq!(prompt["content"], "Say hello");
 }

@@ -542,3 +542,28 @@ async fn registration_rejections_by_variant() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn the_builtin_persona_is_small_raw_and_the_same_in_every_directory() {
+    assert!(dsh_system_prompt::DSH_PERSONA.len() < 3 * 1024);
+    let e = env(json!({"builtinPersona": true})).await;
+    let mut other = cx();
+    other.cwd = Some("/somewhere/else".into());
+    other.model = Some("another-model".into());
+    let a = e.prompt.assemble(cx()).await.unwrap();
+    let b = e.prompt.assemble(other).await.unwrap();
+    assert_eq!(a.prompt(), b.prompt(), "no volatile values");
+    assert_eq!(
+        a.prompt(),
+        format!(
+            "{HARNESS_IDENTITY}\n\n{}",
+            dsh_system_prompt::DSH_PERSONA.trim_end()
+        )
+    );
+    // An explicit persona still wins.
+    let e2 = env(json!({"builtinPersona": true, "persona": "mine"})).await;
+    let c = e2.prompt.assemble(cx()).await.unwrap();
+    assert_eq!(c.prompt(), format!("{HARNESS_IDENTITY}\n\nmine"));
+    e.kernel.dispose().await;
+    e2.kernel.dispose().await;
+}

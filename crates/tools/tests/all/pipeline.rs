@@ -628,3 +628,32 @@ fn scratch_room_follows_the_cap() {
         "no scratch directory, no spill file"
     );
 }
+
+#[tokio::test]
+async fn pre_execute_may_rewrite_arguments_which_are_validated_again() {
+    let e = env().await;
+    e.tools.register(&e.root, echo("echo", ">")).unwrap();
+    e.root
+        .hook::<ToolsPreExecute, _, _>(|call: Arc<CallInfo>, next| async move {
+            match call.args["text"].as_str() {
+                Some("swap") => PreDecision::Rewrite {
+                    args: json!({"text": "swapped"}),
+                },
+                Some("break") => PreDecision::Rewrite {
+                    args: json!({"other": 1}),
+                },
+                _ => next.run(call).await,
+            }
+        })
+        .unwrap();
+    let r = e.tools.execute(req("echo", r#"{"text":"swap"}"#)).await;
+    assert_eq!(r.text(), ">swapped");
+    let r = e.tools.execute(req("echo", r#"{"text":"break"}"#)).await;
+    assert_eq!(r.code(), Some(&ToolErrorCode::InvalidArgs));
+    assert!(
+        r.text()
+            .starts_with("Error: the arguments rewritten before execution are invalid:"),
+        "{}",
+        r.text()
+    );
+}

@@ -1,0 +1,240 @@
+//! Custom slash commands: Markdown files in `.dsh/commands`, `.claude/commands` and the
+//! user-level folders, expanded with `$ARGUMENTS` and `$1`…`$9`.
+
+use std::path::{Path, PathBuf};
+
+use crate::frontmatter;
+use crate::project::ProjectPaths;
+
+/// One custom command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Command {
+    /// Its name (the file stem): typed as `/name`.
+    pub name: String,
+    /// The front matter's `description`, else the body's first line.
+    pub description: String,
+    /// The front matter's `argument-hint`, if any.
+    pub argument_hint: Option<String>,
+    /// The file.
+    pub file: PathBuf,
+    /// The prompt template.
+    pub body: String,
+}
+
+/// A command file that was not loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandProblem {
+    /// The file.
+    pub file: PathBuf,
+    /// Why.
+    pub reason: String,
+}
+
+/// Every command visible from a working directory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommandSet {
+    /// Sorted by name; a nearer folder wins a name.
+    pub commands: Vec<Command>,
+    /// Unreadable files.
+    pub problems: Vec<CommandProblem>,
+}
+
+impl CommandSet {
+    /// The command called `name`.
+    pub fn get(&self, name: &str) -> Option<&Command> {
+        self.commands.iter().find(|c| c.name == name)
+    }
+}
+
+/// The folders, best first: `<root>/.dsh/commands`, `<root>/.claude/commands`,
+/// `$DSH_HOME/commands`, `~/.claude/commands`.
+pub fn folders(paths: &ProjectPaths) -> Vec<PathBuf> {
+    let mut out = vec![
+        paths.root.join(".dsh/commands"),
+        paths.root.join(".claude/commands"),
+        paths.dsh_home.join("commands"),
+    ];
+    if let Some(h) = &paths.user_home {
+        out.push(h.join(".claude/commands"));
+    }
+    out
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == ':')
+}
+
+/// Loads `*.md` of each folder (one level).
+pub fn discover(folders: &[PathBuf]) -> CommandSet {
+    let mut set = CommandSet::default();
+    for folder in folders {
+        let Ok(rd) = std::fs::read_dir(folder) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "md"))
+            .collect();
+        files.sort();
+        for file in files {
+            let name = file
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default()
+                .to_owned();
+            if !valid_name(&name) || set.get(&name).is_some() {
+                continue;
+            }
+            match load(&file, name) {
+                Ok(c) => set.commands.push(c),
+                Err(reason) => set.problems.push(CommandProblem { file, reason }),
+            }
+        }
+    }
+    set.commands.sort_by(|a, b| a.name.cmp(&b.name));
+    set
+}
+
+fn load(file: &Path, name: String) -> Result<Command, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read: {e}"))?;
+    let doc = frontmatter::parse(&text).map_err(|e| e.to_string())?;
+    let get = |k: &str| {
+        doc.meta
+            .get(k)
+            .and_then(|v| v.as_str())
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    };
+    let body = doc.body.trim().to_owned();
+    let description = get("description").unwrap_or_else(|| {
+        body.lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches('#')
+            .trim()
+            .chars()
+            .take(80)
+            .collect()
+    });
+    Ok(Command {
+        name,
+        description,
+        argument_hint: get("argument-hint"),
+        file: file.to_path_buf(),
+        body,
+    })
+}
+
+/// Splits arguments on whitespace; `"…"` and `'…'` group words.
+pub fn split_args(args: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut has = false;
+    for c in args.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => cur.push(c),
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                has = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if has || !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                    has = false;
+                }
+            }
+            (None, c) => cur.push(c),
+        }
+    }
+    if has || !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+impl Command {
+    /// The prompt for `/name args`: `$ARGUMENTS` becomes `args`, `$1`…`$9` the positional
+    /// words (missing ones empty). A template using neither gets `ARGUMENTS: args` appended
+    /// when `args` is not empty.
+    pub fn expand(&self, args: &str) -> String {
+        let args = args.trim();
+        let words = split_args(args);
+        let uses_args = self.body.contains("$ARGUMENTS")
+            || (1..=9).any(|i| self.body.contains(&format!("${i}")));
+        let mut out = String::with_capacity(self.body.len() + args.len());
+        let mut chars = self.body.char_indices().peekable();
+        let bytes = self.body.as_bytes();
+        while let Some((i, c)) = chars.next() {
+            if c == '$' {
+                if self.body[i + 1..].starts_with("ARGUMENTS") {
+                    out.push_str(args);
+                    for _ in 0.."ARGUMENTS".len() {
+                        chars.next();
+                    }
+                    continue;
+                }
+                if let Some(d) = bytes.get(i + 1).filter(|b| (b'1'..=b'9').contains(b)) {
+                    let n = usize::from(d - b'0');
+                    out.push_str(words.get(n - 1).map(String::as_str).unwrap_or_default());
+                    chars.next();
+                    continue;
+                }
+            }
+            out.push(c);
+        }
+        if !uses_args && !args.is_empty() {
+            out.push_str("\n\nARGUMENTS: ");
+            out.push_str(args);
+        }
+        out
+    }
+}
+
+/// `/name rest` at the start of `text`: the name and the rest.
+pub fn parse_invocation(text: &str) -> Option<(&str, &str)> {
+    let rest = text.trim_start().strip_prefix('/')?;
+    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    let (name, args) = rest.split_at(end);
+    valid_name(name).then_some((name, args))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(body: &str) -> Command {
+        Command {
+            name: "c".into(),
+            description: String::new(),
+            argument_hint: None,
+            file: PathBuf::new(),
+            body: body.into(),
+        }
+    }
+
+    #[test]
+    fn arguments_and_positions_are_substituted() {
+        let c = cmd("Fix issue $1 in $2; all: $ARGUMENTS; missing: [$3]");
+        assert_eq!(
+            c.expand("42 \"src/a b.rs\""),
+            "Fix issue 42 in src/a b.rs; all: 42 \"src/a b.rs\"; missing: []"
+        );
+        assert_eq!(cmd("Review.").expand("now"), "Review.\n\nARGUMENTS: now");
+        assert_eq!(cmd("Review.").expand(""), "Review.");
+        assert_eq!(cmd("cost $5 $").expand("a"), "cost  $");
+    }
+
+    #[test]
+    fn invocations_parse() {
+        assert_eq!(parse_invocation("/fix 1 2"), Some(("fix", " 1 2")));
+        assert_eq!(parse_invocation("/fix"), Some(("fix", "")));
+        assert_eq!(parse_invocation("fix"), None);
+        assert_eq!(parse_invocation("/ x"), None);
+    }
+}
