@@ -435,7 +435,10 @@ fn snapshot(from: &Path, to: &Path) {
         if path.is_dir() {
             std::fs::create_dir_all(&target).unwrap();
             snapshot(&path, &target);
-        } else if path.extension().is_some_and(|e| e == "jsonl" || e == "zstd") {
+        } else if path
+            .extension()
+            .is_some_and(|e| e == "jsonl" || e == "zstd")
+        {
             std::fs::copy(&path, &target).unwrap();
         }
     }

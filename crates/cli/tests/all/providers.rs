@@ -88,7 +88,12 @@ fn deepseek_messages_route_runs_a_tool_turn_and_passes_thinking_back() {
     assert_eq!(body["model"], "deepseek-flash");
     assert_eq!(body["thinking"], serde_json::json!({"type": "enabled"}));
     assert_eq!(body["output_config"], serde_json::json!({"effort": "high"}));
-    assert!(body["system"].as_str().unwrap().contains("coding agent"));
+    assert!(
+        body["system"]
+            .as_str()
+            .unwrap()
+            .contains("You are a software engineer")
+    );
     assert!(
         !first.body_text().contains("cache_control"),
         "no breakpoints on DeepSeek"

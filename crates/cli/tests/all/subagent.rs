@@ -51,7 +51,7 @@ fn sessions(env: &Env) -> Vec<(Value, Vec<Value>)> {
     session_files(&env.home.path().join("sessions"))
         .iter()
         .map(|p| {
-            let text = std::fs::read_to_string(p).unwrap();
+            let text = log_text(p);
             let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
             (header, read_rows(p))
         })
