@@ -34,7 +34,8 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_agent::AgentsPlugin>()
         .register::<dsh_agent_loop::AgentLoopPlugin>()
         .register::<dsh_compaction::ToolResultPrunerPlugin>()
-        .register::<dsh_compaction::CompactionBasicPlugin>();
+        .register::<dsh_compaction::CompactionBasicPlugin>()
+        .register::<dsh_sdk_server::SdkServerPlugin>();
     r
 }
 

@@ -12,6 +12,7 @@ mod json_out;
 mod permissions_cmd;
 mod sandbox_args;
 mod sandbox_cmd;
+mod sdk_cmd;
 mod sessions_cmd;
 mod tui_cmd;
 mod watch;
@@ -30,6 +31,9 @@ struct Cli {
     /// Without a subcommand: the interactive terminal UI.
     #[command(flatten)]
     tui: tui_cmd::TuiArgs,
+    /// `--profile NAME`: the SDK runtime on stdio.
+    #[command(flatten)]
+    profile: sdk_cmd::ProfileArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -209,6 +213,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 
 fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
+        None if cli.profile.profile.is_some() => sdk_cmd::main(cli.profile, cli.tui.compose),
         None => {
             use std::io::IsTerminal;
             if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() {

@@ -11,6 +11,7 @@ mod exec;
 mod failures;
 mod resume;
 mod sandbox;
+mod sdk_python;
 mod storage;
 mod tui;
 mod wire;
