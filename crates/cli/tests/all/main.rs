@@ -12,6 +12,7 @@ mod failures;
 mod resume;
 mod sandbox;
 mod sdk_python;
+mod sdk_wire;
 mod storage;
 mod tui;
 mod wire;
