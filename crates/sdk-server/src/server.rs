@@ -297,7 +297,7 @@ impl Server {
         }
         let max_tokens = match &p.max_tokens {
             None => None,
-            Some(n) => match n.as_u64().filter(|v| *v > 0 && *v <= (1u64 << 53) - 1) {
+            Some(n) => match n.as_u64().filter(|v| *v > 0 && *v < (1u64 << 53)) {
                 Some(v) => Some(v),
                 None => {
                     return Err(MethodError(format!(
