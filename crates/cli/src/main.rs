@@ -3,6 +3,7 @@
 // Printing to the terminal is this binary's job (libraries log through `tracing`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod acp_cmd;
 mod audit;
 mod compose;
 mod config_cmd;
@@ -53,6 +54,8 @@ enum Command {
     /// List or revoke the allow-always approval rules of a project.
     #[command(subcommand)]
     Permissions(permissions_cmd::PermissionsCommand),
+    /// Serve the Agent Client Protocol on stdio (editors, acpx).
+    Acp(acp_cmd::AcpArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -245,6 +248,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             sandbox_cmd::check(&compose, &sandbox)
         }
         Some(Command::Permissions(cmd)) => permissions_cmd::run(cmd),
+        Some(Command::Acp(args)) => acp_cmd::main(args),
     }
 }
 

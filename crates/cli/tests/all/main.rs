@@ -4,6 +4,7 @@
 
 mod support;
 
+mod acp_acpx;
 mod approval;
 mod basics;
 mod compaction;

@@ -2,6 +2,8 @@
 //! installed by `scripts/test-clients` into a cache venv) drives `dsh --profile sdk` against
 //! the testkit model. The driver script is `fixtures/sdk/drive.py`.
 
+#![allow(clippy::print_stderr)] // skip reasons are printed
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
