@@ -257,7 +257,8 @@ impl State {
         let cwd = agent.options().cwd;
         for e in agent.session().events() {
             match e.core() {
-                Some(CoreEvent::UserMessage(m)) => {
+                // What the user typed; plugin context (runtime-context snapshots) is not.
+                Some(CoreEvent::UserMessage(m)) if m.0.source.kind == "user" => {
                     let text = m.0.text();
                     if !text.is_empty() {
                         notify(
