@@ -385,11 +385,10 @@ impl State {
         let text = prompt_text(&req.prompt)?;
         cancelled.store(false, std::sync::atomic::Ordering::SeqCst);
         let from = agent.session().len();
-        let idle = agent.when_idle();
         agent
             .followup(Message::user_text("", text))
             .map_err(|e| internal(e.to_string()))?;
-        let _ = idle;
+        // The waking send made the agent busy: idle now means this prompt's turn is over.
         agent.when_idle().await;
         let reason = agent.session().with_events_since(from, |events| {
             events.iter().rev().find_map(|e| match e.core() {
