@@ -2,7 +2,6 @@
 //! the whole serve loop fed arbitrary byte streams (one response per request id, in order,
 //! nothing but JSON frames on the output, a clean end at end of input).
 
-
 use dsh_kernel::{Composer, Composition, Kernel, Layer, PluginRegistry};
 use dsh_sdk_server::frame::{Incoming, Line, LineSplitter, parse_line};
 use dsh_sdk_server::{SdkServerConfig, ServeEnd, serve};
@@ -78,15 +77,21 @@ enum Piece {
 
 fn piece() -> impl Strategy<Value = Piece> {
     prop_oneof![
-        proptest::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 0..60)
-            .prop_map(Piece::Garbage),
-        (any::<u32>(), prop_oneof![
-            Just("no/such"),
-            Just("session/prompt"),
-            Just("session/resume"),
-            Just("session/working-directory/get"),
-            Just("initialize"),
-        ])
+        proptest::collection::vec(
+            any::<u8>().prop_filter("no newline", |b| *b != b'\n'),
+            0..60
+        )
+        .prop_map(Piece::Garbage),
+        (
+            any::<u32>(),
+            prop_oneof![
+                Just("no/such"),
+                Just("session/prompt"),
+                Just("session/resume"),
+                Just("session/working-directory/get"),
+                Just("initialize"),
+            ]
+        )
             .prop_map(|(i, m)| Piece::Request(i, m)),
         Just(Piece::Notification),
         Just(Piece::Blank),
