@@ -326,6 +326,14 @@ impl Agent for LoopAgent {
         self.options.lock().clone()
     }
 
+    fn set_cwd(&self, cwd: std::path::PathBuf) -> Result<(), AgentError> {
+        if self.state.lock().disposing {
+            return Err(AgentError::Disposed(self.id.clone()));
+        }
+        self.options.lock().cwd = cwd;
+        Ok(())
+    }
+
     fn session(&self) -> Arc<Session> {
         self.session.clone()
     }

@@ -99,6 +99,9 @@ pub enum AgentError {
     /// A kernel registration failed.
     #[error(transparent)]
     Kernel(#[from] dsh_kernel::KernelError),
+    /// The driver does not support the operation.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
 }
 
 /// A setup callback: scoped registrations for a new agent before it is published.
@@ -179,6 +182,16 @@ pub trait Agent: Send + Sync + 'static {
     /// Tears the agent down: cancels with cause `disposed`, commits the closing events, flushes
     /// and releases the session.
     fn dispose(&self) -> BoxFuture<'static, ()>;
+
+    /// Changes the working directory later tool calls and prompts use (front ends validate
+    /// the directory first). Running processes keep theirs; the session's origin is
+    /// unchanged. Drivers that cannot change it keep the default, which refuses.
+    fn set_cwd(&self, cwd: PathBuf) -> Result<(), AgentError> {
+        let _ = cwd;
+        Err(AgentError::Unsupported(
+            "this agent driver cannot change the working directory".into(),
+        ))
+    }
 }
 
 impl dyn Agent {

@@ -44,7 +44,8 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_jobs::JobsPlugin>()
         .register::<dsh_jobs::ToolJobsPlugin>()
         .register::<dsh_context::ContextPlugin>()
-        .register::<dsh_hooks::HooksPlugin>();
+        .register::<dsh_hooks::HooksPlugin>()
+        .register::<dsh_sdk_server::SdkServerPlugin>();
     r
 }
 

@@ -9,6 +9,11 @@ use crate::{ComposeArgs, Failure};
 pub(crate) fn dump(args: &ComposeArgs) -> Result<u8, Failure> {
     let registry = registry();
     let composition = compose(args, None, &registry)?;
+    print_composition(&composition)
+}
+
+/// Prints a composed tree as YAML, each row annotated with the layer it came from.
+pub(crate) fn print_composition(composition: &dsh_kernel::Composition) -> Result<u8, Failure> {
     let mut out = String::from("plugins:\n");
     for r in &composition.rows {
         out.push_str(&format!("  # from {}\n", r.source));

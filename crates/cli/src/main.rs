@@ -3,6 +3,7 @@
 // Printing to the terminal is this binary's job (libraries log through `tracing`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod acp_cmd;
 mod audit;
 mod compose;
 mod config_cmd;
@@ -14,6 +15,7 @@ mod permissions_cmd;
 mod providers;
 mod sandbox_args;
 mod sandbox_cmd;
+mod sdk_cmd;
 mod sessions_cmd;
 mod tui_cmd;
 mod watch;
@@ -32,6 +34,9 @@ struct Cli {
     /// Without a subcommand: the interactive terminal UI.
     #[command(flatten)]
     tui: tui_cmd::TuiArgs,
+    /// `--profile NAME`: the SDK runtime on stdio.
+    #[command(flatten)]
+    profile: sdk_cmd::ProfileArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -58,6 +63,8 @@ enum Command {
     },
     /// Show what would be loaded for a directory: instruction files, skills, hooks, commands.
     Context(context_cmd::ContextArgs),
+    /// Serve the Agent Client Protocol on stdio (editors, acpx).
+    Acp(acp_cmd::AcpArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -218,6 +225,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 
 fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
+        None if cli.profile.profile.is_some() => sdk_cmd::main(cli.profile, cli.tui.compose),
         None => {
             use std::io::IsTerminal;
             if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() {
@@ -254,6 +262,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             runtime()?.block_on(providers::list(&compose))
         }
         Some(Command::Context(args)) => context_cmd::run(&args),
+        Some(Command::Acp(args)) => acp_cmd::main(args),
     }
 }
 

@@ -4,6 +4,8 @@
 
 mod support;
 
+mod acp_acpx;
+mod acp_wire;
 mod approval;
 mod basics;
 mod compaction;
@@ -15,6 +17,8 @@ mod original;
 mod providers;
 mod resume;
 mod sandbox;
+mod sdk_python;
+mod sdk_wire;
 mod storage;
 mod subagent;
 mod titles;

@@ -1,0 +1,178 @@
+//! `dsh acp` on the wire with raw ACP frames: a cancel mid-turn answers `cancelled` and keeps
+//! the delivered text; a second process loads the stored session and replays it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{Env, stalled_text};
+
+const BOUND: Duration = Duration::from_secs(60);
+
+struct Acp {
+    child: Child,
+    stdin: ChildStdin,
+    frames: mpsc::Receiver<Value>,
+}
+
+impl Acp {
+    fn start(env: &Env) -> Self {
+        let mut child = env
+            .dsh()
+            .arg("acp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, frames) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line}"));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            stdin,
+            frames,
+        }
+    }
+
+    fn send(&mut self, v: Value) {
+        writeln!(self.stdin, "{v}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Frames up to and including the response to `id`.
+    fn until_response(&self, id: u64) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            let f = self
+                .frames
+                .recv_timeout(BOUND)
+                .expect("no frame from dsh acp");
+            let done = f.get("method").is_none() && f["id"] == id;
+            out.push(f);
+            if done {
+                return out;
+            }
+        }
+    }
+
+    fn request(&mut self, id: u64, method: &str, params: Value) -> Vec<Value> {
+        self.send(json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}));
+        self.until_response(id)
+    }
+
+    fn initialize(&mut self) {
+        let r = self.request(
+            0,
+            "initialize",
+            json!({"protocolVersion":1,"clientCapabilities":{}}),
+        );
+        let result = &r.last().unwrap()["result"];
+        assert_eq!(result["protocolVersion"], 1, "{result}");
+        assert_eq!(result["agentCapabilities"]["loadSession"], true);
+    }
+}
+
+impl Drop for Acp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn update_kinds(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|f| f["method"] == "session/update")
+        .map(|f| {
+            f["params"]["update"]["sessionUpdate"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+fn chunk_text(frames: &[Value], kind: &str) -> String {
+    frames
+        .iter()
+        .filter(|f| f["params"]["update"]["sessionUpdate"] == kind)
+        .map(|f| f["params"]["update"]["content"]["text"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_cancel_answers_cancelled_and_a_new_process_loads_the_session() {
+    let env = Env::new();
+    env.server().push(stalled_text("partial answer"));
+    let mut acp = Acp::start(&env);
+    acp.initialize();
+    let cwd = env.cwd().display().to_string();
+    let r = acp.request(1, "session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let session = r.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    acp.send(json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"go"}]}}));
+    // The delivered text streams before the cancel.
+    let first = acp.frames.recv_timeout(BOUND).unwrap();
+    assert_eq!(
+        first["params"]["update"]["sessionUpdate"], "agent_message_chunk",
+        "{first}"
+    );
+    acp.send(json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":session}}));
+    let rest = acp.until_response(2);
+    assert_eq!(
+        rest.last().unwrap()["result"]["stopReason"],
+        "cancelled",
+        "{rest:#?}"
+    );
+    let mut all = vec![first];
+    all.extend(rest);
+    assert_eq!(chunk_text(&all, "agent_message_chunk"), "partial answer");
+    // An unknown session is an error, not a crash.
+    let r = acp.request(
+        3,
+        "session/prompt",
+        json!({"sessionId":"nope","prompt":[{"type":"text","text":"x"}]}),
+    );
+    assert_eq!(r.last().unwrap()["error"]["code"], -32602, "{r:#?}");
+    drop(acp);
+
+    // A new process replays the stored conversation on session/load, then answers.
+    let mut acp = Acp::start(&env);
+    acp.initialize();
+    let r = acp.request(
+        1,
+        "session/load",
+        json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+    );
+    assert!(r.last().unwrap()["result"].is_object(), "{r:#?}");
+    let kinds = update_kinds(&r);
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("user_message_chunk"),
+        "{kinds:?}"
+    );
+    assert_eq!(chunk_text(&r, "user_message_chunk"), "go");
+    assert_eq!(chunk_text(&r, "agent_message_chunk"), "partial answer");
+    let r = acp.request(
+        2,
+        "session/load",
+        json!({"sessionId": "no-such", "cwd": cwd, "mcpServers": []}),
+    );
+    assert_eq!(r.last().unwrap()["error"]["code"], -32002, "{r:#?}");
+}
