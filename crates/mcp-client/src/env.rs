@@ -53,7 +53,10 @@ mod tests {
             ("HOME", "/root"),
         ]);
         let env = server_env(parent, &BTreeMap::new());
-        let names: Vec<_> = env.iter().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
+        let names: Vec<_> = env
+            .iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
         assert_eq!(names, ["PATH", "HOME"]);
     }
 

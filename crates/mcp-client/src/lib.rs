@@ -20,5 +20,5 @@ mod tool;
 
 pub use config::{ConfigError, McpServerConfig, ReconnectConfig, TransportKind};
 pub use plugin::{ActivationError, McpClientPlugin, SharedServer, probe};
-pub use server::{ServerInfo, Status};
+pub use server::{McpServerChanged, ServerInfo, Status};
 pub use tool::{CALL_FAILED, McpTool, SERVER_UNAVAILABLE};

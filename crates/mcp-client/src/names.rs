@@ -37,11 +37,7 @@ pub fn tool_name(server: &str, raw: &str) -> String {
     hasher.update([0u8]);
     hasher.update(raw.as_bytes());
     let digest = hasher.finalize();
-    let hex: String = digest
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
     // `clean` is ASCII, so byte slicing is on character boundaries.
     let head = &clean[..clean.len().min(51)];
     format!("{head}_{hex}")
@@ -63,7 +59,12 @@ mod tests {
         // sha256("srv\0get.thing")
         let mut h = Sha256::new();
         h.update(b"srv\0get.thing");
-        let hex: String = h.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect();
+        let hex: String = h
+            .finalize()
+            .iter()
+            .take(6)
+            .map(|b| format!("{b:02x}"))
+            .collect();
         assert_eq!(n, format!("mcp__srv__get_thing_{hex}"));
     }
 

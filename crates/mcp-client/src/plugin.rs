@@ -41,7 +41,7 @@ impl Plugin for McpClientPlugin {
         let tools = ctx.dep::<dyn Tools>()?;
         let grace = Duration::from_millis(config.startup_grace_ms);
         let fail = config.fail_on_startup_error;
-        let server = Server::new(config);
+        let server = Server::new(config, Some(ctx.clone()));
         ctx.spawn(run(ctx.clone(), tools, server.clone()))?;
         let ready = tokio::time::timeout(grace, server.settled())
             .await

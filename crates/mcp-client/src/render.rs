@@ -28,7 +28,10 @@ pub fn render_result(tool: &str, result: &CallToolResult) -> String {
                     format!("[embedded resource {uri}]\n{text}")
                 }
                 ResourceContents::BlobResourceContents {
-                    uri, mime_type, blob, ..
+                    uri,
+                    mime_type,
+                    blob,
+                    ..
                 } => format!(
                     "[embedded resource {uri} ({}, {} bytes base64) not shown: binary]",
                     mime_type.as_deref().unwrap_or("unknown type"),
@@ -96,7 +99,10 @@ mod tests {
         let r = result(json!({"content":[],"structuredContent":{"n":1}}));
         assert_eq!(render_result("t", &r), r#"{"n":1}"#);
         let r = result(json!({"content":[]}));
-        assert_eq!(render_result("mcp__s__t", &r), "(mcp__s__t returned no model-visible content)");
+        assert_eq!(
+            render_result("mcp__s__t", &r),
+            "(mcp__s__t returned no model-visible content)"
+        );
         let r = result(json!({"content":[{"type":"text","text":"bad"}],"isError":true}));
         assert!(is_error(&r));
     }

@@ -71,20 +71,44 @@ struct Inner {
     last_error: Option<String>,
 }
 
+/// Notification `mcp/server-changed`: a server's status, tool count or last error changed
+/// (emitted after its tools were registered or withdrawn, so a listener that sees `Ready`
+/// with `n` tools finds them in the registry).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpServerChanged {
+    /// The new snapshot.
+    pub info: ServerInfo,
+}
+
+impl dsh_kernel::Notify for McpServerChanged {
+    const NAME: &'static str = "mcp/server-changed";
+}
+
 /// One configured server, shared by its tools and its runner.
-#[derive(Debug)]
 pub struct Server {
     config: McpServerConfig,
+    /// Where [`McpServerChanged`] is emitted.
+    emitter: Option<Ctx>,
     inner: Mutex<Inner>,
     /// Bumped on every status change (for waiting on "settled").
     version: watch::Sender<u64>,
 }
 
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("name", &self.config.server_name)
+            .field("inner", &*self.inner.lock())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Server {
-    /// A server of `config`, not yet connected.
-    pub fn new(config: McpServerConfig) -> Arc<Self> {
+    /// A server of `config`, not yet connected, announcing its changes through `emitter`.
+    pub fn new(config: McpServerConfig, emitter: Option<Ctx>) -> Arc<Self> {
         Arc::new(Self {
             config,
+            emitter,
             inner: Mutex::new(Inner {
                 status: Status::Connecting,
                 peer: None,
@@ -128,6 +152,9 @@ impl Server {
     fn update(&self, f: impl FnOnce(&mut Inner)) {
         f(&mut self.inner.lock());
         self.version.send_modify(|v| *v += 1);
+        if let Some(ctx) = &self.emitter {
+            ctx.emit(&McpServerChanged { info: self.info() });
+        }
     }
 
     /// Waits until the first attempt settled (ready, or failed); returns whether it is ready.

@@ -65,7 +65,9 @@ impl McpTool {
                 Status::Failed => "is not available".to_owned(),
                 Status::Ready => "has just closed its connection".to_owned(),
             };
-            let last = last.map(|e| format!(" (last error: {e})")).unwrap_or_default();
+            let last = last
+                .map(|e| format!(" (last error: {e})"))
+                .unwrap_or_default();
             ToolError::new(
                 SERVER_UNAVAILABLE,
                 format!("MCP server \"{server}\" {why}{last}; try again later or use another tool"),
@@ -103,7 +105,10 @@ fn call_error(server: &str, tool: &str, e: ServiceError) -> ToolError {
              restarted, so the tool may work again shortly (the call's effects are unknown)"
         ),
         ServiceError::McpError(err) => {
-            format!("MCP server \"{server}\" refused the call to {tool}: {}", err.message)
+            format!(
+                "MCP server \"{server}\" refused the call to {tool}: {}",
+                err.message
+            )
         }
         ServiceError::UnexpectedResponse => format!(
             "MCP server \"{server}\" answered the call to {tool} with something that is not a tool result"

@@ -4,11 +4,11 @@
 //! One program, shaped by its arguments (see [`main_with_args`]):
 //!
 //! ```text
-//! mcp_test_server [stdio | http PORT_FILE] [--delay-ms N] [--hang-startup] [--garbage]
+//! mcp_test_server [stdio | http] [--delay-ms N] [--hang-startup] [--garbage]
 //! ```
 //!
-//! - `stdio` (default): JSON-RPC on stdin/stdout; `http PORT_FILE`: streamable HTTP on
-//!   127.0.0.1 at an ephemeral port, written to `PORT_FILE` once listening.
+//! - `stdio` (default): JSON-RPC on stdin/stdout; `http`: streamable HTTP on 127.0.0.1 at an
+//!   ephemeral port, printed as one line on stdout once listening.
 //! - `--delay-ms N`: a slow server, silent for N ms before it serves (stderr says so).
 //! - `--hang-startup`: reads its input and never answers (a hung server).
 //! - `--garbage`: writes non-JSON lines on stdout and exits (a broken server).
@@ -26,8 +26,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    ContentBlock, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    Tool,
+    ContentBlock, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -135,7 +134,8 @@ impl TestServer {
                     {"type": "resource_link", "name": "readme", "uri": "file:///readme.md"},
                     {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
                 ]});
-                serde_json::from_value(v).map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+                serde_json::from_value(v)
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
             }
             "sleep" => {
                 let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
@@ -147,7 +147,12 @@ impl TestServer {
                 let names: Vec<String> = args
                     .get("names")
                     .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let mut out = Map::new();
                 for n in names {
@@ -235,12 +240,12 @@ async fn run(args: Vec<String>) -> i32 {
     let mut delay = 0u64;
     let mut hang = false;
     let mut garbage = false;
-    let mut http: Option<String> = None;
+    let mut http: Option<()> = None;
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "stdio" => {}
-            "http" => http = it.next(),
+            "http" => http = Some(()),
             "--delay-ms" => delay = it.next().and_then(|v| v.parse().ok()).unwrap_or(0),
             "--hang-startup" => hang = true,
             "--garbage" => garbage = true,
@@ -257,7 +262,9 @@ async fn run(args: Vec<String>) -> i32 {
     if garbage {
         use tokio::io::AsyncWriteExt;
         let mut out = tokio::io::stdout();
-        let _ = out.write_all(b"this is not json\n{\"jsonrpc\": broken\n").await;
+        let _ = out
+            .write_all(b"this is not json\n{\"jsonrpc\": broken\n")
+            .await;
         let _ = out.flush().await;
         return 0;
     }
@@ -278,11 +285,11 @@ async fn run(args: Vec<String>) -> i32 {
                 1
             }
         },
-        Some(port_file) => serve_http(&port_file).await,
+        Some(()) => serve_http().await,
     }
 }
 
-async fn serve_http(port_file: &str) -> i32 {
+async fn serve_http() -> i32 {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
     let state = State::default();
@@ -303,11 +310,15 @@ async fn serve_http(port_file: &str) -> i32 {
         }
     };
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-    let tmp = format!("{port_file}.tmp");
-    if std::fs::write(&tmp, port.to_string()).is_err() || std::fs::rename(&tmp, port_file).is_err()
     {
-        eprintln!("cannot write {port_file}");
-        return 1;
+        use tokio::io::AsyncWriteExt;
+        let mut out = tokio::io::stdout();
+        if out.write_all(format!("{port}\n").as_bytes()).await.is_err()
+            || out.flush().await.is_err()
+        {
+            eprintln!("cannot announce the port");
+            return 1;
+        }
     }
     loop {
         let Ok((stream, _)) = listener.accept().await else {

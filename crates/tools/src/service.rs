@@ -32,8 +32,11 @@ pub trait Tools: Send + Sync + 'static {
     /// Register a tool like [`Tools::register`], returning the registration so the caller
     /// can withdraw it before its fiber unloads (a plugin whose tool set changes at run time,
     /// such as an MCP server's).
-    fn register_removable(&self, ctx: &Ctx, tool: Arc<dyn Tool>)
-    -> Result<Registration, ToolsError>;
+    fn register_removable(
+        &self,
+        ctx: &Ctx,
+        tool: Arc<dyn Tool>,
+    ) -> Result<Registration, ToolsError>;
 
     /// Register a deny-only guard for calls in `ctx`'s scope (all scopes when global).
     fn guard(&self, ctx: &Ctx, guard: Arc<dyn Guard>) -> Result<(), ToolsError>;
