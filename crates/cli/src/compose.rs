@@ -34,7 +34,8 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_agent::AgentsPlugin>()
         .register::<dsh_agent_loop::AgentLoopPlugin>()
         .register::<dsh_compaction::ToolResultPrunerPlugin>()
-        .register::<dsh_compaction::CompactionBasicPlugin>();
+        .register::<dsh_compaction::CompactionBasicPlugin>()
+        .register::<dsh_mcp_client::McpClientPlugin>();
     r
 }
 
@@ -45,7 +46,8 @@ fn read_layer(path: &Path) -> Result<Layer, Failure> {
     Layer::parse(path.display().to_string(), &text).map_err(Failure::usage)
 }
 
-/// The layers in order: the preset, `$DSH_HOME/dsh.yaml` if present, `--config`, each `--patch`.
+/// The layers in order: the preset, `$DSH_HOME/dsh.yaml` if present, the `mcpServers` of
+/// `$DSH_HOME/mcp.json` and `./.mcp.json`, `--config`, each `--patch`.
 pub(crate) fn layers(args: &ComposeArgs) -> Result<Vec<Layer>, Failure> {
     let mut layers =
         vec![Layer::parse("preset:headless", HEADLESS_PRESET).map_err(Failure::usage)?];
@@ -53,6 +55,7 @@ pub(crate) fn layers(args: &ComposeArgs) -> Result<Vec<Layer>, Failure> {
     if user.is_file() {
         layers.push(read_layer(&user)?);
     }
+    layers.extend(crate::mcp_cmd::layers()?);
     if let Some(c) = &args.config {
         layers.push(read_layer(c)?);
     }

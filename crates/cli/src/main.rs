@@ -9,6 +9,7 @@ mod config_cmd;
 mod exec;
 mod home;
 mod json_out;
+mod mcp_cmd;
 mod permissions_cmd;
 mod sandbox_args;
 mod sandbox_cmd;
@@ -49,6 +50,9 @@ enum Command {
     /// List or revoke the allow-always approval rules of a project.
     #[command(subcommand)]
     Permissions(permissions_cmd::PermissionsCommand),
+    /// List, add or remove MCP servers.
+    #[command(subcommand)]
+    Mcp(mcp_cmd::McpCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -240,6 +244,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             sandbox_cmd::check(&compose, &sandbox)
         }
         Some(Command::Permissions(cmd)) => permissions_cmd::run(cmd),
+        Some(Command::Mcp(cmd)) => {
+            init_logging();
+            mcp_cmd::run(cmd)
+        }
     }
 }
 

@@ -9,6 +9,7 @@ mod basics;
 mod compaction;
 mod exec;
 mod failures;
+mod mcp;
 mod resume;
 mod sandbox;
 mod storage;
