@@ -10,6 +10,7 @@ mod compaction;
 mod exec;
 mod failures;
 mod mcp;
+mod mcp_interop;
 mod resume;
 mod sandbox;
 mod storage;
