@@ -336,6 +336,8 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     mark("compaction: long session in a 32k window, overhead on a 1 MB history".into());
     crate::compaction::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     crate::confine::rows(&mut rows, &confine);
+    mark("MCP client: stdio call overhead, startup with a slow server".into());
+    crate::mcp::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     Ok(Report {
         generated,
         dsh: dsh.display().to_string(),
