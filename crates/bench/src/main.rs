@@ -10,6 +10,7 @@ mod compression;
 mod confine;
 mod context;
 mod figures;
+mod mcp;
 mod payload;
 mod providers;
 mod report;
@@ -166,6 +167,12 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         };
+    }
+    if args.get(1).map(String::as_str) == Some("__mcp_server") {
+        // The stdio MCP server of the MCP figures (see `mcp.rs`).
+        return ExitCode::from(
+            u8::try_from(dsh_mcp_testserver::main_with_args(args[2..].to_vec())).unwrap_or(1),
+        );
     }
     let cli = Cli::parse();
     match real_main(&cli) {

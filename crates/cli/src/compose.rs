@@ -45,7 +45,8 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_jobs::ToolJobsPlugin>()
         .register::<dsh_context::ContextPlugin>()
         .register::<dsh_hooks::HooksPlugin>()
-        .register::<dsh_sdk_server::SdkServerPlugin>();
+        .register::<dsh_sdk_server::SdkServerPlugin>()
+        .register::<dsh_mcp_client::McpClientPlugin>();
     r
 }
 
@@ -56,7 +57,8 @@ fn read_layer(path: &Path) -> Result<Layer, Failure> {
     Layer::parse(path.display().to_string(), &text).map_err(Failure::usage)
 }
 
-/// The layers in order: the preset, `$DSH_HOME/dsh.yaml` if present, `--config`, each `--patch`.
+/// The layers in order: the preset, `$DSH_HOME/dsh.yaml` if present, the `mcpServers` of
+/// `$DSH_HOME/mcp.json` and `./.mcp.json`, `--config`, each `--patch`.
 pub(crate) fn layers(args: &ComposeArgs) -> Result<Vec<Layer>, Failure> {
     let mut layers =
         vec![Layer::parse("preset:headless", HEADLESS_PRESET).map_err(Failure::usage)?];
@@ -64,6 +66,7 @@ pub(crate) fn layers(args: &ComposeArgs) -> Result<Vec<Layer>, Failure> {
     if user.is_file() {
         layers.push(read_layer(&user)?);
     }
+    layers.extend(crate::mcp_cmd::layers()?);
     if let Some(c) = &args.config {
         layers.push(read_layer(c)?);
     }

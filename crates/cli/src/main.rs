@@ -11,6 +11,7 @@ mod context_cmd;
 mod exec;
 mod home;
 mod json_out;
+mod mcp_cmd;
 mod permissions_cmd;
 mod providers;
 mod sandbox_args;
@@ -65,6 +66,9 @@ enum Command {
     Context(context_cmd::ContextArgs),
     /// Serve the Agent Client Protocol on stdio (editors, acpx).
     Acp(acp_cmd::AcpArgs),
+    /// List, add or remove MCP servers.
+    #[command(subcommand)]
+    Mcp(mcp_cmd::McpCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -263,6 +267,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Some(Command::Context(args)) => context_cmd::run(&args),
         Some(Command::Acp(args)) => acp_cmd::main(args),
+        Some(Command::Mcp(cmd)) => {
+            init_logging();
+            mcp_cmd::run(cmd)
+        }
     }
 }
 

@@ -327,6 +327,14 @@ pub trait Tool: Send + Sync + 'static {
     fn concurrency(&self, _args: &Value) -> Concurrency {
         Concurrency::Exclusive
     }
+
+    /// Whether [`Tool::parameters`] is a foreign schema sent verbatim (an MCP server's
+    /// `inputSchema`): the registry then checks only that the root is an object schema, and
+    /// the pipeline skips argument validation, leaving it to the tool's owner (the MCP
+    /// server validates its own arguments). Default `false`: the supported subset applies.
+    fn foreign_schema(&self) -> bool {
+        false
+    }
 }
 
 type BodyFn =

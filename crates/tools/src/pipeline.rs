@@ -72,8 +72,15 @@ async fn prepare(
         return Err(ToolError::aborted_before_dispatch());
     }
     let args = schema::parse_arguments(&req.arguments);
-    let violations = schema::validate(tool.parameters(), &args);
-    if !violations.is_empty() {
+    if tool.foreign_schema() {
+        if !args.is_object() {
+            return Err(ToolError::invalid_args(
+                "invalid arguments: arguments must be a JSON object",
+            ));
+        }
+    } else if let violations = schema::validate(tool.parameters(), &args)
+        && !violations.is_empty()
+    {
         return Err(ToolError::invalid_args(schema::violations_message(
             &violations,
         )));

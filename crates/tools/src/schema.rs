@@ -88,6 +88,18 @@ pub fn check_schema(schema: &Value) -> Result<(), SchemaError> {
     check_node(schema, "parameters")
 }
 
+/// Check a foreign schema sent verbatim (an MCP server's `inputSchema`): only that it is a
+/// JSON object whose root is `"type": "object"`; its keywords are the owner's business.
+pub fn check_foreign_schema(schema: &Value) -> Result<(), SchemaError> {
+    let Some(root) = schema.as_object() else {
+        return Err(SchemaError::RootNotAnObject);
+    };
+    if root.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(SchemaError::RootNotObjectType);
+    }
+    Ok(())
+}
+
 fn check_node(node: &Value, at: &str) -> Result<(), SchemaError> {
     let bad = |keyword: &'static str, expected: &'static str| SchemaError::BadKeywordValue {
         at: at.to_owned(),

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use dsh_kernel::{BoxError, Ctx, Plugin, ScopeKey, Service, contain_sync};
+use dsh_kernel::{BoxError, Ctx, Plugin, Registration, ScopeKey, Service, contain_sync};
 use dsh_llm::ToolSpec;
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -28,6 +28,15 @@ use crate::vocab::{ExecuteInput, Guard, ToolRequest, ToolsExecute};
 pub trait Tools: Send + Sync + 'static {
     /// Register a tool (name and schema are checked first).
     fn register(&self, ctx: &Ctx, tool: Arc<dyn Tool>) -> Result<(), ToolsError>;
+
+    /// Register a tool like [`Tools::register`], returning the registration so the caller
+    /// can withdraw it before its fiber unloads (a plugin whose tool set changes at run time,
+    /// such as an MCP server's).
+    fn register_removable(
+        &self,
+        ctx: &Ctx,
+        tool: Arc<dyn Tool>,
+    ) -> Result<Registration, ToolsError>;
 
     /// Register a deny-only guard for calls in `ctx`'s scope (all scopes when global).
     fn guard(&self, ctx: &Ctx, guard: Arc<dyn Guard>) -> Result<(), ToolsError>;
@@ -85,11 +94,24 @@ impl ToolsService {
 
 impl Tools for ToolsService {
     fn register(&self, ctx: &Ctx, tool: Arc<dyn Tool>) -> Result<(), ToolsError> {
+        self.register_removable(ctx, tool).map(drop)
+    }
+
+    fn register_removable(
+        &self,
+        ctx: &Ctx,
+        tool: Arc<dyn Tool>,
+    ) -> Result<Registration, ToolsError> {
         let name = tool.name().to_owned();
         if !valid_tool_name(&name) {
             return Err(ToolsError::InvalidName(name));
         }
-        schema::check_schema(tool.parameters()).map_err(|source| ToolsError::InvalidSchema {
+        let checked = if tool.foreign_schema() {
+            schema::check_foreign_schema(tool.parameters())
+        } else {
+            schema::check_schema(tool.parameters())
+        };
+        checked.map_err(|source| ToolsError::InvalidSchema {
             name: name.clone(),
             source,
         })?;
@@ -120,12 +142,12 @@ impl Tools for ToolsService {
             });
         }
         let registry = Arc::downgrade(&self.registry);
-        ctx.on_dispose(move || {
+        let registration = ctx.on_dispose(move || {
             if let Some(r) = registry.upgrade() {
                 r.remove_tool(id);
             }
         })?;
-        Ok(())
+        Ok(registration)
     }
 
     fn guard(&self, ctx: &Ctx, guard: Arc<dyn Guard>) -> Result<(), ToolsError> {
@@ -173,7 +195,7 @@ impl Tools for ToolsService {
             return Concurrency::Exclusive;
         };
         let args = schema::parse_arguments(arguments);
-        if !schema::validate(tool.parameters(), &args).is_empty() {
+        if !tool.foreign_schema() && !schema::validate(tool.parameters(), &args).is_empty() {
             return Concurrency::Exclusive;
         }
         contain_sync(|| tool.concurrency(&args)).unwrap_or(Concurrency::Exclusive)

@@ -15,6 +15,8 @@ mod failures;
 mod hooks;
 mod original;
 mod providers;
+mod mcp;
+mod mcp_interop;
 mod resume;
 mod sandbox;
 mod sdk_python;

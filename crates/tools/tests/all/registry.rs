@@ -234,3 +234,68 @@ async fn concurrency_is_parallel_only_when_the_tool_says_so() {
     assert_eq!(c("missing", "{}"), Concurrency::Exclusive);
     assert_eq!(c("plain", r#"{"text":"x"}"#), Concurrency::Exclusive);
 }
+
+/// A tool whose schema is an MCP server's, sent verbatim.
+struct Foreign;
+impl Tool for Foreign {
+    fn name(&self) -> &str {
+        "foreign"
+    }
+    fn description(&self) -> &str {
+        "verbatim schema"
+    }
+    fn parameters(&self) -> &Value {
+        static S: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+            json!({"type":"object","$schema":"https://json-schema.org/draft/2020-12/schema",
+                   "properties":{"n":{"type":"integer","minimum":1}},"required":["n"]})
+        });
+        &S
+    }
+    fn execute<'a>(
+        &'a self,
+        _ctx: dsh_tools::ToolContext,
+        args: Value,
+    ) -> futures::future::BoxFuture<'a, Result<ToolOutput, dsh_tools::ToolError>> {
+        Box::pin(async move { Ok(ToolOutput::text(args.to_string())) })
+    }
+    fn foreign_schema(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn foreign_schemas_are_kept_verbatim_and_left_to_their_owner() {
+    let e = env().await;
+    e.tools.register(&e.root, Arc::new(Foreign)).unwrap();
+    let spec = e.tools.schemas(None).remove(0);
+    assert_eq!(spec.parameters["properties"]["n"]["minimum"], json!(1));
+    // arguments the subset validator would refuse reach the owner, which validates them
+    let res = e.tools.execute(req("foreign", r#"{"n":0}"#)).await;
+    assert!(!res.is_error, "{}", res.text());
+    assert_eq!(res.text(), r#"{"n":0}"#);
+    // but a non-object never does
+    let res = e.tools.execute(req("foreign", "[1]")).await;
+    assert_eq!(res.code(), Some(&ToolErrorCode::InvalidArgs));
+    assert_eq!(
+        res.text(),
+        "Error: invalid arguments: arguments must be a JSON object"
+    );
+    e.kernel.dispose().await;
+}
+
+#[tokio::test]
+async fn a_removable_registration_is_withdrawn_on_demand() {
+    let e = env().await;
+    let reg = e
+        .tools
+        .register_removable(&e.root, echo("temp", ""))
+        .unwrap();
+    e.tools.register(&e.root, echo("kept", "")).unwrap();
+    assert!(e.tools.lookup(None, "temp").is_some());
+    reg.dispose();
+    assert!(e.tools.lookup(None, "temp").is_none());
+    assert!(e.tools.lookup(None, "kept").is_some());
+    // the name is free again
+    e.tools.register(&e.root, echo("temp", "")).unwrap();
+    e.kernel.dispose().await;
+}

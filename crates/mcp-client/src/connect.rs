@@ -1,0 +1,236 @@
+//! Opening one connection: spawn (stdio) or dial (streamable HTTP), initialize, list tools.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool as McpTool,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc;
+
+use crate::config::{McpServerConfig, TransportKind};
+use crate::env::server_env;
+
+/// The live client service of one connection.
+pub type Service = RunningService<RoleClient, Handler>;
+
+/// Why a connection attempt failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The server process could not be started.
+    #[error("cannot start {command:?}: {source}")]
+    Spawn {
+        /// The program.
+        command: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A header name or value is not valid HTTP.
+    #[error("invalid header {0:?}")]
+    Header(String),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Http(String),
+    /// The MCP handshake failed (the server exited, spoke garbage or refused).
+    #[error("initialize failed: {0}")]
+    Initialize(String),
+    /// `tools/list` failed.
+    #[error("tools/list failed: {0}")]
+    ListTools(String),
+    /// The attempt took longer than `startupTimeoutMs`.
+    #[error("no answer within {0} ms")]
+    Timeout(u64),
+}
+
+/// The client side's handler: forwards `notifications/tools/list_changed` to the runner.
+#[derive(Debug)]
+pub struct Handler {
+    changed: mpsc::UnboundedSender<()>,
+}
+
+impl Handler {
+    /// A handler that signals tool-list changes on `changed`.
+    pub fn new(changed: mpsc::UnboundedSender<()>) -> Self {
+        Self { changed }
+    }
+}
+
+impl ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        // The runner may be gone (shutting down): nothing to re-sync then.
+        let _ = self.changed.send(());
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        // The handshake lifecycle (initialize) is what every released server speaks, and it
+        // is the one under which unscoped list_changed notifications reach this handler.
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("dsh", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+/// Kills a stdio server's whole process group when dropped, so no server process (nor its
+/// children) outlives the connection, however the connection ends.
+#[derive(Debug)]
+pub struct ProcessGuard {
+    pgid: Option<i32>,
+}
+
+impl ProcessGuard {
+    /// The process id of the group leader, if this connection spawned one.
+    pub fn pid(&self) -> Option<i32> {
+        self.pgid
+    }
+}
+
+impl Drop for ProcessGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.pgid {
+            // ESRCH (already gone) is the normal case after a clean exit.
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// One open connection and the server's tools at connect time.
+pub struct Connection {
+    /// The running client.
+    pub service: Service,
+    /// The server's tools (all pages).
+    pub tools: Vec<McpTool>,
+    /// Kills the process group on drop (stdio only).
+    pub guard: ProcessGuard,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("tools", &self.tools.len())
+            .field("guard", &self.guard)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Connects to the server of `config` and lists its tools, within `startupTimeoutMs`.
+pub async fn connect(
+    config: &McpServerConfig,
+    changed: mpsc::UnboundedSender<()>,
+) -> Result<Connection, ConnectError> {
+    let budget = config.startup_timeout_ms;
+    let mut guard = ProcessGuard { pgid: None };
+    let attempt = async {
+        let handler = Handler::new(changed);
+        let service = match config.transport {
+            TransportKind::Stdio => {
+                let transport = spawn(config, &mut guard)?;
+                handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| ConnectError::Initialize(e.to_string()))?
+            }
+            TransportKind::StreamableHttp => {
+                let transport = http_transport(config)?;
+                handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| ConnectError::Initialize(e.to_string()))?
+            }
+        };
+        let tools = service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| ConnectError::ListTools(e.to_string()))?;
+        Ok::<_, ConnectError>((service, tools))
+    };
+    let (service, tools) =
+        match tokio::time::timeout(std::time::Duration::from_millis(budget), attempt).await {
+            Ok(r) => r?,
+            Err(_) => return Err(ConnectError::Timeout(budget)),
+        };
+    Ok(Connection {
+        service,
+        tools,
+        guard,
+    })
+}
+
+fn spawn(
+    config: &McpServerConfig,
+    guard: &mut ProcessGuard,
+) -> Result<TokioChildProcess, ConnectError> {
+    let program = config.command.clone().unwrap_or_default();
+    let mut cmd = tokio::process::Command::new(&program);
+    cmd.args(&config.args)
+        .env_clear()
+        .envs(server_env(std::env::vars_os(), &config.env))
+        .kill_on_drop(true);
+    if let Some(cwd) = &config.cwd {
+        cmd.current_dir(cwd);
+    }
+    let mut wrap = process_wrap::tokio::CommandWrap::from(cmd);
+    wrap.wrap(process_wrap::tokio::ProcessGroup::leader());
+    let (transport, stderr) = TokioChildProcess::builder(wrap)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| ConnectError::Spawn {
+            command: program.clone(),
+            source,
+        })?;
+    guard.pgid = transport.id().and_then(|p| i32::try_from(p).ok());
+    if let Some(stderr) = stderr {
+        let server = config.server_name.clone();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::info!(target: "dsh_mcp_client::stderr", server = %server, "{line}");
+            }
+        });
+    }
+    Ok(transport)
+}
+
+fn http_transport(
+    config: &McpServerConfig,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, ConnectError> {
+    install_crypto_provider();
+    let mut headers = HashMap::new();
+    for (k, v) in &config.headers {
+        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| ConnectError::Header(k.clone()))?;
+        let value = reqwest::header::HeaderValue::from_str(v)
+            .map_err(|_| ConnectError::Header(k.clone()))?;
+        headers.insert(name, value);
+    }
+    let client = reqwest::Client::builder()
+        .build()
+        .map_err(|e| ConnectError::Http(e.to_string()))?;
+    let url = config.url.clone().unwrap_or_default();
+    let transport_config =
+        StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
+    Ok(StreamableHttpClientTransport::with_client(
+        client,
+        transport_config,
+    ))
+}
+
+/// Installs rustls' `ring` provider once per process (a provider installed by someone else
+/// is kept).
+fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}

@@ -1,0 +1,109 @@
+//! Rendering of a `tools/call` result as the model-visible text (upstream §4.5).
+
+use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+
+/// The model-visible text of `result` for the tool the model knows as `tool`: text blocks
+/// joined by `\n`; `Resource link: <name> (<uri>)` for links; bracketed diagnostics for
+/// images (no attachment store here), audio and embedded resources (their text, when they
+/// have one); the structured content as JSON text when there is no other content; and
+/// `(<tool> returned no model-visible content)` when nothing is left.
+pub fn render_result(tool: &str, result: &CallToolResult) -> String {
+    let mut parts: Vec<String> = Vec::with_capacity(result.content.len());
+    for block in &result.content {
+        parts.push(match block {
+            ContentBlock::Text(t) => t.text.clone(),
+            ContentBlock::ResourceLink(r) => format!("Resource link: {} ({})", r.name, r.uri),
+            ContentBlock::Image(i) => format!(
+                "[image {} ({} bytes base64) not shown: this route has no image attachment store]",
+                i.mime_type,
+                i.data.len()
+            ),
+            ContentBlock::Audio(a) => format!(
+                "[audio {} ({} bytes base64) not shown: audio is not supported]",
+                a.mime_type,
+                a.data.len()
+            ),
+            ContentBlock::Resource(e) => match &e.resource {
+                ResourceContents::TextResourceContents { uri, text, .. } => {
+                    format!("[embedded resource {uri}]\n{text}")
+                }
+                ResourceContents::BlobResourceContents {
+                    uri,
+                    mime_type,
+                    blob,
+                    ..
+                } => format!(
+                    "[embedded resource {uri} ({}, {} bytes base64) not shown: binary]",
+                    mime_type.as_deref().unwrap_or("unknown type"),
+                    blob.len()
+                ),
+                _ => "[embedded resource of an unknown kind not shown]".to_owned(),
+            },
+            _ => "[content of an unknown type not shown]".to_owned(),
+        });
+    }
+    if parts.is_empty()
+        && let Some(structured) = &result.structured_content
+    {
+        parts.push(serde_json::to_string(structured).unwrap_or_default());
+    }
+    if parts.is_empty() {
+        return format!("({tool} returned no model-visible content)");
+    }
+    parts.join("\n")
+}
+
+/// Whether the server flagged the result as an error (`isError: true`).
+pub fn is_error(result: &CallToolResult) -> bool {
+    result.is_error == Some(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn result(v: serde_json::Value) -> CallToolResult {
+        match serde_json::from_value(v) {
+            Ok(r) => r,
+            Err(e) => panic!("bad fixture: {e}"),
+        }
+    }
+
+    #[test]
+    fn text_blocks_join_with_newlines() {
+        let r = result(json!({"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}));
+        assert_eq!(render_result("t", &r), "a\nb");
+        assert!(!is_error(&r));
+    }
+
+    #[test]
+    fn links_images_and_audio() {
+        let r = result(json!({"content":[
+            {"type":"resource_link","name":"readme","uri":"file:///r.md"},
+            {"type":"image","data":"AAAA","mimeType":"image/png"},
+            {"type":"audio","data":"AA","mimeType":"audio/wav"},
+            {"type":"resource","resource":{"uri":"mem://x","text":"hello"}}
+        ]}));
+        assert_eq!(
+            render_result("t", &r),
+            "Resource link: readme (file:///r.md)\n\
+             [image image/png (4 bytes base64) not shown: this route has no image attachment store]\n\
+             [audio audio/wav (2 bytes base64) not shown: audio is not supported]\n\
+             [embedded resource mem://x]\nhello"
+        );
+    }
+
+    #[test]
+    fn structured_only_and_empty() {
+        let r = result(json!({"content":[],"structuredContent":{"n":1}}));
+        assert_eq!(render_result("t", &r), r#"{"n":1}"#);
+        let r = result(json!({"content":[]}));
+        assert_eq!(
+            render_result("mcp__s__t", &r),
+            "(mcp__s__t returned no model-visible content)"
+        );
+        let r = result(json!({"content":[{"type":"text","text":"bad"}],"isError":true}));
+        assert!(is_error(&r));
+    }
+}

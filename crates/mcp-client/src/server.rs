@@ -1,0 +1,357 @@
+//! One server's live state and the background runner that connects, registers its tools,
+//! re-syncs them on `tools/list_changed` and reconnects after the transport closes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsh_kernel::{Ctx, Registration};
+use dsh_tools::Tools;
+use parking_lot::Mutex;
+use rmcp::RoleClient;
+use rmcp::model::Tool as RawTool;
+use rmcp::service::Peer;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+use crate::config::McpServerConfig;
+use crate::connect::{ConnectError, connect};
+use crate::names::tool_name;
+use crate::tool::McpTool;
+
+/// Where a server stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// The first connection attempt is under way.
+    Connecting,
+    /// Connected; its tools are registered.
+    Ready,
+    /// The transport closed; attempt `attempt` of `max` is pending (tools stay registered
+    /// and fail with a clear error meanwhile).
+    Reconnecting {
+        /// The attempt about to be made (1-based).
+        attempt: u32,
+        /// The budget.
+        max: u32,
+    },
+    /// Given up (first connection failed, or the reconnection budget ran out): no tools
+    /// until the plugin restarts.
+    Failed,
+}
+
+impl Status {
+    /// The short word `dsh mcp list` prints.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Self::Connecting => "connecting",
+            Self::Ready => "ready",
+            Self::Reconnecting { .. } => "reconnecting",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// A snapshot of one server for front ends and `dsh mcp list`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// The server name.
+    pub name: String,
+    /// Where it stands.
+    pub status: Status,
+    /// How many of its tools are registered.
+    pub tools: usize,
+    /// The last connection or protocol error, if any.
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    status: Status,
+    peer: Option<Peer<RoleClient>>,
+    tools: usize,
+    last_error: Option<String>,
+}
+
+/// Notification `mcp/server-changed`: a server's status, tool count or last error changed
+/// (emitted after its tools were registered or withdrawn, so a listener that sees `Ready`
+/// with `n` tools finds them in the registry).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpServerChanged {
+    /// The new snapshot.
+    pub info: ServerInfo,
+}
+
+impl dsh_kernel::Notify for McpServerChanged {
+    const NAME: &'static str = "mcp/server-changed";
+}
+
+/// One configured server, shared by its tools and its runner.
+pub struct Server {
+    config: McpServerConfig,
+    /// Where [`McpServerChanged`] is emitted.
+    emitter: Option<Ctx>,
+    inner: Mutex<Inner>,
+    /// Bumped on every status change (for waiting on "settled").
+    version: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("name", &self.config.server_name)
+            .field("inner", &*self.inner.lock())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A server of `config`, not yet connected, announcing its changes through `emitter`.
+    pub fn new(config: McpServerConfig, emitter: Option<Ctx>) -> Arc<Self> {
+        Arc::new(Self {
+            config,
+            emitter,
+            inner: Mutex::new(Inner {
+                status: Status::Connecting,
+                peer: None,
+                tools: 0,
+                last_error: None,
+            }),
+            version: watch::Sender::new(0),
+        })
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &McpServerConfig {
+        &self.config
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.config.server_name
+    }
+
+    /// A snapshot.
+    pub fn info(&self) -> ServerInfo {
+        let inner = self.inner.lock();
+        ServerInfo {
+            name: self.config.server_name.clone(),
+            status: inner.status.clone(),
+            tools: inner.tools,
+            last_error: inner.last_error.clone(),
+        }
+    }
+
+    /// The peer to call, or why there is none.
+    pub(crate) fn peer(&self) -> Result<Peer<RoleClient>, (Status, Option<String>)> {
+        let inner = self.inner.lock();
+        match (&inner.status, &inner.peer) {
+            (Status::Ready, Some(p)) if !p.is_transport_closed() => Ok(p.clone()),
+            (status, _) => Err((status.clone(), inner.last_error.clone())),
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Inner)) {
+        f(&mut self.inner.lock());
+        self.version.send_modify(|v| *v += 1);
+        if let Some(ctx) = &self.emitter {
+            ctx.emit(&McpServerChanged { info: self.info() });
+        }
+    }
+
+    /// Waits until the first attempt settled (ready, or failed); returns whether it is ready.
+    pub async fn settled(&self) -> bool {
+        let mut rx = self.version.subscribe();
+        loop {
+            match self.inner.lock().status {
+                Status::Ready => return true,
+                Status::Failed | Status::Reconnecting { .. } => return false,
+                Status::Connecting => {}
+            }
+            if rx.changed().await.is_err() {
+                return false;
+            }
+        }
+    }
+}
+
+/// The runner's registrations: withdrawn as a whole when the tool set changes.
+struct Registered {
+    regs: Vec<Registration>,
+    /// Raw name, description and schema of each tool, to skip identical re-syncs.
+    fingerprint: Vec<(String, String, Value)>,
+}
+
+impl Registered {
+    fn none() -> Self {
+        Self {
+            regs: Vec::new(),
+            fingerprint: Vec::new(),
+        }
+    }
+
+    fn withdraw(&mut self) {
+        for r in self.regs.drain(..) {
+            r.dispose();
+        }
+        self.fingerprint.clear();
+    }
+}
+
+fn fingerprint(tools: &[RawTool]) -> Vec<(String, String, Value)> {
+    tools
+        .iter()
+        .map(|t| {
+            (
+                t.name.to_string(),
+                t.description.as_deref().unwrap_or("").to_owned(),
+                Value::Object((*t.input_schema).clone()),
+            )
+        })
+        .collect()
+}
+
+/// Why a listed tool set cannot be used.
+#[derive(Debug, thiserror::Error)]
+enum ListError {
+    #[error("the server listed the tool {0:?} twice")]
+    Duplicate(String),
+}
+
+/// Runs `server` for the life of the plugin's fiber: connect, register, watch, reconnect.
+pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
+    let config = server.config.clone();
+    let mut registered = Registered::none();
+    let mut attempts: u32 = 0;
+    let mut delay = Duration::from_millis(config.reconnect.initial_delay_ms);
+    let max_delay = Duration::from_millis(config.reconnect.max_delay_ms);
+    let mut ever_connected = false;
+    loop {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        match connect(&config, tx).await {
+            Ok(conn) => {
+                ever_connected = true;
+                let started = Instant::now();
+                let peer = conn.service.peer().clone();
+                sync(&ctx, &tools, &server, &mut registered, &conn.tools);
+                server.update(|i| {
+                    i.status = Status::Ready;
+                    i.peer = Some(peer.clone());
+                });
+                tracing::info!(server = %server.name(), tools = conn.tools.len(), "MCP server ready");
+                let _guard = conn.guard;
+                let closed = conn.service.waiting();
+                tokio::pin!(closed);
+                loop {
+                    tokio::select! {
+                        _ = &mut closed => break,
+                        Some(()) = rx.recv() => {
+                            match peer.list_all_tools().await {
+                                Ok(list) => sync(&ctx, &tools, &server, &mut registered, &list),
+                                Err(e) => {
+                                    // A failed fetch keeps the old tools.
+                                    tracing::warn!(server = %server.name(), error = %e, "tools/list after list_changed failed");
+                                    server.update(|i| i.last_error = Some(format!("tools/list failed: {e}")));
+                                }
+                            }
+                        }
+                    }
+                }
+                tracing::warn!(server = %server.name(), "MCP server closed the connection");
+                server.update(|i| {
+                    i.peer = None;
+                    i.last_error = Some("the server closed the connection".to_owned());
+                });
+                if started.elapsed() > max_delay {
+                    attempts = 0;
+                    delay = Duration::from_millis(config.reconnect.initial_delay_ms);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(server = %server.name(), error = %e, "MCP server connection failed");
+                record_failure(&server, &e);
+                if !ever_connected {
+                    // Upstream: a failed first start is logged and leaves no tools; there
+                    // is no transport to reconnect.
+                    server.update(|i| i.status = Status::Failed);
+                    return;
+                }
+            }
+        }
+        if !config.reconnect.enabled || attempts >= config.reconnect.max_attempts {
+            registered.withdraw();
+            server.update(|i| {
+                i.status = Status::Failed;
+                i.tools = 0;
+            });
+            tracing::warn!(server = %server.name(), "MCP server given up: its tools are removed");
+            return;
+        }
+        attempts += 1;
+        server.update(|i| {
+            i.status = Status::Reconnecting {
+                attempt: attempts,
+                max: config.reconnect.max_attempts,
+            }
+        });
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(max_delay);
+    }
+}
+
+fn record_failure(server: &Server, e: &ConnectError) {
+    let message = e.to_string();
+    server.update(|i| i.last_error = Some(message));
+}
+
+/// Registers `list` in place of what is registered (nothing when identical). An invalid list
+/// keeps the old tools; a registration conflict leaves zero tools from this server.
+fn sync(
+    ctx: &Ctx,
+    tools: &Arc<dyn Tools>,
+    server: &Arc<Server>,
+    registered: &mut Registered,
+    list: &[RawTool],
+) {
+    let print = fingerprint(list);
+    if !registered.regs.is_empty() && print == registered.fingerprint {
+        return;
+    }
+    if let Err(e) = check_list(list) {
+        tracing::warn!(server = %server.name(), error = %e, "invalid tool list ignored");
+        server.update(|i| i.last_error = Some(e.to_string()));
+        return;
+    }
+    registered.withdraw();
+    let mut regs = Vec::with_capacity(list.len());
+    for raw in list {
+        let name = tool_name(server.name(), &raw.name);
+        let tool = McpTool::new(server.clone(), name.clone(), raw);
+        match tools.register_removable(ctx, Arc::new(tool)) {
+            Ok(r) => regs.push(r),
+            Err(e) => {
+                tracing::warn!(server = %server.name(), tool = %name, error = %e, "registration conflict: no tools from this server");
+                for r in regs.drain(..) {
+                    r.dispose();
+                }
+                server.update(|i| {
+                    i.tools = 0;
+                    i.last_error = Some(format!("cannot register {name}: {e}"));
+                });
+                return;
+            }
+        }
+    }
+    let count = regs.len();
+    registered.regs = regs;
+    registered.fingerprint = print;
+    server.update(|i| i.tools = count);
+}
+
+fn check_list(list: &[RawTool]) -> Result<(), ListError> {
+    let mut seen = std::collections::HashSet::new();
+    for t in list {
+        if !seen.insert(t.name.as_ref()) {
+            return Err(ListError::Duplicate(t.name.to_string()));
+        }
+    }
+    Ok(())
+}
