@@ -24,6 +24,12 @@ struct Runtime {
 
 impl Runtime {
     fn start(env: &Env) -> Self {
+        Self::start_gated(env, None)
+    }
+
+    /// As [`Runtime::start`]; with a gate, stdout is not read until the gate opens (so the
+    /// runtime's output pipe can fill up).
+    fn start_gated(env: &Env, gate: Option<mpsc::Receiver<()>>) -> Self {
         let mut child = env
             .dsh()
             .args(["--profile", "sdk"])
@@ -36,6 +42,9 @@ impl Runtime {
         let stdout = child.stdout.take().unwrap();
         let (tx, frames) = mpsc::channel();
         std::thread::spawn(move || {
+            if let Some(gate) = gate {
+                let _ = gate.recv();
+            }
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 if tx.send(line).is_err() {
@@ -307,7 +316,8 @@ fn end_of_input_mid_turn_flushes_the_session_and_exits() {
 #[test]
 fn a_client_that_stops_reading_is_not_buffered_without_bound() {
     let env = Env::new();
-    let mut rt = Runtime::start(&env);
+    let (open, gate) = mpsc::channel();
+    let mut rt = Runtime::start_gated(&env, Some(gate));
     // 200,000 requests (about 16 MB of error responses) written before anything is read: the
     // writer thread blocks once the runtime stops reading (its response queue is bounded) and
     // resumes as we read.
@@ -331,6 +341,7 @@ fn a_client_that_stops_reading_is_not_buffered_without_bound() {
         !writer.is_finished(),
         "the runtime read every request without writing"
     );
+    open.send(()).unwrap();
     for i in 0..N {
         let f = rt.next();
         assert_eq!(f["id"], i);
