@@ -57,10 +57,25 @@ struct Cli {
     /// `DSH_HOME`) and exit: a fixture for profiling the load path by hand.
     #[arg(long, num_args = 2, value_names = ["N", "DIR"])]
     generate_resume: Option<Vec<String>>,
-    /// Only measure and print the session-log compression rows (no files written): a quick
-    /// look at one feature's figures.
-    #[arg(long)]
-    compression_only: bool,
+    /// Only measure and print the rows of these feature groups (no files written): a quick
+    /// look at some features' figures.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "GROUP,...")]
+    only: Vec<Only>,
+}
+
+/// Feature groups `--only` can measure alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Only {
+    /// Session log compression (bytes per step, zstd resume).
+    Compression,
+    /// Per-step overhead of every provider route.
+    Providers,
+    /// MCP call overhead and startup with a slow server.
+    Mcp,
+    /// Sub-agent delegation.
+    Subagent,
+    /// Project context startup cost.
+    Context,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -111,11 +126,20 @@ fn real_main(cli: &Cli) -> Result<bool> {
         );
         return Ok(true);
     }
-    if cli.compression_only {
+    if !cli.only.is_empty() {
         let mut rows = Vec::new();
-        compression::rows(&dsh, cli.quick, cli.iterations, &mut rows)?;
+        for group in &cli.only {
+            match group {
+                Only::Compression => compression::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Providers => providers::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Mcp => mcp::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Subagent => subagent::rows(&dsh, cli.iterations, &mut rows)?,
+                Only::Context => context::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+            }
+        }
         println!("{}", report::table(&rows, false));
-        return Ok(true);
+        let failed = rows.iter().any(|r| r.verdict == report::Verdict::Fail);
+        return Ok(!failed || cli.report_only);
     }
     let plan = figures::Plan::new(cli.quick, cli.iterations);
     let report = figures::measure(&dsh, &plan)?;

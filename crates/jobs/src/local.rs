@@ -26,8 +26,10 @@ struct Job {
     cancel: CancellationToken,
     /// `Some(reason)` once a kill was requested.
     kill: Option<Option<String>>,
-    /// The settled outcome.
+    /// The settled outcome (set once its `job/settled` record is in the log).
     settled: Option<(JobStatus, JobReport)>,
+    /// A settlement is being logged (guards against a second one meanwhile).
+    settling: bool,
     /// The final result was returned by `job_output`.
     delivered: bool,
     /// `job_output` calls waiting for it now.
@@ -95,9 +97,10 @@ impl LocalJobs {
             let Some(job) = jobs.get_mut(id) else {
                 return;
             };
-            if job.settled.is_some() {
+            if job.settled.is_some() || job.settling {
                 return;
             }
+            job.settling = true;
             let (status, cause, detail) = match &job.kill {
                 Some(reason) => {
                     let mut detail = report.detail.clone();
@@ -129,24 +132,31 @@ impl LocalJobs {
                 detail: detail.clone(),
             };
             let quiet = job.kill.is_some() || job.waiters > 0 || !inner.wake_on_settle;
-            job.settled = Some((
+            let outcome = (
                 status.clone(),
                 JobReport {
                     status: status.clone(),
                     output: report.output,
                     detail,
                 },
-            ));
-            job.done.send_replace(true);
+            );
             let notice = (!quiet).then(|| {
                 (
                     job.spec.owner.clone(),
                     notice_text(id, &job.spec.kind, &job.spec.label, status.as_str()),
                 )
             });
-            (notice, job.session.clone(), settled)
+            (notice, job.session.clone(), (settled, outcome))
         };
+        let (settled, outcome) = settled;
+        // The record is in the log before anyone can see the job settled (a waiting
+        // `job_output`, a listing): readers of the log never lag behind the registry.
         append(&session, NewEvent::plugin(&settled));
+        if let Some(job) = inner.jobs.lock().get_mut(id) {
+            job.settled = Some(outcome);
+            job.settling = false;
+            job.done.send_replace(true);
+        }
         if let Some((owner, text)) = notice {
             Self::notify(inner, &owner, text);
         }
@@ -241,6 +251,7 @@ impl Jobs for LocalJobs {
                 cancel: cancel.clone(),
                 kill: None,
                 settled: None,
+                settling: false,
                 delivered: false,
                 waiters: 0,
                 done: watch::channel(false).0,

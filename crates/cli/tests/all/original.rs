@@ -31,10 +31,11 @@ fn original() -> Option<PathBuf> {
     None
 }
 
-/// Runs the original headless in `env` (same home, same working directory, same mock).
-fn run_original(env: &Env, exe: &Path, args: &[&str]) -> Output {
-    Command::new(exe)
-        .env_clear()
+/// The original headless in `env` (same home, same working directory, same mock), offline:
+/// full access without a sandbox backend, telemetry off.
+fn original_command(env: &Env, exe: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(exe);
+    c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", env.home.path())
         .env("DSH_HOME", env.home.path())
@@ -45,9 +46,13 @@ fn run_original(env: &Env, exe: &Path, args: &[&str]) -> Output {
         .current_dir(env.work.path())
         .stdin(Stdio::null())
         .arg("headless")
-        .args(args)
-        .output()
-        .unwrap()
+        .args(args);
+    c
+}
+
+/// Runs the original headless in `env` to its end.
+fn run_original(env: &Env, exe: &Path, args: &[&str]) -> Output {
+    original_command(env, exe, args).output().unwrap()
 }
 
 fn is_messages(r: &RecordedRequest) -> bool {
@@ -299,21 +304,9 @@ fn interrupt(env: &Env, mut child: std::process::Child, requests: usize) -> Outp
 }
 
 fn spawn_original(env: &Env, exe: &Path, args: &[&str]) -> std::process::Child {
-    Command::new(exe)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", env.home.path())
-        .env("DSH_HOME", env.home.path())
-        .env("DEEPSEEK_API_KEY", "sk-test-key")
-        .env("DEEPSEEK_BASE_URL", env.server().base_url())
-        .env("DSH_PERMISSION_MODE", "danger-full-access")
-        .env("DSH_TELEMETRY_MODE", "DISABLED")
-        .current_dir(env.work.path())
-        .stdin(Stdio::null())
+    original_command(env, exe, args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .arg("headless")
-        .args(args)
         .spawn()
         .unwrap()
 }
