@@ -10,27 +10,11 @@ use dsh_testkit::Completion;
 
 use crate::report::{Group, Row};
 use crate::resume::Generated;
-use crate::run::{World, files_under, run_dsh};
+use crate::run::{World, run_dsh, session_log};
 use crate::scenario::{Scenario, Variant};
 
 const PLAIN_CONFIG: &str = "plugins:\n  - id: session-jsonl\n    name: session-jsonl\n    config:\n      compression: none\n";
 const STEPS: usize = 20;
-
-/// The one stored log (plain or zstd) under `home/sessions`.
-fn stored_log(home: &Path) -> Result<PathBuf> {
-    let logs: Vec<PathBuf> = files_under(&home.join("sessions"))
-        .into_iter()
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.ends_with(".jsonl") || n.ends_with(".jsonl.zstd"))
-        })
-        .collect();
-    match logs.as_slice() {
-        [one] => Ok(one.clone()),
-        other => bail!("expected one stored session log, found {}", other.len()),
-    }
-}
 
 /// Log bytes per model step of the 20-step bash scenario, with the `session-jsonl` row
 /// configured by `config` (none: the built-in default).
@@ -42,7 +26,7 @@ fn bytes_per_step(dsh: &Path, config: Option<&str>) -> Result<(f64, bool)> {
     let scenario = Scenario::new("bash", Variant::Bash, STEPS);
     world.server.push_all(scenario.replies());
     run_dsh(dsh, &world, &["exec", "Run the steps."], false)?;
-    let log = stored_log(world.home.path())?;
+    let log = session_log(world.home.path())?;
     let zstd = log.extension().is_some_and(|x| x == "zstd");
     let bytes = std::fs::metadata(&log)?.len();
     Ok((bytes as f64 / (STEPS + 1) as f64, zstd))

@@ -329,9 +329,9 @@ impl Writer {
 
     /// The bytes of the pending batch as stored: plain lines, or zstd frames (the recovered
     /// lines of a torn frame as one frame, then the batch as one frame).
-    fn encoded_batch(&self) -> Vec<u8> {
+    fn encoded_batch(&self) -> std::borrow::Cow<'_, [u8]> {
         if !self.zstd {
-            return self.buffer.clone();
+            return std::borrow::Cow::Borrowed(&self.buffer);
         }
         let mut out = Vec::new();
         if !self.recovered.is_empty() {
@@ -340,7 +340,32 @@ impl Writer {
         if !self.buffer.is_empty() {
             crate::zstd::encode_frame(&self.buffer, &mut out);
         }
-        out
+        std::borrow::Cow::Owned(out)
+    }
+
+    /// Appends the pending batch to the published file (`sync`: then `fdatasync`). A failed
+    /// write truncates back to the committed length; the buffer stays for a retry.
+    fn append_batch(&mut self, sync: bool) -> Result<(), StoreError> {
+        if self.buffer.is_empty() && self.recovered.is_empty() {
+            return Ok(());
+        }
+        let path = self.dir.join(self.file_name());
+        let batch = self.encoded_batch();
+        let Some(file) = self.file.as_ref() else {
+            return Ok(());
+        };
+        let mut f = file;
+        let written = f
+            .write_all(&batch)
+            .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
+        if let Err(e) = written {
+            let _ = file.set_len(self.len);
+            return Err(io(if sync { "appending to" } else { "writing" }, &path, e));
+        }
+        self.len += batch.len() as u64;
+        self.buffer.clear();
+        self.recovered.clear();
+        Ok(())
     }
 
     /// Writes the buffer to the published file without syncing (process-crash safe). Before the
@@ -349,22 +374,7 @@ impl Writer {
         if self.file.is_none() || self.truncate_to.is_some() {
             return self.flush();
         }
-        if self.buffer.is_empty() {
-            return Ok(());
-        }
-        let path = self.dir.join(self.file_name());
-        let batch = self.encoded_batch();
-        let Some(file) = self.file.as_mut() else {
-            return Ok(());
-        };
-        if let Err(e) = file.write_all(&batch) {
-            let _ = file.set_len(self.len);
-            return Err(io("writing", &path, e));
-        }
-        self.len += batch.len() as u64;
-        self.buffer.clear();
-        self.recovered.clear();
-        Ok(())
+        self.append_batch(false)
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
@@ -405,36 +415,15 @@ impl Writer {
             self.successor = None;
             return Ok(());
         }
+        let path = self.dir.join(self.file_name());
         if let (Some(len), Some(file)) = (self.truncate_to, self.file.as_mut()) {
-            let path = self.dir.join(if self.zstd {
-                format!("{}.zstd", generation_file(VERSION))
-            } else {
-                generation_file(VERSION)
-            });
             file.set_len(len)
                 .and_then(|()| file.sync_all())
                 .map_err(|e| io("truncating the torn tail of", &path, e))?;
             tracing::warn!(session = %self.header.id, path = %path.display(), "dropped a torn tail");
             self.truncate_to = None;
         }
-        if self.buffer.is_empty() && self.recovered.is_empty() {
-            return Ok(());
-        }
-        let path = self.dir.join(self.file_name());
-        let batch = self.encoded_batch();
-        let Some(file) = self.file.as_mut() else {
-            return Ok(());
-        };
-        let written = file.write_all(&batch).and_then(|()| file.sync_data());
-        if let Err(e) = written {
-            // Truncate back to the committed length; the buffer stays for a retry.
-            let _ = file.set_len(self.len);
-            return Err(io("appending to", &path, e));
-        }
-        self.len += batch.len() as u64;
-        self.buffer.clear();
-        self.recovered.clear();
-        Ok(())
+        self.append_batch(true)
     }
 }
 

@@ -33,9 +33,23 @@ pub fn decompress_frames(bytes: &[u8]) -> Result<(Vec<u8>, bool), ZstdError> {
     Ok((f.plain, f.torn.is_some()))
 }
 
-/// Decompresses only the first frame (the header line's frame), for listings. `None` when the
-/// bytes end inside it.
-pub fn first_frame(bytes: &[u8]) -> Result<Option<Vec<u8>>, ZstdError> {
+/// One frame decoded from the front of a byte slice.
+enum Next<'a> {
+    /// A complete frame: its content, whether its checksum matched, and the bytes after it.
+    Complete {
+        data: Vec<u8>,
+        checksum_ok: bool,
+        rest: &'a [u8],
+    },
+    /// The bytes end inside the frame: what was decoded of it.
+    Torn(Vec<u8>),
+    /// The frame stopped before its end with bytes after it.
+    Incomplete,
+    /// The frame does not decode.
+    Bad(String),
+}
+
+fn next_frame(bytes: &[u8]) -> Next<'_> {
     let mut src = bytes;
     let mut dec = FrameDecoder::new();
     let decoded = dec
@@ -46,10 +60,31 @@ pub fn first_frame(bytes: &[u8]) -> Result<Option<Vec<u8>>, ZstdError> {
                 .map_err(|e| e.to_string())
         });
     match decoded {
-        Ok(true) => Ok(Some(dec.collect().unwrap_or_default())),
-        Ok(false) => Ok(None),
-        Err(_) if src.is_empty() => Ok(None),
-        Err(detail) => Err(ZstdError::Decode { frame: 0, detail }),
+        Ok(true) => {
+            let data = dec.collect().unwrap_or_default();
+            let checksum_ok = match (dec.get_checksum_from_data(), dec.get_calculated_checksum()) {
+                (Some(stored), Some(computed)) => stored == computed,
+                _ => true,
+            };
+            Next::Complete {
+                data,
+                checksum_ok,
+                rest: src,
+            }
+        }
+        Ok(false) | Err(_) if src.is_empty() => Next::Torn(dec.collect().unwrap_or_default()),
+        Ok(false) => Next::Incomplete,
+        Err(detail) => Next::Bad(detail),
+    }
+}
+
+/// Decompresses only the first frame (the header line's frame), for listings. `None` when the
+/// bytes end inside it.
+pub fn first_frame(bytes: &[u8]) -> Result<Option<Vec<u8>>, ZstdError> {
+    match next_frame(bytes) {
+        Next::Complete { data, .. } => Ok(Some(data)),
+        Next::Torn(_) | Next::Incomplete => Ok(None),
+        Next::Bad(detail) => Err(ZstdError::Decode { frame: 0, detail }),
     }
 }
 
@@ -58,32 +93,17 @@ pub fn first_frame(bytes: &[u8]) -> Result<Option<Vec<u8>>, ZstdError> {
 pub fn decode_prefix(bytes: &[u8], max_plain: usize) -> Result<Vec<u8>, ZstdError> {
     let mut out = Vec::new();
     let mut rest = bytes;
-    let mut index = 0usize;
+    let mut frame = 0usize;
     while !rest.is_empty() && out.len() < max_plain {
-        let mut src = rest;
-        let mut dec = FrameDecoder::new();
-        let decoded = dec
-            .reset(&mut src)
-            .map_err(|e| e.to_string())
-            .and_then(|()| {
-                dec.decode_blocks(&mut src, BlockDecodingStrategy::All)
-                    .map_err(|e| e.to_string())
-            });
-        match decoded {
-            Ok(true) => {
-                out.extend_from_slice(&dec.collect().unwrap_or_default());
-                rest = src;
+        match next_frame(rest) {
+            Next::Complete { data, rest: r, .. } => {
+                out.extend_from_slice(&data);
+                rest = r;
             }
-            Ok(false) => break,
-            Err(_) if src.is_empty() => break,
-            Err(detail) => {
-                return Err(ZstdError::Decode {
-                    frame: index,
-                    detail,
-                });
-            }
+            Next::Torn(_) | Next::Incomplete => break,
+            Next::Bad(detail) => return Err(ZstdError::Decode { frame, detail }),
         }
-        index += 1;
+        frame += 1;
     }
     Ok(out)
 }
@@ -92,37 +112,27 @@ pub fn decode_prefix(bytes: &[u8], max_plain: usize) -> Result<Vec<u8>, ZstdErro
 pub fn decode_frames(bytes: &[u8]) -> Result<Frames, ZstdError> {
     let mut out = Vec::new();
     let mut rest = bytes;
-    let mut index = 0usize;
+    let mut frame = 0usize;
     while !rest.is_empty() {
         let start = bytes.len() - rest.len();
-        let mut src = rest;
-        let mut dec = FrameDecoder::new();
-        let decoded = dec
-            .reset(&mut src)
-            .map_err(|e| e.to_string())
-            .and_then(|()| {
-                dec.decode_blocks(&mut src, BlockDecodingStrategy::All)
-                    .map_err(|e| e.to_string())
-            });
-        match decoded {
-            Ok(true) => {
-                let data = dec.collect().unwrap_or_default();
-                if let (Some(stored), Some(computed)) =
-                    (dec.get_checksum_from_data(), dec.get_calculated_checksum())
-                    && stored != computed
-                {
-                    return Err(ZstdError::Checksum { frame: index });
+        match next_frame(rest) {
+            Next::Complete {
+                data,
+                checksum_ok,
+                rest: r,
+            } => {
+                if !checksum_ok {
+                    return Err(ZstdError::Checksum { frame });
                 }
                 if data.last().is_some_and(|b| *b != b'\n') {
-                    return Err(ZstdError::PartialLine { frame: index });
+                    return Err(ZstdError::PartialLine { frame });
                 }
                 out.extend_from_slice(&data);
-                rest = src;
+                rest = r;
             }
-            Ok(false) | Err(_) if src.is_empty() => {
+            Next::Torn(partial) => {
                 // The frame runs to the end of the file: a torn final frame. Keep its complete
                 // lines (whatever was decoded up to the last '\n').
-                let partial = dec.collect().unwrap_or_default();
                 let keep = partial
                     .iter()
                     .rposition(|b| *b == b'\n')
@@ -133,15 +143,10 @@ pub fn decode_frames(bytes: &[u8]) -> Result<Frames, ZstdError> {
                     torn: Some((start, partial[..keep].to_vec())),
                 });
             }
-            Ok(false) => return Err(ZstdError::Incomplete { frame: index }),
-            Err(detail) => {
-                return Err(ZstdError::Decode {
-                    frame: index,
-                    detail,
-                });
-            }
+            Next::Incomplete => return Err(ZstdError::Incomplete { frame }),
+            Next::Bad(detail) => return Err(ZstdError::Decode { frame, detail }),
         }
-        index += 1;
+        frame += 1;
     }
     Ok(Frames {
         plain: out,

@@ -8,7 +8,7 @@ const FALLBACK_BYTES: usize = 40;
 pub(crate) const MAX_BYTES: usize = 80;
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-fn cut(s: &str, max: usize) -> &str {
+pub(crate) fn cut(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }

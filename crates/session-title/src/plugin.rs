@@ -216,15 +216,7 @@ impl Titler {
             stop: Vec::new(),
             purpose: Some("session-title".into()),
         })?;
-        let mut input = first.text.as_str();
-        let cap = self.config.max_input_bytes.unwrap_or(4096);
-        if input.len() > cap {
-            let mut end = cap;
-            while !input.is_char_boundary(end) {
-                end -= 1;
-            }
-            input = &input[..end];
-        }
+        let input = crate::make::cut(&first.text, self.config.max_input_bytes.unwrap_or(4096));
         let framed =
             serde_json::to_string(&[serde_json::json!({"seq": first.seq, "text": input})])?;
         let user = Message::new(
