@@ -264,14 +264,8 @@ async fn a_cancelled_manual_compaction_closes_its_bracket() {
         let (c, a, t) = (l.compaction.clone(), l.agent.clone(), cancel.clone());
         async move { c.compact_now(a, t, None).await }
     });
-    // Cancel once the summary request reached the adapter (its count moves).
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while l.llm.request_count() == n {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the summary request never reached the adapter");
+    // Cancel once the summary request reached the adapter (woken by its arrival, not polled).
+    l.llm.wait_requests(n + 1).await;
     cancel.cancel();
     let err = task.await.unwrap().unwrap_err();
     assert_eq!(err.code(), "cancelled");
