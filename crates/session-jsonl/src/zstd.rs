@@ -108,8 +108,109 @@ pub fn decode_prefix(bytes: &[u8], max_plain: usize) -> Result<Vec<u8>, ZstdErro
     Ok(out)
 }
 
+/// Logs at least this large (compressed) are decoded on two threads.
+const PARALLEL_BYTES: usize = 256 * 1024;
+
+/// The length of the zstd frame at the start of `bytes`, read from its headers alone (no
+/// decoding): `None` unless a whole, well-formed frame is there. Lets [`decode_frames`] split a
+/// log between threads; anything unusual takes the sequential path, which names the problem.
+fn frame_len(bytes: &[u8]) -> Option<usize> {
+    if bytes.get(..4)? != [0x28, 0xb5, 0x2f, 0xfd] {
+        return None;
+    }
+    let descriptor = *bytes.get(4)?;
+    let single_segment = descriptor & 0x20 != 0;
+    let checksum = descriptor & 0x04 != 0;
+    let dict_bytes = [0, 1, 2, 4][usize::from(descriptor & 0x03)];
+    let fcs_bytes = match descriptor >> 6 {
+        0 => usize::from(single_segment),
+        1 => 2,
+        2 => 4,
+        _ => 8,
+    };
+    let mut at = 5 + usize::from(!single_segment) + dict_bytes + fcs_bytes;
+    loop {
+        let h = bytes.get(at..at + 3)?;
+        let header = u32::from(h[0]) | u32::from(h[1]) << 8 | u32::from(h[2]) << 16;
+        let last = header & 1 != 0;
+        let size = (header >> 3) as usize;
+        at += 3 + match (header >> 1) & 3 {
+            0 | 2 => size,
+            1 => 1,
+            _ => return None,
+        };
+        if last {
+            break;
+        }
+    }
+    if checksum {
+        at += 4;
+    }
+    (at <= bytes.len()).then_some(at)
+}
+
+/// Decodes complete frames `bytes` (whose boundaries [`frame_len`] found) with one reused
+/// decoder: `None` on any problem (the caller falls back to the sequential path for its
+/// error).
+fn decode_run(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(bytes.len() * 4);
+    let mut dec = FrameDecoder::new();
+    let mut src = bytes;
+    while !src.is_empty() {
+        dec.reset(&mut src).ok()?;
+        if !dec
+            .decode_blocks(&mut src, BlockDecodingStrategy::All)
+            .ok()?
+        {
+            return None;
+        }
+        let start = out.len();
+        dec.collect_to_writer(&mut out).ok()?;
+        let checksum_ok = match (dec.get_checksum_from_data(), dec.get_calculated_checksum()) {
+            (Some(stored), Some(computed)) => stored == computed,
+            _ => true,
+        };
+        if !checksum_ok || out.len() == start || out.last() != Some(&b'\n') {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// The whole log on two threads when it is large and every frame is whole: the frames are
+/// independent, so each half is decoded on its own. `None`: use the sequential path.
+fn decode_parallel(bytes: &[u8]) -> Option<Vec<u8>> {
+    if bytes.len() < PARALLEL_BYTES
+        || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2
+    {
+        return None;
+    }
+    // The first frame boundary at or after the middle.
+    let mut at = 0;
+    let mut split = None;
+    while at < bytes.len() {
+        at += frame_len(&bytes[at..])?;
+        if split.is_none() && at >= bytes.len() / 2 {
+            split = Some(at);
+        }
+    }
+    let split = split?;
+    let (a, b) = bytes.split_at(split);
+    let (first, second) = std::thread::scope(|scope| {
+        let second = scope.spawn(|| decode_run(b));
+        let first = decode_run(a);
+        (first, second.join().ok().flatten())
+    });
+    let mut out = first?;
+    out.extend_from_slice(&second?);
+    Some(out)
+}
+
 /// Decompresses every frame, keeping where a torn final frame starts (see [`Frames`]).
 pub fn decode_frames(bytes: &[u8]) -> Result<Frames, ZstdError> {
+    if let Some(plain) = decode_parallel(bytes) {
+        return Ok(Frames { plain, torn: None });
+    }
     let mut out = Vec::new();
     let mut rest = bytes;
     let mut frame = 0usize;
@@ -190,6 +291,70 @@ mod tests {
         let (plain, torn) = decompress_frames(&bytes).unwrap();
         assert_eq!(plain, b"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n");
         assert!(!torn);
+    }
+
+    /// Lines that compress poorly, so the log is large enough for the two-thread path.
+    fn big_log() -> (Vec<String>, Vec<u8>) {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let parts: Vec<String> = (0..400)
+            .map(|f| {
+                (0..20)
+                    .map(|l| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        format!(
+                            "{{\"f\":{f},\"l\":{l},\"r\":\"{x:016x}{:032x}\"}}\n",
+                            x.wrapping_mul(31)
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+        let bytes = frames(&refs);
+        (parts, bytes)
+    }
+
+    #[test]
+    fn a_large_log_decodes_on_two_threads_to_the_same_bytes() {
+        let (parts, bytes) = big_log();
+        assert!(bytes.len() >= PARALLEL_BYTES, "{} bytes", bytes.len());
+        // Every frame boundary is found from the headers alone.
+        let mut at = 0;
+        let mut n = 0;
+        while at < bytes.len() {
+            at += frame_len(&bytes[at..]).unwrap();
+            n += 1;
+        }
+        assert_eq!((at, n), (bytes.len(), parts.len()));
+        let parallel = decode_parallel(&bytes).unwrap();
+        assert_eq!(parallel, parts.concat().into_bytes());
+        let f = decode_frames(&bytes).unwrap();
+        assert_eq!(f.plain, parallel);
+        assert!(f.torn.is_none());
+    }
+
+    #[test]
+    fn a_damaged_large_log_is_refused_as_the_sequential_reader_refuses_it() {
+        let (_, bytes) = big_log();
+        // Flip the stored checksum of frame 150.
+        let mut at = 0;
+        for _ in 0..=150 {
+            at += frame_len(&bytes[at..]).unwrap();
+        }
+        let mut bad = bytes.clone();
+        bad[at - 1] ^= 0xff;
+        assert!(decode_parallel(&bad).is_none());
+        assert!(matches!(
+            decode_frames(&bad),
+            Err(ZstdError::Checksum { frame: 150 })
+        ));
+        // A torn tail: the whole log up to the cut, the torn frame's lines kept.
+        let cut = &bytes[..bytes.len() - 7];
+        assert!(decode_parallel(cut).is_none());
+        let f = decode_frames(cut).unwrap();
+        assert!(f.torn.is_some());
     }
 
     #[test]

@@ -407,7 +407,46 @@ mod arc_tools {
     pub fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<Option<Arc<[ToolSchema]>>, D::Error> {
-        Ok(Option::<Vec<ToolSchema>>::deserialize(d)?.map(Arc::from))
+        let Some(raw) = Option::<Box<serde_json::value::RawValue>>::deserialize(d)? else {
+            return Ok(None);
+        };
+        super::tools_cache::parse(raw.get())
+            .map(Some)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// The tool lists parsed last, by their exact JSON text: the `request/header` rows of a log
+/// mostly repeat one list of ~10 KB of schemas, and parsing each copy into JSON trees was
+/// the largest single cost of loading a long log. A repeated text is shared (`Arc`) instead of
+/// parsed again, which also keeps one copy per distinct list in memory.
+mod tools_cache {
+    use std::sync::{Arc, Mutex};
+
+    use super::ToolSchema;
+
+    /// Distinct lists remembered (a session switches between few tool sets).
+    const KEEP: usize = 4;
+
+    type Entry = (Box<str>, Arc<[ToolSchema]>);
+
+    static RECENT: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+    /// The tool list of `text` (a JSON array of tool schemas).
+    pub(super) fn parse(text: &str) -> Result<Arc<[ToolSchema]>, serde_json::Error> {
+        if let Ok(recent) = RECENT.lock()
+            && let Some((_, tools)) = recent.iter().find(|(t, _)| **t == *text)
+        {
+            return Ok(tools.clone());
+        }
+        let tools: Arc<[ToolSchema]> = serde_json::from_str::<Vec<ToolSchema>>(text)?.into();
+        if let Ok(mut recent) = RECENT.lock() {
+            if recent.len() == KEEP {
+                recent.remove(0);
+            }
+            recent.push((text.into(), tools.clone()));
+        }
+        Ok(tools)
     }
 }
 

@@ -116,12 +116,14 @@ fn may_be_lossy(bytes: &[u8]) -> bool {
             // Skip to the closing quote (escapes skip their next byte).
             i += 1;
             loop {
-                match bytes.get(i) {
-                    None => return true,
-                    Some(b'"') => break,
-                    Some(b'\\') => i += 2,
-                    Some(_) => i += 1,
+                let Some(k) = bytes.get(i..).and_then(|r| memchr::memchr2(b'"', b'\\', r)) else {
+                    return true;
+                };
+                i += k;
+                if bytes[i] == b'"' {
+                    break;
                 }
+                i += 2;
             }
             run = 0;
             prev = b'"';
