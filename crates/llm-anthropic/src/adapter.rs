@@ -9,7 +9,7 @@ use dsh_llm::{
 };
 use dsh_llm_http::{Attempt, EnvFn, KeyStyle, Timeouts, build_client, process_env, resolve_key};
 use futures::future::BoxFuture;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::SecretString;
 
 use crate::config::{AnthropicConfig, Flavor, ModelEntry};
@@ -103,13 +103,7 @@ impl AnthropicAdapter {
             url: base.clone(),
             source,
         })?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        headers.insert(
-            USER_AGENT,
-            HeaderValue::from_static(concat!("dsh/", env!("CARGO_PKG_VERSION"))),
-        );
+        let mut headers = dsh_llm_http::base_headers();
         let version = config.anthropic_version.as_deref().unwrap_or("2023-06-01");
         headers.insert(
             "anthropic-version",

@@ -13,7 +13,7 @@ use dsh_llm_http::{Attempt, Decoder, KeyStyle, build_client, resolve_key};
 pub use dsh_llm_http::{EnvFn, Timeouts, install_crypto_provider, process_env};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
+use reqwest::header::HeaderMap;
 use secrecy::SecretString;
 use tokio::sync::watch;
 
@@ -182,13 +182,7 @@ impl Inner {
             source,
         })?;
         let client = build_client(&timeouts).map_err(AdapterError::Client)?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        headers.insert(
-            USER_AGENT,
-            HeaderValue::from_static(concat!("dsh/", env!("CARGO_PKG_VERSION"))),
-        );
+        let headers = dsh_llm_http::base_headers();
         Ok(Inner {
             client,
             base_url,

@@ -85,6 +85,20 @@ pub fn build_client(timeouts: &Timeouts) -> Result<reqwest::Client, reqwest::Err
         .build()
 }
 
+/// The headers every dialect sends: `content-type: application/json`,
+/// `accept: text/event-stream`, `user-agent: dsh/<version>` (the key is added per request).
+pub fn base_headers() -> HeaderMap {
+    use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue, USER_AGENT};
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    headers.insert(
+        USER_AGENT,
+        HeaderValue::from_static(concat!("dsh/", env!("CARGO_PKG_VERSION"))),
+    );
+    headers
+}
+
 /// What a decoder says after an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Progress {

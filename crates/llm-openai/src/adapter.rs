@@ -8,7 +8,7 @@ use dsh_llm::{
 };
 use dsh_llm_http::{Attempt, EnvFn, KeyStyle, Timeouts, build_client, process_env, resolve_key};
 use futures::future::BoxFuture;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::SecretString;
 
 use crate::config::{
@@ -90,13 +90,7 @@ impl OpenAiAdapter {
             url: base.clone(),
             source,
         })?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        headers.insert(
-            USER_AGENT,
-            HeaderValue::from_static(concat!("dsh/", env!("CARGO_PKG_VERSION"))),
-        );
+        let mut headers = dsh_llm_http::base_headers();
         for (name, value) in &config.headers {
             let n = HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| AdapterError::Header(name.clone()))?;
