@@ -50,6 +50,20 @@ fn describe(out: &mut String, m: &ModelInfo) {
                 p.cache_miss_input.usd(),
                 p.output.usd()
             );
+            if let Some(w) = p.cache_write_input {
+                let _ = write!(out, " cache-write {}", w.usd());
+            }
+            if let Some(o) = &p.off_peak {
+                let _ = write!(
+                    out,
+                    "  off-peak {}-{} UTC hit {} miss {} output {}",
+                    o.window.start,
+                    o.window.end,
+                    o.cache_hit_input.usd(),
+                    o.cache_miss_input.usd(),
+                    o.output.usd()
+                );
+            }
         }
         None => out.push_str("  unpriced"),
     }

@@ -3,17 +3,18 @@
 use std::fmt;
 use std::sync::Arc;
 
+use dsh_llm::attachments::{AttachmentLookup, no_attachments};
 use dsh_llm::{
     ChunkStream, LlmAdapter, LlmFailure, LlmRequest, Modality, ModelInfo, ReasoningEffort,
 };
 use dsh_llm_http::{Attempt, EnvFn, KeyStyle, Timeouts, build_client, process_env, resolve_key};
 use futures::future::BoxFuture;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::SecretString;
 
 use crate::config::{AnthropicConfig, Flavor, ModelEntry};
 use crate::decode::AnthropicDecoder;
-use crate::request::{BodyOptions, body};
+use crate::request::{BodyOptions, Images, body};
 
 /// Why an adapter cannot be built from its config.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +49,7 @@ pub struct AnthropicAdapter {
     options: BodyOptions,
     timeouts: Timeouts,
     max_event_bytes: usize,
+    attachments: AttachmentLookup,
 }
 
 impl fmt::Debug for AnthropicAdapter {
@@ -101,13 +103,7 @@ impl AnthropicAdapter {
             url: base.clone(),
             source,
         })?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        headers.insert(
-            USER_AGENT,
-            HeaderValue::from_static(concat!("dsh/", env!("CARGO_PKG_VERSION"))),
-        );
+        let mut headers = dsh_llm_http::base_headers();
         let version = config.anthropic_version.as_deref().unwrap_or("2023-06-01");
         headers.insert(
             "anthropic-version",
@@ -148,7 +144,14 @@ impl AnthropicAdapter {
             max_event_bytes: config
                 .max_event_bytes
                 .unwrap_or(dsh_llm::sse::DEFAULT_MAX_EVENT_BYTES),
+            attachments: no_attachments(),
         })
+    }
+
+    /// Reads image bytes through `lookup` (the plugin passes the `attachments` service).
+    pub fn with_attachments(mut self, lookup: AttachmentLookup) -> Self {
+        self.attachments = lookup;
+        self
     }
 
     /// The endpoint requests go to.
@@ -204,7 +207,11 @@ impl LlmAdapter for AnthropicAdapter {
                 self.flavor.label(),
                 false,
             )?;
-            let bytes = body(&req, &self.options)?;
+            let images = Images {
+                lookup: &self.attachments,
+                label: self.flavor.label(),
+            };
+            let bytes = body(&req, &self.options, images)?;
             let mut headers = self.headers.clone();
             let secret = key.map(|(secret, value)| {
                 headers.insert(KeyStyle::XApiKey.header(), value);
@@ -215,8 +222,9 @@ impl LlmAdapter for AnthropicAdapter {
                 client: self.client.clone(),
                 label: self.flavor.label().to_owned(),
                 endpoint: self.endpoint.clone(),
+                origin: self.endpoint.clone(),
                 headers,
-                body: bytes,
+                body: bytes.into(),
                 timeouts: self.timeouts,
                 max_event_bytes: self.max_event_bytes,
                 secret,

@@ -129,9 +129,9 @@ pub struct ModelEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub tool_update: Option<ToolUpdate>,
-    /// Prices in USD per million tokens (`cacheHitInput`, `cacheMissInput`, `output`).
+    /// Prices in USD per million tokens (`cacheHitInput`, `cacheMissInput`, `output`, optional
+    /// `cacheWriteInput` and an `offPeak` window in UTC with its own rates).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<BTreeMap<String, f64>>")]
     pub pricing: Option<ModelPricing>,
 }
 
@@ -140,16 +140,13 @@ const fn usd(micros: u64) -> UsdPerMTok {
 }
 
 /// DeepSeek's list prices per million tokens (hit $0.028, miss $0.28, output $0.42).
-pub const DEEPSEEK_PRICES: ModelPricing = ModelPricing {
-    cache_hit_input: usd(28_000),
-    cache_miss_input: usd(280_000),
-    output: usd(420_000),
-};
+pub const DEEPSEEK_PRICES: ModelPricing =
+    ModelPricing::new(usd(28_000), usd(280_000), usd(420_000));
 
 /// The DeepSeek catalog as the original 0.2.1 declares it on this endpoint: 1M context, 256000
 /// default `max_tokens`; `deepseek-flash` takes a changed system prompt in history and tool
-/// additions as deferred declarations, `deepseek-v4-pro` neither. Images are not sent by this
-/// adapter yet (text placeholders), so no entry declares them.
+/// additions as deferred declarations, `deepseek-v4-pro` neither. DeepSeek documents images on this
+/// endpoint for neither model, so no entry declares them (their images become placeholders).
 pub fn deepseek_catalog() -> Vec<ModelEntry> {
     vec![
         ModelEntry {
@@ -175,22 +172,21 @@ pub fn deepseek_catalog() -> Vec<ModelEntry> {
     ]
 }
 
-/// Claude models with Anthropic's list prices (cache hit = 0.1 × input; cache writes, billed
-/// 1.25 × input, are not priced: `ModelPricing` has no write price).
+/// Claude models (images accepted) with Anthropic's list prices (cache hit = 0.1 × input, cache write (5-minute
+/// TTL, the breakpoints this adapter places) = 1.25 × input).
 pub fn anthropic_catalog() -> Vec<ModelEntry> {
     let entry = |id: &str, window, out, hit, miss, output| ModelEntry {
         id: id.into(),
         context_window: window,
         default_max_tokens: out,
         max_output_tokens: Some(out),
-        vision: false,
+        vision: true,
         system_prompt_update: None,
         tool_update: None,
-        pricing: Some(ModelPricing {
-            cache_hit_input: usd(hit),
-            cache_miss_input: usd(miss),
-            output: usd(output),
-        }),
+        pricing: Some(
+            ModelPricing::new(usd(hit), usd(miss), usd(output))
+                .with_cache_write(usd(miss + miss / 4)),
+        ),
     };
     vec![
         entry(

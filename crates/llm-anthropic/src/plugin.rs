@@ -21,7 +21,8 @@ impl Plugin for AnthropicPlugin {
     }
 
     async fn apply(ctx: Ctx, config: AnthropicConfig) -> Result<(), BoxError> {
-        let adapter = AnthropicAdapter::new(&config)?;
+        let adapter = AnthropicAdapter::new(&config)?
+            .with_attachments(dsh_llm::attachments::service_lookup(&ctx));
         let route = config
             .route
             .clone()

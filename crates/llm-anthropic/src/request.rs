@@ -2,7 +2,10 @@
 //! (`model, stream, messages, max_tokens, thinking, output_config?, system?, temperature?,
 //! stop_sequences?, tools?`), same-role neighbours merged, thinking replayed with its signature.
 
-use dsh_llm::{ContentBlock, LlmFailure, LlmRequest, Message, ReasoningEffort, Role, codes};
+use dsh_llm::attachments::{AttachmentLookup, file_placeholder, image_base64, image_placeholder};
+use dsh_llm::{
+    ContentBlock, ImageRef, LlmFailure, LlmRequest, Message, Modality, ReasoningEffort, Role, codes,
+};
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -57,11 +60,62 @@ enum Block<'a> {
     },
     ToolResult {
         tool_use_id: &'a str,
-        content: String,
+        content: ToolContent<'a>,
         is_error: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_control: Option<CacheControl>,
     },
+    Image {
+        source: ImageSource<'a>,
+    },
+}
+
+/// A `tool_result`'s `content`: a string, or blocks when the result carries images.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolContent<'a> {
+    Text(String),
+    Blocks(Vec<Block<'a>>),
+}
+
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'a str,
+    data: String,
+}
+
+/// Where image bytes come from, on routes whose model accepts images.
+#[derive(Clone, Copy)]
+pub struct Images<'a> {
+    /// The attachment store lookup.
+    pub lookup: &'a AttachmentLookup,
+    /// The provider name for refusals.
+    pub label: &'a str,
+}
+
+impl Images<'_> {
+    fn block<'a>(&self, image: &'a ImageRef) -> Result<Block<'a>, LlmFailure> {
+        Ok(Block::Image {
+            source: ImageSource {
+                kind: "base64",
+                media_type: &image.media_type,
+                data: image_base64(self.lookup, image, self.label)?,
+            },
+        })
+    }
+}
+
+/// The image of `block` when it is sent (not offloaded).
+fn sent_image(block: &ContentBlock) -> Option<&ImageRef> {
+    match block {
+        ContentBlock::Image {
+            attachment,
+            offloaded,
+        } if *offloaded != Some(true) => Some(attachment),
+        _ => None,
+    }
 }
 
 impl Block<'_> {
@@ -74,7 +128,7 @@ impl Block<'_> {
                 *cache_control = EPHEMERAL;
                 true
             }
-            Block::Thinking { .. } | Block::RedactedThinking { .. } => false,
+            Block::Thinking { .. } | Block::RedactedThinking { .. } | Block::Image { .. } => false,
         }
     }
 }
@@ -134,25 +188,18 @@ struct Body<'a> {
     tools: Vec<WireTool<'a>>,
 }
 
-/// `sha256:<8 hex>` identity of an attachment (characters 7..15 of its id).
-fn short_hash(attachment_id: &str) -> &str {
-    attachment_id.get(7..15).unwrap_or(attachment_id)
-}
-
 /// The text a user/tool/system block contributes (images and files as placeholders).
 fn block_text(block: &ContentBlock) -> Option<std::borrow::Cow<'_, str>> {
     use std::borrow::Cow;
     match block {
         ContentBlock::Text { text } => Some(Cow::Borrowed(text.as_str())),
-        ContentBlock::File { attachment } => Some(Cow::Owned(format!(
-            "[File \"{}\" ({} bytes, sha256:{}) was uploaded, but the current execution environment cannot access a readable path. Report that limitation if its contents are needed; do not claim to have read it.]",
-            attachment.name,
-            attachment.bytes,
-            short_hash(&attachment.attachment_id)
-        ))),
-        ContentBlock::Image { attachment, .. } => Some(Cow::Owned(format!(
-            "[image omitted because this route sends text only; attachment sha256:{}]",
-            short_hash(&attachment.attachment_id)
+        ContentBlock::File { attachment } => Some(Cow::Owned(file_placeholder(attachment))),
+        ContentBlock::Image {
+            attachment,
+            offloaded,
+        } => Some(Cow::Owned(image_placeholder(
+            attachment,
+            *offloaded == Some(true),
         ))),
         _ => None,
     }
@@ -226,8 +273,15 @@ fn assistant_blocks<'a>(
     }
 }
 
-/// Writes the body of one attempt.
-pub fn body(req: &LlmRequest, options: &BodyOptions) -> Result<Vec<u8>, LlmFailure> {
+/// Writes the body of one attempt. When the model accepts images ([`Modality::Image`]), user
+/// and tool-result images are sent as `image` blocks with a base64 source read through
+/// `images`; on text-only models, and for offloaded images, the §9.7 placeholder text.
+pub fn body(
+    req: &LlmRequest,
+    options: &BodyOptions,
+    images: Images<'_>,
+) -> Result<Vec<u8>, LlmFailure> {
+    let vision = req.call.model.input_modalities.contains(&Modality::Image);
     let model = req.call.model.id.as_str();
     let mut system_parts: Vec<&Message> = Vec::new();
     let mut messages: Vec<WireMessage<'_>> = Vec::new();
@@ -257,16 +311,16 @@ pub fn body(req: &LlmRequest, options: &BodyOptions) -> Result<Vec<u8>, LlmFailu
                 head = false;
                 push(&mut messages, "user");
                 if let Some(last) = messages.last_mut() {
-                    last.content.extend(
-                        m.content
-                            .iter()
-                            .filter_map(block_text)
-                            .filter(|t| !t.is_empty())
-                            .map(|text| Block::Text {
+                    for b in &m.content {
+                        if let (true, Some(image)) = (vision, sent_image(b)) {
+                            last.content.push(images.block(image)?);
+                        } else if let Some(text) = block_text(b).filter(|t| !t.is_empty()) {
+                            last.content.push(Block::Text {
                                 text,
                                 cache_control: None,
-                            }),
-                    );
+                            });
+                        }
+                    }
                 }
             }
             Role::Tool => {
@@ -278,19 +332,32 @@ pub fn body(req: &LlmRequest, options: &BodyOptions) -> Result<Vec<u8>, LlmFailu
                     ));
                 };
                 let mut text = String::new();
+                let mut pictures = Vec::new();
                 for b in &m.content {
-                    if let Some(t) = block_text(b) {
+                    if let (true, Some(image)) = (vision, sent_image(b)) {
+                        pictures.push(images.block(image)?);
+                    } else if let Some(t) = block_text(b) {
                         text.push_str(&t);
                     }
                 }
                 if text.is_empty() {
                     text.push_str("(no output)");
                 }
+                let content = if pictures.is_empty() {
+                    ToolContent::Text(text)
+                } else {
+                    let mut blocks = vec![Block::Text {
+                        text: std::borrow::Cow::Owned(text),
+                        cache_control: None,
+                    }];
+                    blocks.extend(pictures);
+                    ToolContent::Blocks(blocks)
+                };
                 push(&mut messages, "user");
                 if let Some(last) = messages.last_mut() {
                     last.content.push(Block::ToolResult {
                         tool_use_id: id,
-                        content: text,
+                        content,
                         is_error: m.is_error.unwrap_or(false),
                         cache_control: None,
                     });

@@ -49,6 +49,119 @@ pub trait Dialect: 'static {
     fn passes_reasoning_back(body: &serde_json::Value, reasoning: &str) -> bool;
     /// The raw tool arguments of the assistant turn as sent in the request body text.
     fn sent_arguments(body: &str, args: &str) -> bool;
+    /// The adapter for `base_url` reading image bytes through `images`; `None` when the
+    /// dialect sends no images yet (its images always become placeholder text).
+    fn image_adapter(
+        _base_url: &str,
+        _images: dsh_llm::AttachmentLookup,
+    ) -> Option<Arc<dyn LlmAdapter>> {
+        None
+    }
+    /// Whether the body carries an image of `media_type` with base64 `data` in the dialect's
+    /// shape, in a user message (`in_tool_result` false) or for a tool result.
+    fn sent_image(
+        _body: &serde_json::Value,
+        _media_type: &str,
+        _data: &str,
+        _in_tool_result: bool,
+    ) -> bool {
+        false
+    }
+}
+
+/// An in-memory attachment store for the image tests.
+pub struct MemoryStore(pub std::collections::HashMap<String, Vec<u8>>);
+
+impl dsh_llm::AttachmentStore for MemoryStore {
+    fn read(&self, attachment_id: &str) -> Result<Vec<u8>, dsh_llm::AttachmentError> {
+        self.0
+            .get(attachment_id)
+            .cloned()
+            .ok_or_else(|| dsh_llm::AttachmentError::NotFound(attachment_id.to_owned()))
+    }
+}
+
+/// The image of the tests: `sha256:` id, media type, bytes, and their base64.
+pub const IMAGE_ID: &str =
+    "sha256:b1ff9c8ea3a780bad09b346c423d2d0e46815926879b18e841d928376a946640";
+/// The image's bytes.
+pub const IMAGE_BYTES: &[u8] = b"\x89PNG-test";
+/// Their base64.
+pub const IMAGE_BASE64: &str = "iVBORy10ZXN0";
+
+/// An image block of the test image.
+pub fn image_block(id: &str) -> dsh_llm::ContentBlock {
+    dsh_llm::ContentBlock::Image {
+        attachment: dsh_llm::ImageRef {
+            attachment_id: id.to_owned(),
+            media_type: "image/png".to_owned(),
+            width: 1,
+            height: 1,
+            bytes: IMAGE_BYTES.len() as u64,
+            name: None,
+            original_dimensions: None,
+            extra: serde_json::Map::new(),
+        },
+        offloaded: None,
+    }
+}
+
+/// A store holding the test image.
+pub fn image_store() -> dsh_llm::AttachmentLookup {
+    let mut m = std::collections::HashMap::new();
+    m.insert(IMAGE_ID.to_owned(), IMAGE_BYTES.to_vec());
+    dsh_llm::fixed_attachments(Arc::new(MemoryStore(m)))
+}
+
+/// The prompt with an image in the user message, and a tool turn whose result is an image.
+pub fn image_history() -> Vec<Message> {
+    let call = dsh_llm::ToolCall {
+        id: "call_img".to_owned(),
+        name: "read_image".to_owned(),
+        arguments: "{\"path\":\"a.png\"}".to_owned(),
+    };
+    vec![
+        Message::system("sys", "You are a test."),
+        Message::new(
+            "u1",
+            dsh_llm::Role::User,
+            vec![
+                dsh_llm::ContentBlock::text("What is this?"),
+                image_block(IMAGE_ID),
+            ],
+            dsh_llm::MessageSource::user(),
+        ),
+        Message::new(
+            "a1",
+            dsh_llm::Role::Assistant,
+            vec![
+                dsh_llm::ContentBlock::reasoning("Look at the file."),
+                dsh_llm::ContentBlock::ToolCall(call),
+            ],
+            dsh_llm::MessageSource::model("conformance", "m", None),
+        ),
+        Message::tool_result(
+            "t1",
+            "call_img",
+            vec![dsh_llm::ContentBlock::text("a.png"), image_block(IMAGE_ID)],
+            false,
+        ),
+    ]
+}
+
+/// A request of `adapter`'s default model over `messages`, its model declaring images or not.
+pub fn request_with_images(
+    adapter: &dyn LlmAdapter,
+    messages: Vec<Message>,
+    accepts_images: bool,
+) -> dsh_llm::LlmRequest {
+    let mut req = request(adapter, messages, CancellationToken::new());
+    req.call.model.input_modalities = if accepts_images {
+        vec![dsh_llm::Modality::Text, dsh_llm::Modality::Image]
+    } else {
+        vec![dsh_llm::Modality::Text]
+    };
+    req
 }
 
 /// A request of the adapter's default model with `messages` and one `bash` tool.
@@ -301,6 +414,56 @@ macro_rules! suite {
                     .expect("error finish");
                 assert_eq!(f.code, codes::TIMEOUT);
                 assert!(f.message.contains("idle"), "{}", f.message);
+            }
+
+            #[tokio::test]
+            async fn images_go_as_bytes_only_where_the_model_takes_them() {
+                use $crate::{IMAGE_BASE64, image_history, image_store, request_with_images};
+                // A text-only model: placeholders, never the bytes.
+                let s = server().await;
+                s.push(D::text("a picture"));
+                let a = D::image_adapter(&s.base_url(), image_store())
+                    .unwrap_or_else(|| D::adapter(&s.base_url(), 60_000));
+                let req = request_with_images(&*a, image_history(), false);
+                let chunks = collect(a.stream(req).await.unwrap()).await;
+                assert!(assemble(&chunks).finish.is_success());
+                let body = s.request(0).unwrap().body_text();
+                assert!(!body.contains(IMAGE_BASE64), "{}: bytes sent to a text-only model", D::NAME);
+                assert!(
+                    body.contains("[image omitted because this model accepts text only; attachment sha256:b1ff9c8e]"),
+                    "{}: {body}", D::NAME
+                );
+                let Some(a) = D::image_adapter(&s.base_url(), image_store()) else {
+                    return;
+                };
+                // An image model (a new series: a fresh server): the user's image and the tool
+                // result's image as base64.
+                let s = server().await;
+                s.push(D::text("a small png"));
+                let a = D::image_adapter(&s.base_url(), image_store()).unwrap();
+                let req = request_with_images(&*a, image_history(), true);
+                let chunks = collect(a.stream(req).await.unwrap()).await;
+                assert!(assemble(&chunks).finish.is_success(), "{chunks:?}");
+                let body = s.request(0).unwrap().body_json().unwrap();
+                assert!(D::sent_image(&body, "image/png", IMAGE_BASE64, false), "{}: {body}", D::NAME);
+                assert!(D::sent_image(&body, "image/png", IMAGE_BASE64, true), "{}: {body}", D::NAME);
+                assert!(s.dsh_rule_violations().is_empty(), "{:?}", s.dsh_rule_violations());
+                // Bytes that cannot be read: the typed refusal, before any I/O.
+                let mut history = image_history();
+                history.truncate(2);
+                history[1] = dsh_llm::Message::new(
+                    "u1",
+                    dsh_llm::Role::User,
+                    vec![$crate::image_block(
+                        "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+                    )],
+                    dsh_llm::MessageSource::user(),
+                );
+                let req = request_with_images(&*a, history, true);
+                let f = a.stream(req).await.err().expect("refused before I/O");
+                assert_eq!(f.code, codes::UNSUPPORTED_CONTENT, "{}", f.message);
+                assert!(f.message.contains("not in the store"), "{}", f.message);
+                assert_eq!(s.request_count(), 1);
             }
 
             #[tokio::test]

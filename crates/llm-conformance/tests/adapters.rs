@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use dsh_llm::LlmAdapter;
+use dsh_llm::{AttachmentLookup, LlmAdapter};
 use dsh_llm_conformance::{Dialect, suite};
 use dsh_testkit::{Completion, Reply, anthropic, deepseek, openai};
 use serde_json::Value;
@@ -193,6 +193,40 @@ impl Dialect for Messages {
     fn sent_arguments(body: &str, args: &str) -> bool {
         body.contains(&format!("\"input\":{args}"))
     }
+    fn image_adapter(base_url: &str, images: AttachmentLookup) -> Option<Arc<dyn LlmAdapter>> {
+        let config = dsh_llm_anthropic::AnthropicConfig {
+            base_url: Some(base_url.to_owned()),
+            ..Default::default()
+        };
+        Some(Arc::new(
+            dsh_llm_anthropic::AnthropicAdapter::with_env(&config, env_with_key())
+                .unwrap()
+                .with_attachments(images),
+        ))
+    }
+    fn sent_image(body: &Value, media_type: &str, data: &str, in_tool_result: bool) -> bool {
+        let is_image = |b: &Value| {
+            b["type"] == "image"
+                && b["source"]
+                    == serde_json::json!({"type": "base64", "media_type": media_type, "data": data})
+        };
+        body["messages"].as_array().is_some_and(|m| {
+            m.iter().filter(|m| m["role"] == "user").any(|m| {
+                m["content"].as_array().is_some_and(|c| {
+                    c.iter().any(|b| {
+                        if in_tool_result {
+                            b["type"] == "tool_result"
+                                && b["content"]
+                                    .as_array()
+                                    .is_some_and(|c| c.iter().any(is_image))
+                        } else {
+                            is_image(b)
+                        }
+                    })
+                })
+            })
+        })
+    }
 }
 
 /// The OpenAI-compatible adapter, one instance per reasoning dialect.
@@ -263,6 +297,39 @@ macro_rules! openai_dialect {
             }
             fn sent_arguments(body: &str, args: &str) -> bool {
                 DeepSeek::sent_arguments(body, args)
+            }
+            fn image_adapter(
+                base_url: &str,
+                images: AttachmentLookup,
+            ) -> Option<Arc<dyn LlmAdapter>> {
+                let config = dsh_llm_openai::OpenAiConfig {
+                    base_url: Some(base_url.to_owned()),
+                    reasoning_pass_back: dsh_llm_openai::ReasoningPassBack::$pass_back,
+                    ..Default::default()
+                };
+                Some(Arc::new(
+                    dsh_llm_openai::OpenAiAdapter::with_env(&config, env_with_key())
+                        .unwrap()
+                        .with_attachments(images),
+                ))
+            }
+            fn sent_image(
+                body: &Value,
+                media_type: &str,
+                data: &str,
+                in_tool_result: bool,
+            ) -> bool {
+                let url = format!("data:{media_type};base64,{data}");
+                let msgs = body["messages"].as_array().cloned().unwrap_or_default();
+                msgs.iter().enumerate().any(|(i, m)| {
+                    let has = m["role"] == "user"
+                        && m["content"].as_array().is_some_and(|c| {
+                            c.iter()
+                                .any(|p| p["type"] == "image_url" && p["image_url"]["url"] == url)
+                        });
+                    // A tool result's images follow its tool message(s) as a user message.
+                    has && (i > 0 && msgs[i - 1]["role"] == "tool") == in_tool_result
+                })
             }
         }
     };

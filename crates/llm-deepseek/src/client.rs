@@ -1,30 +1,28 @@
-//! The DeepSeek adapter: one HTTP attempt per `stream()`, with timeouts and cancellation.
+//! The DeepSeek adapter: its dialect (body, translator, live config) over the shared HTTP/SSE
+//! attempt engine of `dsh-llm-http` (send, time budgets, cancellation, drain, error mapping).
 
-use std::collections::VecDeque;
 use std::fmt;
-use std::sync::{Arc, Once};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dsh_llm::{
-    ChunkStream, FinishReason, LlmAdapter, LlmFailure, LlmRequest, Modality, ModelInfo,
-    ReasoningEffort, SseError, SseFramer, SseItem, StreamChunk, codes,
+    ChunkStream, LlmAdapter, LlmFailure, LlmRequest, Modality, ModelInfo, ReasoningEffort,
+    SseEvent, StreamChunk,
 };
-use futures::StreamExt;
+use dsh_llm_http::{Attempt, Decoder, KeyStyle, build_client, resolve_key};
+pub use dsh_llm_http::{EnvFn, Timeouts, install_crypto_provider, process_env};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
-use secrecy::{ExposeSecret, SecretString};
+use reqwest::header::HeaderMap;
+use secrecy::SecretString;
 use tokio::sync::watch;
-use tokio::time::{Instant, sleep_until};
-use tokio_util::sync::CancellationToken;
 
 use crate::config::{
     API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL, DEFAULT_MODEL, DeepSeekConfig, ModelEntry,
     ThinkingMode, default_catalog,
 };
-use crate::errors::classify;
 use crate::request::{BodyCache, BodyOptions, body_extending};
-use crate::translate::{Progress, Translator, malformed};
+use crate::translate::{Progress, Translator};
 
 /// Why an adapter cannot be built from a config snapshot (nothing changes then).
 #[derive(Debug, thiserror::Error)]
@@ -42,59 +40,15 @@ pub enum AdapterError {
     Client(#[source] reqwest::Error),
 }
 
-/// Reads an environment variable (injectable for tests).
-pub type EnvFn = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
-
-/// The process environment.
-pub fn process_env() -> EnvFn {
-    Arc::new(|name| std::env::var(name).ok())
-}
-
-/// The four time budgets of an attempt (`wire-protocol.md` §13).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Timeouts {
-    /// TCP/TLS connect.
-    pub connect: Duration,
-    /// Idle read watchdog, re-armed by any byte (comments included); also bounds the wait for
-    /// the response head.
-    pub idle: Duration,
-    /// Progress deadline, re-armed by data events only.
-    pub progress: Duration,
-    /// Total attempt deadline from send; nothing extends it.
-    pub total: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Self {
-            connect: Duration::from_secs(10),
-            idle: Duration::from_secs(300),
-            progress: Duration::from_secs(660),
-            total: Duration::from_secs(3600),
-        }
-    }
-}
-
-const MAX_ERROR_BODY: usize = 64 * 1024;
-/// How long the body is read past `[DONE]` for its end (the chunked terminator), so the
-/// connection goes back to the pool; also bounded by the total deadline.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
-/// How many bytes past `[DONE]` are read (and ignored) before giving the connection up.
-pub const MAX_DRAIN_BYTES: usize = 64 * 1024;
-
-/// Installs rustls' `ring` provider once per process (idempotent; a provider installed by
-/// someone else is kept).
-pub fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
+/// Response headers that carry a request id, first found wins.
+const REQUEST_ID_HEADERS: &[&str] = &["x-ds-trace-id", "x-request-id", "x-deepseek-request-id"];
 
 struct Inner {
     client: reqwest::Client,
     base_url: String,
     endpoint: String,
+    /// Content type, accept and user agent (the key is added per request).
+    headers: HeaderMap,
     key: Option<SecretString>,
     key_env: String,
     env: EnvFn,
@@ -106,10 +60,11 @@ struct Inner {
     max_event_bytes: usize,
     /// Size of the last request body: the capacity hint of the next one (append-only requests
     /// grow a little per step), so the body never reallocates while it is written.
-    last_body: std::sync::atomic::AtomicUsize,
+    last_body: AtomicUsize,
     /// The last body and its messages: the next request of the series writes only its new
-    /// messages (taken while a body is written, so concurrent requests never wait on it).
-    body_cache: parking_lot::Mutex<BodyCache>,
+    /// messages (taken while a body is written, so concurrent requests never wait on it). This
+    /// is the dialect's body hook: the engine sends whatever bytes it is given.
+    body_cache: Mutex<BodyCache>,
 }
 
 struct Shared {
@@ -138,10 +93,6 @@ impl fmt::Debug for DeepSeekAdapter {
             .field("timeouts", &inner.timeouts)
             .finish()
     }
-}
-
-fn ms(d: Duration) -> u128 {
-    d.as_millis()
 }
 
 impl DeepSeekAdapter {
@@ -212,15 +163,12 @@ impl DeepSeekAdapter {
 
 impl Inner {
     fn build(config: &DeepSeekConfig, env: &EnvFn) -> Result<Self, AdapterError> {
-        install_crypto_provider();
-        let d = Timeouts::default();
-        let dur = |v: Option<u64>, def: Duration| v.map(Duration::from_millis).unwrap_or(def);
-        let timeouts = Timeouts {
-            connect: dur(config.connect_timeout_ms, d.connect),
-            idle: dur(config.idle_timeout_ms, d.idle),
-            progress: dur(config.progress_timeout_ms, d.progress),
-            total: dur(config.total_timeout_ms, d.total),
-        };
+        let timeouts = Timeouts::with_ms(
+            config.connect_timeout_ms,
+            config.idle_timeout_ms,
+            config.progress_timeout_ms,
+            config.total_timeout_ms,
+        );
         let base = config
             .base_url
             .clone()
@@ -233,15 +181,13 @@ impl Inner {
             url: base_url.clone(),
             source,
         })?;
-        let client = reqwest::Client::builder()
-            .connect_timeout(timeouts.connect)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(AdapterError::Client)?;
+        let client = build_client(&timeouts).map_err(AdapterError::Client)?;
+        let headers = dsh_llm_http::base_headers();
         Ok(Inner {
             client,
             base_url,
             endpoint,
+            headers,
             key: config.api_key.as_ref().map(|k| k.0.clone()),
             key_env: config
                 .api_key_env
@@ -261,37 +207,46 @@ impl Inner {
             max_event_bytes: config
                 .max_event_bytes
                 .unwrap_or(dsh_llm::sse::DEFAULT_MAX_EVENT_BYTES),
-            last_body: std::sync::atomic::AtomicUsize::new(0),
-            body_cache: parking_lot::Mutex::new(BodyCache::default()),
+            last_body: AtomicUsize::new(0),
+            body_cache: Mutex::new(BodyCache::default()),
         })
     }
 
-    /// The key from config, else from the environment; never echoed.
-    fn credential(&self) -> Result<(SecretString, HeaderValue), LlmFailure> {
-        let key = match &self.key {
-            Some(k) if !k.expose_secret().is_empty() => k.clone(),
-            _ => match (self.env)(&self.key_env).filter(|k| !k.is_empty()) {
-                Some(k) => SecretString::from(k),
-                None => {
-                    return Err(LlmFailure::new(
-                        codes::MISSING_CREDENTIAL,
-                        format!(
-                            "no DeepSeek API key: set {} or the plugin's `apiKey`",
-                            self.key_env
-                        ),
-                    ));
-                }
-            },
-        };
-        let mut value =
-            HeaderValue::from_str(&format!("Bearer {}", key.expose_secret())).map_err(|_| {
-                LlmFailure::new(
-                    codes::INVALID_CREDENTIAL,
-                    "the DeepSeek API key contains characters that cannot be sent in a header",
-                )
-            })?;
-        value.set_sensitive(true);
-        Ok((key, value))
+    /// Everything before I/O: the key (config, else the environment, read now), the body
+    /// (extending the previous one where the messages extend), the headers.
+    fn prepare(&self, req: &LlmRequest) -> Result<Attempt, LlmFailure> {
+        let key = resolve_key(
+            self.key.as_ref(),
+            &self.key_env,
+            &self.env,
+            KeyStyle::Bearer,
+            "DeepSeek",
+            false,
+        )?;
+        let hint = self.last_body.load(Ordering::Relaxed);
+        let mut cache = std::mem::take(&mut *self.body_cache.lock());
+        let body = body_extending(req, self.options, &mut cache, hint + hint / 16 + 16 * 1024);
+        *self.body_cache.lock() = cache;
+        let body = body?;
+        self.last_body.store(body.len(), Ordering::Relaxed);
+        let mut headers = self.headers.clone();
+        let secret = key.map(|(secret, value)| {
+            headers.insert(KeyStyle::Bearer.header(), value);
+            secret
+        });
+        tracing::debug!(endpoint = %self.endpoint, model = %req.call.model.id, bytes = body.len(), "DeepSeek request");
+        Ok(Attempt {
+            client: self.client.clone(),
+            label: "DeepSeek".to_owned(),
+            endpoint: self.endpoint.clone(),
+            origin: self.base_url.clone(),
+            headers,
+            body,
+            timeouts: self.timeouts,
+            max_event_bytes: self.max_event_bytes,
+            secret,
+            request_id_headers: REQUEST_ID_HEADERS,
+        })
     }
 
     fn model_info(&self, model: &str) -> ModelInfo {
@@ -325,101 +280,35 @@ impl Inner {
     }
 }
 
-/// Removes every occurrence of the key from a message (defence in depth: a proxy might echo it).
-fn redact(mut failure: LlmFailure, key: &SecretString) -> LlmFailure {
-    let k = key.expose_secret();
-    if k.len() >= 4 && failure.message.contains(k) {
-        failure.message = failure.message.replace(k, "[redacted]");
+/// The DeepSeek dialect's decoder for the engine: SSE `data:` payloads through the
+/// [`Translator`].
+struct DeepSeekDecoder(Translator);
+
+impl Decoder for DeepSeekDecoder {
+    fn event(
+        &mut self,
+        event: &SseEvent,
+        out: &mut Vec<StreamChunk>,
+    ) -> Result<Progress, LlmFailure> {
+        self.0.event(&event.data, out)
     }
-    failure
-}
 
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
+    fn end_without_done(&mut self, out: &mut Vec<StreamChunk>) -> bool {
+        // A complete finish (reason and usage) then a clean end without `[DONE]`.
+        if self.0.is_complete() {
+            self.0.end_without_done(out);
+            true
+        } else {
+            false
         }
-        cur = c.source();
     }
-    s
-}
 
-fn request_id(headers: &HeaderMap) -> Option<String> {
-    ["x-ds-trace-id", "x-request-id", "x-deepseek-request-id"]
-        .iter()
-        .find_map(|h| {
-            headers
-                .get(*h)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        })
-}
+    fn events_seen(&self) -> usize {
+        self.0.events_seen()
+    }
 
-fn aborted() -> LlmFailure {
-    LlmFailure::new(codes::ABORTED, "DeepSeek request aborted by caller")
-}
-
-fn idle_timeout(idle: Duration) -> LlmFailure {
-    LlmFailure::new(
-        codes::TIMEOUT,
-        format!("DeepSeek stream idle timeout after {}ms", ms(idle)),
-    )
-}
-
-fn total_timeout(total: Duration) -> LlmFailure {
-    LlmFailure::new(
-        codes::TIMEOUT,
-        format!(
-            "DeepSeek attempt exceeded its total deadline of {}ms",
-            ms(total)
-        ),
-    )
-}
-
-fn progress_timeout(p: Duration) -> LlmFailure {
-    LlmFailure::new(
-        codes::TIMEOUT,
-        format!(
-            "DeepSeek stream made no progress (no data event) for {}ms",
-            ms(p)
-        ),
-    )
-}
-
-fn one_chunk(reason: FinishReason) -> ChunkStream {
-    futures::stream::iter([StreamChunk::finish(reason)]).boxed()
-}
-
-/// Deadlines shared by the head and body phases.
-#[derive(Clone, Copy)]
-struct Clock {
-    timeouts: Timeouts,
-    total_at: Instant,
-    progress_at: Instant,
-}
-
-enum Wait<T> {
-    Done(T),
-    Cancelled,
-    Timeout(LlmFailure),
-}
-
-impl Clock {
-    /// Awaits `fut` under cancel, total, progress and idle (armed now) budgets; cancel wins.
-    async fn wait<T>(&self, cancel: &CancellationToken, fut: impl Future<Output = T>) -> Wait<T> {
-        let idle_at = Instant::now() + self.timeouts.idle;
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => Wait::Cancelled,
-            _ = sleep_until(self.total_at) => Wait::Timeout(total_timeout(self.timeouts.total)),
-            _ = sleep_until(self.progress_at) => Wait::Timeout(progress_timeout(self.timeouts.progress)),
-            _ = sleep_until(idle_at) => Wait::Timeout(idle_timeout(self.timeouts.idle)),
-            v = fut => Wait::Done(v),
-        }
+    fn truncated_message(&self) -> &'static str {
+        "SSE stream ended without [DONE]"
     }
 }
 
@@ -442,311 +331,12 @@ impl LlmAdapter for DeepSeekAdapter {
     }
 
     fn stream(&self, req: LlmRequest) -> BoxFuture<'static, Result<ChunkStream, LlmFailure>> {
-        let inner = self.inner();
-        Box::pin(async move { attempt(inner, req).await })
-    }
-}
-
-async fn attempt(inner: Arc<Inner>, req: LlmRequest) -> Result<ChunkStream, LlmFailure> {
-    // Everything that can fail without I/O fails first.
-    // The effort was validated once, against this route's list, by `Llm::prepare_call`.
-    let (key, auth) = inner.credential()?;
-    let hint = inner.last_body.load(std::sync::atomic::Ordering::Relaxed);
-    let mut cache = std::mem::take(&mut *inner.body_cache.lock());
-    let bytes = body_extending(
-        &req,
-        inner.options,
-        &mut cache,
-        hint + hint / 16 + 16 * 1024,
-    )?;
-    *inner.body_cache.lock() = cache;
-    inner
-        .last_body
-        .store(bytes.len(), std::sync::atomic::Ordering::Relaxed);
-    if req.cancel.is_cancelled() {
-        return Ok(one_chunk(FinishReason::Aborted { failure: aborted() }));
-    }
-    tracing::debug!(endpoint = %inner.endpoint, model = %req.call.model.id, bytes = bytes.len(), "DeepSeek request");
-    let now = Instant::now();
-    let t = inner.timeouts;
-    let clock = Clock {
-        timeouts: t,
-        total_at: now + t.total,
-        progress_at: now + t.progress,
-    };
-    let send = inner
-        .client
-        .post(&inner.endpoint)
-        .header(AUTHORIZATION, auth)
-        .header(CONTENT_TYPE, "application/json")
-        .header(ACCEPT, "text/event-stream")
-        .header(USER_AGENT, concat!("dsh/", env!("CARGO_PKG_VERSION")))
-        .body(bytes)
-        .send();
-    let response = match clock.wait(&req.cancel, send).await {
-        Wait::Cancelled => return Ok(one_chunk(FinishReason::Aborted { failure: aborted() })),
-        Wait::Timeout(f) => return Err(f),
-        Wait::Done(Err(e)) => {
-            let f = if e.is_timeout() || e.is_connect() && error_chain(&e).contains("timed out") {
-                LlmFailure::new(
-                    codes::TIMEOUT,
-                    format!(
-                        "DeepSeek API request to {} failed: connect timeout after {}ms",
-                        inner.base_url,
-                        ms(t.connect)
-                    ),
-                )
-            } else {
-                LlmFailure::new(
-                    codes::TRANSPORT,
-                    format!(
-                        "DeepSeek API request to {} failed: {}",
-                        inner.base_url,
-                        error_chain(&e)
-                    ),
-                )
-            };
-            tracing::debug!(code = %f.code, message = %f.message, "DeepSeek request failed");
-            return Err(redact(f, &key));
-        }
-        Wait::Done(Ok(r)) => r,
-    };
-    let status = response.status().as_u16();
-    let rid = request_id(response.headers());
-    if !response.status().is_success() {
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let mut response = response;
-        let mut body = Vec::new();
-        loop {
-            match clock.wait(&req.cancel, response.chunk()).await {
-                Wait::Done(Ok(Some(b))) => {
-                    let room = MAX_ERROR_BODY.saturating_sub(body.len());
-                    body.extend_from_slice(&b[..b.len().min(room)]);
-                    if room <= b.len() {
-                        break;
-                    }
-                }
-                Wait::Done(Ok(None) | Err(_)) | Wait::Timeout(_) => break,
-                Wait::Cancelled => {
-                    return Ok(one_chunk(FinishReason::Aborted { failure: aborted() }));
-                }
-            }
-        }
-        let f = classify(
-            status,
-            &body,
-            retry_after.as_deref(),
-            rid,
-            SystemTime::now(),
-        );
-        tracing::debug!(status, code = %f.code, "DeepSeek HTTP error");
-        return Err(redact(f, &key));
-    }
-    let state = BodyState {
-        response: Some(response),
-        framer: SseFramer::with_max_event_bytes(inner.max_event_bytes),
-        translator: Translator::new(),
-        pending: VecDeque::new(),
-        held: None,
-        items: Vec::new(),
-        out: Vec::new(),
-        finished: false,
-        saw_bytes: false,
-        cancel: req.cancel.clone(),
-        clock,
-        base_url: inner.base_url.clone(),
-        request_id: rid,
-        key,
-    };
-    Ok(futures::stream::unfold(state, BodyState::next).boxed())
-}
-
-struct BodyState {
-    response: Option<reqwest::Response>,
-    framer: SseFramer,
-    translator: Translator,
-    pending: VecDeque<StreamChunk>,
-    /// The finish chunk, held back after `[DONE]` until the body has been read to its end.
-    held: Option<StreamChunk>,
-    items: Vec<SseItem>,
-    out: Vec<StreamChunk>,
-    finished: bool,
-    saw_bytes: bool,
-    cancel: CancellationToken,
-    clock: Clock,
-    base_url: String,
-    request_id: Option<String>,
-    key: SecretString,
-}
-
-impl BodyState {
-    async fn next(mut self) -> Option<(StreamChunk, Self)> {
-        loop {
-            if let Some(c) = self.pending.pop_front() {
-                return Some((c, self));
-            }
-            if self.finished {
-                return None;
-            }
-            if self.held.is_some() {
-                self.drain().await;
-                continue;
-            }
-            self.read().await;
-        }
-    }
-
-    /// After `[DONE]`: reads the rest of the body (normally just the chunked terminator) so the
-    /// connection returns to the pool, bounded by [`DRAIN_TIMEOUT`], the total deadline and
-    /// [`MAX_DRAIN_BYTES`]; cancellation stops it. Then releases the held finish chunk (the
-    /// answer is complete whatever the drain gives).
-    async fn drain(&mut self) {
-        if let Some(mut response) = self.response.take() {
-            let until = (Instant::now() + DRAIN_TIMEOUT).min(self.clock.total_at);
-            let mut extra = 0usize;
-            loop {
-                let chunk = tokio::select! {
-                    biased;
-                    _ = self.cancel.cancelled() => break,
-                    _ = sleep_until(until) => {
-                        tracing::debug!("DeepSeek body did not end after [DONE]; connection dropped");
-                        break;
-                    }
-                    c = response.chunk() => c,
-                };
-                match chunk {
-                    Ok(Some(bytes)) => {
-                        extra += bytes.len();
-                        if extra > MAX_DRAIN_BYTES {
-                            tracing::debug!(
-                                extra,
-                                "DeepSeek body continues after [DONE]; connection dropped"
-                            );
-                            break;
-                        }
-                    }
-                    // The end of the body: the connection is reusable.
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "DeepSeek body failed after [DONE]");
-                        break;
-                    }
-                }
-            }
-        }
-        self.finished = true;
-        if let Some(finish) = self.held.take() {
-            self.pending.push_back(finish);
-        }
-    }
-
-    /// Ends the attempt with `reason`: the connection is dropped now.
-    fn end(&mut self, reason: FinishReason) {
-        self.response = None;
-        self.finished = true;
-        let reason = match reason {
-            FinishReason::Error { failure } => FinishReason::Error {
-                failure: redact(failure, &self.key).with_request_id(self.request_id.clone()),
-            },
-            other => other,
-        };
-        self.pending.push_back(StreamChunk::finish(reason));
-    }
-
-    async fn read(&mut self) {
-        let Some(response) = self.response.as_mut() else {
-            self.finished = true;
-            return;
-        };
-        let clock = self.clock;
-        match clock.wait(&self.cancel, response.chunk()).await {
-            Wait::Cancelled => self.end(FinishReason::Aborted { failure: aborted() }),
-            Wait::Timeout(f) => self.end(FinishReason::error(f)),
-            Wait::Done(Err(e)) => self.end(FinishReason::error(LlmFailure::new(
-                codes::TRANSPORT,
-                format!(
-                    "DeepSeek API stream from {} failed: {}",
-                    self.base_url,
-                    error_chain(&e)
-                ),
-            ))),
-            Wait::Done(Ok(None)) => {
-                if self.translator.is_complete() && self.framer.is_idle() {
-                    // A complete finish (reason and usage) then a clean end without `[DONE]`.
-                    self.out.clear();
-                    self.translator.end_without_done(&mut self.out);
-                    self.pending.extend(self.out.drain(..));
-                    self.response = None;
-                    self.finished = true;
-                    return;
-                }
-                let f = if self.translator.events_seen() > 0 || !self.framer.is_idle() {
-                    LlmFailure::new(codes::STREAM_CLOSED, "SSE stream ended without [DONE]")
-                } else if self.saw_bytes {
-                    LlmFailure::new(
-                        codes::TRANSPORT,
-                        format!(
-                            "DeepSeek API stream from {} closed before any event",
-                            self.base_url
-                        ),
-                    )
-                } else {
-                    LlmFailure::new(
-                        codes::EMPTY_RESPONSE,
-                        "DeepSeek API returned no response body",
-                    )
-                };
-                self.end(FinishReason::error(f));
-            }
-            Wait::Done(Ok(Some(bytes))) => {
-                self.saw_bytes |= !bytes.is_empty();
-                self.feed(&bytes);
-            }
-        }
-    }
-
-    fn feed(&mut self, bytes: &[u8]) {
-        self.items.clear();
-        let framed = self.framer.push(bytes, &mut self.items);
-        let items = std::mem::take(&mut self.items);
-        for item in &items {
-            let SseItem::Event(ev) = item else { continue };
-            self.clock.progress_at = Instant::now() + self.clock.timeouts.progress;
-            self.out.clear();
-            let r = self.translator.event(&ev.data, &mut self.out);
-            self.pending.extend(self.out.drain(..));
-            match r {
-                Ok(Progress::Continue) => {}
-                Ok(Progress::Done) => {
-                    // Hold the finish until the body is read to its end (connection reuse).
-                    if matches!(self.pending.back(), Some(StreamChunk::Finish { .. })) {
-                        self.held = self.pending.pop_back();
-                    } else {
-                        self.response = None;
-                        self.finished = true;
-                    }
-                    self.items = items;
-                    return;
-                }
-                Err(f) => {
-                    self.end(FinishReason::error(f));
-                    self.items = items;
-                    return;
-                }
-            }
-        }
-        self.items = items;
-        if let Err(e) = framed {
-            let f = match e {
-                SseError::TooLarge { limit } => malformed(&format!("event exceeds {limit} bytes")),
-                SseError::InvalidUtf8 => malformed("invalid UTF-8"),
-                SseError::Truncated => malformed("truncated"),
-            };
-            self.end(FinishReason::error(f));
-        }
+        // Everything that can fail without I/O fails first. The effort was validated once,
+        // against this route's list, by `Llm::prepare_call`.
+        let prepared = self.inner().prepare(&req);
+        let cancel = req.cancel.clone();
+        Box::pin(async move {
+            dsh_llm_http::start(prepared?, DeepSeekDecoder(Translator::new()), cancel).await
+        })
     }
 }

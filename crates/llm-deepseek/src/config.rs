@@ -1,12 +1,8 @@
 //! Plugin configuration, credentials and the model catalog (configuration data, never an enum).
 
-use std::borrow::Cow;
-use std::fmt;
-
 use dsh_llm::{ModelPricing, SystemPromptUpdate, ToolUpdate, UsdPerMTok};
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use secrecy::SecretString;
-use serde::{Deserialize, Deserializer, Serialize};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// Default base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
@@ -22,34 +18,7 @@ pub const DEFAULT_ALIASES: [&str; 1] = ["deepseek"];
 /// Default model id.
 pub const DEFAULT_MODEL: &str = "deepseek-flash";
 
-/// An API key from the config file: held as a [`SecretString`], never printed.
-#[derive(Clone)]
-pub struct ApiKey(pub SecretString);
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey([redacted])")
-    }
-}
-
-impl<'de> Deserialize<'de> for ApiKey {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(deserializer)?;
-        Ok(ApiKey(SecretString::from(s)))
-    }
-}
-
-impl JsonSchema for ApiKey {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        "ApiKey".into()
-    }
-    fn json_schema(_generator: &mut SchemaGenerator) -> Schema {
-        json_schema!({"type": "string", "description": "DeepSeek API key (prefer the environment)."})
-    }
-}
+pub use dsh_llm_http::ApiKey;
 
 /// `thinking: disabled` locks the route to effort `off`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -87,33 +56,22 @@ pub struct ModelEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub tool_update: Option<ToolUpdate>,
-    /// Prices in USD per million tokens (`cacheHitInput`, `cacheMissInput`, `output`); front
-    /// ends compute the session cost from them. Absent: no cost is shown for this model.
+    /// Prices in USD per million tokens (`cacheHitInput`, `cacheMissInput`, `output`, optional
+    /// `cacheWriteInput` and an `offPeak` window in UTC with its own rates); front ends compute
+    /// the session cost from them. Absent: no cost is shown for this model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<PricingSchema>")]
     pub pricing: Option<ModelPricing>,
 }
 
-/// The schema of [`ModelEntry::pricing`] (USD per million tokens).
-#[derive(JsonSchema)]
-#[schemars(rename_all = "camelCase")]
-#[allow(dead_code)]
-struct PricingSchema {
-    /// Input served from the prefix cache.
-    cache_hit_input: f64,
-    /// Input that missed the cache.
-    cache_miss_input: f64,
-    /// Output, reasoning included.
-    output: f64,
-}
-
 /// DeepSeek's list prices per million tokens (cache hit $0.028, cache miss $0.28, output
-/// $0.42): the defaults of the catalog's entries. Override them per entry with `pricing`.
-pub const LIST_PRICES: ModelPricing = ModelPricing {
-    cache_hit_input: UsdPerMTok::from_micros(28_000),
-    cache_miss_input: UsdPerMTok::from_micros(280_000),
-    output: UsdPerMTok::from_micros(420_000),
-};
+/// $0.42): the defaults of the catalog's entries. DeepSeek's current list has no off-peak
+/// discount (its former 16:30–00:30 UTC window ended with the V3.2 prices) and bills no cache
+/// writes; configure an entry's `pricing.offPeak` if a window returns.
+pub const LIST_PRICES: ModelPricing = ModelPricing::new(
+    UsdPerMTok::from_micros(28_000),
+    UsdPerMTok::from_micros(280_000),
+    UsdPerMTok::from_micros(420_000),
+);
 
 /// The default catalog (`wire-protocol.md` §2): 1M context, 384K output, upstream's 256000
 /// default `max_tokens`; images on `deepseek-flash` only.

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use dsh_llm::attachments::{file_placeholder, image_placeholder};
 use dsh_llm::{ContentBlock, LlmFailure, LlmRequest, Message, ReasoningEffort, Role, codes};
 use serde::Serialize;
 use serde_json::Value;
@@ -107,38 +108,15 @@ struct WireCallFunction<'a> {
     arguments: &'a str,
 }
 
-/// `sha256:<8 hex>` identity of an attachment (characters 7..15 of its id).
-fn short_hash(attachment_id: &str) -> &str {
-    attachment_id.get(7..15).unwrap_or(attachment_id)
-}
-
 /// The text a block contributes to a user/tool/system message (`session-format.md` §9.7).
 fn push_block_text(out: &mut String, block: &ContentBlock) {
     match block {
         ContentBlock::Text { text } => out.push_str(text),
-        ContentBlock::File { attachment } => out.push_str(&format!(
-            "[File \"{}\" ({} bytes, sha256:{}) was uploaded, but the current execution environment cannot access a readable path. Report that limitation if its contents are needed; do not claim to have read it.]",
-            attachment.name,
-            attachment.bytes,
-            short_hash(&attachment.attachment_id)
-        )),
-        ContentBlock::Image { attachment, offloaded: Some(true) } => {
-            let identity = match &attachment.name {
-                Some(n) => format!(
-                    "{} ({})",
-                    serde_json::to_string(n).unwrap_or_default(),
-                    attachment.attachment_id
-                ),
-                None => attachment.attachment_id.clone(),
-            };
-            out.push_str(&format!(
-                "[image omitted to fit request image limits; {identity}. No local normalized image path is available; ask the user to attach it again if needed.]"
-            ));
-        }
-        ContentBlock::Image { attachment, .. } => out.push_str(&format!(
-            "[image omitted because this model accepts text only; attachment sha256:{}]",
-            short_hash(&attachment.attachment_id)
-        )),
+        ContentBlock::File { attachment } => out.push_str(&file_placeholder(attachment)),
+        ContentBlock::Image {
+            attachment,
+            offloaded,
+        } => out.push_str(&image_placeholder(attachment, *offloaded == Some(true))),
         _ => {}
     }
 }

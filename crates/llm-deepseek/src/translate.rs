@@ -81,14 +81,8 @@ enum Block {
     },
 }
 
-/// What happened with one payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    /// More events are expected.
-    Continue,
-    /// `[DONE]` arrived: the final chunks were emitted; stop reading.
-    Done,
-}
+/// What happened with one payload (`Done`: `[DONE]` arrived, the final chunks were emitted).
+pub use dsh_llm_http::Progress;
 
 /// Stateful translator for one attempt; see the module docs.
 #[derive(Debug, Default)]
@@ -114,12 +108,7 @@ fn idx(i: usize) -> u32 {
 }
 
 /// A `MALFORMED_RESPONSE` failure with `what` (which names the problem, not the payload).
-pub fn malformed(what: &str) -> LlmFailure {
-    LlmFailure::new(
-        FailureCode::MalformedResponse,
-        format!("malformed SSE payload: {what}"),
-    )
-}
+pub use dsh_llm_http::malformed;
 
 /// The JSON type name of a value, for error messages.
 fn kind_of(v: &Value) -> &'static str {

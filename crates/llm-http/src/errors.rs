@@ -92,9 +92,11 @@ pub fn code_of_type(kind: &str, message: &str) -> Option<FailureCode> {
     }
 }
 
-/// Classifies an HTTP error response of provider `label`. The message is `error.message`, else
-/// `<label> API error (HTTP <status>)`. 401/403 → `AUTH`; 402 or quota wording → `QUOTA`; 429 →
-/// `RATE_LIMIT`; 400/413 with context wording → `CONTEXT_WINDOW_EXCEEDED`; other 4xx →
+/// Classifies an HTTP error response of provider `label` (first match wins, DeepSeek's order of
+/// `deepseek-wire.md` §10). The message is `error.message`, else
+/// `<label> API error (HTTP <status>)`. 401/403 → `AUTH`; 413 → `CONTEXT_WINDOW_EXCEEDED` with
+/// context wording, else `INVALID_REQUEST`; 402 or quota wording (any status) → `QUOTA`; 429 →
+/// `RATE_LIMIT`; 400 with context wording → `CONTEXT_WINDOW_EXCEEDED`; other 4xx →
 /// `INVALID_REQUEST`; 5xx (Anthropic's 529 included) → `SERVER`; anything else `HTTP_<status>`.
 pub fn classify(
     label: &str,
@@ -121,13 +123,18 @@ pub fn classify(
         ),
         None => message.clone(),
     };
+    let context = matches(&CONTEXT, &wording);
     let code = if status == 401 || status == 403 {
         codes::AUTH
+    } else if status == 413 && context {
+        codes::CONTEXT_WINDOW_EXCEEDED
+    } else if status == 413 {
+        codes::INVALID_REQUEST
     } else if status == 402 || matches(&QUOTA, &wording) {
         codes::QUOTA
     } else if status == 429 {
         codes::RATE_LIMIT
-    } else if (status == 400 || status == 413) && matches(&CONTEXT, &wording) {
+    } else if status == 400 && context {
         codes::CONTEXT_WINDOW_EXCEEDED
     } else if status >= 500 {
         codes::SERVER
@@ -198,5 +205,53 @@ mod tests {
         assert_eq!(f.provider_retry_after_ms, Some(3000));
         assert_eq!(code_of_type("overloaded_error", ""), Some(codes::SERVER));
         assert_eq!(code_of_type("weird", ""), None);
+    }
+
+    #[test]
+    fn deepseek_classification_order() {
+        let now = SystemTime::now();
+        let c = |status, body: &str| {
+            classify("DeepSeek", status, body.as_bytes(), None, None, now).code
+        };
+        let env = |m: &str| format!(r#"{{"error":{{"message":"{m}","type":"x","code":"y"}}}}"#);
+        assert_eq!(c(401, ""), "AUTH");
+        assert_eq!(c(403, &env("insufficient balance")), "AUTH");
+        assert_eq!(c(413, &env("insufficient balance")), "INVALID_REQUEST");
+        assert_eq!(
+            c(413, &env("prompt is too long")),
+            "CONTEXT_WINDOW_EXCEEDED"
+        );
+        assert_eq!(c(429, &env("You exceeded your current quota")), "QUOTA");
+        assert_eq!(c(429, &env("Rate Limit Reached")), "RATE_LIMIT");
+        assert_eq!(c(402, "not json"), "QUOTA");
+        for m in [
+            "maximum context length is 1048576 tokens",
+            "prompt is too long for this model",
+            "context_length_exceeded",
+            "context length exceeded",
+        ] {
+            assert_eq!(c(400, &env(m)), "CONTEXT_WINDOW_EXCEEDED", "{m}");
+        }
+        assert_eq!(c(400, &env("bad field")), "INVALID_REQUEST");
+        assert_eq!(c(422, &env("Failed to deserialize")), "INVALID_REQUEST");
+        assert_eq!(c(500, "Server Error"), "SERVER");
+        let f = classify("DeepSeek", 503, b"", Some("3"), Some("rid".into()), now);
+        assert_eq!(f.message, "DeepSeek API error (HTTP 503)");
+        assert_eq!(
+            (f.status, f.provider_retry_after_ms, f.request_id.as_deref()),
+            (Some(503), Some(3000), Some("rid"))
+        );
+    }
+
+    #[test]
+    fn retry_after_edge_cases() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(parse_retry_after(" 7 ", now), Some(7000));
+        assert_eq!(parse_retry_after("-3", now), None);
+        assert_eq!(parse_retry_after("1.5", now), None);
+        assert_eq!(parse_retry_after("99999999999999999999999", now), None);
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(30));
+        assert_eq!(parse_retry_after(&past, now), None);
+        assert_eq!(parse_retry_after(&httpdate::fmt_http_date(now), now), None);
     }
 }

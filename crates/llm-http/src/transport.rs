@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::sync::Once;
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
 use dsh_llm::{
     ChunkStream, FailureCode, FinishReason, LlmFailure, SseError, SseEvent, SseFramer, SseItem,
     StreamChunk, codes,
@@ -84,6 +85,20 @@ pub fn build_client(timeouts: &Timeouts) -> Result<reqwest::Client, reqwest::Err
         .build()
 }
 
+/// The headers every dialect sends: `content-type: application/json`,
+/// `accept: text/event-stream`, `user-agent: dsh/<version>` (the key is added per request).
+pub fn base_headers() -> HeaderMap {
+    use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue, USER_AGENT};
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    headers.insert(
+        USER_AGENT,
+        HeaderValue::from_static(concat!("dsh/", env!("CARGO_PKG_VERSION"))),
+    );
+    headers
+}
+
 /// What a decoder says after an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Progress {
@@ -108,6 +123,12 @@ pub trait Decoder: Send + 'static {
 
     /// How many data events were decoded.
     fn events_seen(&self) -> usize;
+
+    /// The `STREAM_CLOSED` message when the body ends after some events but before the last
+    /// one (DeepSeek: `SSE stream ended without [DONE]`).
+    fn truncated_message(&self) -> &'static str {
+        "SSE stream ended before its last event"
+    }
 }
 
 /// `MALFORMED_RESPONSE` naming what is wrong (never echoing the payload).
@@ -126,10 +147,13 @@ pub struct Attempt {
     pub label: String,
     /// Full URL.
     pub endpoint: String,
+    /// The URL transport failures name (`<label> API request to <origin> failed`): the
+    /// endpoint, or the configured base URL.
+    pub origin: String,
     /// Headers (credential included, marked sensitive).
     pub headers: HeaderMap,
-    /// The JSON body.
-    pub body: Vec<u8>,
+    /// The JSON body (shared, not copied: a dialect may keep it to extend the next body).
+    pub body: Bytes,
     /// Budgets.
     pub timeouts: Timeouts,
     /// Cap on one SSE event.
@@ -228,7 +252,7 @@ pub async fn start<D: Decoder>(
     if cancel.is_cancelled() {
         return Ok(one_chunk(clock.aborted()));
     }
-    let base = attempt.endpoint.clone();
+    let base = attempt.origin.clone();
     let send = attempt
         .client
         .post(&attempt.endpoint)
@@ -317,6 +341,7 @@ pub async fn start<D: Decoder>(
         clock,
         request_id: rid,
         secret,
+        origin: base,
     };
     Ok(futures::stream::unfold(state, Body::next).boxed())
 }
@@ -335,6 +360,7 @@ struct Body<D> {
     clock: Clock,
     request_id: Option<String>,
     secret: Option<SecretString>,
+    origin: String,
 }
 
 impl<D: Decoder> Body<D> {
@@ -408,7 +434,12 @@ impl<D: Decoder> Body<D> {
             Wait::Timeout(f) => self.end(FinishReason::error(f)),
             Wait::Done(Err(e)) => self.end(FinishReason::error(LlmFailure::new(
                 codes::TRANSPORT,
-                format!("{} API stream failed: {}", clock.label, error_chain(&e)),
+                format!(
+                    "{} API stream from {} failed: {}",
+                    clock.label,
+                    self.origin,
+                    error_chain(&e)
+                ),
             ))),
             Wait::Done(Ok(None)) => {
                 if self.framer.is_idle() {
@@ -421,14 +452,14 @@ impl<D: Decoder> Body<D> {
                     }
                 }
                 let f = if self.decoder.events_seen() > 0 || !self.framer.is_idle() {
-                    LlmFailure::new(
-                        codes::STREAM_CLOSED,
-                        "SSE stream ended before its last event",
-                    )
+                    LlmFailure::new(codes::STREAM_CLOSED, self.decoder.truncated_message())
                 } else if self.saw_bytes {
                     LlmFailure::new(
                         codes::TRANSPORT,
-                        format!("{} API stream closed before any event", clock.label),
+                        format!(
+                            "{} API stream from {} closed before any event",
+                            clock.label, self.origin
+                        ),
                     )
                 } else {
                     LlmFailure::new(

@@ -2,19 +2,20 @@
 
 use std::fmt;
 
+use dsh_llm::attachments::{AttachmentLookup, no_attachments};
 use dsh_llm::{
     ChunkStream, LlmAdapter, LlmFailure, LlmRequest, Modality, ModelInfo, ReasoningEffort,
 };
 use dsh_llm_http::{Attempt, EnvFn, KeyStyle, Timeouts, build_client, process_env, resolve_key};
 use futures::future::BoxFuture;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::SecretString;
 
 use crate::config::{
     API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL, EffortParam, ModelEntry, OpenAiConfig,
 };
 use crate::decode::OpenAiDecoder;
-use crate::request::{BodyOptions, body};
+use crate::request::{BodyOptions, Images, body};
 
 /// Why an adapter cannot be built from its config.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +51,7 @@ pub struct OpenAiAdapter {
     options: BodyOptions,
     timeouts: Timeouts,
     max_event_bytes: usize,
+    attachments: AttachmentLookup,
 }
 
 impl fmt::Debug for OpenAiAdapter {
@@ -88,13 +90,7 @@ impl OpenAiAdapter {
             url: base.clone(),
             source,
         })?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        headers.insert(
-            USER_AGENT,
-            HeaderValue::from_static(concat!("dsh/", env!("CARGO_PKG_VERSION"))),
-        );
+        let mut headers = dsh_llm_http::base_headers();
         for (name, value) in &config.headers {
             let n = HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| AdapterError::Header(name.clone()))?;
@@ -132,7 +128,14 @@ impl OpenAiAdapter {
             max_event_bytes: config
                 .max_event_bytes
                 .unwrap_or(dsh_llm::sse::DEFAULT_MAX_EVENT_BYTES),
+            attachments: no_attachments(),
         })
+    }
+
+    /// Reads image bytes through `lookup` (the plugin passes the `attachments` service).
+    pub fn with_attachments(mut self, lookup: AttachmentLookup) -> Self {
+        self.attachments = lookup;
+        self
     }
 
     /// The endpoint requests go to (`<base>/chat/completions`).
@@ -165,7 +168,11 @@ impl LlmAdapter for OpenAiAdapter {
                 Vec::new()
             },
             default_effort: reasons.then_some(ReasoningEffort::High),
-            input_modalities: vec![Modality::Text],
+            input_modalities: if entry.is_some_and(|e| e.vision) {
+                vec![Modality::Text, Modality::Image]
+            } else {
+                vec![Modality::Text]
+            },
             system_prompt_update: entry.and_then(|e| e.system_prompt_update),
             tool_update: entry.and_then(|e| e.tool_update),
             pricing: entry.and_then(|e| e.pricing),
@@ -189,7 +196,11 @@ impl LlmAdapter for OpenAiAdapter {
                 &self.label,
                 self.key_optional,
             )?;
-            let bytes = body(&req, &self.options)?;
+            let images = Images {
+                lookup: &self.attachments,
+                label: &self.label,
+            };
+            let bytes = body(&req, &self.options, images)?;
             let mut headers = self.headers.clone();
             let secret = key.map(|(secret, value)| {
                 headers.insert(KeyStyle::Bearer.header(), value);
@@ -200,8 +211,9 @@ impl LlmAdapter for OpenAiAdapter {
                 client: self.client.clone(),
                 label: self.label.clone(),
                 endpoint: self.endpoint.clone(),
+                origin: self.endpoint.clone(),
                 headers,
-                body: bytes,
+                body: bytes.into(),
                 timeouts: self.timeouts,
                 max_event_bytes: self.max_event_bytes,
                 secret,

@@ -73,6 +73,9 @@ pub struct ModelEntry {
     /// Whether the model reasons (efforts `off|low|high` offered; default effort `high`).
     #[serde(default)]
     pub reasoning: bool,
+    /// Whether the model accepts images (sent as `image_url` parts with `data:` URLs).
+    #[serde(default)]
+    pub vision: bool,
     /// `in-history` when a changed system prompt may be appended later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
@@ -81,9 +84,9 @@ pub struct ModelEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub tool_update: Option<ToolUpdate>,
-    /// Prices in USD per million tokens (`cacheHitInput`, `cacheMissInput`, `output`).
+    /// Prices in USD per million tokens (`cacheHitInput`, `cacheMissInput`, `output`, optional
+    /// `cacheWriteInput` and an `offPeak` window in UTC with its own rates).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<BTreeMap<String, f64>>")]
     pub pricing: Option<ModelPricing>,
 }
 

@@ -21,7 +21,8 @@ impl Plugin for OpenAiPlugin {
     }
 
     async fn apply(ctx: Ctx, config: OpenAiConfig) -> Result<(), BoxError> {
-        let adapter = OpenAiAdapter::new(&config)?;
+        let adapter = OpenAiAdapter::new(&config)?
+            .with_attachments(dsh_llm::attachments::service_lookup(&ctx));
         let route = config.route.as_deref().unwrap_or(DEFAULT_ROUTE);
         ctx.dep::<dyn Llm>()?
             .register(&ctx, route, Arc::new(adapter))?;

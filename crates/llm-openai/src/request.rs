@@ -5,7 +5,10 @@
 
 use std::borrow::Cow;
 
-use dsh_llm::{ContentBlock, LlmFailure, LlmRequest, Message, ReasoningEffort, Role, codes};
+use dsh_llm::attachments::{AttachmentLookup, file_placeholder, image_data_url, image_placeholder};
+use dsh_llm::{
+    ContentBlock, LlmFailure, LlmRequest, Message, Modality, ReasoningEffort, Role, codes,
+};
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -40,12 +43,32 @@ struct WireFunction<'a> {
     arguments: &'a str,
 }
 
+/// `content`: a string, or parts when the message carries images.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<Part<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: Cow<'a, str> },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
+}
+
 #[derive(Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<&'a str>,
-    content: Cow<'a, str>,
+    content: Content<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_content: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -105,10 +128,6 @@ struct Body<'a> {
     stop: &'a [String],
 }
 
-fn short_hash(attachment_id: &str) -> &str {
-    attachment_id.get(7..15).unwrap_or(attachment_id)
-}
-
 fn text_of(m: &Message) -> Cow<'_, str> {
     if let [ContentBlock::Text { text }] = m.content.as_slice() {
         return Cow::Borrowed(text);
@@ -117,27 +136,89 @@ fn text_of(m: &Message) -> Cow<'_, str> {
     for b in &m.content {
         match b {
             ContentBlock::Text { text } => s.push_str(text),
-            ContentBlock::File { attachment } => s.push_str(&format!(
-                "[File \"{}\" ({} bytes, sha256:{}) was uploaded, but the current execution environment cannot access a readable path. Report that limitation if its contents are needed; do not claim to have read it.]",
-                attachment.name,
-                attachment.bytes,
-                short_hash(&attachment.attachment_id)
-            )),
-            ContentBlock::Image { attachment, .. } => s.push_str(&format!(
-                "[image omitted because this route sends text only; attachment sha256:{}]",
-                short_hash(&attachment.attachment_id)
-            )),
+            ContentBlock::File { attachment } => s.push_str(&file_placeholder(attachment)),
+            ContentBlock::Image {
+                attachment,
+                offloaded,
+            } => s.push_str(&image_placeholder(attachment, *offloaded == Some(true))),
             _ => {}
         }
     }
     Cow::Owned(s)
 }
 
+/// Whether `m` holds an image that is sent (not offloaded).
+fn has_image(m: &Message) -> bool {
+    m.content
+        .iter()
+        .any(|b| matches!(b, ContentBlock::Image { offloaded, .. } if *offloaded != Some(true)))
+}
+
+/// The blocks of `m` as parts, images as `data:` URLs; with `images_only`, only the images.
+fn parts<'a>(
+    m: &'a Message,
+    images: &Images<'_>,
+    images_only: bool,
+    out: &mut Vec<Part<'a>>,
+) -> Result<(), LlmFailure> {
+    for b in &m.content {
+        let part = match b {
+            ContentBlock::Image {
+                attachment,
+                offloaded,
+            } if *offloaded != Some(true) => Part::ImageUrl {
+                image_url: ImageUrl {
+                    url: image_data_url(images.lookup, attachment, images.label)?,
+                },
+            },
+            _ if images_only => continue,
+            ContentBlock::Text { text } if !text.is_empty() => Part::Text {
+                text: Cow::Borrowed(text),
+            },
+            ContentBlock::File { attachment } => Part::Text {
+                text: Cow::Owned(file_placeholder(attachment)),
+            },
+            ContentBlock::Image { attachment, .. } => Part::Text {
+                text: Cow::Owned(image_placeholder(attachment, true)),
+            },
+            _ => continue,
+        };
+        out.push(part);
+    }
+    Ok(())
+}
+
+/// The text of a tool message whose images travel in a following user message.
+fn text_without_images(m: &Message) -> String {
+    let mut s = String::new();
+    for b in &m.content {
+        match b {
+            ContentBlock::Text { text } => s.push_str(text),
+            ContentBlock::File { attachment } => s.push_str(&file_placeholder(attachment)),
+            ContentBlock::Image {
+                offloaded: Some(true),
+                attachment,
+            } => s.push_str(&image_placeholder(attachment, true)),
+            _ => {}
+        }
+    }
+    s
+}
+
+/// Where image bytes come from, on routes whose model accepts images.
+#[derive(Clone, Copy)]
+pub struct Images<'a> {
+    /// The attachment store lookup.
+    pub lookup: &'a AttachmentLookup,
+    /// The provider name for refusals.
+    pub label: &'a str,
+}
+
 fn message<'a>(role: &'static str, content: Cow<'a, str>) -> WireMessage<'a> {
     WireMessage {
         role,
         tool_call_id: None,
-        content,
+        content: Content::Text(content),
         reasoning_content: None,
         reasoning: None,
         reasoning_details: None,
@@ -190,16 +271,61 @@ fn effort_wire(e: &ReasoningEffort) -> Option<&str> {
     }
 }
 
-/// Writes the body of one attempt.
-pub fn body(req: &LlmRequest, options: &BodyOptions) -> Result<Vec<u8>, LlmFailure> {
+/// Writes the body of one attempt. When the model accepts images ([`Modality::Image`]), a
+/// user message's images are sent as `image_url` parts (`data:` URLs read through `images`);
+/// a tool result's images follow the run of tool messages as one user message (tool messages
+/// carry text only). On text-only models, and for offloaded images, the §9.7 placeholder text.
+pub fn body(
+    req: &LlmRequest,
+    options: &BodyOptions,
+    images: Images<'_>,
+) -> Result<Vec<u8>, LlmFailure> {
+    let vision = req.call.model.input_modalities.contains(&Modality::Image);
     let mut messages = Vec::with_capacity(req.messages.len());
+    // Tool results' images, sent after the run of tool messages they belong to.
+    let mut pending: Vec<Part<'_>> = Vec::new();
     for m in &req.messages {
         let m: &Message = m;
+        if m.role != Role::Tool && !pending.is_empty() {
+            let mut w = message("user", Cow::Borrowed(""));
+            w.content = Content::Parts(std::mem::take(&mut pending));
+            messages.push(w);
+        }
         match m.role {
             Role::System => messages.push(message("system", text_of(m))),
+            Role::User if vision && has_image(m) => {
+                let mut p = Vec::new();
+                parts(m, &images, false, &mut p)?;
+                let mut w = message("user", Cow::Borrowed(""));
+                w.content = Content::Parts(p);
+                messages.push(w);
+            }
             Role::User => messages.push(message("user", text_of(m))),
             Role::Developer => {}
             Role::Assistant => messages.push(assistant(m, options.pass_back)),
+            Role::Tool if vision && has_image(m) => {
+                let Some(id) = m.tool_call_id.as_deref() else {
+                    return Err(LlmFailure::new(
+                        codes::INVALID_REQUEST,
+                        format!("tool message `{}` has no toolCallId", m.id),
+                    ));
+                };
+                let text = text_without_images(m);
+                let mut w = message(
+                    "tool",
+                    Cow::Owned(if text.is_empty() {
+                        "(no output)".to_owned()
+                    } else {
+                        text
+                    }),
+                );
+                w.tool_call_id = Some(id);
+                messages.push(w);
+                pending.push(Part::Text {
+                    text: Cow::Owned(format!("[images returned by tool call {id}]")),
+                });
+                parts(m, &images, true, &mut pending)?;
+            }
             Role::Tool => {
                 let Some(id) = m.tool_call_id.as_deref() else {
                     return Err(LlmFailure::new(
@@ -220,6 +346,11 @@ pub fn body(req: &LlmRequest, options: &BodyOptions) -> Result<Vec<u8>, LlmFailu
                 messages.push(w);
             }
         }
+    }
+    if !pending.is_empty() {
+        let mut w = message("user", Cow::Borrowed(""));
+        w.content = Content::Parts(pending);
+        messages.push(w);
     }
     let effort = req.call.effort.as_ref();
     let (reasoning, reasoning_effort) = match (options.effort, effort) {

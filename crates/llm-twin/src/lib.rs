@@ -143,17 +143,40 @@ fn text_of(blocks: &[ContentBlock]) -> String {
     blocks.iter().filter_map(ContentBlock::as_text).collect()
 }
 
+/// A user/tool/system message's text: images and files as their `session-format.md` §9.7
+/// placeholders (this twin sends no image bytes).
+fn input_text_of(blocks: &[ContentBlock]) -> String {
+    let mut s = String::new();
+    for b in blocks {
+        match b {
+            ContentBlock::Text { text } => s.push_str(text),
+            ContentBlock::File { attachment } => {
+                s.push_str(&dsh_llm::attachments::file_placeholder(attachment));
+            }
+            ContentBlock::Image {
+                attachment,
+                offloaded,
+            } => s.push_str(&dsh_llm::attachments::image_placeholder(
+                attachment,
+                *offloaded == Some(true),
+            )),
+            _ => {}
+        }
+    }
+    s
+}
+
 /// The DeepSeek body, built as a JSON value (members in DeepSeek's order).
 fn body(req: &LlmRequest) -> Value {
     let messages: Vec<Value> = req
         .messages
         .iter()
         .filter_map(|m| match m.role {
-            Role::System => Some(json!({"role": "system", "content": text_of(&m.content)})),
-            Role::User => Some(json!({"role": "user", "content": text_of(&m.content)})),
+            Role::System => Some(json!({"role": "system", "content": input_text_of(&m.content)})),
+            Role::User => Some(json!({"role": "user", "content": input_text_of(&m.content)})),
             Role::Developer => None,
             Role::Tool => {
-                let t = text_of(&m.content);
+                let t = input_text_of(&m.content);
                 Some(json!({
                     "role": "tool",
                     "tool_call_id": m.tool_call_id.clone().unwrap_or_default(),

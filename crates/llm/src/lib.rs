@@ -8,6 +8,8 @@
 //! - [`pricing`]: [`ModelPricing`] (per-route prices), [`Cost`] and [`UsageTally`], the one
 //!   fold of usage into dollars for every front end.
 //! - [`sse`]: [`SseFramer`], the byte-level SSE framer shared by adapters.
+//! - [`attachments`]: the [`AttachmentStore`] service adapters read image bytes from, and the
+//!   placeholder texts of images and files that are not sent.
 //!
 //! - [`adapter`]: the [`LlmAdapter`] trait (one `stream()` = one attempt) and model resolution.
 //! - [`service`]: the [`Llm`] kernel service ([`LlmRouter`], provided by [`LlmPlugin`]): routes
@@ -17,6 +19,7 @@
 
 pub mod adapter;
 pub mod assemble;
+pub mod attachments;
 pub mod chunk;
 pub mod message;
 pub mod pricing;
@@ -29,6 +32,10 @@ pub use adapter::{
     ToolSpec, ToolUpdate,
 };
 pub use assemble::{Assembled, BlockAssembler, ProtocolViolation};
+pub use attachments::{
+    AttachmentError, AttachmentLookup, AttachmentStore, DirAttachments, fixed_attachments,
+    no_attachments,
+};
 pub use chunk::{
     BlockKind, FailureCode, FinishReason, LlmFailure, StreamChunk, StreamNote, TokenUsage, codes,
 };
@@ -36,7 +43,9 @@ pub use message::{
     ContentBlock, Dimensions, FileRef, ImageRef, Message, MessageSource, Role, SourceMembers,
     ToolCall, ToolResultBlock,
 };
-pub use pricing::{Cost, ModelPricing, UsageTally, UsdPerMTok};
+pub use pricing::{
+    Cost, DailyWindow, ModelPricing, OffPeak, Rates, TimeOfDay, UsageTally, UsdPerMTok,
+};
 pub use service::{
     CallSettings, Defaulted, Llm, LlmError, LlmPlugin, LlmRouter, LlmStream, PreparedCall,
 };

@@ -191,8 +191,16 @@ fn meta(outcome: &ShellOutcome, workdir: &Path, args: &BashArgs) -> Value {
         "stderrBytes": outcome.stderr.total_bytes,
         "stdoutSpill": spill(&outcome.stdout),
         "stderrSpill": spill(&outcome.stderr),
-        "durationMs": outcome.elapsed.as_millis() as u64,
+        // Rounded to the nearest millisecond: truncating under-reported every run by half a
+        // millisecond on average (the original's `Date.now()` difference is unbiased), which
+        // dsh-bench's per-step overhead (gap minus the tool's run time) counted as harness time.
+        "durationMs": rounded_ms(outcome.elapsed),
     })
+}
+
+/// `d` in whole milliseconds, rounded to the nearest.
+fn rounded_ms(d: std::time::Duration) -> u64 {
+    u64::try_from((d.as_micros() + 500) / 1000).unwrap_or(u64::MAX)
 }
 
 impl Tool for BashTool {
@@ -244,5 +252,17 @@ impl Plugin for BashToolPlugin {
         let tool = BashTool::new(shell).with_sandbox_lookup(ctx.clone());
         tools.register(&ctx, Arc::new(tool))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn durations_round_to_the_nearest_millisecond() {
+        assert_eq!(super::rounded_ms(Duration::from_micros(2_499)), 2);
+        assert_eq!(super::rounded_ms(Duration::from_micros(2_500)), 3);
+        assert_eq!(super::rounded_ms(Duration::from_micros(400)), 0);
     }
 }

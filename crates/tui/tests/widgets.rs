@@ -17,11 +17,11 @@ use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 use serde_json::json;
 
-const PRICES: ModelPricing = ModelPricing {
-    cache_hit_input: UsdPerMTok::from_micros(28_000),
-    cache_miss_input: UsdPerMTok::from_micros(280_000),
-    output: UsdPerMTok::from_micros(420_000),
-};
+const PRICES: ModelPricing = ModelPricing::new(
+    UsdPerMTok::from_micros(28_000),
+    UsdPerMTok::from_micros(280_000),
+    UsdPerMTok::from_micros(420_000),
+);
 
 fn lines_terminal(lines: Vec<Line<'static>>, width: u16) -> Terminal<TestBackend> {
     let h = lines.len().max(1) as u16;

@@ -288,6 +288,75 @@ fn dsh_models_lists_every_route_with_its_catalog() {
         text.contains("systemPromptUpdate in-history  toolUpdate addition-only"),
         "{text}"
     );
+    // Anthropic bills cache writes; Claude models take images.
+    assert!(
+        text.contains(
+            "  claude-sonnet-4-5  context 200000  max output 64000  USD/M hit 0.3 miss 3 output 15 cache-write 3.75  efforts off|low|high|max  images"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn dsh_models_shows_a_configured_off_peak_window() {
+    let env = Env::new();
+    let patch = env.patch(
+        "offpeak.yaml",
+        "plugins:
+  - id: deepseek
+    name: deepseek
+    config:
+      models:
+        - id: deepseek-flash
+          contextWindow: 1000000
+          defaultMaxTokens: 256000
+          pricing:
+            cacheHitInput: 0.07
+            cacheMissInput: 0.27
+            output: 1.1
+            offPeak:
+              window: { start: \"16:30\", end: \"00:30\" }
+              cacheHitInput: 0.035
+              cacheMissInput: 0.135
+              output: 0.55
+",
+    );
+    let out = env
+        .dsh()
+        .args(["models", "--patch"])
+        .arg(&patch)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "USD/M hit 0.07 miss 0.27 output 1.1  off-peak 16:30-00:30 UTC hit 0.035 miss 0.135 output 0.55"
+        ),
+        "{text}"
+    );
+    // A window that is not a time of day is refused, naming the problem.
+    let bad = env.patch(
+        "badpeak.yaml",
+        "plugins:
+  - id: deepseek
+    name: deepseek
+    config:
+      models:
+        - id: deepseek-flash
+          contextWindow: 1000000
+          defaultMaxTokens: 256000
+          pricing: { cacheHitInput: 0.07, cacheMissInput: 0.27, output: 1.1, offPeak: { window: { start: \"25:00\", end: \"01:00\" }, cacheHitInput: 0, cacheMissInput: 0, output: 0 } }
+",
+    );
+    let out = env
+        .dsh()
+        .args(["models", "--patch"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(stderr(&out).contains("`HH:MM`"), "{}", stderr(&out));
 }
 
 const OPENAI_ROW: &str = "plugins:
