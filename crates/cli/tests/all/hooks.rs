@@ -343,7 +343,11 @@ fn a_hung_hook_times_out_and_garbage_is_ignored_without_breaking_the_turn() {
             .all(|s| *s > call && *s < end)
     );
     // `dsh sessions show` tells the story.
-    let show = env.exec(&["sessions", "show", &env.session_id()]);
+    let show = env
+        .dsh()
+        .args(["sessions", "show", &env.session_id()])
+        .output()
+        .unwrap();
     assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
     let text = stdout(&show);
     assert!(
