@@ -535,7 +535,7 @@ fn current_cwd(agent: &Arc<dyn Agent>) -> Result<PathBuf, MethodError> {
         .filter(|p| p.is_dir());
     match origin {
         Some(o) => {
-            change_cwd(&agent, o.clone())?;
+            change_cwd(agent, o.clone())?;
             Ok(o)
         }
         None => Err(MethodError(format!(
