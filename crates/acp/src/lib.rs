@@ -5,6 +5,7 @@
 //! approval seam (`ApprovalAnswerer`) as `session/request_permission`.
 
 mod mcp;
+mod terminal;
 mod updates;
 
 use std::collections::{HashMap, HashSet};
@@ -50,6 +51,8 @@ pub struct AcpOptions {
     pub model: Option<String>,
     /// `agentInfo.version`.
     pub version: String,
+    /// Run `bash` through the client's terminal (`terminal/*`) when the client offers it.
+    pub client_terminal: bool,
 }
 
 /// One open session.
@@ -68,6 +71,8 @@ struct State {
     open: Mutex<HashMap<String, Open>>,
     /// The connection, once the client spoke (permission requests need it).
     connection: Mutex<Option<ConnectionTo<Client>>>,
+    /// The client said `clientCapabilities.terminal: true`.
+    client_has_terminal: std::sync::atomic::AtomicBool,
 }
 
 fn internal(message: impl Into<String>) -> Error {
@@ -94,6 +99,7 @@ pub async fn serve(
         options,
         open: Mutex::new(HashMap::new()),
         connection: Mutex::new(None),
+        client_has_terminal: std::sync::atomic::AtomicBool::new(false),
     });
     // Permission questions of this runtime's agents go to the client.
     let answerer: Arc<dyn ApprovalAnswerer> = Arc::new(ClientAnswerer {
@@ -113,6 +119,10 @@ pub async fn serve(
         .on_receive_request(
             async move |req: InitializeRequest, responder, connection: ConnectionTo<Client>| {
                 *s1.connection.lock() = Some(connection);
+                s1.client_has_terminal.store(
+                    req.client_capabilities.terminal,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
                 responder.respond(
                     InitializeResponse::new(req.protocol_version)
                         .agent_capabilities(
@@ -321,6 +331,19 @@ impl State {
         connection: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let id: Arc<str> = Arc::from(agent.id());
+        if self.options.client_terminal
+            && self
+                .client_has_terminal
+                .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            let tools = self
+                .root
+                .get::<dyn dsh_tools::Tools>()
+                .ok_or_else(|| internal("the composition mounts no `tools` service"))?;
+            tools
+                .register(agent.ctx(), terminal::bash_tool(connection.clone(), &id))
+                .map_err(|e| internal(format!("cannot route bash to the client: {e}")))?;
+        }
         let c1 = connection.clone();
         let i1 = id.clone();
         let chunks = self

@@ -281,3 +281,53 @@ fn acpx_loads_a_stored_session_into_a_new_agent_process_and_continues_it() {
     assert_eq!(turns, 2);
     let _ = acpx_command(&acpx, &env, &["sessions", "close"]).output();
 }
+
+#[test]
+fn acpx_runs_bash_in_its_own_terminal_with_client_terminal() {
+    let Some(acpx) = acpx() else { return };
+    let env = Env::new();
+    env.server().push(
+        Completion::new()
+            .tool_call(
+                "bash",
+                r#"{"command":"echo parent=$(cat /proc/$PPID/comm)","description":"Who runs me"}"#,
+            )
+            .reply(),
+    );
+    env.server().push(Completion::new().text("ok").reply());
+    let agent = format!("{} acp --client-terminal", env!("CARGO_BIN_EXE_dsh"));
+    let out = Command::new(&acpx)
+        .args(["--agent", &agent, "--cwd"])
+        .arg(env.cwd())
+        .args([
+            "--format",
+            "json",
+            "--timeout",
+            "60",
+            "--approve-all",
+            "exec",
+            "Run it",
+        ])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.home.path())
+        .env("DSH_HOME", env.home.path())
+        .env("DEEPSEEK_API_KEY", "sk-test-key")
+        .env("DEEPSEEK_BASE_URL", env.server().base_url())
+        .current_dir(env.work.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // acpx (node) started the shell, not dsh.
+    let second = request_messages(env.server(), 1);
+    let tool = second.iter().find(|m| m["role"] == "tool").unwrap();
+    let text = tool["content"].as_str().unwrap();
+    assert!(text.contains("parent="), "{text}");
+    assert!(!text.contains("parent=dsh"), "{text}");
+    assert!(!text.contains("parent=bwrap"), "{text}");
+}

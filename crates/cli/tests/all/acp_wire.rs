@@ -314,3 +314,121 @@ fn a_session_with_client_mcp_servers_shows_a_plan_and_asks_permission() {
     assert_eq!(err["code"], -32602, "{r:#?}");
     assert!(err["message"].as_str().unwrap().contains("SSE"), "{err}");
 }
+
+#[test]
+fn with_client_terminal_bash_runs_in_the_clients_terminal() {
+    let env = Env::new();
+    env.server().push(
+        dsh_testkit::Completion::new()
+            .tool_call_with_id(
+                "sh_1",
+                "bash",
+                r#"{"command":"echo not-run-by-dsh > marker.txt","description":"Echo"}"#,
+            )
+            .reply(),
+    );
+    env.server()
+        .push(dsh_testkit::Completion::new().text("done").reply());
+    let mut child = env
+        .dsh()
+        .args(["acp", "--client-terminal"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, frames) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if tx.send(v).is_err() {
+                break;
+            }
+        }
+    });
+    let mut acp = Acp {
+        child,
+        stdin,
+        frames,
+    };
+    let r = acp.request(
+        0,
+        "initialize",
+        json!({"protocolVersion":1,"clientCapabilities":{"terminal":true}}),
+    );
+    assert_eq!(r.last().unwrap()["result"]["protocolVersion"], 1);
+    let cwd = env.cwd().display().to_string();
+    let r = acp.request(1, "session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let session = r.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    acp.send(json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"go"}]}}));
+    // Play the client's terminal: every terminal/* request is answered here.
+    let mut methods = Vec::new();
+    let mut created = Value::Null;
+    let mut seen = Vec::new();
+    loop {
+        let f = acp
+            .frames
+            .recv_timeout(BOUND)
+            .expect("no frame from dsh acp");
+        let method = f["method"].as_str().unwrap_or_default().to_owned();
+        if method.starts_with("terminal/") {
+            let id = f["id"].clone();
+            let result = match method.as_str() {
+                "terminal/create" => {
+                    created = f["params"].clone();
+                    json!({"terminalId": "term-1"})
+                }
+                "terminal/wait_for_exit" => json!({"exitCode": 0}),
+                "terminal/output" => json!({"output": "from the client's terminal\n",
+                    "truncated": false, "exitStatus": {"exitCode": 0}}),
+                _ => json!({}),
+            };
+            methods.push(method);
+            acp.send(json!({"jsonrpc":"2.0","id":id,"result":result}));
+            continue;
+        }
+        let done = f.get("method").is_none() && f["id"] == 2;
+        seen.push(f);
+        if done {
+            break;
+        }
+    }
+    assert_eq!(
+        seen.last().unwrap()["result"]["stopReason"],
+        "end_turn",
+        "{seen:#?}"
+    );
+    assert_eq!(
+        methods,
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/output",
+            "terminal/release"
+        ]
+    );
+    assert_eq!(created["sessionId"], session.as_str());
+    assert_eq!(created["command"], "bash");
+    assert_eq!(
+        created["args"],
+        json!(["-c", "echo not-run-by-dsh > marker.txt"])
+    );
+    assert_eq!(created["cwd"], cwd.as_str());
+    // dsh did not run it; the model saw the client's output.
+    assert!(!env.cwd().join("marker.txt").exists());
+    let second = crate::support::request_messages(env.server(), 1);
+    let tool = second.iter().find(|m| m["role"] == "tool").unwrap();
+    assert!(
+        tool["content"]
+            .as_str()
+            .unwrap()
+            .contains("from the client's terminal"),
+        "{tool}"
+    );
+}
