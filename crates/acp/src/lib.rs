@@ -4,19 +4,21 @@
 //! committed session events (tool cards and results), permission questions go through the
 //! approval seam (`ApprovalAnswerer`) as `session/request_permission`.
 
+mod mcp;
+mod terminal;
 mod updates;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ContentBlock, Implementation, InitializeRequest,
-    InitializeResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
-    NewSessionResponse, PermissionOption, PermissionOptionKind, PromptRequest, PromptResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, SessionId, SessionNotification,
-    SessionUpdate, ToolCallUpdate, ToolCallUpdateFields,
+    InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
+    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, PromptRequest,
+    PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, SessionId,
+    SessionNotification, SessionUpdate, ToolCallUpdate, ToolCallUpdateFields,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
 use dsh_agent::events::AgentStreamChunk;
@@ -49,6 +51,8 @@ pub struct AcpOptions {
     pub model: Option<String>,
     /// `agentInfo.version`.
     pub version: String,
+    /// Run `bash` through the client's terminal (`terminal/*`) when the client offers it.
+    pub client_terminal: bool,
 }
 
 /// One open session.
@@ -67,6 +71,8 @@ struct State {
     open: Mutex<HashMap<String, Open>>,
     /// The connection, once the client spoke (permission requests need it).
     connection: Mutex<Option<ConnectionTo<Client>>>,
+    /// The client said `clientCapabilities.terminal: true`.
+    client_has_terminal: std::sync::atomic::AtomicBool,
 }
 
 fn internal(message: impl Into<String>) -> Error {
@@ -93,6 +99,7 @@ pub async fn serve(
         options,
         open: Mutex::new(HashMap::new()),
         connection: Mutex::new(None),
+        client_has_terminal: std::sync::atomic::AtomicBool::new(false),
     });
     // Permission questions of this runtime's agents go to the client.
     let answerer: Arc<dyn ApprovalAnswerer> = Arc::new(ClientAnswerer {
@@ -112,9 +119,17 @@ pub async fn serve(
         .on_receive_request(
             async move |req: InitializeRequest, responder, connection: ConnectionTo<Client>| {
                 *s1.connection.lock() = Some(connection);
+                s1.client_has_terminal.store(
+                    req.client_capabilities.terminal,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
                 responder.respond(
                     InitializeResponse::new(req.protocol_version)
-                        .agent_capabilities(AgentCapabilities::new().load_session(true))
+                        .agent_capabilities(
+                            AgentCapabilities::new()
+                                .load_session(true)
+                                .mcp_capabilities(McpCapabilities::new().http(true)),
+                        )
                         .agent_info(Implementation::new("dsh", s1.options.version.clone())),
                 )
             },
@@ -204,11 +219,7 @@ impl State {
                 req.cwd.display()
             )));
         }
-        if !req.mcp_servers.is_empty() {
-            return Err(invalid(
-                "mcpServers is not supported yet (dsh has no MCP client)",
-            ));
-        }
+        let servers = mcp::configs(&req.mcp_servers).map_err(invalid)?;
         let agent = self
             .agents
             .create(
@@ -223,6 +234,10 @@ impl State {
             .await
             .map_err(|e| internal(e.to_string()))?;
         let id = agent.id().to_owned();
+        if let Err(e) = mcp::mount(&self.root, &agent, servers).await {
+            agent.dispose().await;
+            return Err(internal(e));
+        }
         self.attach(agent, connection)?;
         Ok(NewSessionResponse::new(id))
     }
@@ -236,6 +251,7 @@ impl State {
         if self.open.lock().contains_key(&id) {
             return Err(invalid(format!("session {id} is already open")));
         }
+        let servers = mcp::configs(&req.mcp_servers).map_err(invalid)?;
         let agent = self
             .agents
             .resume(
@@ -253,8 +269,13 @@ impl State {
                 }
                 other => internal(other.to_string()),
             })?;
+        if let Err(e) = mcp::mount(&self.root, &agent, servers).await {
+            agent.dispose().await;
+            return Err(internal(e));
+        }
         // Replay the conversation before answering, in log order.
         let cwd = agent.options().cwd;
+        let mut plans = HashSet::new();
         for e in agent.session().events() {
             match e.core() {
                 // What the user typed; plugin context (runtime-context snapshots) is not.
@@ -286,16 +307,16 @@ impl State {
                         );
                     }
                 }
-                Some(CoreEvent::ToolCallEvent(c)) => notify(
-                    &connection,
-                    &id,
-                    SessionUpdate::ToolCall(updates::tool_call(c, &cwd)),
-                ),
-                Some(CoreEvent::ToolResult(r)) => notify(
-                    &connection,
-                    &id,
-                    SessionUpdate::ToolCallUpdate(updates::tool_result(r)),
-                ),
+                Some(CoreEvent::ToolCallEvent(c)) => {
+                    if let Some(u) = card(c, &cwd, &mut plans) {
+                        notify(&connection, &id, u);
+                    }
+                }
+                Some(CoreEvent::ToolResult(r)) => {
+                    if let Some(u) = card_result(r, &mut plans) {
+                        notify(&connection, &id, u);
+                    }
+                }
                 _ => {}
             }
         }
@@ -310,6 +331,19 @@ impl State {
         connection: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let id: Arc<str> = Arc::from(agent.id());
+        if self.options.client_terminal
+            && self
+                .client_has_terminal
+                .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            let tools = self
+                .root
+                .get::<dyn dsh_tools::Tools>()
+                .ok_or_else(|| internal("the composition mounts no `tools` service"))?;
+            tools
+                .register(agent.ctx(), terminal::bash_tool(connection.clone(), &id))
+                .map_err(|e| internal(format!("cannot route bash to the client: {e}")))?;
+        }
         let c1 = connection.clone();
         let i1 = id.clone();
         let chunks = self
@@ -337,24 +371,20 @@ impl State {
         let c2 = connection;
         let i2 = id.clone();
         let cwd = agent.options().cwd;
+        let plans = Mutex::new(HashSet::new());
         let events = self
             .root
             .on::<SessionEvent>(move |e| {
                 if e.session_id != i2 {
                     return Ok(());
                 }
-                match e.event.core() {
-                    Some(CoreEvent::ToolCallEvent(c)) => notify(
-                        &c2,
-                        &i2,
-                        SessionUpdate::ToolCall(updates::tool_call(c, &cwd)),
-                    ),
-                    Some(CoreEvent::ToolResult(r)) => notify(
-                        &c2,
-                        &i2,
-                        SessionUpdate::ToolCallUpdate(updates::tool_result(r)),
-                    ),
-                    _ => {}
+                let update = match e.event.core() {
+                    Some(CoreEvent::ToolCallEvent(c)) => card(c, &cwd, &mut plans.lock()),
+                    Some(CoreEvent::ToolResult(r)) => card_result(r, &mut plans.lock()),
+                    _ => None,
+                };
+                if let Some(u) = update {
+                    notify(&c2, &i2, u);
                 }
                 Ok(())
             })
@@ -412,6 +442,33 @@ impl State {
             o.agent.cancel(CancelCause::User, false);
         }
     }
+}
+
+/// The update of a tool call: a `plan` for a `todo_write` call (its id remembered so that its
+/// result closes no card), else the tool card.
+fn card(
+    call: &dsh_session::data::ToolCallEvent,
+    cwd: &std::path::Path,
+    plans: &mut HashSet<String>,
+) -> Option<SessionUpdate> {
+    if let Some(plan) = updates::plan(call) {
+        plans.insert(call.call_id.clone());
+        return Some(SessionUpdate::Plan(plan));
+    }
+    Some(SessionUpdate::ToolCall(updates::tool_call(call, cwd)))
+}
+
+/// The update closing a tool card (none for a call shown as a plan).
+fn card_result(
+    result: &dsh_session::data::ToolResult,
+    plans: &mut HashSet<String>,
+) -> Option<SessionUpdate> {
+    if let Some(id) = &result.message.tool_call_id
+        && plans.remove(id)
+    {
+        return None;
+    }
+    Some(SessionUpdate::ToolCallUpdate(updates::tool_result(result)))
 }
 
 /// The prompt as one user text: text blocks in order, resource links flattened.

@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, Diff, StopReason, TextContent, ToolCall, ToolCallContent,
-    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ContentBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    StopReason, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use dsh_llm::Message;
 use dsh_session::data::{ToolCallEvent, ToolResult, TurnEndReason};
@@ -141,5 +142,77 @@ pub(crate) fn stop_reason(
         // forked, and kinds this build does not know: the turn ended without a failure.
         Some(_) => Ok(StopReason::EndTurn),
         None => Err("the turn did not run".into()),
+    }
+}
+
+/// The tool whose calls become `plan` updates.
+pub(crate) const PLAN_TOOL: &str = "todo_write";
+
+/// The `plan` update of a `todo_write` call (`{todos: [{content, status}]}`, the whole list,
+/// as the original's schema says): one entry per todo, priority `medium` (the tool has none).
+/// `None` when the arguments do not follow the schema (the tool itself reports that).
+pub(crate) fn plan(call: &ToolCallEvent) -> Option<Plan> {
+    if call.name != PLAN_TOOL {
+        return None;
+    }
+    let args: Value = serde_json::from_str(&call.arguments).ok()?;
+    let todos = args.get("todos")?.as_array()?;
+    let mut entries = Vec::with_capacity(todos.len());
+    for t in todos {
+        let content = t.get("content")?.as_str()?;
+        let status = match t.get("status")?.as_str()? {
+            "pending" => PlanEntryStatus::Pending,
+            "in_progress" => PlanEntryStatus::InProgress,
+            "completed" => PlanEntryStatus::Completed,
+            _ => return None,
+        };
+        entries.push(PlanEntry::new(content, PlanEntryPriority::Medium, status));
+    }
+    Some(Plan::new(entries))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(name: &str, arguments: &str) -> ToolCallEvent {
+        serde_json::from_value(serde_json::json!({
+            "turn": 1, "step": 1, "callId": "c1", "name": name, "arguments": arguments
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn todo_write_calls_map_to_plan_entries() {
+        let p = plan(&call(
+            "todo_write",
+            r#"{"todos":[{"content":"Read the code","status":"completed"},{"content":"Fix it","status":"in_progress"},{"content":"Test","status":"pending"}]}"#,
+        ))
+        .unwrap();
+        let v = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            v["entries"],
+            serde_json::json!([
+                {"content":"Read the code","priority":"medium","status":"completed"},
+                {"content":"Fix it","priority":"medium","status":"in_progress"},
+                {"content":"Test","priority":"medium","status":"pending"}
+            ])
+        );
+        assert!(
+            plan(&call(
+                "todo_write",
+                r#"{"todos":[{"content":"x","status":"done"}]}"#
+            ))
+            .is_none()
+        );
+        assert!(plan(&call("todo_write", "not json")).is_none());
+        assert!(plan(&call("bash", r#"{"todos":[]}"#)).is_none());
+        assert_eq!(
+            plan(&call("todo_write", r#"{"todos":[]}"#))
+                .unwrap()
+                .entries
+                .len(),
+            0
+        );
     }
 }

@@ -10,6 +10,7 @@ mod compression;
 mod confine;
 mod context;
 mod figures;
+mod frontends;
 mod mcp;
 mod payload;
 mod providers;
@@ -76,6 +77,8 @@ enum Only {
     Subagent,
     /// Project context startup cost.
     Context,
+    /// One turn through the SDK runtime and the ACP server against `dsh exec`.
+    Frontends,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -135,6 +138,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Mcp => mcp::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Subagent => subagent::rows(&dsh, cli.iterations, &mut rows)?,
                 Only::Context => context::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Frontends => frontends::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
             }
         }
         println!("{}", report::table(&rows, false));

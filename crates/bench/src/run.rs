@@ -62,6 +62,16 @@ impl World {
     }
 }
 
+impl World {
+    /// `program` with this world's environment and piped stdin/stdout (stderr discarded): a
+    /// long-lived front end (`dsh --profile sdk`, `dsh acp`) driven over its stdio.
+    pub fn piped(&self, program: &Path) -> Command {
+        let mut c = self.command(program);
+        c.stdin(Stdio::piped()).stderr(Stdio::null());
+        c
+    }
+}
+
 /// What the probe reports about the child it ran.
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

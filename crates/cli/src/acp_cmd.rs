@@ -20,6 +20,10 @@ pub(crate) struct AcpArgs {
     /// Provider route of new sessions.
     #[arg(long, value_name = "P", default_value = "deepseek")]
     pub(crate) provider: String,
+    /// Run `bash` in the client's terminal (`terminal/*`) when the client offers one; the
+    /// commands then run outside dsh's sandbox.
+    #[arg(long)]
+    pub(crate) client_terminal: bool,
     #[command(flatten)]
     pub(crate) compose: ComposeArgs,
 }
@@ -47,6 +51,7 @@ async fn serve(args: AcpArgs) -> Result<u8, Failure> {
         provider: Some(args.provider),
         model: args.model,
         version: env!("CARGO_PKG_VERSION").into(),
+        client_terminal: args.client_terminal,
     };
     let served = dsh_acp::serve(kernel.root(), options, agent_client_protocol::Stdio::new()).await;
     kernel.dispose().await;

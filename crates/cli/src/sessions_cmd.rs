@@ -196,7 +196,10 @@ pub(crate) async fn show(id: &str) -> Result<u8, Failure> {
                 };
                 format!("tool{err}: {}", content(&r.message))
             }
-            _ => match dsh_compaction::events::describe(e).or_else(|| crate::audit::line(e)) {
+            _ => match dsh_compaction::events::describe(e)
+                .or_else(|| crate::audit::line(e))
+                .or_else(|| dsh_hooks::events::describe(e))
+            {
                 Some(line) => line,
                 None => continue,
             },

@@ -9,7 +9,8 @@ use crate::project::ProjectPaths;
 /// One custom command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Command {
-    /// Its name (the file stem): typed as `/name`.
+    /// Its name: the file stem, prefixed by its sub-folders (`a/b.md` is `a:b`); typed as
+    /// `/name`.
     pub name: String,
     /// The front matter's `description`, else the body's first line.
     pub description: String,
@@ -67,25 +68,60 @@ fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == ':')
 }
 
-/// Loads `*.md` of each folder (one level).
+/// How deep sub-folders are searched (`a/b/c.md` is depth 3).
+pub const MAX_DEPTH: usize = 8;
+
+/// The `*.md` files under `dir` (sub-folders too, hidden ones skipped, at most [`MAX_DEPTH`]
+/// levels) with their command names: `a/b.md` is `a:b`, as Claude Code names them.
+fn command_files(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(PathBuf, Vec<String>)> = vec![(dir.to_path_buf(), Vec::new())];
+    while let Some((d, prefix)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in rd.flatten() {
+            let path = entry.path();
+            let Some(file_name) = path.file_name().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            if file_name.starts_with('.') {
+                continue;
+            }
+            if path.is_dir() {
+                if prefix.len() + 1 < MAX_DEPTH {
+                    let mut p = prefix.clone();
+                    p.push(file_name.to_owned());
+                    stack.push((path, p));
+                }
+                continue;
+            }
+            if !path.is_file() || path.extension().is_none_or(|e| e != "md") {
+                continue;
+            }
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default();
+            let mut parts = prefix.clone();
+            parts.push(stem.to_owned());
+            out.push((parts.join(":"), path));
+        }
+    }
+    // Top-level files first, then by path: a stable order for "first wins".
+    out.sort_by(|a, b| {
+        let depth = |p: &PathBuf| p.components().count();
+        depth(&a.1).cmp(&depth(&b.1)).then_with(|| a.1.cmp(&b.1))
+    });
+    out
+}
+
+/// Loads the `*.md` files of each folder and its sub-folders (`a/b.md` → `/a:b`). A nearer
+/// folder wins a name.
 pub fn discover(folders: &[PathBuf]) -> CommandSet {
     let mut set = CommandSet::default();
     for folder in folders {
-        let Ok(rd) = std::fs::read_dir(folder) else {
-            continue;
-        };
-        let mut files: Vec<PathBuf> = rd
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "md"))
-            .collect();
-        files.sort();
-        for file in files {
-            let name = file
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or_default()
-                .to_owned();
+        for (name, file) in command_files(folder) {
             if !valid_name(&name) || set.get(&name).is_some() {
                 continue;
             }
@@ -228,6 +264,37 @@ mod tests {
         assert_eq!(cmd("Review.").expand("now"), "Review.\n\nARGUMENTS: now");
         assert_eq!(cmd("Review.").expand(""), "Review.");
         assert_eq!(cmd("cost $5 $").expand("a"), "cost  $");
+    }
+
+    #[test]
+    fn sub_folders_name_commands_with_colons() {
+        let dir = tempfile::tempdir().unwrap();
+        let near = dir.path().join("near");
+        let far = dir.path().join("far");
+        std::fs::create_dir_all(near.join("git/deep")).unwrap();
+        std::fs::create_dir_all(near.join(".hidden")).unwrap();
+        std::fs::create_dir_all(far.join("git")).unwrap();
+        std::fs::write(near.join("top.md"), "Top.").unwrap();
+        std::fs::write(near.join("git/commit.md"), "Commit $ARGUMENTS").unwrap();
+        std::fs::write(near.join("git/deep/x.md"), "Deep.").unwrap();
+        std::fs::write(near.join(".hidden/h.md"), "Hidden.").unwrap();
+        std::fs::write(near.join("git/notes.txt"), "not a command").unwrap();
+        std::fs::write(far.join("git/commit.md"), "Far commit.").unwrap();
+        std::fs::write(far.join("git/push.md"), "Push.").unwrap();
+        let set = discover(&[near.clone(), far]);
+        let names: Vec<&str> = set.commands.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["git:commit", "git:deep:x", "git:push", "top"]);
+        let commit = set.get("git:commit").unwrap();
+        assert_eq!(
+            commit.file,
+            near.join("git/commit.md"),
+            "the nearer folder wins"
+        );
+        assert_eq!(commit.expand("now"), "Commit now");
+        assert_eq!(
+            parse_invocation("/git:commit now"),
+            Some(("git:commit", " now"))
+        );
     }
 
     #[test]

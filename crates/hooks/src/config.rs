@@ -48,16 +48,23 @@ pub enum HookEvent {
     PostToolUse,
     /// The turn is about to end.
     Stop,
+    /// A sub-agent's first step (its context goes into the child).
+    SubagentStart,
+    /// A sub-agent's turn is about to end (a block gives it one more step, with the Stop
+    /// loop guard).
+    SubagentStop,
 }
 
 impl HookEvent {
     /// Every event, in file order.
-    pub const ALL: [HookEvent; 5] = [
+    pub const ALL: [HookEvent; 7] = [
         HookEvent::SessionStart,
         HookEvent::UserPromptSubmit,
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::Stop,
+        HookEvent::SubagentStart,
+        HookEvent::SubagentStop,
     ];
 
     /// The name in hook files and `hook_event_name`.
@@ -68,11 +75,19 @@ impl HookEvent {
             HookEvent::PreToolUse => "PreToolUse",
             HookEvent::PostToolUse => "PostToolUse",
             HookEvent::Stop => "Stop",
+            HookEvent::SubagentStart => "SubagentStart",
+            HookEvent::SubagentStop => "SubagentStop",
         }
     }
 
     fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|e| e.as_str() == s)
+    }
+
+    /// Whether `dialect`'s files may use it (Codex has no sub-agent events).
+    fn in_dialect(self, dialect: Dialect) -> bool {
+        dialect == Dialect::ClaudeCode
+            || !matches!(self, HookEvent::SubagentStart | HookEvent::SubagentStop)
     }
 }
 
@@ -123,6 +138,8 @@ pub struct Handler {
     pub timeout: Option<Duration>,
     /// `<dialect>:<Event>:<n>`.
     pub id: String,
+    /// Its group's matcher as written (`None`: matches everything).
+    pub matcher: Option<String>,
 }
 
 /// A matcher and its handlers for one event.
@@ -264,7 +281,7 @@ pub fn parse_file(
     };
     let project_dir = project.display().to_string();
     for (name, groups) in hooks {
-        let Some(event) = HookEvent::parse(name) else {
+        let Some(event) = HookEvent::parse(name).filter(|e| e.in_dialect(dialect)) else {
             file.skipped.push(format!("event {name} (not run by dsh)"));
             continue;
         };
@@ -273,7 +290,13 @@ pub fn parse_file(
             .ok_or_else(|| format!("`hooks.{name}` must be an array"))?;
         let mut n = 0;
         for g in groups {
-            let matcher = Matcher::parse(g.get("matcher").and_then(Value::as_str), dialect)?;
+            let raw_matcher = g
+                .get("matcher")
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|m| !m.is_empty() && *m != "*")
+                .map(str::to_owned);
+            let matcher = Matcher::parse(raw_matcher.as_deref(), dialect)?;
             let mut handlers = Vec::new();
             for h in g
                 .get("hooks")
@@ -301,6 +324,7 @@ pub fn parse_file(
                         .replace("$CLAUDE_PROJECT_DIR", &project_dir),
                     timeout: timeout_of(h)?,
                     id: format!("{}:{name}:{n}", dialect.as_str()),
+                    matcher: raw_matcher.clone(),
                 });
             }
             file.groups.push(HookGroup {

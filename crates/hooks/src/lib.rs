@@ -7,12 +7,15 @@
 //!   (exit 2 blocks, JSON decisions, merge order).
 //! - [`HooksPlugin`]: `PreToolUse` on `tools/pre-execute` (deny, ask, allow, `updatedInput`),
 //!   `PostToolUse` on `tools/post-execute` (block, added context), `SessionStart` and
-//!   `UserPromptSubmit` on `agent/pre-step`, `Stop` on `agent/turn-stopping` with a loop guard.
+//!   `UserPromptSubmit` on `agent/pre-step`, `Stop` on `agent/turn-stopping` with a loop guard;
+//!   for a sub-agent, `SubagentStart` on its first step and `SubagentStop` at its turn's end.
+//! - [`events`]: `hook/invoked` / `hook/result`, logged in the open turn of every run.
 //!
 //! A hook that hangs, crashes or prints garbage never breaks the turn: it times out or is
 //! ignored, and the log says so.
 
 pub mod config;
+pub mod events;
 mod plugin;
 pub mod run;
 

@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use dsh_agent::events::AgentDisposed;
 use dsh_agent::hooks::{PreStep, PreStepDecision, PreStepInput, TurnStopping, TurnStoppingInput};
+use dsh_agent::{Agent, Agents};
 use dsh_context::ProjectPaths;
 use dsh_kernel::{BoxError, Ctx, HookOptions, Next, Plugin};
 use dsh_llm::{ContentBlock, Message, MessageSource, Role};
+use dsh_session::{CoreEvent, NewEvent, PluginEvent, Session};
 use dsh_tools::{
     CallInfo, PostDecision, PostExecuteInput, PreDecision, ToolsPostExecute, ToolsPreExecute,
 };
@@ -21,7 +23,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::config::{self, Dialect, HookEvent, HookSet};
-use crate::run::{self, Decision, HookReply};
+use crate::events::{HookInvoked, HookResult, ResultDecision};
+use crate::run::{self, Decision, Exit, HookReply};
 
 fn default_timeout_ms() -> u64 {
     600_000
@@ -78,17 +81,78 @@ struct AgentHooks {
 }
 
 struct Inner {
+    ctx: Ctx,
     config: HooksConfig,
     sets: Mutex<HashMap<PathBuf, (PathBuf, Arc<HookSet>)>>,
     agents: Mutex<HashMap<String, AgentHooks>>,
 }
 
-/// The facts every payload carries.
+/// The facts every payload carries, and the session whose open turn logs the runs.
 struct Base<'a> {
     session_id: &'a str,
     cwd: &'a Path,
     model: Option<String>,
     turn: Option<u64>,
+    session: Option<Arc<Session>>,
+}
+
+/// The agent type of a sub-agent for payloads and matchers (as the original names it).
+const AGENT_TYPE: &str = "general-purpose";
+
+/// The session's open turn.
+fn open_turn(session: &Session) -> Option<u64> {
+    session.with_log(|l| l.tracker().open_turn())
+}
+
+/// Appends a hook audit event inside the session's open turn (outside a turn: nothing).
+fn audit<T: PluginEvent>(session: Option<&Arc<Session>>, event: &T) {
+    let Some(session) = session else {
+        return;
+    };
+    match NewEvent::plugin(event) {
+        Ok(e) => {
+            if let Err(error) = session.append(e) {
+                tracing::warn!(%error, "hooks: cannot log {}", T::TYPE);
+            }
+        }
+        Err(error) => tracing::warn!(%error, "hooks: cannot encode {}", T::TYPE),
+    }
+}
+
+/// The parent id of a sub-agent's session (`None`: not a sub-agent).
+fn parent_of(agent: &Arc<dyn Agent>) -> Option<String> {
+    let h = agent.session().header();
+    h.parent_session
+        .filter(|_| h.origin.as_deref() == Some("subagent"))
+}
+
+/// The child's provider (`spawn` / `fork`) from its `subagent/descriptor`.
+fn provider_of(session: &Session) -> Option<String> {
+    session.with_log(|l| {
+        l.events().iter().find_map(|e| {
+            (e.kind() == "subagent/descriptor")
+                .then(|| {
+                    e.data()
+                        .get("provider")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
+                .flatten()
+        })
+    })
+}
+
+/// The text of the session's last assistant message with text.
+fn last_assistant_text(session: &Session) -> Option<String> {
+    session.with_log(|l| {
+        l.events().iter().rev().find_map(|e| match e.core() {
+            Some(CoreEvent::AssistantMessage(m)) => {
+                let t = m.message.text();
+                (!t.trim().is_empty()).then_some(t)
+            }
+            _ => None,
+        })
+    })
 }
 
 fn payload(
@@ -163,7 +227,8 @@ impl Inner {
     }
 
     /// Runs the matching handlers of `event` serially and merges their replies. Returns the
-    /// dialect of the first handler that ran, for the source of injected context.
+    /// dialect of the first handler that ran, for the source of injected context. Each run is
+    /// logged as `hook/invoked` + `hook/result` in the session's open turn.
     async fn fire(
         &self,
         event: HookEvent,
@@ -175,26 +240,85 @@ impl Inner {
         let handlers = set.handlers(event, names);
         let mut replies = Vec::new();
         let mut first = Dialect::ClaudeCode;
+        let turn = base.session.as_deref().and_then(open_turn);
+        let logged = turn.and(base.session.as_ref());
+        let turn = turn.or(base.turn);
+        let base = Base {
+            session_id: base.session_id,
+            cwd: base.cwd,
+            model: base.model.clone(),
+            turn,
+            session: None,
+        };
         for (i, (dialect, h)) in handlers.iter().enumerate() {
             if i == 0 {
                 first = *dialect;
             }
-            let body = payload(*dialect, event, base, &extra);
+            let body = payload(*dialect, event, &base, &extra);
             let timeout = h
                 .timeout
                 .unwrap_or(Duration::from_millis(self.config.default_timeout_ms));
+            if let Some(turn) = turn {
+                audit(
+                    logged,
+                    &HookInvoked {
+                        turn,
+                        point: event.as_str().to_owned(),
+                        dialect: dialect.as_str().to_owned(),
+                        matcher: h.matcher.clone(),
+                        handler_id: h.id.clone(),
+                    },
+                );
+            }
+            let started = std::time::Instant::now();
             let out = run::run(&h.command, base.cwd, &root, &body, timeout).await;
-            match run::interpret(event, *dialect, &out) {
+            let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let exit_code = match out.exit {
+                Exit::Code(c) => Some(c),
+                _ => None,
+            };
+            let (decision, stderr_summary) = match run::interpret(event, *dialect, &out) {
                 Ok(reply) => {
                     tracing::debug!(handler = %h.id, decision = ?reply.decision, "hook ran");
+                    let d = match reply.decision {
+                        Some(Decision::Block) => ResultDecision::Block,
+                        Some(Decision::Ask) => ResultDecision::Ask,
+                        Some(Decision::Allow) => ResultDecision::Allow,
+                        None if reply.stop => ResultDecision::Stop,
+                        None => ResultDecision::Pass,
+                    };
                     replies.push(reply);
+                    (d, Some(run::summary(&out.stderr)).filter(|s| !s.is_empty()))
                 }
                 Err(why) => {
                     tracing::warn!(handler = %h.id, command = %h.command, "hook {why}");
+                    (ResultDecision::Pass, Some(run::summary(&why)))
                 }
+            };
+            if let Some(turn) = turn {
+                audit(
+                    logged,
+                    &HookResult {
+                        turn,
+                        point: event.as_str().to_owned(),
+                        handler_id: h.id.clone(),
+                        decision,
+                        exit_code,
+                        stderr_summary,
+                        duration_ms,
+                    },
+                );
             }
         }
         (run::merge(&replies), first)
+    }
+
+    /// The live session of `session_id` (for the audit events of tool hooks).
+    fn session_of(&self, session_id: &str) -> Option<Arc<Session>> {
+        self.ctx
+            .get::<dyn Agents>()
+            .and_then(|a| a.get(session_id))
+            .map(|a| a.session())
     }
 
     async fn pre_tool(&self, call: &CallInfo) -> Option<PreDecision> {
@@ -209,6 +333,7 @@ impl Inner {
             cwd: &call.cwd,
             model: None,
             turn: None,
+            session: self.session_of(&call.session_id),
         };
         let (reply, _) = self.fire(HookEvent::PreToolUse, &names, &base, extra).await;
         match reply.decision {
@@ -240,6 +365,7 @@ impl Inner {
             cwd: &call.cwd,
             model: None,
             turn: None,
+            session: self.session_of(&call.session_id),
         };
         self.fire(HookEvent::PostToolUse, &names, &base, extra)
             .await
@@ -252,11 +378,13 @@ impl Inner {
         }
         let agent = input.agent.clone();
         let options = agent.options();
+        let parent = parent_of(&agent);
         let base = Base {
             session_id: agent.id(),
             cwd: &options.cwd,
             model: options.model.clone(),
             turn: Some(input.turn),
+            session: Some(agent.session()),
         };
         let mut add = Vec::new();
         let start = {
@@ -264,7 +392,33 @@ impl Inner {
             let st = agents.entry(agent.id().to_owned()).or_default();
             !std::mem::replace(&mut st.started, true)
         };
-        if start {
+        if start && let Some(parent) = &parent {
+            // A sub-agent: SubagentStart (its context goes into the child), not SessionStart.
+            let provider = provider_of(&agent.session());
+            let names: Vec<&str> = std::iter::once(AGENT_TYPE)
+                .chain(provider.as_deref())
+                .collect();
+            let mut extra = Map::new();
+            extra.insert("agent_id".into(), Value::from(agent.id()));
+            extra.insert("agent_type".into(), Value::from(AGENT_TYPE));
+            let child_base = Base {
+                session_id: parent,
+                cwd: &options.cwd,
+                model: options.model.clone(),
+                turn: Some(input.turn),
+                session: Some(agent.session()),
+            };
+            let (reply, d) = self
+                .fire(HookEvent::SubagentStart, &names, &child_base, extra)
+                .await;
+            if let Some(c) = reply.context {
+                add.push(hook_message(
+                    d,
+                    HookEvent::SubagentStart,
+                    context_text(HookEvent::SubagentStart, &c),
+                ));
+            }
+        } else if start {
             let source = if input.turn > 1 { "resume" } else { "startup" };
             let mut extra = Map::new();
             extra.insert("source".into(), Value::from(source));
@@ -279,7 +433,8 @@ impl Inner {
                 ));
             }
         }
-        if input.step == 1 {
+        // A sub-agent's prompt comes from its parent's model, not from a user.
+        if input.step == 1 && parent.is_none() {
             let prompt: Vec<String> = input
                 .batch
                 .iter()
@@ -329,16 +484,40 @@ impl Inner {
             st.stop_blocks > 0
         };
         let options = agent.options();
+        let parent = parent_of(&agent);
         let base = Base {
-            session_id: agent.id(),
+            session_id: parent.as_deref().unwrap_or(agent.id()),
             cwd: &options.cwd,
             model: options.model.clone(),
             turn: Some(input.turn),
+            session: Some(agent.session()),
         };
         let mut extra = Map::new();
         extra.insert("stop_hook_active".into(), Value::Bool(active));
-        extra.insert("last_assistant_message".into(), Value::Null);
-        let (reply, d) = self.fire(HookEvent::Stop, &[], &base, extra).await;
+        let (event, names) = match &parent {
+            // A sub-agent ends its turn: SubagentStop, matched on the agent type.
+            Some(_) => {
+                extra.insert("agent_id".into(), Value::from(agent.id()));
+                extra.insert("agent_type".into(), Value::from(AGENT_TYPE));
+                extra.insert(
+                    "last_assistant_message".into(),
+                    last_assistant_text(&agent.session())
+                        .map(Value::from)
+                        .unwrap_or(Value::Null),
+                );
+                let provider = provider_of(&agent.session());
+                let names: Vec<String> = std::iter::once(AGENT_TYPE.to_owned())
+                    .chain(provider)
+                    .collect();
+                (HookEvent::SubagentStop, names)
+            }
+            None => {
+                extra.insert("last_assistant_message".into(), Value::Null);
+                (HookEvent::Stop, Vec::new())
+            }
+        };
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let (reply, d) = self.fire(event, &names, &base, extra).await;
         if reply.decision != Some(Decision::Block) {
             return;
         }
@@ -363,8 +542,8 @@ impl Inner {
         }
         let text = reply
             .reason
-            .unwrap_or_else(|| "continue: blocked by Stop hook".into());
-        if let Err(e) = agent.steer(hook_message(d, HookEvent::Stop, text)) {
+            .unwrap_or_else(|| format!("continue: blocked by {} hook", event.as_str()));
+        if let Err(e) = agent.steer(hook_message(d, event, text)) {
             tracing::warn!(agent = %agent.id(), "Stop hook could not steer: {e}");
         }
     }
@@ -380,6 +559,7 @@ impl Plugin for HooksPlugin {
 
     async fn apply(ctx: Ctx, config: HooksConfig) -> Result<(), BoxError> {
         let inner = Arc::new(Inner {
+            ctx: ctx.clone(),
             config,
             sets: Mutex::new(HashMap::new()),
             agents: Mutex::new(HashMap::new()),

@@ -171,6 +171,8 @@ pub struct HookReply {
     pub context: Option<String>,
     /// Replacement tool input (PreToolUse).
     pub updated_input: Option<Value>,
+    /// `continue: false` was given (parsed for the audit log, not honoured, as upstream).
+    pub stop: bool,
 }
 
 /// Reads a run: exit 2 blocks with stderr as the reason; exit 0 with stdout starting `{` is the
@@ -227,6 +229,7 @@ fn json_reply(event: HookEvent, v: &Value) -> HookReply {
             _ => None,
         },
         reason: s(v.get("reason")),
+        stop: v.get("continue").and_then(Value::as_bool) == Some(false),
         ..HookReply::default()
     };
     if let Some(h) = v.get("hookSpecificOutput")
@@ -272,6 +275,7 @@ pub fn merge(replies: &[HookReply]) -> HookReply {
             .filter(|r| r.decision != Some(Decision::Block))
             .rev()
             .find_map(|r| r.updated_input.clone()),
+        stop: replies.iter().any(|r| r.stop),
     }
 }
 

@@ -136,3 +136,51 @@ pub enum WireStatus {
     /// Nothing more to do without new input.
     Idle,
 }
+
+/// `subagent.started` params: a child session of a session in the runtime was created (sent
+/// before the child's first `session.event`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubagentStartedParams {
+    /// The delegating session.
+    pub parent_session_id: String,
+    /// The child session.
+    pub child_session_id: String,
+    /// The delegation's label (a later revision's extra; 0.2.1rc2 ignores it).
+    pub label: String,
+    /// `one-shot` (later revision's extra).
+    pub mode: &'static str,
+    /// `spawn` / `fork` (later revision's extra).
+    pub provider: &'static str,
+}
+
+/// `subagent.finished` status: `ok` for a completed child, else `error`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubagentStatus {
+    /// The child completed.
+    Ok,
+    /// It ended otherwise.
+    Error,
+}
+
+/// `subagent.finished` params: an in-process child's run ended.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubagentFinishedParams {
+    /// `spawn` / `fork`.
+    pub provider: &'static str,
+    /// The child session (= `childSessionId`).
+    pub agent_id: String,
+    /// The delegating session.
+    pub parent_session_id: String,
+    /// The child session.
+    pub child_session_id: String,
+    /// `ok` / `error`.
+    pub status: SubagentStatus,
+    /// `completed`, `max-tokens`, `error`, `aborted`, `refusal`.
+    pub stop_reason: &'static str,
+    /// The child's last non-empty assistant text (else all its text); absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_assistant_message: Option<String>,
+}

@@ -9,6 +9,8 @@ use dsh_agent::events::AgentStatusChanged;
 use dsh_agent::{Agent, AgentError, AgentOptions, AgentStatus, Agents, CreateAgent, ResumeAgent};
 use dsh_kernel::{Ctx, Registration};
 use dsh_llm::{CallSettings, Llm, Message, MessageSource, ReasoningEffort, Role};
+use dsh_session::NewEvent;
+use dsh_session::feature::WorkingDirectoryChange;
 use dsh_session::plugin::SessionEvent;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -19,9 +21,12 @@ use crate::frame::{self, ErrorCode, Incoming, Line, LineSplitter};
 use crate::output::{Out, write_loop};
 use crate::protocol::{
     CwdResult, InitializeParams, InitializeResult, Method, PromptParams, PromptResult, ServerInfo,
-    SessionParams, SetWorkingDirectoryParams, WireStatus,
+    SessionParams, SetWorkingDirectoryParams, SubagentFinishedParams, SubagentStartedParams,
+    SubagentStatus, WireStatus,
 };
 use crate::{SdkServerConfig, aliases};
+use dsh_subagent::StopReason;
+use dsh_subagent::events::{SubagentFinished, SubagentStarted};
 
 /// How a serve run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,7 +236,52 @@ fn listen(
         let _ = status.send(Out::Status(Arc::from(e.agent_id.as_str()), wire));
         Ok(())
     })?;
-    Ok(vec![a, b])
+    let started = tx.clone();
+    let c = root.on::<SubagentStarted>(move |e| {
+        let params = SubagentStartedParams {
+            parent_session_id: e.parent_id.clone(),
+            child_session_id: e.child_id.clone(),
+            label: e.label.clone(),
+            mode: "one-shot",
+            provider: e.mode.provider(),
+        };
+        notification(&started, "subagent.started", &params);
+        Ok(())
+    })?;
+    let finished = tx.clone();
+    let d = root.on::<SubagentFinished>(move |e| {
+        let o = &e.outcome;
+        let params = SubagentFinishedParams {
+            provider: e.mode.provider(),
+            agent_id: o.child_id.clone(),
+            parent_session_id: e.parent_id.clone(),
+            child_session_id: o.child_id.clone(),
+            status: if o.stop_reason == StopReason::Completed {
+                SubagentStatus::Ok
+            } else {
+                SubagentStatus::Error
+            },
+            stop_reason: o.stop_reason.as_str(),
+            last_assistant_message: Some(o.output.clone()).filter(|t| !t.is_empty()),
+        };
+        notification(&finished, "subagent.finished", &params);
+        Ok(())
+    })?;
+    Ok(vec![a, b, c, d])
+}
+
+/// Queues a notification (unbounded like events: their number follows the agents' work, not
+/// the client's requests).
+fn notification<T: serde::Serialize>(tx: &mpsc::UnboundedSender<Out>, method: &str, params: &T) {
+    match serde_json::to_string(params) {
+        Ok(p) => {
+            let _ = tx.send(Out::Line {
+                text: frame::notification_raw(method, &p),
+                _permit: None,
+            });
+        }
+        Err(error) => tracing::warn!(%error, "cannot encode {method}"),
+    }
 }
 
 fn params<T: DeserializeOwned>(method: Method, params: Value) -> Result<T, MethodError> {
@@ -268,7 +318,7 @@ impl Server {
                 let agent = self.agent(&p.session_id, m).await?;
                 let base = current_cwd(&agent)?;
                 let target = resolve_dir(&base, &p.path)?;
-                agent.set_cwd(target.clone())?;
+                change_cwd(&agent, target.clone())?;
                 to_value(&CwdResult {
                     cwd: target.display().to_string(),
                 })
@@ -419,6 +469,7 @@ impl Server {
                 },
             )
             .await?;
+        restore_cwd(&agent)?;
         self.open.insert(id.to_owned(), agent.clone());
         Ok(agent)
     }
@@ -464,6 +515,7 @@ impl Server {
                 )),
                 other => MethodError(format!("session/resume: {other}")),
             })?;
+        restore_cwd(&agent)?;
         self.open.insert(p.session_id, agent);
         Ok(Value::Object(Default::default()))
     }
@@ -483,7 +535,7 @@ fn current_cwd(agent: &Arc<dyn Agent>) -> Result<PathBuf, MethodError> {
         .filter(|p| p.is_dir());
     match origin {
         Some(o) => {
-            agent.set_cwd(o.clone())?;
+            change_cwd(agent, o.clone())?;
             Ok(o)
         }
         None => Err(MethodError(format!(
@@ -491,6 +543,55 @@ fn current_cwd(agent: &Arc<dyn Agent>) -> Result<PathBuf, MethodError> {
             cwd.display()
         ))),
     }
+}
+
+/// Moves the agent to `cwd` and records it: `working-directory/change {cwd}` in the log (so a
+/// resumed session starts there) and a one-line notice for the model's next request, as the
+/// original does. Unchanged directories record nothing.
+fn change_cwd(agent: &Arc<dyn Agent>, cwd: PathBuf) -> Result<(), MethodError> {
+    if agent.options().cwd == cwd {
+        return Ok(());
+    }
+    agent.set_cwd(cwd.clone())?;
+    let text = cwd.display().to_string();
+    let event = NewEvent::plugin(&WorkingDirectoryChange { cwd: text.clone() })
+        .map_err(|e| MethodError(format!("cannot encode working-directory/change: {e}")))?;
+    agent
+        .session()
+        .append(event)
+        .map_err(|e| MethodError(format!("cannot log working-directory/change: {e}")))?;
+    let notice = Message::new(
+        "",
+        Role::User,
+        vec![dsh_llm::ContentBlock::text(format!(
+            "The working directory is now {text}."
+        ))],
+        MessageSource::new("working-directory").with("form", Value::from("notice")),
+    );
+    agent.inject(notice)?;
+    Ok(())
+}
+
+/// A stored session continues in its latest logged directory (nothing is logged again).
+fn restore_cwd(agent: &Arc<dyn Agent>) -> Result<(), MethodError> {
+    if let Some(cwd) = logged_cwd(agent)
+        && agent.options().cwd != cwd
+    {
+        agent.set_cwd(cwd)?;
+    }
+    Ok(())
+}
+
+/// The latest `working-directory/change` of a stored session, when that directory still
+/// exists: where a resumed session continues.
+fn logged_cwd(agent: &Arc<dyn Agent>) -> Option<PathBuf> {
+    let latest = agent.session().with_log(|l| {
+        l.events()
+            .iter()
+            .rev()
+            .find_map(|e| e.plugin::<WorkingDirectoryChange>().and_then(Result::ok))
+    })?;
+    Some(PathBuf::from(latest.cwd)).filter(|p| p.is_dir())
 }
 
 /// `path` (absolute, or relative to `base`) as an existing absolute directory.

@@ -204,6 +204,13 @@ impl InProcessSubagents {
         let cwd_text = options.cwd.to_string_lossy().into_owned();
         let session = self.child_session(&parent, request.mode, &cwd_text, depth)?;
         let child_id = session.id().to_owned();
+        // Observers hear of the child before its first event.
+        self.ctx.emit(&crate::events::SubagentStarted {
+            parent_id: parent.id().to_owned(),
+            child_id: child_id.clone(),
+            mode: request.mode,
+            label: request.label.clone(),
+        });
         let descriptor = SubagentDescriptor {
             version: 3,
             mode: "one-shot".to_owned(),
@@ -284,6 +291,13 @@ impl InProcessSubagents {
             Err(e) => Err(SubagentError::Agent(e)),
         };
         self.live.lock().remove(&child_id);
+        if let Ok(o) = &outcome {
+            self.ctx.emit(&crate::events::SubagentFinished {
+                parent_id: parent.id().to_owned(),
+                mode: request.mode,
+                outcome: o.clone(),
+            });
+        }
         agent.dispose().await;
         outcome
     }

@@ -20,6 +20,7 @@
 //! Nothing here depends on the agent loop: any driver behind `dsh_agent::Agents` works.
 
 mod error;
+pub mod events;
 mod inprocess;
 mod outcome;
 mod plugin;

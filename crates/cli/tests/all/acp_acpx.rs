@@ -128,3 +128,206 @@ fn acpx_streams_chunks_and_a_tool_card_of_a_real_bash_call() {
     let tool = second.iter().find(|m| m["role"] == "tool").unwrap();
     assert!(tool["content"].as_str().unwrap().contains("acp-proof"));
 }
+
+/// acpx with dsh as its agent, as a command to run or spawn (persistent-session commands).
+fn acpx_command(acpx: &Path, env: &Env, args: &[&str]) -> Command {
+    let agent = format!("{} acp", env!("CARGO_BIN_EXE_dsh"));
+    let mut c = Command::new(acpx);
+    c.args(["--agent", &agent, "--cwd"])
+        .arg(env.cwd())
+        // The queue owner acpx keeps between prompts (and its dsh) stays for the whole test;
+        // `sessions close` ends it.
+        .args(["--format", "json", "--timeout", "60", "--ttl", "60"])
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.home.path())
+        .env("DSH_HOME", env.home.path())
+        .env("DEEPSEEK_API_KEY", "sk-test-key")
+        .env("DEEPSEEK_BASE_URL", env.server().base_url())
+        .current_dir(env.work.path());
+    c
+}
+
+fn frames_of(out: &std::process::Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn acpx_cancels_a_running_prompt_of_a_persistent_session() {
+    let Some(acpx) = acpx() else { return };
+    let env = Env::new();
+    env.server()
+        .push(crate::support::stalled_text("partial answer"));
+    let out = acpx_command(&acpx, &env, &["sessions", "new"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let prompt = acpx_command(&acpx, &env, &["prompt", "go"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The turn is running once the model has the request.
+    assert!(
+        env.server()
+            .wait_for_requests_blocking(1, std::time::Duration::from_secs(60))
+            .is_some(),
+        "the prompt never reached the model"
+    );
+    let cancel = acpx_command(&acpx, &env, &["cancel"]).output().unwrap();
+    assert_eq!(
+        cancel.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&cancel.stderr)
+    );
+    let out = prompt.wait_with_output().unwrap();
+    let frames = frames_of(&out);
+    let stop = frames
+        .iter()
+        .find_map(|f| f["result"]["stopReason"].as_str())
+        .unwrap_or_else(|| {
+            panic!(
+                "no stop reason: {frames:#?}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert_eq!(stop, "cancelled");
+    // dsh ended the turn as cancelled by the user and stored it.
+    let log = crate::support::session_files(&env.home.path().join("sessions"));
+    let events = crate::support::read_rows(&log[0]);
+    let end = events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "turn/end")
+        .unwrap();
+    assert_ne!(end["data"]["reason"]["kind"], "completed", "{end}");
+    let _ = acpx_command(&acpx, &env, &["sessions", "close"]).output();
+}
+
+#[test]
+fn acpx_loads_a_stored_session_into_a_new_agent_process_and_continues_it() {
+    let Some(acpx) = acpx() else { return };
+    let env = Env::new();
+    env.server()
+        .push(Completion::new().text("first answer").reply());
+    env.server()
+        .push(Completion::new().text("second answer").reply());
+    // A one-shot run leaves a stored dsh session (its agent process exits).
+    let (code, frames, stderr) = run_acpx(&acpx, &env, &["exec", "remember the word kiwi"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let session = frames
+        .iter()
+        .find_map(|f| f["result"]["sessionId"].as_str())
+        .unwrap_or_else(|| panic!("{frames:#?}"))
+        .to_owned();
+    // acpx resumes it in a fresh `dsh acp` (session/load), then prompts it.
+    let out = acpx_command(
+        &acpx,
+        &env,
+        &["sessions", "new", "--resume-session", &session],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = acpx_command(&acpx, &env, &["prompt", "which word?"])
+        .output()
+        .unwrap();
+    let frames = frames_of(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{frames:#?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text: String = updates(&frames, "agent_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert!(text.ends_with("second answer"), "{text:?}");
+    // The second request continued the first conversation.
+    let second = request_messages(env.server(), 1);
+    let texts: Vec<String> = second
+        .iter()
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        texts.iter().any(|t| t == "remember the word kiwi"),
+        "{texts:?}"
+    );
+    assert!(texts.iter().any(|t| t == "first answer"), "{texts:?}");
+    assert!(texts.iter().any(|t| t == "which word?"), "{texts:?}");
+    // One stored session, both turns in it.
+    let logs = crate::support::session_files(&env.home.path().join("sessions"));
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    let turns = crate::support::read_rows(&logs[0])
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .count();
+    assert_eq!(turns, 2);
+    let _ = acpx_command(&acpx, &env, &["sessions", "close"]).output();
+}
+
+#[test]
+fn acpx_runs_bash_in_its_own_terminal_with_client_terminal() {
+    let Some(acpx) = acpx() else { return };
+    let env = Env::new();
+    env.server().push(
+        Completion::new()
+            .tool_call(
+                "bash",
+                r#"{"command":"echo parent=$(cat /proc/$PPID/comm)","description":"Who runs me"}"#,
+            )
+            .reply(),
+    );
+    env.server().push(Completion::new().text("ok").reply());
+    let agent = format!("{} acp --client-terminal", env!("CARGO_BIN_EXE_dsh"));
+    let out = Command::new(&acpx)
+        .args(["--agent", &agent, "--cwd"])
+        .arg(env.cwd())
+        .args([
+            "--format",
+            "json",
+            "--timeout",
+            "60",
+            "--approve-all",
+            "exec",
+            "Run it",
+        ])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.home.path())
+        .env("DSH_HOME", env.home.path())
+        .env("DEEPSEEK_API_KEY", "sk-test-key")
+        .env("DEEPSEEK_BASE_URL", env.server().base_url())
+        .current_dir(env.work.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // acpx (node) started the shell, not dsh.
+    let second = request_messages(env.server(), 1);
+    let tool = second.iter().find(|m| m["role"] == "tool").unwrap();
+    let text = tool["content"].as_str().unwrap();
+    assert!(text.contains("parent="), "{text}");
+    assert!(!text.contains("parent=dsh"), "{text}");
+    assert!(!text.contains("parent=bwrap"), "{text}");
+}

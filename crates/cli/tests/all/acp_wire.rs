@@ -176,3 +176,259 @@ fn a_cancel_answers_cancelled_and_a_new_process_loads_the_session() {
     );
     assert_eq!(r.last().unwrap()["error"]["code"], -32002, "{r:#?}");
 }
+
+#[test]
+fn a_session_with_client_mcp_servers_shows_a_plan_and_asks_permission() {
+    let env = Env::new();
+    let patch = env.patch(
+        "ask.yaml",
+        "plugins:\n  - id: approval\n    name: approval\n    config: { policy: untrusted }\n",
+    );
+    let todos = json!({"todos": [
+        {"content": "Look around", "status": "completed"},
+        {"content": "Echo through MCP", "status": "in_progress"},
+        {"content": "Report", "status": "pending"}
+    ]})
+    .to_string();
+    env.server().push(
+        dsh_testkit::Completion::new()
+            .tool_call_with_id("plan_1", "todo_write", &todos)
+            .tool_call_with_id("echo_1", "mcp__t__echo", r#"{"text":"hi from acp"}"#)
+            .reply(),
+    );
+    env.server()
+        .push(dsh_testkit::Completion::new().text("done").reply());
+    let mut child = env
+        .dsh()
+        .args(["acp", "--patch"])
+        .arg(&patch)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, frames) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if tx.send(v).is_err() {
+                break;
+            }
+        }
+    });
+    let mut acp = Acp {
+        child,
+        stdin,
+        frames,
+    };
+    acp.initialize();
+    let cwd = env.cwd().display().to_string();
+    let server = crate::mcp::test_server().display().to_string();
+    let r = acp.request(
+        1,
+        "session/new",
+        json!({"cwd": cwd, "mcpServers": [{"name": "t", "command": server, "args": [], "env": []}]}),
+    );
+    let session = r.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r:#?}"))
+        .to_owned();
+    acp.send(json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"go"}]}}));
+    // Answer every permission request (allow once) until the prompt's answer.
+    let mut seen = Vec::new();
+    let mut asked = Vec::new();
+    loop {
+        let f = acp
+            .frames
+            .recv_timeout(BOUND)
+            .expect("no frame from dsh acp");
+        if f["method"] == "session/request_permission" {
+            asked.push(f["params"]["toolCall"]["toolCallId"].clone());
+            let id = f["id"].clone();
+            acp.send(json!({"jsonrpc":"2.0","id":id,"result":{"outcome":{"outcome":"selected","optionId":"allow-once"}}}));
+            continue;
+        }
+        let done = f.get("method").is_none() && f["id"] == 2;
+        seen.push(f);
+        if done {
+            break;
+        }
+    }
+    assert_eq!(
+        seen.last().unwrap()["result"]["stopReason"],
+        "end_turn",
+        "{seen:#?}"
+    );
+    // The client's server's tools were in the first request.
+    let first = env.server().request(0).unwrap().body_json().unwrap();
+    let names: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"mcp__t__echo"), "{names:?}");
+    // The todo_write call is a plan, not a tool card.
+    let updates: Vec<&Value> = seen
+        .iter()
+        .filter(|f| f["method"] == "session/update")
+        .map(|f| &f["params"]["update"])
+        .collect();
+    let plan = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "plan")
+        .expect("a plan update");
+    assert_eq!(
+        plan["entries"],
+        json!([
+            {"content": "Look around", "priority": "medium", "status": "completed"},
+            {"content": "Echo through MCP", "priority": "medium", "status": "in_progress"},
+            {"content": "Report", "priority": "medium", "status": "pending"}
+        ])
+    );
+    assert!(
+        updates.iter().all(|u| u["toolCallId"] != "plan_1"),
+        "{updates:#?}"
+    );
+    // The MCP call ran after the client allowed it.
+    assert!(asked.contains(&json!("echo_1")), "{asked:?}");
+    let done = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "echo_1")
+        .unwrap();
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(
+        done["rawOutput"].as_str().unwrap().contains("hi from acp"),
+        "{done}"
+    );
+    // An unsupported transport is refused with the reason.
+    let r = acp.request(
+        3,
+        "session/new",
+        json!({"cwd": cwd, "mcpServers": [{"type": "sse", "name": "s", "url": "http://127.0.0.1:1/", "headers": []}]}),
+    );
+    let err = &r.last().unwrap()["error"];
+    assert_eq!(err["code"], -32602, "{r:#?}");
+    assert!(err["message"].as_str().unwrap().contains("SSE"), "{err}");
+}
+
+#[test]
+fn with_client_terminal_bash_runs_in_the_clients_terminal() {
+    let env = Env::new();
+    env.server().push(
+        dsh_testkit::Completion::new()
+            .tool_call_with_id(
+                "sh_1",
+                "bash",
+                r#"{"command":"echo not-run-by-dsh > marker.txt","description":"Echo"}"#,
+            )
+            .reply(),
+    );
+    env.server()
+        .push(dsh_testkit::Completion::new().text("done").reply());
+    let mut child = env
+        .dsh()
+        .args(["acp", "--client-terminal"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, frames) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if tx.send(v).is_err() {
+                break;
+            }
+        }
+    });
+    let mut acp = Acp {
+        child,
+        stdin,
+        frames,
+    };
+    let r = acp.request(
+        0,
+        "initialize",
+        json!({"protocolVersion":1,"clientCapabilities":{"terminal":true}}),
+    );
+    assert_eq!(r.last().unwrap()["result"]["protocolVersion"], 1);
+    let cwd = env.cwd().display().to_string();
+    let r = acp.request(1, "session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let session = r.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    acp.send(json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"go"}]}}));
+    // Play the client's terminal: every terminal/* request is answered here.
+    let mut methods = Vec::new();
+    let mut created = Value::Null;
+    let mut seen = Vec::new();
+    loop {
+        let f = acp
+            .frames
+            .recv_timeout(BOUND)
+            .expect("no frame from dsh acp");
+        let method = f["method"].as_str().unwrap_or_default().to_owned();
+        if method.starts_with("terminal/") {
+            let id = f["id"].clone();
+            let result = match method.as_str() {
+                "terminal/create" => {
+                    created = f["params"].clone();
+                    json!({"terminalId": "term-1"})
+                }
+                "terminal/wait_for_exit" => json!({"exitCode": 0}),
+                "terminal/output" => json!({"output": "from the client's terminal\n",
+                    "truncated": false, "exitStatus": {"exitCode": 0}}),
+                _ => json!({}),
+            };
+            methods.push(method);
+            acp.send(json!({"jsonrpc":"2.0","id":id,"result":result}));
+            continue;
+        }
+        let done = f.get("method").is_none() && f["id"] == 2;
+        seen.push(f);
+        if done {
+            break;
+        }
+    }
+    assert_eq!(
+        seen.last().unwrap()["result"]["stopReason"],
+        "end_turn",
+        "{seen:#?}"
+    );
+    assert_eq!(
+        methods,
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/output",
+            "terminal/release"
+        ]
+    );
+    assert_eq!(created["sessionId"], session.as_str());
+    assert_eq!(created["command"], "bash");
+    assert_eq!(
+        created["args"],
+        json!(["-c", "echo not-run-by-dsh > marker.txt"])
+    );
+    assert_eq!(created["cwd"], cwd.as_str());
+    // dsh did not run it; the model saw the client's output.
+    assert!(!env.cwd().join("marker.txt").exists());
+    let second = crate::support::request_messages(env.server(), 1);
+    let tool = second.iter().find(|m| m["role"] == "tool").unwrap();
+    assert!(
+        tool["content"]
+            .as_str()
+            .unwrap()
+            .contains("from the client's terminal"),
+        "{tool}"
+    );
+}

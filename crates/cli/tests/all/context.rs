@@ -334,6 +334,28 @@ fn a_custom_command_expands_its_arguments() {
             .iter()
             .any(|m| text_of(m) == "Review the last commit.\n\nARGUMENTS: carefully")
     );
+    // A command in a sub-folder is named with colons, as Claude Code names it.
+    write(
+        &repo.join(".claude/commands/git/commit.md"),
+        "---\ndescription: Commit the staged work\n---\nCommit with the message: $ARGUMENTS\n",
+    );
+    env.server()
+        .push(Completion::new().text("committed").reply());
+    let out = env.exec(&["--continue", "/git:commit fix the parser"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let messages = request_messages(env.server(), 2);
+    assert!(
+        messages
+            .iter()
+            .any(|m| text_of(m) == "Commit with the message: fix the parser"),
+        "{messages:?}"
+    );
+    let listed = env.dsh().args(["context"]).output().unwrap();
+    assert!(
+        stdout(&listed).contains("/git:commit"),
+        "{}",
+        stdout(&listed)
+    );
 }
 
 #[test]

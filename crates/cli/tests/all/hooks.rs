@@ -95,6 +95,26 @@ fn a_bash_pre_tool_use_hook_blocks_rm_with_exit_2() {
     assert_eq!(payload["cwd"], repo.display().to_string());
     assert_eq!(payload["transcript_path"], "");
     assert!(payload["session_id"].as_str().unwrap().len() > 8);
+    let results: Vec<Value> = env
+        .stored_events()
+        .into_iter()
+        .filter(|e| e["type"] == "hook/result")
+        .map(|e| e["data"].clone())
+        .collect();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["decision"], "block");
+    assert_eq!(results[0]["exitCode"], 2);
+    assert_eq!(
+        results[0]["stderrSummary"],
+        "rm is not allowed here; move files to trash/ instead"
+    );
+    assert_eq!(results[1]["decision"], "pass");
+    let invoked = env
+        .stored_events()
+        .into_iter()
+        .find(|e| e["type"] == "hook/invoked")
+        .unwrap();
+    assert_eq!(invoked["data"]["matcher"], "Bash");
 }
 
 const DENY_PY: &str = r#"import json, sys
@@ -265,6 +285,83 @@ fn a_hung_hook_times_out_and_garbage_is_ignored_without_breaking_the_turn() {
     assert!(err.contains("timed out and was killed"), "{err}");
     assert!(err.contains("is not JSON"), "{err}");
     assert!(err.contains("exited with code 1"), "{err}");
+    // Each run is in the log, inside the turn: hook/invoked, then hook/result.
+    let events = env.stored_events();
+    let invoked: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "hook/invoked")
+        .collect();
+    let results: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "hook/result")
+        .collect();
+    assert_eq!(invoked.len(), 3, "{events:#?}");
+    assert_eq!(results.len(), 3);
+    for (i, e) in invoked.iter().enumerate() {
+        assert_eq!(e["data"]["turn"], 1);
+        assert_eq!(e["data"]["point"], "PreToolUse");
+        assert_eq!(e["data"]["dialect"], "claude-code");
+        assert_eq!(
+            e["data"]["handlerId"],
+            format!("claude-code:PreToolUse:{}", i + 1)
+        );
+        assert!(e["data"].get("matcher").is_none());
+    }
+    let r: Vec<&Value> = results.iter().map(|e| &e["data"]).collect();
+    assert!(r.iter().all(|d| d["decision"] == "pass"), "{r:?}");
+    assert!(r[0].get("exitCode").is_none(), "timed out: no exit code");
+    assert!(
+        r[0]["stderrSummary"]
+            .as_str()
+            .unwrap()
+            .contains("timed out")
+    );
+    assert!(r[0]["durationMs"].as_u64().unwrap() >= 1000);
+    assert_eq!(r[1]["exitCode"], 0);
+    assert!(
+        r[1]["stderrSummary"]
+            .as_str()
+            .unwrap()
+            .contains("is not JSON")
+    );
+    assert_eq!(r[2]["exitCode"], 1);
+    let seqs = |v: &[&Value]| {
+        v.iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let call = events.iter().find(|e| e["type"] == "tool/call").unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let end = events.iter().find(|e| e["type"] == "turn/end").unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        seqs(&invoked)
+            .iter()
+            .chain(&seqs(&results))
+            .all(|s| *s > call && *s < end)
+    );
+    // `dsh sessions show` tells the story.
+    let show = env
+        .dsh()
+        .args(["sessions", "show", &env.session_id()])
+        .output()
+        .unwrap();
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    let text = stdout(&show);
+    assert!(
+        text.contains("hook claude-code:PreToolUse:1 invoked"),
+        "{text}"
+    );
+    assert!(
+        text.contains("hook claude-code:PreToolUse:1 result: pass, "),
+        "{text}"
+    );
+    assert!(
+        text.contains("hook claude-code:PreToolUse:3 result: pass, exit 1, "),
+        "{text}"
+    );
 }
 
 #[test]
@@ -385,4 +482,113 @@ fn a_codex_session_start_hook_adds_plain_stdout_as_context() {
         .count();
     assert_eq!(n, 1);
     assert_eq!(env.server().dsh_rule_violations(), Vec::<String>::new());
+}
+
+const SUBAGENT_START: &str = r#"#!/usr/bin/env bash
+cat > "$CLAUDE_PROJECT_DIR/start-payload.json"
+echo '{"hookSpecificOutput":{"hookEventName":"SubagentStart","additionalContext":"CTX-FOR-CHILD"}}'
+"#;
+
+const SUBAGENT_STOP: &str = r#"#!/usr/bin/env bash
+input=$(cat)
+printf '%s\n' "$input" >> "$CLAUDE_PROJECT_DIR/subagent-stop.jsonl"
+if printf '%s' "$input" | grep -q '"stop_hook_active":false'; then
+  echo '{"decision":"block","reason":"check again please"}'
+fi
+"#;
+
+#[test]
+fn subagent_start_and_stop_hooks_run_for_a_child_with_the_original_payloads() {
+    let env = Env::new();
+    let repo = repo(&env);
+    write(&repo.join(".claude/hooks/start.sh"), SUBAGENT_START);
+    write(&repo.join(".claude/hooks/stop.sh"), SUBAGENT_STOP);
+    write(
+        &repo.join(".claude/settings.json"),
+        r#"{"hooks":{
+            "SubagentStart":[{"matcher":"general-purpose","hooks":[{"type":"command","command":"bash .claude/hooks/start.sh"}]}],
+            "SubagentStop":[{"hooks":[{"type":"command","command":"bash .claude/hooks/stop.sh"}]}],
+            "Stop":[{"hooks":[{"type":"command","command":"cat >> parent-stop.jsonl; echo >> parent-stop.jsonl"}]}]
+        }}"#,
+    );
+    env.server().set_responder(|req| {
+        let body = req.body_json().unwrap();
+        let msgs = body["messages"].as_array().unwrap();
+        let users: Vec<&str> = msgs
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["content"].as_str())
+            .collect();
+        let tool = msgs
+            .iter()
+            .find(|m| m["role"] == "tool")
+            .and_then(|m| m["content"].as_str());
+        if users.iter().any(|u| u.contains("child task")) {
+            let ctx = users.iter().any(|u| u.contains("CTX-FOR-CHILD"));
+            if users.iter().any(|u| u.contains("check again please")) {
+                Completion::new()
+                    .text(&format!("child final ctx={ctx}"))
+                    .reply()
+            } else {
+                Completion::new().text("child first").reply()
+            }
+        } else if let Some(t) = tool {
+            Completion::new().text(&format!("parent saw: {t}")).reply()
+        } else {
+            Completion::new()
+                .tool_call_with_id(
+                    "c1",
+                    "subagent",
+                    r#"{"description":"Helper","prompt":"child task"}"#,
+                )
+                .reply()
+        }
+    });
+    let out = env.exec(&["Delegate"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The SubagentStart context reached the child; its SubagentStop block gave it one more
+    // step, and the guard's `stop_hook_active` let the second stop through.
+    assert_eq!(stdout(&out), "parent saw: child final ctx=true\n");
+    let start: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo.join("start-payload.json")).unwrap())
+            .unwrap();
+    assert_eq!(start["hook_event_name"], "SubagentStart");
+    assert_eq!(start["agent_type"], "general-purpose");
+    let child = start["agent_id"].as_str().unwrap().to_owned();
+    let parent = start["session_id"].as_str().unwrap().to_owned();
+    assert_ne!(child, parent);
+    let stops: Vec<Value> = std::fs::read_to_string(repo.join("subagent-stop.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(stops.len(), 2, "{stops:#?}");
+    assert_eq!(stops[0]["hook_event_name"], "SubagentStop");
+    assert_eq!(stops[0]["stop_hook_active"], false);
+    assert_eq!(stops[0]["agent_id"], child.as_str());
+    assert_eq!(stops[0]["session_id"], parent.as_str());
+    assert_eq!(stops[0]["last_assistant_message"], "child first");
+    assert_eq!(stops[1]["stop_hook_active"], true);
+    assert_eq!(stops[1]["last_assistant_message"], "child final ctx=true");
+    // Stop hooks are the parent's only.
+    let parent_stops: Vec<Value> = std::fs::read_to_string(repo.join("parent-stop.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(parent_stops.len(), 1);
+    assert_eq!(parent_stops[0]["session_id"], parent.as_str());
+    // The child's log has the runs in its own turn.
+    let child_log = session_files(&env.home.path().join("sessions"))
+        .into_iter()
+        .find(|p| p.display().to_string().contains(&child))
+        .unwrap();
+    let points: Vec<String> = read_rows(&child_log)
+        .iter()
+        .filter(|e| e["type"] == "hook/result")
+        .map(|e| e["data"]["point"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(points, ["SubagentStart", "SubagentStop", "SubagentStop"]);
 }

@@ -447,3 +447,125 @@ fn the_profile_needs_dsh_home_and_dumps_its_composition() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Every user text of a recorded request.
+fn user_texts(req: &dsh_testkit::RecordedRequest) -> Vec<String> {
+    req.body_json().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn subagents_are_announced_and_a_directory_change_is_logged_and_resumed() {
+    let env = Env::new();
+    env.server().set_responder(|req| {
+        let body = req.body_json().unwrap();
+        let tool = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == "tool")
+            .and_then(|m| m["content"].as_str().map(str::to_owned));
+        let users = user_texts(req);
+        if users.iter().any(|u| u.contains("child task")) {
+            Completion::new().text("CHILD OUT").reply()
+        } else if let Some(t) = tool {
+            Completion::new().text(&format!("parent saw {t}")).reply()
+        } else {
+            Completion::new()
+                .tool_call_with_id(
+                    "c1",
+                    "subagent",
+                    r#"{"description":"Helper","prompt":"child task"}"#,
+                )
+                .reply()
+        }
+    });
+    let sub = env.cwd().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let mut rt = Runtime::start(&env);
+    rt.initialize(&env.cwd().display().to_string());
+    let r = rt.request(
+        "p",
+        "session/prompt",
+        json!({"sessionId":"root","contentBlocks":[{"type":"text","text":"Delegate"}]}),
+    );
+    assert!(r["result"]["messageId"].is_string(), "{r}");
+    let mut frames = Vec::new();
+    loop {
+        let f = rt.next();
+        let idle = f["method"] == "session.status"
+            && f["params"]["sessionId"] == "root"
+            && f["params"]["status"] == "idle";
+        frames.push(f);
+        if idle {
+            break;
+        }
+    }
+    let started: Vec<(usize, &Value)> = frames
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f["method"] == "subagent.started")
+        .collect();
+    assert_eq!(started.len(), 1, "{frames:#?}");
+    let (at, s) = started[0];
+    assert_eq!(s["params"]["parentSessionId"], "root");
+    let child = s["params"]["childSessionId"].as_str().unwrap().to_owned();
+    assert_ne!(child, "root");
+    // Announced before the child's first event, so the client routes the child's events.
+    let first_child_event = frames
+        .iter()
+        .position(|f| f["method"] == "session.event" && f["params"]["sessionId"] == child.as_str())
+        .expect("the child's events are streamed");
+    assert!(at < first_child_event);
+    let finished = frames
+        .iter()
+        .find(|f| f["method"] == "subagent.finished")
+        .expect("subagent.finished");
+    let p = &finished["params"];
+    assert_eq!(p["provider"], "spawn");
+    assert_eq!(p["agentId"], child.as_str());
+    assert_eq!(p["childSessionId"], child.as_str());
+    assert_eq!(p["parentSessionId"], "root");
+    assert_eq!(p["status"], "ok");
+    assert_eq!(p["stopReason"], "completed");
+    assert_eq!(p["lastAssistantMessage"], "CHILD OUT");
+
+    // session/working-directory/set logs working-directory/change; a resumed session
+    // continues there.
+    let r = rt.request(
+        "w",
+        "session/working-directory/set",
+        json!({"sessionId":"root","path":"sub"}),
+    );
+    let sub_text = sub.canonicalize().unwrap().display().to_string();
+    assert_eq!(r["result"]["cwd"], sub_text.as_str(), "{r}");
+    let r = rt.request("bye", "shutdown", json!({}));
+    assert!(r["result"].is_object());
+    assert_eq!(rt.wait_exit(), Some(0));
+    let log = session_files(&env.home.path().join("sessions"))
+        .into_iter()
+        .find(|p| p.display().to_string().contains("root"))
+        .unwrap();
+    let changes: Vec<Value> = read_rows(&log)
+        .into_iter()
+        .filter(|e| e["type"] == "working-directory/change")
+        .collect();
+    assert_eq!(changes.len(), 1);
+    assert_eq!(changes[0]["data"], json!({"cwd": sub_text}));
+
+    let mut rt = Runtime::start(&env);
+    rt.initialize(&env.cwd().display().to_string());
+    let r = rt.request("r", "session/resume", json!({"sessionId":"root"}));
+    assert!(r["result"].is_object(), "{r}");
+    let r = rt.request(
+        "g",
+        "session/working-directory/get",
+        json!({"sessionId":"root"}),
+    );
+    assert_eq!(r["result"]["cwd"], sub_text.as_str(), "{r}");
+}
