@@ -12,7 +12,11 @@ use dsh_llm::{CallSettings, Llm, UsageTally};
 use dsh_subagent::Subagents;
 
 /// Background work of `owner` still running.
-fn pending(jobs: Option<&Arc<dyn Jobs>>, subagents: Option<&Arc<dyn Subagents>>, owner: &str) -> (Vec<String>, usize) {
+fn pending(
+    jobs: Option<&Arc<dyn Jobs>>,
+    subagents: Option<&Arc<dyn Subagents>>,
+    owner: &str,
+) -> (Vec<String>, usize) {
     let ids = jobs.map(|j| j.running(owner)).unwrap_or_default();
     let children = subagents.map_or(0, |s| s.busy_children(owner));
     (ids, children)
@@ -50,7 +54,11 @@ pub(crate) async fn settle(root: &Ctx, agent: &Arc<dyn Agent>, cap: Duration) ->
         }
         let mut what = Vec::new();
         if !ids.is_empty() {
-            what.push(format!("{} background job(s) ({})", ids.len(), ids.join(", ")));
+            what.push(format!(
+                "{} background job(s) ({})",
+                ids.len(),
+                ids.join(", ")
+            ));
         }
         if children > 0 {
             what.push(format!("{children} continuable subagent(s)"));

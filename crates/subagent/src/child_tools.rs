@@ -120,7 +120,8 @@ pub struct StructuredOutputTool {
 
 impl std::fmt::Debug for StructuredOutputTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StructuredOutputTool").finish_non_exhaustive()
+        f.debug_struct("StructuredOutputTool")
+            .finish_non_exhaustive()
     }
 }
 

@@ -287,8 +287,7 @@ impl InProcessSubagents {
         let waiting = {
             let mut children = self.children.lock();
             match children.get_mut(child_id) {
-                Some(c) => match std::mem::replace(&mut c.state, Activation::Live(agent.clone()))
-                {
+                Some(c) => match std::mem::replace(&mut c.state, Activation::Live(agent.clone())) {
                     Activation::Busy(q) => q,
                     _ => Vec::new(),
                 },
@@ -341,7 +340,10 @@ impl InProcessSubagents {
             continuable: true,
             capabilities: Capabilities {
                 persona: descriptor.persona.clone(),
-                tool_filter: descriptor.tool_filter.clone().filter(|f: &ToolFilterSpec| !f.is_empty()),
+                tool_filter: descriptor
+                    .tool_filter
+                    .clone()
+                    .filter(|f: &ToolFilterSpec| !f.is_empty()),
                 output_schema: None,
             },
             options,
@@ -424,7 +426,10 @@ impl InProcessSubagents {
     fn spawn_activation(self: &Arc<Self>, child_id: &str) {
         let me = self.clone();
         let id = child_id.to_owned();
-        if let Err(error) = self.ctx.spawn(async move { me.drive(id, None, None).await }) {
+        if let Err(error) = self
+            .ctx
+            .spawn(async move { me.drive(id, None, None).await })
+        {
             tracing::warn!(%error, "subagent: cannot resume the child");
         }
     }

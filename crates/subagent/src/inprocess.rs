@@ -211,10 +211,9 @@ impl InProcessSubagents {
         }
         let scope = agent.ctx();
         if let Some(prompt) = self.ctx.get::<dyn SystemPrompt>() {
-            let section =
-                Section::new(DELEGATION_SECTION, crate::texts::delegation_context(depth))
-                    .with_order(DELEGATION_ORDER)
-                    .raw();
+            let section = Section::new(DELEGATION_SECTION, crate::texts::delegation_context(depth))
+                .with_order(DELEGATION_ORDER)
+                .raw();
             if let Err(error) = prompt.runtime_context(scope, section) {
                 tracing::warn!(%error, "subagent: cannot add the delegation context");
             }
@@ -237,9 +236,10 @@ impl InProcessSubagents {
         if !needs_tools {
             return Ok(None);
         }
-        let tools = self.ctx.get::<dyn Tools>().ok_or_else(|| {
-            SubagentError::Capability("no tools service is mounted".to_owned())
-        })?;
+        let tools = self
+            .ctx
+            .get::<dyn Tools>()
+            .ok_or_else(|| SubagentError::Capability("no tools service is mounted".to_owned()))?;
         let tool_error = |e: dsh_tools::ToolsError| SubagentError::Capability(e.to_string());
         if let Some(spec) = &capabilities.tool_filter {
             let mut filter = ToolFilter {
@@ -257,7 +257,9 @@ impl InProcessSubagents {
         }
         if continuable {
             let report = ReportTool::new(self.agents.clone(), parent_id.to_owned());
-            tools.register(scope, Arc::new(report)).map_err(tool_error)?;
+            tools
+                .register(scope, Arc::new(report))
+                .map_err(tool_error)?;
         }
         let mut slot = None;
         if let Some(schema) = &capabilities.output_schema {
@@ -319,7 +321,11 @@ impl InProcessSubagents {
             mode: mode.to_owned(),
             label: Some(request.label.clone()),
         };
-        append_record(&parent.session(), &catalog, "the child in the parent's catalog");
+        append_record(
+            &parent.session(),
+            &catalog,
+            "the child in the parent's catalog",
+        );
         self.delegate_sandbox(parent.id(), &session, &options.cwd);
         let agent = match self
             .agents
@@ -469,7 +475,9 @@ impl InProcessSubagents {
             },
         );
         if request.continuable {
-            return self.run_continuable_foreground(request, agent, session).await;
+            return self
+                .run_continuable_foreground(request, agent, session)
+                .await;
         }
         let start = session.len();
         let prompt = Message::user_text("", request.prompt.clone());
@@ -564,11 +572,7 @@ impl Subagents for Provider {
         text: &str,
     ) -> BoxFuture<'static, Result<String, SubagentError>> {
         let me = self.0.clone();
-        let (caller, target, text) = (
-            caller_id.to_owned(),
-            target_id.to_owned(),
-            text.to_owned(),
-        );
+        let (caller, target, text) = (caller_id.to_owned(), target_id.to_owned(), text.to_owned());
         Box::pin(async move { me.send_message(&caller, &target, &text) })
     }
 

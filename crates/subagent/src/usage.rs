@@ -12,7 +12,10 @@ use crate::texts::clip_diagnostic;
 use crate::{StopReason, SubagentOutcome, SubagentUsage};
 
 /// The outcome of a run from the events the child logged during it.
-pub(crate) fn outcome_of(child_id: &str, events: &[Arc<Event>]) -> (SubagentOutcome, Vec<SubagentUsage>) {
+pub(crate) fn outcome_of(
+    child_id: &str,
+    events: &[Arc<Event>],
+) -> (SubagentOutcome, Vec<SubagentUsage>) {
     let mut usage = TokenUsage::default();
     let mut requests = 0u64;
     let mut last_text = String::new();

@@ -53,8 +53,14 @@ fn default_tool_name() -> String {
 impl SubagentToolsConfig {
     /// The capabilities of the config, checked as the original checks them at load.
     fn capabilities(&self) -> Result<Capabilities, BoxError> {
-        if self.tool_filter.as_ref().is_some_and(ToolFilterSpec::is_empty) {
-            return Err("tool-subagent: toolFilter must set allow or deny (an empty filter)".into());
+        if self
+            .tool_filter
+            .as_ref()
+            .is_some_and(ToolFilterSpec::is_empty)
+        {
+            return Err(
+                "tool-subagent: toolFilter must set allow or deny (an empty filter)".into(),
+            );
         }
         if let Some(schema) = &self.output_schema {
             if self.background_mode == BackgroundMode::Continuable {

@@ -53,7 +53,8 @@ pub fn subagent_usage(meta: &serde_json::Value) -> Option<(TokenUsage, Option<St
 /// and its own children's, each with the model that priced it. Read by shape.
 pub fn subagent_record_usage(data: &serde_json::Value) -> Vec<(TokenUsage, Option<String>)> {
     let mut out = Vec::new();
-    let Ok(usage) = serde_json::from_value::<TokenUsage>(data.get("usage").cloned().unwrap_or_default())
+    let Ok(usage) =
+        serde_json::from_value::<TokenUsage>(data.get("usage").cloned().unwrap_or_default())
     else {
         return out;
     };

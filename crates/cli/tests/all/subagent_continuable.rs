@@ -81,7 +81,9 @@ fn a_continuable_child_reports_settles_and_is_resumed_by_send_message() {
             ("user", t) if t.contains("Its closing message:\nCHILD DONE 2") => text("ALL DONE"),
             // The child.
             ("user", "task X") => call("report", json!({"output": "progress 1"})),
-            ("tool", t) if t.starts_with("report accepted by the agent that started you as message ") => {
+            ("tool", t)
+                if t.starts_with("report accepted by the agent that started you as message ") =>
+            {
                 text("CHILD DONE 1")
             }
             ("user", "task Y") => text("CHILD DONE 2"),
@@ -128,7 +130,10 @@ fn a_continuable_child_reports_settles_and_is_resumed_by_send_message() {
         .filter(|e| e["type"] == "user/message")
         .filter_map(|e| e["data"]["source"]["kind"].as_str().map(str::to_owned))
         .collect();
-    assert!(sources.contains(&"subagent-report".to_owned()), "{sources:?}");
+    assert!(
+        sources.contains(&"subagent-report".to_owned()),
+        "{sources:?}"
+    );
     assert_eq!(
         sources.iter().filter(|s| *s == "subagent-settled").count(),
         2,
@@ -154,7 +159,10 @@ fn a_continuable_child_reports_settles_and_is_resumed_by_send_message() {
         .find(|r| last_message(r).1 == "task Y")
         .unwrap();
     let body = second.body_text();
-    assert!(body.contains("task X") && body.contains("CHILD DONE 1"), "{body}");
+    assert!(
+        body.contains("task X") && body.contains("CHILD DONE 1"),
+        "{body}"
+    );
     // `report` is the child's tool only.
     let first_child = env
         .server()
@@ -189,7 +197,9 @@ fn a_continuable_child_reports_settles_and_is_resumed_by_send_message() {
         .unwrap();
     let shown = stdout(&shown);
     assert!(
-        shown.contains(&format!("subagent {kid_id} (spawn) ended: completed, 2 requests")),
+        shown.contains(&format!(
+            "subagent {kid_id} (spawn) ended: completed, 2 requests"
+        )),
         "{shown}"
     );
     assert!(shown.contains("(subagents: 3 requests,"), "{shown}");
@@ -240,7 +250,10 @@ fn persona_tool_filter_and_output_schema_are_enforced_end_to_end() {
         .unwrap();
     let parent_prompt = system_prompt(first);
     let child_prompt = system_prompt(child);
-    assert!(child_prompt.contains("You are REVIEWER-PERSONA."), "{child_prompt}");
+    assert!(
+        child_prompt.contains("You are REVIEWER-PERSONA."),
+        "{child_prompt}"
+    );
     assert!(!parent_prompt.contains("REVIEWER-PERSONA"));
     // Tool filter: only bash, plus the child-only structured_output.
     let mut names = tool_names(child);
@@ -250,11 +263,16 @@ fn persona_tool_filter_and_output_schema_are_enforced_end_to_end() {
     let refusal = requests
         .iter()
         .find(|r| {
-            last_message(r).0 == "tool" && last_message(r).1.contains("verdict") && !last_message(r).1.contains("recorded")
+            last_message(r).0 == "tool"
+                && last_message(r).1.contains("verdict")
+                && !last_message(r).1.contains("recorded")
         })
         .map(|r| last_message(r).1)
         .unwrap();
-    assert!(refusal.contains("INVALID_ARGS") || refusal.contains("must be"), "{refusal}");
+    assert!(
+        refusal.contains("INVALID_ARGS") || refusal.contains("must be"),
+        "{refusal}"
+    );
     let parent = sessions(&env)
         .into_iter()
         .find(|(h, _)| h.get("parentSession").is_none())
@@ -274,7 +292,7 @@ fn persona_tool_filter_and_output_schema_are_enforced_end_to_end() {
         .as_str()
         .unwrap();
     assert!(
-        b.starts_with("subagent run failed\nDiagnostic: the subagent ended without recording its answer with structured_output"),
+        b.starts_with("Error: subagent run failed\nDiagnostic: the subagent ended without recording its answer with structured_output\nPartial output before the run ended:\nI forgot the tool"),
         "{b}"
     );
     assert_eq!(results[1]["data"]["message"]["isError"], true);
@@ -403,7 +421,8 @@ fn exec_stops_background_work_that_outlives_the_wait_and_leaves_no_process() {
     assert_eq!(stdout(&out), "ANSWERED\n");
     let err = stderr(&out);
     assert!(
-        err.contains("dsh: stopped 1 background job(s) (subagent-") && err.contains("still running after 10 s"),
+        err.contains("dsh: stopped 1 background job(s) (subagent-")
+            && err.contains("still running after 10 s"),
         "{err}"
     );
     assert_eq!(
