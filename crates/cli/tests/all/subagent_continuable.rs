@@ -451,3 +451,95 @@ fn exec_stops_background_work_that_outlives_the_wait_and_leaves_no_process() {
     let end = kid.iter().rfind(|e| e["type"] == "turn/end").unwrap();
     assert_eq!(end["data"]["reason"]["kind"], "aborted", "{end}");
 }
+
+#[test]
+fn a_continuable_child_is_resumed_from_its_log_by_a_resumed_parent_in_a_new_process() {
+    let env = Env::new();
+    let patch = env.patch("continuable.yaml", CONTINUABLE);
+    env.server().set_responder(|req| {
+        let (role, last) = last_message(req);
+        match (role.as_str(), last.as_str()) {
+            ("user", "Start child") => call(
+                "subagent",
+                json!({"description": "Durable", "prompt": "task X"}),
+            ),
+            ("tool", t) if t.starts_with("started subagent ") => text("WAITING"),
+            ("user", t) if t.contains("Its closing message:\nCHILD DONE 1") => text("GOT 1"),
+            ("user", t) if t.starts_with("Continue ") => call(
+                "send_message",
+                json!({"agent_id": t.trim_start_matches("Continue "), "message": "task Y"}),
+            ),
+            ("tool", t) if t.starts_with("message queued as the next turn for subagent ") => {
+                text("SENT")
+            }
+            ("user", t) if t.contains("Its closing message:\nCHILD DONE 2") => text("ALL DONE"),
+            ("user", "task X") => text("CHILD DONE 1"),
+            ("user", "task Y") => text("CHILD DONE 2"),
+            (r, t) => text(&format!("unexpected {r}: {t}")),
+        }
+    });
+    let p = patch.to_str().unwrap();
+    let out = env.exec(&["--patch", p, "Start child"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "GOT 1\n");
+    let all = sessions(&env);
+    let parent = all
+        .iter()
+        .find(|(h, _)| h.get("parentSession").is_none())
+        .unwrap()
+        .0["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let kid = all
+        .iter()
+        .find(|(h, _)| h.get("parentSession").is_some())
+        .unwrap()
+        .0["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A new process: the child is known only from the store.
+    let out = env.exec(&[
+        "--patch",
+        p,
+        "--resume",
+        &parent,
+        &format!("Continue {kid}"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "ALL DONE\n");
+    let all = sessions(&env);
+    assert_eq!(all.len(), 2, "no new child session");
+    let kid_events = &all.iter().find(|(h, _)| h["id"] == kid.as_str()).unwrap().1;
+    assert_eq!(
+        kid_events
+            .iter()
+            .filter(|e| e["type"] == "turn/end")
+            .count(),
+        2
+    );
+    let relay = kid_events
+        .iter()
+        .find(|e| e["data"]["source"]["kind"] == "coordinator")
+        .unwrap();
+    assert_eq!(relay["data"]["source"]["senderSessionId"], parent.as_str());
+    // A stranger cannot continue it: a third session's send_message is refused.
+    let out = env.exec(&["--patch", p, &format!("Continue {kid}")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let stranger = sessions(&env)
+        .into_iter()
+        .find(|(h, _)| h.get("parentSession").is_none() && h["id"] != parent.as_str())
+        .unwrap();
+    let result = stranger
+        .1
+        .iter()
+        .find(|e| e["type"] == "tool/result")
+        .unwrap();
+    assert_eq!(
+        result["data"]["message"]["content"][0]["text"],
+        format!(
+            "Error: agent {kid} is not a live subagent or parent of this agent; the message was not delivered"
+        )
+    );
+}
