@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use dsh_agent::{Agent, AgentOptions, AgentStatus, Agents, CancelCause, CreateAgent};
+use dsh_agent::{Agent, AgentOptions, AgentStatus, Agents, CancelCause, CreateAgent, SessionSeed};
 use dsh_kernel::Ctx;
 use dsh_llm::Message;
 use dsh_sandbox::{Sandbox, SandboxModeEvent};
@@ -127,35 +127,34 @@ impl InProcessSubagents {
             .clone()
     }
 
-    /// Creates the child session: empty (spawn) or seeded with the parent's completed turns.
-    fn child_session(
+    /// How the child session is made: empty with the child's lineage (spawn), or a fork at
+    /// the parent's last completed turn.
+    fn child_seed(
         &self,
         parent: &Arc<dyn Agent>,
         mode: SubagentMode,
         cwd: &str,
         depth: u64,
-    ) -> Result<Arc<Session>, SubagentError> {
-        let header = parent.session().header();
-        let session = match mode {
-            SubagentMode::Spawn => self.sessions.create(CreateOptions {
+    ) -> SessionSeed {
+        match mode {
+            SubagentMode::Spawn => SessionSeed::Create(CreateOptions {
                 id: None,
                 cwd: Some(cwd.to_owned()),
                 parent_session: Some(parent.id().to_owned()),
                 origin: Some("subagent".to_owned()),
                 delegation_depth: depth,
-                agent_preset: header.agent_preset,
-            })?,
-            SubagentMode::Fork => self.sessions.fork(
-                parent.id(),
-                ForkOptions {
+                agent_preset: parent.session().header().agent_preset,
+            }),
+            SubagentMode::Fork => SessionSeed::Fork {
+                from: parent.id().to_owned(),
+                options: ForkOptions {
                     boundary: None,
                     child_id: None,
                     cwd: Some(cwd.to_owned()),
                     subagent: true,
                 },
-            )?,
-        };
-        Ok(session)
+            },
+        }
     }
 
     /// The parent's sandbox mode, logged in the child with `source: "delegation"`.
@@ -288,7 +287,26 @@ impl InProcessSubagents {
             };
         }
         let cwd_text = options.cwd.to_string_lossy().into_owned();
-        let session = self.child_session(parent, request.mode, &cwd_text, depth)?;
+        let seed = self.child_seed(parent, request.mode, &cwd_text, depth);
+        // A brand-new agent on the child's session (created as new, never "resumed").
+        let agent = self
+            .agents
+            .create_seeded(
+                &self.ctx,
+                CreateAgent {
+                    session_id: None,
+                    label: None,
+                    options: options.clone(),
+                    setup: None,
+                },
+                seed,
+            )
+            .await
+            .map_err(|e| match e {
+                dsh_agent::AgentError::Session(s) => SubagentError::Session(s),
+                other => SubagentError::Agent(other),
+            })?;
+        let session = agent.session();
         let child_id = session.id().to_owned();
         let mode = if request.continuable {
             "continuable"
@@ -308,7 +326,7 @@ impl InProcessSubagents {
         match NewEvent::plugin(&descriptor) {
             Ok(e) => {
                 if let Err(error) = session.append(e) {
-                    drop(self.sessions.close(&child_id).await);
+                    agent.dispose().await;
                     return Err(error.into());
                 }
             }
@@ -326,26 +344,6 @@ impl InProcessSubagents {
             &catalog,
             "the child in the parent's catalog",
         );
-        self.delegate_sandbox(parent.id(), &session, &options.cwd);
-        let agent = match self
-            .agents
-            .create(
-                &self.ctx,
-                CreateAgent {
-                    session_id: Some(child_id.clone()),
-                    label: None,
-                    options: options.clone(),
-                    setup: None,
-                },
-            )
-            .await
-        {
-            Ok(a) => a,
-            Err(e) => {
-                drop(self.sessions.close(&child_id).await);
-                return Err(e.into());
-            }
-        };
         // The sandbox plugin logs its configured mode at session start: the parent's wins.
         self.delegate_sandbox(parent.id(), &session, &options.cwd);
         let slot = match self.configure(
