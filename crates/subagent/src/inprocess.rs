@@ -91,6 +91,31 @@ pub(crate) fn append_record<T: PluginEvent>(session: &Session, record: &T, what:
     }
 }
 
+/// The parent's sandbox mode, logged in the child with `source: "delegation"` (unless its last
+/// `sandbox/mode` already says so) and set on the `sandbox` service for the child's session.
+fn delegate_sandbox(ctx: &Ctx, parent_id: &str, child: &Session, cwd: &std::path::Path) {
+    let Some(sandbox) = ctx.get::<dyn Sandbox>() else {
+        return;
+    };
+    let mode = sandbox.policy(parent_id, cwd, None).mode;
+    let logged = child
+        .events()
+        .iter()
+        .rev()
+        .find_map(|e| e.plugin::<SandboxModeEvent>().and_then(Result::ok));
+    let already = logged
+        .as_ref()
+        .is_some_and(|e| e.mode == mode && e.source.as_deref() == Some("delegation"));
+    if !already {
+        let event = SandboxModeEvent {
+            mode,
+            source: Some("delegation".to_owned()),
+        };
+        append_record(child, &event, "the delegated sandbox mode");
+    }
+    sandbox.set_session_mode(child.id(), mode);
+}
+
 /// A child created and configured, before its first prompt.
 pub(crate) struct Started {
     pub(crate) agent: Arc<dyn Agent>,
@@ -159,26 +184,7 @@ impl InProcessSubagents {
 
     /// The parent's sandbox mode, logged in the child with `source: "delegation"`.
     pub(crate) fn delegate_sandbox(&self, parent_id: &str, child: &Session, cwd: &std::path::Path) {
-        let Some(sandbox) = self.ctx.get::<dyn Sandbox>() else {
-            return;
-        };
-        let mode = sandbox.policy(parent_id, cwd, None).mode;
-        let logged = child
-            .events()
-            .iter()
-            .rev()
-            .find_map(|e| e.plugin::<SandboxModeEvent>().and_then(Result::ok));
-        let already = logged
-            .as_ref()
-            .is_some_and(|e| e.mode == mode && e.source.as_deref() == Some("delegation"));
-        if !already {
-            let event = SandboxModeEvent {
-                mode,
-                source: Some("delegation".to_owned()),
-            };
-            append_record(child, &event, "the delegated sandbox mode");
-        }
-        sandbox.set_session_mode(child.id(), mode);
+        delegate_sandbox(&self.ctx, parent_id, child, cwd);
     }
 
     /// Everything a child's scope gets, on creation and on every resume: approvals pinned to
@@ -288,6 +294,11 @@ impl InProcessSubagents {
         }
         let cwd_text = options.cwd.to_string_lossy().into_owned();
         let seed = self.child_seed(parent, request.mode, &cwd_text, depth);
+        let (ctx, parent_id, cwd) = (
+            self.ctx.clone(),
+            parent.id().to_owned(),
+            options.cwd.clone(),
+        );
         // A brand-new agent on the child's session (created as new, never "resumed").
         let agent = self
             .agents
@@ -297,7 +308,14 @@ impl InProcessSubagents {
                     session_id: None,
                     label: None,
                     options: options.clone(),
-                    setup: None,
+                    // Before the agent is published (and the sandbox plugin logs its own mode
+                    // at session start), the child's first `sandbox/mode` is the delegated one.
+                    setup: Some(Box::new(move |_scope, child: Arc<dyn Agent>| {
+                        Box::pin(async move {
+                            delegate_sandbox(&ctx, &parent_id, &child.session(), &cwd);
+                            Ok(())
+                        })
+                    })),
                 },
                 seed,
             )
