@@ -274,6 +274,9 @@ impl LoopAgent {
             return;
         }
         *done = true;
+        self.scope_ctx().emit(&dsh_agent::events::AgentDisposing {
+            agent_id: self.id.clone(),
+        });
         {
             let mut st = self.state.lock();
             st.disposing = true;

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use dsh_agent::events::{AgentCreated, AgentSessionStart};
-use dsh_agent::{Agent, AgentError, AgentFactory, AgentOptions, CreateAgent, ResumeAgent, SetupFn};
+use dsh_agent::{
+    Agent, AgentError, AgentFactory, AgentOptions, CreateAgent, ResumeAgent, SessionSeed, SetupFn,
+};
 use dsh_kernel::Ctx;
 use dsh_session::{CreateOptions, Session, SessionError};
 use futures::future::BoxFuture;
@@ -67,6 +69,29 @@ impl AgentFactory for LoopFactory {
                 ),
             };
             publish(shared, &caller, session, options, setup, resumed).await
+        })
+    }
+
+    fn create_seeded(
+        &self,
+        caller: &Ctx,
+        spec: CreateAgent,
+        seed: SessionSeed,
+    ) -> BoxFuture<'static, Result<Arc<dyn Agent>, AgentError>> {
+        let shared = self.shared.clone();
+        let caller = caller.clone();
+        Box::pin(async move {
+            let CreateAgent {
+                mut options, setup, ..
+            } = spec;
+            if options.cwd.as_os_str().is_empty() {
+                options.cwd = crate::default_cwd();
+            }
+            let session = match seed {
+                SessionSeed::Create(create) => shared.sessions.create(create)?,
+                SessionSeed::Fork { from, options } => shared.sessions.fork(&from, options)?,
+            };
+            publish(shared, &caller, session, options, setup, false).await
         })
     }
 

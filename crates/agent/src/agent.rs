@@ -121,6 +121,23 @@ pub struct CreateAgent {
     pub setup: Option<SetupFn>,
 }
 
+/// The session a brand-new agent starts on, made by the factory itself, so the agent is
+/// created (`agent/session-start {resumed: false}`), never resumed: a child session with its
+/// lineage (`parentSession`, `origin`, `delegationDepth`, `agentPreset`), or a fork seeded
+/// with another session's completed turns.
+#[derive(Clone, Debug)]
+pub enum SessionSeed {
+    /// A new session with these header fields.
+    Create(dsh_session::CreateOptions),
+    /// A fork of stored or open session `from` (format §12).
+    Fork {
+        /// The session forked.
+        from: String,
+        /// Boundary, child id, cwd, subagent marking.
+        options: dsh_session::ForkOptions,
+    },
+}
+
 /// What `Agents::resume` needs.
 #[derive(Default)]
 pub struct ResumeAgent {

@@ -26,6 +26,17 @@ impl Notify for AgentDisposed {
     const NAME: &'static str = "agent/disposed";
 }
 
+/// `agent/disposing`: an agent's teardown begins; its session is still open, so listeners can
+/// log what the teardown ends (e.g. background jobs settled with cause `teardown`). Emitted
+/// once, before the running turn is cancelled.
+pub struct AgentDisposing {
+    /// The agent.
+    pub agent_id: String,
+}
+impl Notify for AgentDisposing {
+    const NAME: &'static str = "agent/disposing";
+}
+
 /// `agent/session-start`: the agent's session is attached (fresh or resumed).
 pub struct AgentSessionStart {
     /// The agent.

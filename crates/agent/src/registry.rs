@@ -7,7 +7,7 @@ use dsh_kernel::{BoxError, Ctx, EmptyConfig, Plugin, Service};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 
-use crate::{Agent, AgentError, CreateAgent, ResumeAgent};
+use crate::{Agent, AgentError, CreateAgent, ResumeAgent, SessionSeed};
 
 /// Creates and resumes agents (implemented by the agent loop).
 pub trait AgentFactory: Send + Sync + 'static {
@@ -26,6 +26,22 @@ pub trait AgentFactory: Send + Sync + 'static {
         caller: &Ctx,
         spec: ResumeAgent,
     ) -> BoxFuture<'static, Result<Arc<dyn Agent>, AgentError>>;
+
+    /// A new agent on a session the factory makes from `seed` (`spec.session_id` and
+    /// `spec.label` are ignored). Factories that cannot keep the default, which refuses.
+    fn create_seeded(
+        &self,
+        caller: &Ctx,
+        spec: CreateAgent,
+        seed: SessionSeed,
+    ) -> BoxFuture<'static, Result<Arc<dyn Agent>, AgentError>> {
+        let _ = (caller, spec, seed);
+        Box::pin(async {
+            Err(AgentError::Unsupported(
+                "this agent factory cannot create seeded sessions".into(),
+            ))
+        })
+    }
 }
 
 /// The agent registry (kernel service `agents`).
@@ -49,6 +65,22 @@ pub trait Agents: Send + Sync + 'static {
         caller: &Ctx,
         spec: ResumeAgent,
     ) -> BoxFuture<'static, Result<Arc<dyn Agent>, AgentError>>;
+
+    /// Creates an agent on a session the factory makes from `seed` (a child's lineage, a
+    /// fork): it starts as new, not resumed. The default refuses.
+    fn create_seeded(
+        &self,
+        caller: &Ctx,
+        spec: CreateAgent,
+        seed: SessionSeed,
+    ) -> BoxFuture<'static, Result<Arc<dyn Agent>, AgentError>> {
+        let _ = (caller, spec, seed);
+        Box::pin(async {
+            Err(AgentError::Unsupported(
+                "this agent registry cannot create seeded sessions".into(),
+            ))
+        })
+    }
 
     /// A live agent by id.
     fn get(&self, id: &str) -> Option<Arc<dyn Agent>>;
@@ -151,6 +183,18 @@ impl Agents for Arc<AgentsService> {
     ) -> BoxFuture<'static, Result<Arc<dyn Agent>, AgentError>> {
         match self.factory.lock().as_ref() {
             Some((_, f)) => f.resume(caller, spec),
+            None => Box::pin(async { Err(AgentError::NoFactory) }),
+        }
+    }
+
+    fn create_seeded(
+        &self,
+        caller: &Ctx,
+        spec: CreateAgent,
+        seed: SessionSeed,
+    ) -> BoxFuture<'static, Result<Arc<dyn Agent>, AgentError>> {
+        match self.factory.lock().as_ref() {
+            Some((_, f)) => f.create_seeded(caller, spec, seed),
             None => Box::pin(async { Err(AgentError::NoFactory) }),
         }
     }

@@ -301,8 +301,13 @@ async fn run_agent(
         .followup(Message::user_text("", prompt))
         .map_err(agent_error)?;
 
+    let wait = std::time::Duration::from_secs(args.wait_background);
+    let mut left_running = None;
     let interrupted = tokio::select! {
-        _ = agent.when_idle() => false,
+        left = crate::background::settle(&root, &agent, wait) => {
+            left_running = left;
+            false
+        }
         r = tokio::signal::ctrl_c() => {
             if r.is_ok() {
                 agent.cancel(CancelCause::User, false);
@@ -318,7 +323,15 @@ async fn run_agent(
         }
     };
     let (reason, text) = outcome(&agent);
+    if let Some(line) = &left_running {
+        eprintln!("{line}");
+    }
+    let usage = (args.usage || std::io::stderr().is_terminal())
+        .then(|| crate::background::usage_line(&root, &agent));
     agent.dispose().await;
+    if let Some(line) = usage {
+        eprintln!("{line}");
+    }
     if let Some(printer) = printer {
         printer.finish().await;
     }

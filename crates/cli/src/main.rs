@@ -5,6 +5,7 @@
 
 mod acp_cmd;
 mod audit;
+mod background;
 mod compose;
 mod config_cmd;
 mod context_cmd;
@@ -145,6 +146,14 @@ pub(crate) struct ExecArgs {
     /// Size of the pool of parallel-safe tool calls (1 = serial).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) max_parallel_tools: Option<u64>,
+    /// Once the task is answered, wait up to this long for the session's background work
+    /// (jobs, continuable subagents) and the turns it wakes; what still runs then is stopped
+    /// (settled with cause `teardown`) and named on stderr. 0: do not wait.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub(crate) wait_background: u64,
+    /// Print the session's token usage and cost, its subagents' included, on stderr at the end.
+    #[arg(long)]
+    pub(crate) usage: bool,
     #[command(flatten)]
     pub(crate) compose: ComposeArgs,
     #[command(flatten)]

@@ -199,6 +199,7 @@ pub(crate) async fn show(id: &str) -> Result<u8, Failure> {
             _ => match dsh_compaction::events::describe(e)
                 .or_else(|| crate::audit::line(e))
                 .or_else(|| dsh_hooks::events::describe(e))
+                .or_else(|| subagent_line(e))
             {
                 Some(line) => line,
                 None => continue,
@@ -207,11 +208,56 @@ pub(crate) async fn show(id: &str) -> Result<u8, Failure> {
         out.push_str(&line);
         out.push('\n');
     }
+    out.push_str(&usage_footer(log.events()));
     let written = write_stdout(&out);
     // The process ends next: the OS takes the loaded log back at once, where freeing it event
     // by event cost ~13% of the command on a 10k-event log.
     std::mem::forget(log);
     written
+}
+
+/// The line of a `dsh/subagent-usage` record (a child's run ended).
+fn subagent_line(e: &dsh_session::Event) -> Option<String> {
+    let u = e.plugin::<dsh_subagent::SubagentUsage>()?.ok()?;
+    Some(format!(
+        "subagent {} ({}) ended: {}, {} requests, {} input ({} cached), {} output",
+        u.child_id,
+        u.provider,
+        u.stop_reason.as_str(),
+        u.requests,
+        u.usage.input_tokens + u.usage.cache_read_tokens.unwrap_or(0),
+        u.usage.cache_read_tokens.unwrap_or(0),
+        u.usage.output_tokens
+    ))
+}
+
+/// `usage: <in> input (<hit> cached), <out> output, <n> requests (subagents: …)`: the
+/// session's own requests and its sub-agents' (at any depth, failed runs too).
+fn usage_footer(events: &[std::sync::Arc<dsh_session::Event>]) -> String {
+    let mut own = dsh_llm::UsageTally::default();
+    let mut sub = dsh_llm::UsageTally::default();
+    let (mut own_requests, mut sub_requests) = (0u64, 0u64);
+    for share in dsh_subagent::session_usage(events) {
+        if share.subagent {
+            sub.add(&share.usage, None);
+            sub_requests += share.requests;
+        } else {
+            own.add(&share.usage, None);
+            own_requests += share.requests;
+        }
+    }
+    let mut total = own;
+    total.merge(&sub);
+    format!(
+        "\nusage: {} input ({} cached), {} output, {} requests (subagents: {} requests, {} input, {} output)\n",
+        total.input(),
+        total.cache_hit_input,
+        total.output,
+        own_requests + sub_requests,
+        sub_requests,
+        sub.input(),
+        sub.output
+    )
 }
 
 /// `dsh sessions repair ID [--yes]`: shows what a repair keeps and moves, asks (on a terminal),

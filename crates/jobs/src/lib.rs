@@ -15,7 +15,7 @@ mod plugin;
 mod tools;
 mod types;
 
-pub use local::LocalJobs;
+pub use local::{LocalJobs, TEARDOWN_DETAIL};
 pub use plugin::{CompletionDelivery, JobsConfig, JobsPlugin, ToolJobsConfig, ToolJobsPlugin};
 pub use tools::{JobKillTool, JobListTool, JobOutputTool};
 pub use types::{JobInfo, JobReport, JobSpec, JobsError, Producer, notice_text};
@@ -46,6 +46,18 @@ pub trait Jobs: Send + Sync + 'static {
 
     /// Requests cancellation of job `id` (its status becomes `stopping`, then `killed`).
     fn kill(&self, caller: &str, id: &str, reason: Option<String>) -> Result<(), JobsError>;
+
+    /// The ids of `owner`'s jobs that have not settled.
+    fn running(&self, owner: &str) -> Vec<String>;
+
+    /// Resolves when `owner` has no unsettled job (each settled job's notice, if any, is
+    /// already in the owner's inbox then).
+    fn when_settled(&self, owner: &str) -> BoxFuture<'static, ()>;
+
+    /// Settles `owner`'s unsettled jobs now with cause `teardown` (status `killed`) and
+    /// cancels them. The `jobs` plugin calls it when an owner's teardown begins
+    /// (`agent/disposing`), while its session is still open.
+    fn teardown(&self, owner: &str);
 }
 
 impl dsh_kernel::Service for dyn Jobs {

@@ -52,7 +52,12 @@ struct Inner {
     jobs: Mutex<BTreeMap<String, Job>>,
     order: Mutex<Vec<String>>,
     wake_on_settle: bool,
+    /// Notified whenever a job settles.
+    changed: tokio::sync::Notify,
 }
+
+/// The `detail` of a job settled because its owner was torn down.
+pub const TEARDOWN_DETAIL: &str = "its owner session ended";
 
 /// The in-process [`Jobs`] implementation.
 #[derive(Clone)]
@@ -88,6 +93,7 @@ impl LocalJobs {
             jobs: Mutex::new(BTreeMap::new()),
             order: Mutex::new(Vec::new()),
             wake_on_settle,
+            changed: tokio::sync::Notify::new(),
         }))
     }
 
@@ -152,14 +158,86 @@ impl LocalJobs {
         // The record is in the log before anyone can see the job settled (a waiting
         // `job_output`, a listing): readers of the log never lag behind the registry.
         append(&session, NewEvent::plugin(&settled));
-        if let Some(job) = inner.jobs.lock().get_mut(id) {
+        let done = inner.jobs.lock().get_mut(id).map(|job| {
             job.settled = Some(outcome);
             job.settling = false;
-            job.done.send_replace(true);
-        }
+            job.done.clone()
+        });
+        // The notice is in the owner's inbox before anyone sees the job done: a front end that
+        // waits for the jobs and then for the owner's idle never misses the woken turn.
         if let Some((owner, text)) = notice {
             Self::notify(inner, &owner, text);
         }
+        if let Some(done) = done {
+            done.send_replace(true);
+        }
+        inner.changed.notify_waiters();
+    }
+
+    /// Settles every unsettled job of `owner` with cause `teardown` (status `killed`) and
+    /// cancels its producer: the owner is being torn down, its session still open.
+    pub fn teardown(&self, owner: &str) {
+        let inner = &self.0;
+        let ids: Vec<String> = inner
+            .jobs
+            .lock()
+            .iter()
+            .filter(|(_, j)| j.spec.owner == owner && j.settled.is_none() && !j.settling)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            let (session, settled, done) = {
+                let mut jobs = inner.jobs.lock();
+                let Some(job) = jobs.get_mut(&id) else {
+                    continue;
+                };
+                if job.settled.is_some() || job.settling {
+                    continue;
+                }
+                let detail = Some(match job.kill.as_ref() {
+                    Some(Some(reason)) => format!("{TEARDOWN_DETAIL}; {reason}"),
+                    _ => TEARDOWN_DETAIL.to_owned(),
+                });
+                let record = JobSettled {
+                    job_id: id.clone(),
+                    owner: job.spec.owner.clone(),
+                    kind: job.spec.kind.clone(),
+                    label: job.spec.label.clone(),
+                    started_at: job.started_at,
+                    tool_call: job.spec.tool_call.clone(),
+                    finished_at: now_ms(),
+                    status: JobStatus::Killed,
+                    cause: JobCause::Teardown,
+                    producer_reported: false,
+                    detail: detail.clone(),
+                };
+                job.settled = Some((
+                    JobStatus::Killed,
+                    JobReport {
+                        status: JobStatus::Killed,
+                        output: String::new(),
+                        detail,
+                    },
+                ));
+                job.cancel.cancel();
+                (job.session.clone(), record, job.done.clone())
+            };
+            append(&session, NewEvent::plugin(&settled));
+            done.send_replace(true);
+            tracing::info!(job = %id, owner, "jobs: settled at its owner's teardown");
+        }
+        inner.changed.notify_waiters();
+    }
+
+    /// Unsettled jobs of `owner`.
+    pub fn running(&self, owner: &str) -> Vec<String> {
+        self.0
+            .jobs
+            .lock()
+            .iter()
+            .filter(|(_, j)| j.spec.owner == owner && j.settled.is_none())
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// Idle owner: a new turn; busy owner: a steer into its running turn.
@@ -342,6 +420,30 @@ impl Jobs for LocalJobs {
                 label: j.spec.label.clone(),
             })
             .collect()
+    }
+
+    fn running(&self, owner: &str) -> Vec<String> {
+        LocalJobs::running(self, owner)
+    }
+
+    fn when_settled(&self, owner: &str) -> BoxFuture<'static, ()> {
+        let me = self.clone();
+        let owner = owner.to_owned();
+        Box::pin(async move {
+            loop {
+                let changed = me.0.changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                if LocalJobs::running(&me, &owner).is_empty() {
+                    return;
+                }
+                changed.await;
+            }
+        })
+    }
+
+    fn teardown(&self, owner: &str) {
+        LocalJobs::teardown(self, owner);
     }
 
     fn kill(&self, caller: &str, id: &str, reason: Option<String>) -> Result<(), JobsError> {

@@ -59,6 +59,13 @@ impl Plugin for JobsPlugin {
             ctx.clone(),
             config.completion_delivery == CompletionDelivery::Wakeup,
         );
+        // An owner's teardown settles its running jobs (cause `teardown`) while its session
+        // is still open.
+        let j = jobs.clone();
+        ctx.on::<dsh_agent::events::AgentDisposing>(move |ev| {
+            j.teardown(&ev.agent_id);
+            Ok(())
+        })?;
         let service: Arc<dyn Jobs> = Arc::new(jobs);
         ctx.provide::<dyn Jobs>(service)?;
         Ok(())

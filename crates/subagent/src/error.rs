@@ -42,6 +42,9 @@ pub enum SubagentError {
     /// The call was cancelled before the child started.
     #[error("subagent run was cancelled (CANCELLED)")]
     Cancelled,
+    /// A capability (persona, tool filter, structured output) could not be given to the child.
+    #[error("subagent capability unavailable: {0} (UNSUPPORTED_CAPABILITY)")]
+    Capability(String),
 }
 
 impl SubagentError {
@@ -55,6 +58,7 @@ impl SubagentError {
             SubagentError::Session(_) => "PERSISTENCE_UNAVAILABLE",
             SubagentError::Agent(_) => "NO_PROVIDER",
             SubagentError::Cancelled => "CANCELLED",
+            SubagentError::Capability(_) => "UNSUPPORTED_CAPABILITY",
         }
     }
 }

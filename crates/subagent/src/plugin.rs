@@ -55,14 +55,20 @@ impl Plugin for SubagentsPlugin {
         let agents = ctx.dep::<dyn Agents>()?;
         let sessions = ctx.dep::<dyn Sessions>()?;
         crate::repair::install(&ctx, sessions.clone())?;
-        let provider = InProcessSubagents::new(
+        let provider = Arc::new(InProcessSubagents::new(
             ctx.clone(),
             agents,
             sessions,
             config.max_depth,
             config.max_concurrent,
-        );
-        let service: Arc<dyn Subagents> = Arc::new(Provider(Arc::new(provider)));
+        ));
+        // A parent being torn down cancels its live children (their runs end `aborted`).
+        let p = provider.clone();
+        ctx.on::<dsh_agent::events::AgentDisposing>(move |ev| {
+            p.parent_disposing(&ev.agent_id);
+            Ok(())
+        })?;
+        let service: Arc<dyn Subagents> = Arc::new(Provider(provider));
         ctx.provide::<dyn Subagents>(service)?;
         Ok(())
     }

@@ -58,6 +58,48 @@ pub fn message_sent_to_parent(parent: &str) -> String {
     format!("message delivered to agent {parent}")
 }
 
+/// `started subagent <childId>`: a continuable child started in the background.
+pub fn started_continuable(child: &str) -> String {
+    format!("started subagent {child}")
+}
+
+/// The settlement notice a continuable child's direct parent gets when a turn of the child
+/// ends (source `subagent-settled`): line 1 by stop reason, then the closing message.
+pub fn settled_notice(child: &str, reason: StopReason, closing: &str) -> String {
+    let how = match reason {
+        StopReason::Completed => "finished and will do no further work unless you send it more.",
+        StopReason::Aborted => "was stopped before it finished.",
+        StopReason::MaxTokens => "ran out of room before it finished.",
+        StopReason::Refusal => "declined the task.",
+        StopReason::Error => "failed before it finished.",
+    };
+    if closing.trim().is_empty() {
+        format!("Background subagent {child} {how}\nIt left no closing message.")
+    } else {
+        format!("Background subagent {child} {how}\nIts closing message:\n{closing}")
+    }
+}
+
+/// What a parent sees of a child's `report` (source `subagent-report`).
+pub fn report_notice(child: &str, output: &str) -> String {
+    format!("Background subagent {child} reported:\n{output}")
+}
+
+/// The child's `report` result.
+pub fn report_accepted(message_id: &str) -> String {
+    format!("report accepted by the agent that started you as message {message_id}")
+}
+
+/// The child's `report` error when its parent is not live.
+pub const REPORT_PARENT_GONE: &str = "direct parent is not live; report was not delivered";
+
+/// The `structured_output` acknowledgement.
+pub const STRUCTURED_RECORDED: &str = "Structured output recorded.";
+
+/// The diagnostic of a run with an `outputSchema` that never recorded a value.
+pub const STRUCTURED_MISSING: &str =
+    "the subagent ended without recording its answer with structured_output";
+
 /// Largest diagnostic kept, in bytes.
 pub const MAX_DIAGNOSTIC_BYTES: usize = 4096;
 
@@ -89,5 +131,13 @@ mod tests {
             "subagent run was cancelled"
         );
         assert_eq!(clip_diagnostic(&"é".repeat(3000)).len(), 4096);
+        assert_eq!(
+            settled_notice("c1", StopReason::Completed, "done"),
+            "Background subagent c1 finished and will do no further work unless you send it more.\nIts closing message:\ndone"
+        );
+        assert_eq!(
+            settled_notice("c1", StopReason::Error, ""),
+            "Background subagent c1 failed before it finished.\nIt left no closing message."
+        );
     }
 }

@@ -73,7 +73,7 @@ impl Tool for ListAgentsTool {
             let lines: Vec<String> = children
                 .iter()
                 .map(|c| {
-                    let status = if c.running { "running" } else { "idle" };
+                    let status = c.status.as_str();
                     let mut line = format!("{} [{status}] \u{2014} {}", c.id, c.label);
                     if descendants {
                         line.push_str(&format!(" parent={} depth={}", c.parent_id, c.depth));
@@ -194,8 +194,9 @@ impl Tool for SendMessageTool {
     }
 
     fn description(&self) -> &str {
-        "Send a message to a subagent you started (it becomes that subagent's next turn) or to \
-         the agent that started you (it sees it at its next step). Sending does not end your turn."
+        "Send a message to a subagent you started (it becomes that subagent's next turn; a \
+         continuable subagent that had finished resumes with it) or to the agent that started \
+         you (it sees it at its next step). Sending does not end your turn."
     }
 
     fn parameters(&self) -> &Value {
@@ -218,6 +219,7 @@ impl Tool for SendMessageTool {
             let text = self
                 .subagents
                 .send_message(ctx.session_id(), &target, &message)
+                .await
                 .map_err(|e| ToolError::failed(e.to_string()))?;
             Ok(ToolOutput::text(text))
         })

@@ -7,7 +7,9 @@ use dsh_jobs::{JobReport, JobSpec, Jobs, Producer};
 use dsh_kernel::Ctx;
 use dsh_session::feature::JobToolCall;
 use dsh_session::wire::JobStatus;
-use dsh_subagent::{StopReason, SubagentError, SubagentMode, SubagentRequest, Subagents, texts};
+use dsh_subagent::{
+    Capabilities, StopReason, SubagentError, SubagentMode, SubagentRequest, Subagents, texts,
+};
 use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -31,9 +33,49 @@ new task. It has the same tools as you, works in this session's working director
 and its final message is this call's result. Several calls in one response run at the same \
 time. `description` is a 3-5 word label for the task.";
 
+/// Description of `subagent` in `continuable` mode. Part of the cached prompt prefix.
+pub const SPAWN_CONTINUABLE_DESCRIPTION: &str = "Start an independent subagent with a fresh \
+context to do a self-contained task. It runs in the background and this call returns its id at \
+once; you are told when it finishes, with its closing message, and it may report to you before \
+that.\n\
+\n\
+The subagent starts with no knowledge of this conversation: put everything it needs in `prompt` \
+(the goal, file paths, constraints, what to report back). It has the same tools as you and works \
+in this session's working directory (or `cwd`). Delegate independent tasks together and keep \
+working meanwhile; set `run_in_background: false` only when you cannot continue without its \
+answer. Later, `send_message` with its id gives it more work as a new turn. `description` is a \
+3-5 word label for the task.";
+
+/// Description of `subagent_fork` in `continuable` mode. Part of the cached prompt prefix.
+pub const FORK_CONTINUABLE_DESCRIPTION: &str = "Start a subagent seeded with this \
+conversation's completed turns (not the current one). It runs in the background and this call \
+returns its id at once; you are told when it finishes, with its closing message.\n\
+\n\
+The subagent already knows what was said and done before this turn, so `prompt` only needs the \
+new task. It has the same tools as you and works in this session's working directory (or \
+`cwd`). Set `run_in_background: false` only when you cannot continue without its answer. Later, \
+`send_message` with its id gives it more work as a new turn. `description` is a 3-5 word label \
+for the task.";
+
+/// How `run_in_background` behaves (the original's `backgroundMode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackgroundMode {
+    /// Foreground by default; background runs are one-shot jobs (`job_output`).
+    #[default]
+    OneShot,
+    /// Background by default: a durable, continuable child (`started subagent <id>`, a
+    /// settlement notice later, `send_message` continues it).
+    Continuable,
+}
+
 /// The arguments schema shared by both tools: the original 0.2.1's `{cwd?, description,
 /// prompt}`, plus 0.1.1's `run_in_background?` when background runs are enabled.
 fn parameters(background: bool) -> Value {
+    parameters_for(background, BackgroundMode::OneShot)
+}
+
+fn parameters_for(background: bool, mode: BackgroundMode) -> Value {
     let mut schema = json!({
         "type": "object",
         "properties": {
@@ -44,10 +86,16 @@ fn parameters(background: bool) -> Value {
         "required": ["description", "prompt"]
     });
     if background {
-        schema["properties"]["run_in_background"] = json!({
-            "type": "boolean",
-            "description": "Run it as a background job and return its job id at once (default false); collect the result with job_output."
-        });
+        schema["properties"]["run_in_background"] = match mode {
+            BackgroundMode::OneShot => json!({
+                "type": "boolean",
+                "description": "Run it as a background job and return its job id at once (default false); collect the result with job_output."
+            }),
+            BackgroundMode::Continuable => json!({
+                "type": "boolean",
+                "description": "Return the subagent's id at once and be told when it finishes (default true); false waits for its answer."
+            }),
+        };
     }
     schema
 }
@@ -62,13 +110,15 @@ pub const JOBS_UNAVAILABLE: &str = "background jobs unavailable: load the jobs p
 
 /// `subagent` (spawn) or `subagent_fork` (fork).
 pub struct DelegateTool {
-    name: &'static str,
+    name: String,
     description: &'static str,
     mode: SubagentMode,
     subagents: Arc<dyn Subagents>,
     parameters: Value,
     /// Where the `jobs` service is looked up at call time; `None`: no background runs.
     jobs_lookup: Option<Ctx>,
+    background_mode: BackgroundMode,
+    capabilities: Capabilities,
 }
 
 impl std::fmt::Debug for DelegateTool {
@@ -83,25 +133,53 @@ impl DelegateTool {
     /// The `subagent` tool (fresh context).
     pub fn spawn(subagents: Arc<dyn Subagents>) -> Self {
         Self {
-            name: "subagent",
+            name: "subagent".to_owned(),
             description: SPAWN_DESCRIPTION,
             mode: SubagentMode::Spawn,
             subagents,
             parameters: parameters(false),
             jobs_lookup: None,
+            background_mode: BackgroundMode::OneShot,
+            capabilities: Capabilities::default(),
         }
     }
 
     /// The `subagent_fork` tool (seeded with the completed turns).
     pub fn fork(subagents: Arc<dyn Subagents>) -> Self {
         Self {
-            name: "subagent_fork",
+            name: "subagent_fork".to_owned(),
             description: FORK_DESCRIPTION,
             mode: SubagentMode::Fork,
             subagents,
             parameters: parameters(false),
             jobs_lookup: None,
+            background_mode: BackgroundMode::OneShot,
+            capabilities: Capabilities::default(),
         }
+    }
+
+    /// Builder: the tool's name (the original's `toolName`).
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Builder: the capabilities every child of this tool gets.
+    pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    /// Builder: `continuable` children (background by default, `started subagent <id>`).
+    /// Call after [`DelegateTool::with_background`] when background runs are enabled.
+    pub fn continuable(mut self) -> Self {
+        self.background_mode = BackgroundMode::Continuable;
+        self.description = match self.mode {
+            SubagentMode::Spawn => SPAWN_CONTINUABLE_DESCRIPTION,
+            SubagentMode::Fork => FORK_CONTINUABLE_DESCRIPTION,
+        };
+        self.parameters = parameters_for(self.jobs_lookup.is_some(), self.background_mode);
+        self
     }
 
     /// Builder: accept `run_in_background`, starting background runs on the `jobs` service
@@ -138,7 +216,7 @@ impl DelegateTool {
                 match subagents.run(request).await {
                     Ok(o) if o.stop_reason == StopReason::Completed => JobReport {
                         status: JobStatus::Completed,
-                        output: o.output,
+                        output: o.structured.map(|v| v.to_string()).unwrap_or(o.output),
                         detail: None,
                     },
                     Ok(o) => JobReport {
@@ -197,6 +275,7 @@ impl DelegateTool {
             }
             _ => None,
         };
+        let continuable = self.background_mode == BackgroundMode::Continuable;
         let request = SubagentRequest {
             parent_id: ctx.session_id().to_owned(),
             mode: self.mode,
@@ -204,17 +283,28 @@ impl DelegateTool {
             prompt,
             cwd,
             cancel: ctx.cancel_token().clone(),
+            continuable,
+            capabilities: self.capabilities.clone(),
         };
-        match args.get("run_in_background") {
-            Some(Value::Bool(true)) if self.jobs_lookup.is_some() => {
-                return self.background(&ctx, request);
-            }
-            Some(Value::Bool(_)) | None | Some(Value::Null) => {}
+        let background = match args.get("run_in_background") {
+            None | Some(Value::Null) => continuable && self.jobs_lookup.is_some(),
+            Some(Value::Bool(b)) => *b && self.jobs_lookup.is_some(),
             Some(other) => {
                 return Err(ToolError::invalid_args(format!(
                     "invalid run_in_background: expected a boolean, got {other}"
                 )));
             }
+        };
+        if background && continuable {
+            let id = self.subagents.start(request).await.map_err(|e| match e {
+                SubagentError::Cancelled => ToolError::aborted(),
+                other => ToolError::failed(other.to_string()),
+            })?;
+            return Ok(ToolOutput::text(texts::started_continuable(&id))
+                .with_meta(json!({ "childSessionId": id, "provider": self.mode.provider() })));
+        }
+        if background {
+            return self.background(&ctx, request);
         }
         let outcome = self.subagents.run(request).await.map_err(|e| match e {
             SubagentError::Cancelled => ToolError::aborted(),
@@ -230,6 +320,7 @@ impl DelegateTool {
             "requests": outcome.requests,
             "model": outcome.model,
             "usage": serde_json::to_value(outcome.usage).unwrap_or(Value::Null),
+            "structured": outcome.structured,
         });
         if outcome.stop_reason != StopReason::Completed {
             return Err(ToolError::failed(texts::failure_text(
@@ -238,13 +329,17 @@ impl DelegateTool {
                 &outcome.output,
             )));
         }
-        Ok(ToolOutput::text(outcome.output).with_meta(meta))
+        let text = match &outcome.structured {
+            Some(value) => value.to_string(),
+            None => outcome.output,
+        };
+        Ok(ToolOutput::text(text).with_meta(meta))
     }
 }
 
 impl Tool for DelegateTool {
     fn name(&self) -> &str {
-        self.name
+        &self.name
     }
 
     fn description(&self) -> &str {

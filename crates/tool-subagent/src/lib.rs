@@ -16,6 +16,7 @@ mod plugin;
 
 pub use control::{InterruptAgentTool, ListAgentsTool, SendMessageTool};
 pub use delegate::{
-    DelegateTool, FORK_DESCRIPTION, JOBS_UNAVAILABLE, SPAWN_DESCRIPTION, started_text,
+    BackgroundMode, DelegateTool, FORK_CONTINUABLE_DESCRIPTION, FORK_DESCRIPTION, JOBS_UNAVAILABLE,
+    SPAWN_CONTINUABLE_DESCRIPTION, SPAWN_DESCRIPTION, started_text,
 };
 pub use plugin::{SubagentToolsConfig, SubagentToolsPlugin};

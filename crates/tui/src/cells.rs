@@ -182,6 +182,9 @@ impl ToolCard {
             "edit" => self.edit(&args, theme),
             "write" => self.write(&args, theme),
             "read" | "grep" | "glob" => (self.summary(&args), Vec::new()),
+            _ if crate::subagent_card::is_subagent(self) => {
+                crate::subagent_card::render(self, &args, theme)
+            }
             _ => (wrap::truncate(&self.arguments, 200), Vec::new()),
         };
         let title = Line::from(vec![

@@ -20,6 +20,7 @@ pub mod composer;
 pub mod markdown;
 mod runtime;
 pub mod status;
+pub mod subagent_card;
 pub mod term;
 pub mod theme;
 pub mod transcript;

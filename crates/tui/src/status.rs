@@ -21,6 +21,12 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Folds a sub-agent's usage into `turn` (it does not change the context size).
+    pub fn add_subagent(&mut self, turn: u64, usage: &TokenUsage, pricing: Option<&ModelPricing>) {
+        self.session.add(usage, pricing);
+        self.turns.entry(turn).or_default().add(usage, pricing);
+    }
+
     /// Folds one attempt's usage of `turn`.
     pub fn add(&mut self, turn: u64, usage: &TokenUsage, pricing: Option<&ModelPricing>) {
         self.session.add(usage, pricing);
@@ -40,6 +46,32 @@ pub fn subagent_usage(meta: &serde_json::Value) -> Option<(TokenUsage, Option<St
         .and_then(serde_json::Value::as_str)
         .map(str::to_owned);
     Some((usage, model))
+}
+
+/// The usage of a `dsh/subagent-usage` record (`{usage, model?, nested?}`, logged by
+/// `dsh-subagent` in the parent when a child's run ends, failed runs too): the child's share
+/// and its own children's, each with the model that priced it. Read by shape.
+pub fn subagent_record_usage(data: &serde_json::Value) -> Vec<(TokenUsage, Option<String>)> {
+    let mut out = Vec::new();
+    let Ok(usage) =
+        serde_json::from_value::<TokenUsage>(data.get("usage").cloned().unwrap_or_default())
+    else {
+        return out;
+    };
+    let model = data
+        .get("model")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned);
+    out.push((usage, model));
+    for n in data
+        .get("nested")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        out.extend(subagent_record_usage(n));
+    }
+    out
 }
 
 /// `950`, `12.3k`, `1.2M`.

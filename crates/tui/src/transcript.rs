@@ -221,16 +221,6 @@ impl Transcript {
                         result: None,
                     },
                 };
-                // A sub-agent's usage (its own log's, carried in the result's meta) counts in
-                // this session's totals.
-                if let Some((u, model)) = r
-                    .meta
-                    .as_ref()
-                    .and_then(|m| crate::status::subagent_usage(&m.to_value()))
-                {
-                    let p = self.pricing(model.as_deref().unwrap_or(""));
-                    self.usage.add(r.turn, &u, p.as_ref());
-                }
                 card.result = Some(ToolOutcome {
                     text: r.message.text(),
                     is_error: r.message.is_error == Some(true),
@@ -303,6 +293,17 @@ impl Transcript {
                     width,
                 ));
                 out
+            }
+            // A sub-agent's run ended: its usage (failed runs too) counts in this session's
+            // totals, under the latest turn.
+            EventKind::Other(k) if &**k == "dsh/subagent-usage" => {
+                let turn = self.usage.turns.keys().next_back().copied().unwrap_or(0);
+                let data = ev.data_as::<serde_json::Value>().unwrap_or_default();
+                for (u, model) in crate::status::subagent_record_usage(&data) {
+                    let p = self.pricing(model.as_deref().unwrap_or(""));
+                    self.usage.add_subagent(turn, &u, p.as_ref());
+                }
+                Vec::new()
             }
             EventKind::LlmRetryStarted
             | EventKind::SessionTitle

@@ -23,6 +23,7 @@ mod sdk_python;
 mod sdk_wire;
 mod storage;
 mod subagent;
+mod subagent_continuable;
 mod titles;
 mod tui;
 mod wire;

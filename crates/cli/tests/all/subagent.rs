@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::support::*;
 
 /// The text of the last user message of a request that is not a runtime-context snapshot.
-fn task_of(req: &RecordedRequest) -> String {
+pub(crate) fn task_of(req: &RecordedRequest) -> String {
     let body = req.body_json().unwrap();
     body["messages"]
         .as_array()
@@ -23,7 +23,7 @@ fn task_of(req: &RecordedRequest) -> String {
 }
 
 /// The text of the first user message of a request that is not a runtime-context snapshot.
-fn first_task(req: &RecordedRequest) -> String {
+pub(crate) fn first_task(req: &RecordedRequest) -> String {
     let body = req.body_json().unwrap();
     body["messages"]
         .as_array()
@@ -36,7 +36,7 @@ fn first_task(req: &RecordedRequest) -> String {
 }
 
 /// The tool messages of a request, in order.
-fn tool_messages(req: &RecordedRequest) -> Vec<Value> {
+pub(crate) fn tool_messages(req: &RecordedRequest) -> Vec<Value> {
     req.body_json().unwrap()["messages"]
         .as_array()
         .unwrap()
@@ -47,7 +47,7 @@ fn tool_messages(req: &RecordedRequest) -> Vec<Value> {
 }
 
 /// Every stored session: (header, events).
-fn sessions(env: &Env) -> Vec<(Value, Vec<Value>)> {
+pub(crate) fn sessions(env: &Env) -> Vec<(Value, Vec<Value>)> {
     session_files(&env.home.path().join("sessions"))
         .iter()
         .map(|p| {
@@ -423,7 +423,7 @@ fn a_fork_child_starts_with_the_parents_last_request_bytes() {
 }
 
 /// Live (non-zombie) processes whose command line contains `needle`.
-fn processes_with(needle: &str) -> Vec<i32> {
+pub(crate) fn processes_with(needle: &str) -> Vec<i32> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {

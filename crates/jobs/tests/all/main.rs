@@ -282,3 +282,33 @@ async fn a_killed_job_settles_killed_with_the_reason_and_sends_no_notice() {
     assert!(h.inserted.try_recv().is_err(), "no notice after a kill");
     assert_eq!(jobs.list(agent.id())[0].status, "killed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_torn_down_settles_its_running_jobs_with_cause_teardown() {
+    let h = harness().await;
+    let agent = h.agent().await;
+    let jobs = h.jobs();
+    let (id, _gate) = gated_job(&jobs, agent.id(), "never");
+    assert_eq!(jobs.running(agent.id()), vec![id.clone()]);
+    let session = agent.session();
+    agent.dispose().await;
+    // The record is in the owner's log (written while it was still open), once.
+    let settled: Vec<serde_json::Value> = session
+        .events()
+        .iter()
+        .filter(|e| e.kind() == "job/settled")
+        .map(|e| e.data_as::<serde_json::Value>().unwrap())
+        .collect();
+    assert_eq!(settled.len(), 1, "{settled:?}");
+    assert_eq!(settled[0]["jobId"], id.as_str());
+    assert_eq!(settled[0]["status"], "killed");
+    assert_eq!(settled[0]["cause"], "teardown");
+    assert_eq!(settled[0]["producerReported"], false);
+    assert_eq!(settled[0]["detail"], dsh_jobs::TEARDOWN_DETAIL);
+    assert!(jobs.running(agent.id()).is_empty());
+    // Nothing is left to wait for.
+    tokio::time::timeout(Duration::from_secs(10), jobs.when_settled(agent.id()))
+        .await
+        .unwrap();
+    h.kernel.dispose().await;
+}
