@@ -97,8 +97,12 @@ pub trait PlanMode: Send + Sync + 'static {
 
     /// Turns plan mode on or off for `agent`; logs `plan/mode` and, with `notify`, queues a
     /// one-line notice for the model's next request. Returns whether anything changed.
-    fn set(&self, agent: &Arc<dyn Agent>, active: bool, notify: bool)
-    -> Result<bool, PlanModeError>;
+    fn set(
+        &self,
+        agent: &Arc<dyn Agent>,
+        active: bool,
+        notify: bool,
+    ) -> Result<bool, PlanModeError>;
 
     /// The configured acceptance policy.
     fn accept_policy(&self) -> PlanAccept;
@@ -136,7 +140,11 @@ impl State {
 
     fn refusal(&self, call: &CallInfo) -> Option<String> {
         if call.name == "bash" {
-            let line = call.args.get("command").and_then(Value::as_str).unwrap_or("");
+            let line = call
+                .args
+                .get("command")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             return bash_is_read_only(line).err().map(|why| {
                 format!(
                     "plan mode: this bash command is refused because {why}. Only read-only \

@@ -6,17 +6,74 @@ use dsh_approval::command::simple_commands;
 
 /// Programs that only read (with the exceptions [`bash_is_read_only`] checks per program).
 const READ_ONLY_PROGRAMS: &[&str] = &[
-    "[", "basename", "cat", "cd", "cmp", "column", "comm", "cut", "date", "df", "diff",
-    "dirname", "du", "echo", "egrep", "false", "fgrep", "file", "find", "git", "grep", "head",
-    "hexdump", "hostname", "id", "jq", "ls", "md5sum", "nl", "od", "printenv", "printf", "pwd",
-    "readlink", "realpath", "rg", "sed", "sha1sum", "sha256sum", "sort", "stat", "tail", "test",
-    "tr", "tree", "true", "type", "uname", "uniq", "wc", "which", "whoami", "xxd",
+    "[",
+    "basename",
+    "cat",
+    "cd",
+    "cmp",
+    "column",
+    "comm",
+    "cut",
+    "date",
+    "df",
+    "diff",
+    "dirname",
+    "du",
+    "echo",
+    "egrep",
+    "false",
+    "fgrep",
+    "file",
+    "find",
+    "git",
+    "grep",
+    "head",
+    "hexdump",
+    "hostname",
+    "id",
+    "jq",
+    "ls",
+    "md5sum",
+    "nl",
+    "od",
+    "printenv",
+    "printf",
+    "pwd",
+    "readlink",
+    "realpath",
+    "rg",
+    "sed",
+    "sha1sum",
+    "sha256sum",
+    "sort",
+    "stat",
+    "tail",
+    "test",
+    "tr",
+    "tree",
+    "true",
+    "type",
+    "uname",
+    "uniq",
+    "wc",
+    "which",
+    "whoami",
+    "xxd",
 ];
 
 /// `git` subcommands that only read.
 const READ_ONLY_GIT: &[&str] = &[
-    "blame", "describe", "diff", "grep", "log", "ls-files", "ls-tree", "rev-parse", "shortlog",
-    "show", "status",
+    "blame",
+    "describe",
+    "diff",
+    "grep",
+    "log",
+    "ls-files",
+    "ls-tree",
+    "rev-parse",
+    "shortlog",
+    "show",
+    "status",
 ];
 
 /// Why a command line is not read-only, or `Ok(())`.
@@ -38,8 +95,15 @@ pub fn bash_is_read_only(line: &str) -> Result<(), String> {
             "find" => args.iter().find(|a| {
                 matches!(
                     a.as_str(),
-                    "-exec" | "-execdir" | "-ok" | "-okdir" | "-delete" | "-fprint" | "-fprint0"
-                        | "-fprintf" | "-fls"
+                    "-exec"
+                        | "-execdir"
+                        | "-ok"
+                        | "-okdir"
+                        | "-delete"
+                        | "-fprint"
+                        | "-fprint0"
+                        | "-fprintf"
+                        | "-fls"
                 )
             }),
             "sed" => args
@@ -138,7 +202,10 @@ mod tests {
             ("ls && touch y", "`touch` is not a known read-only command"),
             ("find . -delete", "`find -delete` writes"),
             ("sed -i s/a/b/ f", "`sed -i` writes"),
-            ("git commit -m x", "`git commit` is not a read-only git command"),
+            (
+                "git commit -m x",
+                "`git commit` is not a read-only git command",
+            ),
             ("ls $(rm x)", "command substitution"),
             ("python3 -c 1", "`python3` is not a known read-only command"),
         ];

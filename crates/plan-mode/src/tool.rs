@@ -79,7 +79,11 @@ impl Tool for ExitPlanModeTool {
         args: Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let plan = args.get("plan").and_then(Value::as_str).unwrap_or("").trim();
+            let plan = args
+                .get("plan")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .trim();
             if plan.is_empty() {
                 return Err(ToolError::invalid_args("`plan` must be a non-empty string"));
             }

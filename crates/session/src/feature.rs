@@ -358,7 +358,10 @@ mod tests {
         assert_eq!(todo.todos[1].status, TodoStatus::InProgress);
         let back = NewEvent::plugin(&todo).expect("encode");
         assert_eq!(back.kind.as_str(), "todo/write");
-        let bad = line("todo/write", r#"{"todos":[{"content":"a","status":"done"}]}"#);
+        let bad = line(
+            "todo/write",
+            r#"{"todos":[{"content":"a","status":"done"}]}"#,
+        );
         assert!(
             Event::from_line(&bad, 19)
                 .expect("event")

@@ -24,7 +24,10 @@ pub struct TodoWriteTool {
 impl std::fmt::Debug for TodoWriteTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TodoWriteTool")
-            .field("allow_parallel_in_progress", &self.allow_parallel_in_progress)
+            .field(
+                "allow_parallel_in_progress",
+                &self.allow_parallel_in_progress,
+            )
             .finish_non_exhaustive()
     }
 }

@@ -32,7 +32,8 @@ pub struct WorkingDirectoryTool {
 
 impl std::fmt::Debug for WorkingDirectoryTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkingDirectoryTool").finish_non_exhaustive()
+        f.debug_struct("WorkingDirectoryTool")
+            .finish_non_exhaustive()
     }
 }
 

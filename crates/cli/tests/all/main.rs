@@ -24,5 +24,6 @@ mod sdk_wire;
 mod storage;
 mod subagent;
 mod titles;
+mod tool_set;
 mod tui;
 mod wire;

@@ -142,7 +142,11 @@ async fn an_edit_is_refused_until_the_plan_is_accepted() {
                     ("c3", "bash", r#"{"command":"ls -la | wc -l"}"#),
                     ("c4", "bash", r#"{"command":"echo x > a.txt"}"#),
                 ],
-                &[("c5", "exit_plan_mode", r#"{"plan":"1. replace old with new"}"#)],
+                &[(
+                    "c5",
+                    "exit_plan_mode",
+                    r#"{"plan":"1. replace old with new"}"#,
+                )],
                 &[("c6", "edit", EDIT)],
             ],
         )
@@ -206,7 +210,11 @@ async fn stop_keeps_plan_mode_and_exit_outside_it_is_an_error() {
             ],
         )
         .await;
-    assert!(r[0].contains("`plan` must be a non-empty string"), "{}", r[0]);
+    assert!(
+        r[0].contains("`plan` must be a non-empty string"),
+        "{}",
+        r[0]
+    );
     assert!(r[1].contains("recorded for the user to review"), "{}", r[1]);
     assert!(r[2].contains("plan mode: `edit` is refused"), "{}", r[2]);
     assert!(h.plan_mode().is_active(agent.id()));
