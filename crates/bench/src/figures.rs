@@ -344,6 +344,8 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     crate::subagent::rows(dsh, plan.iterations, &mut rows)?;
     mark("project context: nested AGENTS.md and 50 skills".into());
     crate::context::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
+    mark("tool set: schema bytes with every tool, order stability".into());
+    crate::tool_set::rows(dsh, &mut rows)?;
     mark("MCP client: stdio call overhead, startup with a slow server".into());
     crate::mcp::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     Ok(Report {

@@ -49,7 +49,8 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_mcp_client::McpClientPlugin>()
         .register::<dsh_tool_todo::TodoToolPlugin>()
         .register::<dsh_tool_workdir::WorkingDirectoryToolPlugin>()
-        .register::<dsh_plan_mode::PlanModePlugin>();
+        .register::<dsh_plan_mode::PlanModePlugin>()
+        .register::<dsh_tool_web::WebToolsPlugin>();
     r
 }
 

@@ -22,6 +22,7 @@ mod runtime;
 pub mod status;
 pub mod term;
 pub mod theme;
+pub mod toolset;
 pub mod transcript;
 pub mod wrap;
 

@@ -244,3 +244,103 @@ fn plan_stop_ends_with_the_plan_and_nothing_changed() {
     let bad = env.exec(&["--plan=maybe", "x"]);
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
 }
+
+/// A one-request-per-connection HTTP server on 127.0.0.1 answering `routes` by path.
+fn web_server(routes: Vec<(&'static str, String)>) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut sock in listener.incoming().flatten() {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 2048];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match sock.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&buf).into_owned();
+            let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
+            let answer = routes
+                .iter()
+                .find(|(p, _)| *p == path)
+                .map(|(_, a)| a.clone())
+                .unwrap_or_else(|| {
+                    "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        .into()
+                });
+            let _ = sock.write_all(answer.as_bytes());
+        }
+    });
+    port
+}
+
+fn html(body: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn moved(to: &str) -> String {
+    format!(
+        "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+}
+
+#[test]
+fn web_fetch_refuses_loopback_by_default_and_converts_html_when_allowed() {
+    let port = web_server(vec![
+        (
+            "/page",
+            html("<html><body><h1>Release notes</h1><p>Version <b>2</b> is out.</p></body></html>"),
+        ),
+        ("/loop-a", moved("/loop-b")),
+        ("/loop-b", moved("/loop-a")),
+    ]);
+    let url = |p: &str| format!(r#"{{"url":"http://127.0.0.1:{port}{p}"}}"#);
+    let env = Env::new();
+    env.server().push(
+        Completion::new()
+            .tool_call("web_fetch", &url("/page"))
+            .reply(),
+    );
+    env.server().push(Completion::new().text("DONE").reply());
+    let out = env.exec(&["Read the notes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let refused = tool_text(&env, 1);
+    assert!(
+        refused.starts_with("Error: refused: 127.0.0.1 is a loopback address"),
+        "{refused}"
+    );
+
+    let allow = env.patch(
+        "web.yaml",
+        "plugins:\n  - id: tool-web\n    name: tool-web\n    config:\n      fetch:\n        allowPrivateNetwork: true\n",
+    );
+    env.server().push(
+        Completion::new()
+            .tool_call("web_fetch", &url("/page"))
+            .reply(),
+    );
+    env.server().push(
+        Completion::new()
+            .tool_call("web_fetch", &url("/loop-a"))
+            .reply(),
+    );
+    env.server().push(Completion::new().text("DONE").reply());
+    let out = env.exec(&["--patch", allow.to_str().unwrap(), "Read the notes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        tool_text(&env, 3),
+        format!(
+            "URL: http://127.0.0.1:{port}/page\nContent-Type: text/html; charset=utf-8\n\n# Release notes\n\nVersion **2** is out."
+        )
+    );
+    let looped = tool_text(&env, 4);
+    assert!(
+        looped.starts_with("Error: redirect loop:") && looped.contains("/loop-a"),
+        "{looped}"
+    );
+}
