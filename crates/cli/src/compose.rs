@@ -50,7 +50,8 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_tool_todo::TodoToolPlugin>()
         .register::<dsh_tool_workdir::WorkingDirectoryToolPlugin>()
         .register::<dsh_plan_mode::PlanModePlugin>()
-        .register::<dsh_tool_web::WebToolsPlugin>();
+        .register::<dsh_tool_web::WebToolsPlugin>()
+        .register::<dsh_tool_image::ImageToolPlugin>();
     r
 }
 

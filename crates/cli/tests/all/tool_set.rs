@@ -344,3 +344,67 @@ fn web_fetch_refuses_loopback_by_default_and_converts_html_when_allowed() {
         "{looped}"
     );
 }
+
+/// A 3x2 PNG (RGB, one IDAT), made by hand so the test needs no encoder.
+fn tiny_png() -> Vec<u8> {
+    // IHDR 3x2 RGB8, one zlib IDAT, IEND (checksums computed when it was written).
+    let hex = "89504e470d0a1a0a0000000d49484452000000030000000208020000001216f14d0000001049444154789c63e01291832006380b000dac0169f8517edc0000000049454e44ae426082";
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn read_image_gives_an_image_block_on_an_image_route_and_refuses_on_a_text_only_one() {
+    let env = Env::new();
+    std::fs::write(env.work.path().join("shot.png"), tiny_png()).unwrap();
+    std::fs::write(env.work.path().join("notes.txt"), "not an image").unwrap();
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id("c1", "read_image", r#"{"file_path":"shot.png"}"#)
+            .tool_call_with_id("c2", "read_image", r#"{"file_path":"notes.txt"}"#)
+            .reply(),
+    );
+    env.server().push(Completion::new().text("DONE").reply());
+    let out = env.exec(&["--model", "deepseek-flash", "Look"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = env.stored_events();
+    let results: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool/result")
+        .collect();
+    let content = &results[0]["data"]["message"]["content"];
+    assert_eq!(content[1]["type"], "image", "{content}");
+    let att = &content[1]["attachment"];
+    assert_eq!(att["mediaType"], "image/png");
+    assert_eq!(
+        (att["width"].as_u64(), att["height"].as_u64()),
+        (Some(3), Some(2))
+    );
+    assert!(att["attachmentId"].as_str().unwrap().starts_with("sha256:"));
+    let second = &results[1]["data"]["message"];
+    assert_eq!(second["isError"], true);
+    assert!(
+        second["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("not a PNG, JPEG, WebP or GIF image"),
+        "{second}"
+    );
+
+    let env = Env::new();
+    std::fs::write(env.work.path().join("shot.png"), tiny_png()).unwrap();
+    env.server().push(
+        Completion::new()
+            .tool_call("read_image", r#"{"file_path":"shot.png"}"#)
+            .reply(),
+    );
+    env.server().push(Completion::new().text("DONE").reply());
+    let out = env.exec(&["--model", "deepseek-v4-pro", "Look"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        tool_text(&env, 1),
+        "Error: the current model deepseek-v4-pro (route deepseek-official) accepts text only, so it cannot be shown images; describe what you need from the image another way"
+    );
+}
