@@ -152,7 +152,7 @@ impl State {
                 )
             });
         }
-        if self.config.read_only_tools.iter().any(|t| *t == call.name) {
+        if self.config.read_only_tools.contains(&call.name) {
             return None;
         }
         Some(format!(
