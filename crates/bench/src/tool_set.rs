@@ -76,10 +76,9 @@ pub fn rows(dsh: &Path, rows: &mut Vec<Row>) -> Result<()> {
     largest.sort_unstable_by(|a, b| b.cmp(a));
     let top: Vec<String> = largest
         .iter()
-        .take(3)
         .map(|(b, n)| format!("{n} {b} B"))
         .collect();
-    g.text("largest schemas", &top.join(", "));
+    g.text("schema bytes per tool, largest first", &top.join(", "));
     g.exact(
         "tool order: canonical (lexicographic) and byte-identical across runs",
         "identical",

@@ -14,8 +14,8 @@ use crate::{PlanAccept, PlanMode};
 /// `exit_plan_mode` was called outside plan mode.
 pub const NOT_IN_PLAN_MODE: ToolErrorCode = ToolErrorCode::tool_defined("NOT_IN_PLAN_MODE");
 
-const DESCRIPTION: &str = "In plan mode, submit your plan (markdown) for the user's approval. \
-When it is accepted plan mode ends and you carry it out; otherwise revise it or stop.";
+const DESCRIPTION: &str = "In plan mode: submit your plan (markdown) for approval; once approved, \
+carry it out.";
 
 const ACCEPTED: &str = "The user accepted the plan. Plan mode is off: carry the plan out now.";
 const RECORDED: &str = "The plan was recorded for the user to review. Plan mode stays on: end \
@@ -41,7 +41,7 @@ impl ExitPlanModeTool {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "plan": {"type": "string", "description": "The plan, in markdown."}
+                    "plan": {"type": "string"}
                 },
                 "required": ["plan"]
             }),

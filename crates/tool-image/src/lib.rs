@@ -33,8 +33,7 @@ pub const IMAGE_INVALID: ToolErrorCode = ToolErrorCode::tool_defined("IMAGE_INVA
 /// The file is missing, unreadable or over the input cap.
 pub const IMAGE_UNREADABLE: ToolErrorCode = ToolErrorCode::tool_defined("IMAGE_UNREADABLE");
 
-const DESCRIPTION: &str = "Look at a local image (PNG, JPEG, WebP or GIF); large images are \
-downscaled. Only on models that accept images.";
+const DESCRIPTION: &str = "Look at a local PNG, JPEG, WebP or GIF image (downscaled if large).";
 
 /// Config of the `tool-image` plugin.
 #[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
@@ -180,7 +179,7 @@ impl ReadImageTool {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "file_path": {"type": "string", "description": "The image file (relative to the working directory or absolute)."}
+                    "file_path": {"type": "string"}
                 },
                 "required": ["file_path"]
             }),

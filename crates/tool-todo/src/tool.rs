@@ -10,9 +10,8 @@ use dsh_tools::{Tool, ToolContext, ToolError, ToolOutput};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-const DESCRIPTION: &str = "Keep a task list for multi-step work; the user sees it live. Send the \
-whole list on every call (it replaces the previous one). Mark an item in_progress when you start \
-it and completed as soon as it is done. Skip it for single-step tasks.";
+const DESCRIPTION: &str = "Replace your task list, shown to the user: send every item each call, \
+mark items in_progress and completed as you go. Skip it for one-step tasks.";
 
 /// The `todo_write` tool.
 pub struct TodoWriteTool {
@@ -41,7 +40,6 @@ impl TodoWriteTool {
             "properties": {
                 "todos": {
                     "type": "array",
-                    "description": "The entire task list, in order.",
                     "items": {
                         "type": "object",
                         "additionalProperties": false,

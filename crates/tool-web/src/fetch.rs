@@ -24,8 +24,7 @@ pub const WEB_FETCH_BINARY: ToolErrorCode = ToolErrorCode::tool_defined("WEB_FET
 /// The connection or the transfer failed, or took too long.
 pub const WEB_FETCH_FAILED: ToolErrorCode = ToolErrorCode::tool_defined("WEB_FETCH_FAILED");
 
-const DESCRIPTION: &str = "Fetch an http(s) URL and return it as text (HTML as markdown). \
-Public addresses only; binary content is refused.";
+const DESCRIPTION: &str = "Fetch an http(s) URL as text (HTML as markdown); public addresses only.";
 
 /// Limits and policy of `web_fetch`.
 #[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
@@ -212,7 +211,7 @@ impl WebFetchTool {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "url": {"type": "string", "description": "An absolute http:// or https:// URL."}
+                    "url": {"type": "string"}
                 },
                 "required": ["url"]
             }),

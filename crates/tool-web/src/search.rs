@@ -17,8 +17,7 @@ use crate::fetch::install_crypto_provider;
 /// The search API failed.
 pub const WEB_SEARCH_FAILED: ToolErrorCode = ToolErrorCode::tool_defined("WEB_SEARCH_FAILED");
 
-const DESCRIPTION: &str = "Search the web. Give 1-4 queries; the results (title, URL, snippet) \
-are merged. Fetch a result with web_fetch to read it.";
+const DESCRIPTION: &str = "Search the web with 1-4 queries; merged results (title, URL, snippet).";
 
 /// Where `web_search` sends its queries.
 #[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
@@ -113,7 +112,7 @@ impl WebSearchTool {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "queries": {"type": "array", "description": "1-4 search queries.", "items": {"type": "string"}}
+                    "queries": {"type": "array", "items": {"type": "string"}}
                 },
                 "required": ["queries"]
             }),

@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 /// The directory named by `cd` does not exist or is not a directory.
 pub const WORKDIR_INVALID: ToolErrorCode = ToolErrorCode::tool_defined("WORKDIR_INVALID");
 
-const DESCRIPTION: &str = "Show the session's working directory, or change it with `cd` \
-(relative to the current one). Later bash calls, file tools and project instructions use it.";
+const DESCRIPTION: &str = "Show the working directory, or change it with `cd` (relative to the \
+current one).";
 
 /// The `working_directory` tool.
 pub struct WorkingDirectoryTool {
@@ -45,7 +45,7 @@ impl WorkingDirectoryTool {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "cd": {"type": "string", "description": "Directory to change to; omit to show the current one."}
+                    "cd": {"type": "string"}
                 }
             }),
         }
