@@ -74,10 +74,7 @@ pub fn rows(dsh: &Path, rows: &mut Vec<Row>) -> Result<()> {
         .map(|t| (serde_json::to_string(t).map_or(0, |s| s.len()), name(t)))
         .collect();
     largest.sort_unstable_by(|a, b| b.cmp(a));
-    let top: Vec<String> = largest
-        .iter()
-        .map(|(b, n)| format!("{n} {b} B"))
-        .collect();
+    let top: Vec<String> = largest.iter().map(|(b, n)| format!("{n} {b} B")).collect();
     g.text("schema bytes per tool, largest first", &top.join(", "));
     g.exact(
         "tool order: canonical (lexicographic) and byte-identical across runs",
