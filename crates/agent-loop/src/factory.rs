@@ -157,6 +157,10 @@ async fn publish(
             return Err(e.into());
         }
     };
+    let mut options = options;
+    if resumed && let Some(cwd) = restored_cwd(&session) {
+        options.cwd = cwd;
+    }
     let agent = LoopAgent::new(shared.clone(), session, scope, options);
     let handle: Arc<dyn Agent> = agent.clone();
     let rollback = |agent: Arc<LoopAgent>| async move { agent.dispose_now().await };
@@ -188,4 +192,24 @@ async fn publish(
     });
     agent.start();
     Ok(handle)
+}
+
+/// The working directory a resumed session had last: its latest `working-directory/change`
+/// (written by the `working_directory` tool), when that directory still exists.
+fn restored_cwd(session: &Session) -> Option<std::path::PathBuf> {
+    let events = session.events();
+    let change = events.iter().rev().find_map(|e| {
+        e.plugin::<dsh_session::feature::WorkingDirectoryChange>()
+            .and_then(Result::ok)
+    })?;
+    let dir = std::path::PathBuf::from(change.cwd);
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        tracing::warn!(
+            cwd = %dir.display(),
+            "the session's last working directory is gone; using the default"
+        );
+        None
+    }
 }

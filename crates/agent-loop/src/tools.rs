@@ -93,7 +93,6 @@ pub(crate) async fn run_tools(
             _ => groups.push((c, vec![call])),
         }
     }
-    let cwd = agent.options.lock().cwd.clone();
     let session_id = agent.id.clone();
     // Spill files live in the session's own storage, removed with it; the pipeline's private
     // default only when the storage keeps no artefacts.
@@ -115,13 +114,14 @@ pub(crate) async fn run_tools(
             let tools = tools.clone();
             let token = token.clone();
             let scope = scope.clone();
-            let cwd = cwd.clone();
             let session_id = session_id.clone();
             let scratch = scratch.clone();
             async move {
                 if token.is_cancelled() {
                     return (call, None);
                 }
+                // Read per call: a `working_directory` change applies to the calls after it.
+                let cwd = agent.options.lock().cwd.clone();
                 let call_seq = match log_call(agent, &call, turn, step) {
                     Ok(seq) => seq,
                     Err(e) => return (call, Some(Err(e))),

@@ -346,6 +346,8 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     crate::context::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     mark("front ends: SDK runtime and ACP server turns".into());
     crate::frontends::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
+    mark("tool set: schema bytes with every tool, order stability".into());
+    crate::tool_set::rows(dsh, &mut rows)?;
     mark("MCP client: stdio call overhead, startup with a slow server".into());
     crate::mcp::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     Ok(Report {

@@ -22,6 +22,7 @@ mod scenario;
 mod spawn;
 mod stats;
 mod subagent;
+mod tool_set;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -79,6 +80,8 @@ enum Only {
     Context,
     /// One turn through the SDK runtime and the ACP server against `dsh exec`.
     Frontends,
+    /// Bytes of the tool schemas with every tool enabled, and their order's stability.
+    Tools,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -139,6 +142,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Subagent => subagent::rows(&dsh, cli.iterations, &mut rows)?,
                 Only::Context => context::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Frontends => frontends::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Tools => tool_set::rows(&dsh, &mut rows)?,
             }
         }
         println!("{}", report::table(&rows, false));

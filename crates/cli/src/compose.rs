@@ -46,7 +46,12 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_context::ContextPlugin>()
         .register::<dsh_hooks::HooksPlugin>()
         .register::<dsh_sdk_server::SdkServerPlugin>()
-        .register::<dsh_mcp_client::McpClientPlugin>();
+        .register::<dsh_mcp_client::McpClientPlugin>()
+        .register::<dsh_tool_todo::TodoToolPlugin>()
+        .register::<dsh_tool_workdir::WorkingDirectoryToolPlugin>()
+        .register::<dsh_plan_mode::PlanModePlugin>()
+        .register::<dsh_tool_web::WebToolsPlugin>()
+        .register::<dsh_tool_image::ImageToolPlugin>();
     r
 }
 

@@ -167,6 +167,7 @@ pub(crate) async fn run(args: ExecArgs) -> Result<u8, Failure> {
     let registry = registry();
     let max_parallel = args.max_parallel_tools;
     let sandbox = args.sandbox.clone();
+    let plan = args.plan.clone();
     // Command-line settings applied over every composition (also on live reloads).
     let extra: Arc<dyn Fn(&mut Composition) + Send + Sync> =
         Arc::new(move |c: &mut Composition| {
@@ -179,6 +180,7 @@ pub(crate) async fn run(args: ExecArgs) -> Result<u8, Failure> {
                 }
             }
             sandbox.apply(c);
+            plan.apply(c);
         });
     let mut composition = compose(&args.compose, None, &registry)?;
     extra(&mut composition);

@@ -14,6 +14,7 @@ mod home;
 mod json_out;
 mod mcp_cmd;
 mod permissions_cmd;
+mod plan_args;
 mod providers;
 mod sandbox_args;
 mod sandbox_cmd;
@@ -158,6 +159,8 @@ pub(crate) struct ExecArgs {
     pub(crate) compose: ComposeArgs,
     #[command(flatten)]
     pub(crate) sandbox: sandbox_args::SandboxArgs,
+    #[command(flatten)]
+    pub(crate) plan: plan_args::PlanArgs,
 }
 
 #[derive(Debug, Subcommand)]

@@ -160,6 +160,25 @@ fn content(message: &Message) -> String {
         .join("\n")
 }
 
+/// The task list, plan-mode changes and working-directory changes, as transcript lines.
+fn tool_set_line(e: &dsh_session::Event) -> Option<String> {
+    if let Some(Ok(todo)) = e.plugin::<dsh_session::feature::TodoWrite>() {
+        let list = dsh_tool_todo::checklist(&todo.todos).replace('\n', "\n  ");
+        return Some(format!("todo:\n  {list}"));
+    }
+    if let Some(Ok(mode)) = e.plugin::<dsh_session::feature::PlanModeChange>() {
+        return Some(if mode.active {
+            "plan mode: on".into()
+        } else {
+            "plan mode: off".into()
+        });
+    }
+    if let Some(Ok(wd)) = e.plugin::<dsh_session::feature::WorkingDirectoryChange>() {
+        return Some(format!("working directory: {}", wd.cwd));
+    }
+    None
+}
+
 /// `dsh sessions show ID`: a readable transcript of the model history and turn outcomes.
 pub(crate) async fn show(id: &str) -> Result<u8, Failure> {
     let log = read(id)?;
@@ -196,7 +215,8 @@ pub(crate) async fn show(id: &str) -> Result<u8, Failure> {
                 };
                 format!("tool{err}: {}", content(&r.message))
             }
-            _ => match dsh_compaction::events::describe(e)
+            _ => match tool_set_line(e)
+                .or_else(|| dsh_compaction::events::describe(e))
                 .or_else(|| crate::audit::line(e))
                 .or_else(|| dsh_hooks::events::describe(e))
                 .or_else(|| subagent_line(e))

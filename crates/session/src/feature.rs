@@ -1,8 +1,9 @@
 //! Typed payloads of feature events that the original harness 0.2.1 writes and that more than one
-//! dsh plugin reads (`original-0.2.1.md` §3.2–§3.3): jobs, the working directory, permission
-//! knobs, session titles and delivery markers. Their owners (the jobs, sandbox, approval and
-//! title plugins) append them with [`crate::NewEvent::plugin`]; readers decode them with
-//! [`crate::Event::plugin`]. None of them is model-visible.
+//! dsh plugin reads (`original-0.2.1.md` §3.2–§3.3, `session-format.md` §7.13–§7.14): jobs, the
+//! working directory, permission knobs, session titles, delivery markers, the todo list and plan
+//! mode. Their owners (the jobs, sandbox, approval, title, todo and plan-mode plugins) append them
+//! with [`crate::NewEvent::plugin`]; readers decode them with [`crate::Event::plugin`]. None of
+//! them is model-visible.
 
 use serde::{Deserialize, Serialize};
 
@@ -89,6 +90,62 @@ pub struct WorkingDirectoryChange {
 
 impl PluginEvent for WorkingDirectoryChange {
     const TYPE: &'static str = crate::vocab::WORKING_DIRECTORY_CHANGE;
+}
+
+/// A todo item's state (`todo/write`, the `todo_write` tool's `status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on.
+    InProgress,
+    /// Done.
+    Completed,
+}
+
+impl TodoStatus {
+    /// The wire name (`pending`, `in_progress`, `completed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TodoStatus::Pending => "pending",
+            TodoStatus::InProgress => "in_progress",
+            TodoStatus::Completed => "completed",
+        }
+    }
+}
+
+/// One item of the agent's task list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoItem {
+    /// What to do (trimmed, non-empty, unique in the list).
+    pub content: String,
+    /// Its state.
+    pub status: TodoStatus,
+}
+
+/// `todo/write`: the agent's whole task list from this event on (the latest one wins). Written
+/// by the `todo_write` tool between its `tool/call` and `tool/result`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoWrite {
+    /// The list, in the agent's order.
+    pub todos: Vec<TodoItem>,
+}
+
+impl PluginEvent for TodoWrite {
+    const TYPE: &'static str = "todo/write";
+}
+
+/// `plan/mode`: whether the session is in plan mode from this event on (the latest one wins;
+/// none: not in plan mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanModeChange {
+    /// `true`: only read-only tools run until a plan is accepted.
+    pub active: bool,
+}
+
+impl PluginEvent for PlanModeChange {
+    const TYPE: &'static str = "plan/mode";
 }
 
 /// `permission/preset`: the named combination of sandbox mode and approval policy in force.
@@ -285,5 +342,39 @@ mod tests {
             .expect("typed")
             .expect("decodes");
         assert_eq!(wd.cwd, "/tmp/x");
+    }
+
+    #[test]
+    fn todo_and_plan_mode_round_trip() {
+        let t = line(
+            "todo/write",
+            r#"{"todos":[{"content":"a","status":"pending"},{"content":"b","status":"in_progress"},{"content":"c","status":"completed"}]}"#,
+        );
+        let todo = Event::from_line(&t, 19)
+            .expect("event")
+            .plugin::<TodoWrite>()
+            .expect("typed")
+            .expect("decodes");
+        assert_eq!(todo.todos[1].status, TodoStatus::InProgress);
+        let back = NewEvent::plugin(&todo).expect("encode");
+        assert_eq!(back.kind.as_str(), "todo/write");
+        let bad = line(
+            "todo/write",
+            r#"{"todos":[{"content":"a","status":"done"}]}"#,
+        );
+        assert!(
+            Event::from_line(&bad, 19)
+                .expect("event")
+                .plugin::<TodoWrite>()
+                .expect("typed")
+                .is_err()
+        );
+        let p = line("plan/mode", r#"{"active":true}"#);
+        let mode = Event::from_line(&p, 19)
+            .expect("event")
+            .plugin::<PlanModeChange>()
+            .expect("typed")
+            .expect("decodes");
+        assert!(mode.active);
     }
 }

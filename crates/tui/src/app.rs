@@ -19,7 +19,7 @@ use crate::transcript::Transcript;
 use crate::wrap;
 
 /// The slash commands, with their help text.
-pub const COMMANDS: [(&str, &str); 9] = [
+pub const COMMANDS: [(&str, &str); 10] = [
     ("/help", "show the commands and keys"),
     ("/new", "start a new session in this directory"),
     (
@@ -36,6 +36,10 @@ pub const COMMANDS: [(&str, &str); 9] = [
     (
         "/compact",
         "summarise the history now (keeps the cache-hit prefix)",
+    ),
+    (
+        "/plan",
+        "toggle plan mode: read-only tools until the plan is accepted (Shift+Tab)",
     ),
     ("/quit", "leave (the session is saved)"),
 ];
@@ -67,6 +71,8 @@ pub enum Action {
     Compact,
     /// Suspend to the shell (Ctrl-Z).
     Suspend,
+    /// Turn plan mode on or off (`/plan`, Shift+Tab).
+    TogglePlan,
 }
 
 /// One row of the session picker.
@@ -305,6 +311,7 @@ impl App {
                 Vec::new()
             }
             KeyCode::Enter => self.submit(width),
+            KeyCode::BackTab => vec![Action::TogglePlan],
             KeyCode::Tab => {
                 let first = self.completions().first().map(|(c, _)| format!("{c} "));
                 if let Some(c) = first {
@@ -414,6 +421,7 @@ impl App {
                     ("Esc", "interrupt the turn (delivered text is kept)"),
                     ("Ctrl+R", "search the history"),
                     ("Ctrl+O", "show the last reasoning whole"),
+                    ("Shift+Tab", "toggle plan mode"),
                     ("Ctrl+C twice, Ctrl+D", "quit"),
                 ] {
                     lines.push(Line::from(vec![
@@ -442,6 +450,7 @@ impl App {
             }
             ("/diff", _) => vec![Action::Diff],
             ("/compact", _) => vec![Action::Compact],
+            ("/plan", _) => vec![Action::TogglePlan],
             ("/quit", _) | ("/exit", _) => vec![Action::Quit],
             (other, _) => {
                 self.notice(

@@ -23,6 +23,7 @@ pub mod status;
 pub mod subagent_card;
 pub mod term;
 pub mod theme;
+pub mod toolset;
 pub mod transcript;
 pub mod wrap;
 

@@ -406,6 +406,13 @@ impl Runtime {
                 };
                 self.app.insert_cell(&cell, width);
             }
+            Action::TogglePlan => {
+                if let Some(agent) = self.attached.as_ref().map(|a| a.agent.clone())
+                    && let Some(cell) = crate::toolset::toggle_plan(&self.root, &agent)
+                {
+                    self.app.insert_cell(&cell, width);
+                }
+            }
             Action::Diff => {
                 let cwd = self.options().cwd;
                 let out = tokio::task::spawn_blocking(move || {

@@ -305,6 +305,12 @@ impl Transcript {
                 }
                 Vec::new()
             }
+            EventKind::TodoWrite | EventKind::PlanMode | EventKind::WorkingDirectoryChange => {
+                match crate::toolset::lines(ev, self.theme) {
+                    Some(lines) => self.cell(&Cell::Lines(lines), width),
+                    None => Vec::new(),
+                }
+            }
             EventKind::LlmRetryStarted
             | EventKind::SessionTitle
             | EventKind::SessionTitleLlmRequest => Vec::new(),

@@ -25,5 +25,6 @@ mod storage;
 mod subagent;
 mod subagent_continuable;
 mod titles;
+mod tool_set;
 mod tui;
 mod wire;

@@ -1,0 +1,227 @@
+//! `working_directory` through the real tools pipeline and agent loop, with a scripted model.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use dsh_agent::{Agent, AgentOptions, Agents, AgentsPlugin, CreateAgent};
+use dsh_agent_loop::{AgentLoopConfig, AgentLoopPlugin};
+use dsh_kernel::{EmptyConfig, Kernel, PluginRegistry};
+use dsh_llm::Message;
+use dsh_llm::service::LlmPlugin;
+use dsh_session::SessionsPlugin;
+use dsh_session::feature::WorkingDirectoryChange;
+use dsh_testkit::scripted::{
+    Script, ScriptedAdapter, ScriptedRoute, ScriptedRouteConfig, calls, text,
+};
+use dsh_tool_fs::FsToolsPlugin;
+use dsh_tool_workdir::{WorkingDirectoryToolPlugin, resolve};
+use dsh_tools::{ToolRequest, Tools, ToolsPlugin};
+
+struct Harness {
+    kernel: Kernel,
+    llm: Arc<ScriptedAdapter>,
+    dir: tempfile::TempDir,
+}
+
+async fn harness() -> Harness {
+    let llm = Arc::new(ScriptedAdapter::default());
+    let kernel = Kernel::new(PluginRegistry::new());
+    let handles = vec![
+        kernel
+            .mount_plugin::<ScriptedRoute>(ScriptedRouteConfig {
+                route: None,
+                adapter: Some(llm.clone()),
+            })
+            .unwrap(),
+        kernel.mount_plugin::<LlmPlugin>(EmptyConfig {}).unwrap(),
+        kernel.mount_plugin::<AgentsPlugin>(EmptyConfig {}).unwrap(),
+        kernel
+            .mount_plugin::<SessionsPlugin>(EmptyConfig {})
+            .unwrap(),
+        kernel
+            .mount_plugin::<ToolsPlugin>(Default::default())
+            .unwrap(),
+        kernel
+            .mount_plugin::<AgentLoopPlugin>(AgentLoopConfig::default())
+            .unwrap(),
+        kernel
+            .mount_plugin::<FsToolsPlugin>(Default::default())
+            .unwrap(),
+        kernel
+            .mount_plugin::<WorkingDirectoryToolPlugin>(EmptyConfig {})
+            .unwrap(),
+    ];
+    for h in handles {
+        h.ready().await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("sub/deeper")).unwrap();
+    std::fs::write(dir.path().join("sub/note.txt"), "in sub\n").unwrap();
+    std::fs::write(dir.path().join("file.txt"), "top\n").unwrap();
+    Harness { kernel, llm, dir }
+}
+
+impl Harness {
+    async fn agent(&self) -> Arc<dyn Agent> {
+        let agents = self.kernel.root().get::<dyn Agents>().unwrap();
+        agents
+            .create(
+                &self.kernel.root(),
+                CreateAgent {
+                    options: AgentOptions {
+                        provider: Some("mock".into()),
+                        cwd: self.dir.path().canonicalize().unwrap(),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap()
+    }
+
+    /// One turn with these calls in one step, then "ok"; the tool results of the second request.
+    async fn turn(&self, agent: &Arc<dyn Agent>, c: &[(&str, &str, &str)]) -> Vec<String> {
+        let before = self.llm.request_count();
+        self.llm.push(Script::Chunks(calls(c)));
+        self.llm.push(Script::Chunks(text("ok")));
+        agent.followup(Message::user_text("", "go")).unwrap();
+        self.llm.wait_requests(before + 2).await;
+        agent.when_idle().await;
+        let msgs = self.llm.messages(before + 1);
+        msgs[msgs.len() - c.len()..].to_vec()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cd_moves_the_agent_and_the_calls_after_it() {
+    let h = harness().await;
+    let agent = h.agent().await;
+    let root = h.dir.path().canonicalize().unwrap();
+    let r = h
+        .turn(
+            &agent,
+            &[
+                ("c1", "working_directory", "{}"),
+                ("c2", "working_directory", r#"{"cd":"sub"}"#),
+                ("c3", "read", r#"{"file_path":"note.txt"}"#),
+            ],
+        )
+        .await;
+    assert!(
+        r[0].contains(&format!("Working directory: {}", root.display())),
+        "{}",
+        r[0]
+    );
+    let sub = root.join("sub");
+    assert!(
+        r[1].contains(&format!("Working directory changed to {}", sub.display())),
+        "{}",
+        r[1]
+    );
+    assert!(r[2].contains("1: in sub"), "the read after cd: {}", r[2]);
+    assert_eq!(agent.options().cwd, sub);
+    let changes: Vec<WorkingDirectoryChange> = agent
+        .session()
+        .events()
+        .iter()
+        .filter_map(|e| e.plugin::<WorkingDirectoryChange>().and_then(Result::ok))
+        .collect();
+    assert_eq!(
+        changes,
+        vec![WorkingDirectoryChange {
+            cwd: sub.display().to_string()
+        }]
+    );
+    // Relative to the current one, `..` included.
+    let r = h
+        .turn(
+            &agent,
+            &[("c4", "working_directory", r#"{"cd":"deeper/.."}"#)],
+        )
+        .await;
+    assert!(r[0].contains("changed to"), "{}", r[0]);
+    assert_eq!(agent.options().cwd, sub);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_targets_are_refused_and_change_nothing() {
+    let h = harness().await;
+    let agent = h.agent().await;
+    let root = h.dir.path().canonicalize().unwrap();
+    let r = h
+        .turn(
+            &agent,
+            &[
+                ("c1", "working_directory", r#"{"cd":"missing"}"#),
+                ("c2", "working_directory", r#"{"cd":"file.txt"}"#),
+                ("c3", "working_directory", r#"{"cd":"  "}"#),
+                ("c4", "working_directory", r#"{"cd":7}"#),
+            ],
+        )
+        .await;
+    assert!(
+        r[0].contains("cannot change to") && r[0].contains("missing"),
+        "{}",
+        r[0]
+    );
+    assert!(r[1].contains("not a directory"), "{}", r[1]);
+    assert!(r[2].contains("`cd` must be a non-empty path"), "{}", r[2]);
+    assert!(r[3].contains("invalid arguments"), "{}", r[3]);
+    for x in &r {
+        assert!(x.contains("\"isError\":true"), "{x}");
+    }
+    assert_eq!(agent.options().cwd, root);
+    assert!(
+        !agent
+            .session()
+            .events()
+            .iter()
+            .any(|e| e.kind() == "working-directory/change")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_without_an_agent_works_and_cd_without_one_fails_clearly() {
+    let h = harness().await;
+    let tools = h.kernel.root().get::<dyn Tools>().unwrap();
+    let r = tools
+        .execute(ToolRequest::new(
+            "c",
+            "working_directory",
+            "",
+            "nobody",
+            h.dir.path(),
+        ))
+        .await;
+    assert!(!r.is_error, "{}", r.text());
+    let r = tools
+        .execute(ToolRequest::new(
+            "c",
+            "working_directory",
+            r#"{"cd":"sub"}"#,
+            "nobody",
+            h.dir.path(),
+        ))
+        .await;
+    assert_eq!(
+        r.text(),
+        "Error: working_directory requires an owning agent session"
+    );
+}
+
+#[test]
+fn tilde_resolves_against_home() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("h")).unwrap();
+    let home = d.path().join("h");
+    assert_eq!(
+        resolve(std::path::Path::new("/"), "~", Some(&home)).unwrap(),
+        home.canonicalize().unwrap()
+    );
+    assert_eq!(
+        resolve(std::path::Path::new("/"), "~/", Some(&home)).unwrap(),
+        home.canonicalize().unwrap()
+    );
+}

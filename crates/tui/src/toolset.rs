@@ -1,0 +1,69 @@
+//! The TUI side of issue 22's tools: the live checklist of `todo_write` (each `todo/write`
+//! event is drawn as a checklist), plan-mode and working-directory changes, and the `/plan`
+//! (Shift+Tab) toggle through the `plan-mode` service.
+
+use std::sync::Arc;
+
+use dsh_agent::Agent;
+use dsh_kernel::Ctx;
+use dsh_plan_mode::PlanMode;
+use dsh_session::Event;
+use dsh_session::feature::{PlanModeChange, TodoStatus, TodoWrite, WorkingDirectoryChange};
+use ratatui::text::{Line, Span};
+
+use crate::cells::{Cell, NoticeKind};
+use crate::theme::Theme;
+
+/// The lines of a `todo/write`, `plan/mode` or `working-directory/change` event (`None` for
+/// other events or an undecodable payload).
+pub fn lines(ev: &Event, theme: Theme) -> Option<Vec<Line<'static>>> {
+    if let Some(Ok(todo)) = ev.plugin::<TodoWrite>() {
+        let mut out = vec![Line::from(Span::styled("☰ tasks", theme.heading()))];
+        for t in &todo.todos {
+            let style = match t.status {
+                TodoStatus::Completed => theme.ok(),
+                TodoStatus::InProgress => theme.warn(),
+                TodoStatus::Pending => theme.dim(),
+            };
+            out.push(Line::from(vec![
+                Span::styled(format!("  {} ", dsh_tool_todo::mark(t.status)), style),
+                Span::raw(t.content.clone()),
+            ]));
+        }
+        return Some(out);
+    }
+    if let Some(Ok(mode)) = ev.plugin::<PlanModeChange>() {
+        let text = if mode.active {
+            "◇ plan mode on: read-only tools until the plan is accepted (Shift+Tab to leave)"
+        } else {
+            "◆ plan mode off"
+        };
+        return Some(vec![Line::from(Span::styled(text, theme.warn()))]);
+    }
+    if let Some(Ok(wd)) = ev.plugin::<WorkingDirectoryChange>() {
+        return Some(vec![Line::from(Span::styled(
+            format!("· working directory: {}", wd.cwd),
+            theme.dim(),
+        ))]);
+    }
+    None
+}
+
+/// Turns plan mode on or off for `agent`; the notice to show when it could not.
+pub fn toggle_plan(root: &Ctx, agent: &Arc<dyn Agent>) -> Option<Cell> {
+    let Some(plan) = root.get::<dyn PlanMode>() else {
+        return Some(Cell::Notice {
+            text: "plan mode is not composed".into(),
+            kind: NoticeKind::Error,
+        });
+    };
+    let on = !plan.is_active(agent.id());
+    match plan.set(agent, on, true) {
+        // The logged `plan/mode` event draws the change.
+        Ok(_) => None,
+        Err(e) => Some(Cell::Notice {
+            text: format!("cannot change plan mode: {e}"),
+            kind: NoticeKind::Error,
+        }),
+    }
+}
