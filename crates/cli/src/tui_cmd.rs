@@ -105,6 +105,7 @@ pub(crate) async fn run(args: TuiArgs) -> Result<u8, Failure> {
         extra,
         registry,
         composer.clone(),
+        composition,
     );
     let result = run_tui(&kernel, args, cwd).await;
     kernel.dispose().await;

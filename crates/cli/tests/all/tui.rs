@@ -420,3 +420,68 @@ fn a_resize_mid_stream_keeps_working_at_forty_columns() {
     tui.send("\x03");
     tui.wait_exit_ok();
 }
+
+/// Every line of `$DSH_HOME/tui.log` that says the configuration was reloaded.
+fn reloads(env: &Env) -> Vec<String> {
+    std::fs::read_to_string(env.home.path().join("tui.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("configuration reloaded"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The user's `$DSH_HOME/dsh.yaml` is watched. Opening it (any reader, and the reload itself)
+/// once set off a reload every 100 ms for the rest of the run; now only a change of its
+/// contents reloads, once, and the session goes on: tool cards, answers, the status line.
+#[test]
+fn a_user_config_is_read_without_reloading_and_a_real_edit_reloads_once() {
+    let env = Env::new();
+    let user = env.home.path().join("dsh.yaml");
+    let original = std::fs::read_to_string(&user).unwrap();
+    assert!(original.contains("llm-retry"), "{original}");
+    env.server().push_all([
+        tool_reply(
+            "bash",
+            r#"{"command":"echo from-bash","description":"Say"}"#,
+        ),
+        text_reply("First done."),
+        tool_reply(
+            "bash",
+            r#"{"command":"echo again-bash","description":"Say"}"#,
+        ),
+        text_reply("Second done."),
+    ]);
+    let tui = Tui::spawn_with(&env, &[], 100, 40, &[("DSH_LOG", "dsh=info")]);
+    tui.wait_for("Ask dsh anything");
+    // Something opens the file (an editor, `cat`, another dsh): contents unchanged.
+    assert_eq!(std::fs::read_to_string(&user).unwrap(), original);
+    tui.send("first\r");
+    let screen = tui.wait_screen("the first turn", |s| {
+        s.contains("First done.") && !s.contains("● working")
+    });
+    assert!(screen.contains("● bash echo from-bash"), "{screen}");
+    assert!(screen.contains("exit 0"), "{screen}");
+    // A real edit: one reload, with the changed row.
+    std::fs::write(
+        &user,
+        original.replace("initialDelayMs: 1,", "initialDelayMs: 2,"),
+    )
+    .unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    while reloads(&env).is_empty() {
+        assert!(Instant::now() < deadline, "no reload after the edit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tui.send("second\r");
+    let screen = tui.wait_screen("the second turn", |s| {
+        s.contains("Second done.") && !s.contains("● working")
+    });
+    assert!(screen.contains("● bash echo again-bash"), "{screen}");
+    assert!(screen.contains("again-bash"), "{screen}");
+    tui.quit();
+    let lines = reloads(&env);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].contains("updated=[\"llm-retry\"]"), "{lines:#?}");
+    assert_eq!(env.server().request_count(), 4);
+}
