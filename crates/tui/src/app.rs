@@ -11,6 +11,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use crate::approval::{ApprovalPrompt, PromptKey};
 use crate::cells::{Cell, NoticeKind};
 use crate::composer::Composer;
 use crate::status::{StatusInfo, cost_table, status_line};
@@ -67,6 +68,13 @@ pub enum Action {
     Compact,
     /// Suspend to the shell (Ctrl-Z).
     Suspend,
+    /// The user answered the approval question `id`.
+    Answer {
+        /// The question's id.
+        id: String,
+        /// The answer.
+        answer: dsh_approval::ApprovalAnswer,
+    },
 }
 
 /// One row of the session picker.
@@ -134,6 +142,8 @@ pub struct App {
     pub inserts: Vec<Line<'static>>,
     /// The open picker.
     pub picker: Option<Picker>,
+    /// Approval questions, the front one on screen.
+    pub approvals: std::collections::VecDeque<ApprovalPrompt>,
     hint: Option<String>,
     quit_armed: bool,
     search: Option<usize>,
@@ -166,6 +176,7 @@ impl App {
             session_id: String::new(),
             inserts: Vec::new(),
             picker: None,
+            approvals: std::collections::VecDeque::new(),
             hint: None,
             quit_armed: false,
             search: None,
@@ -214,6 +225,10 @@ impl App {
 
     /// Handles a paste.
     pub fn paste(&mut self, text: &str) {
+        if let Some(a) = self.approvals.front_mut() {
+            a.paste(text);
+            return;
+        }
         if let Some(p) = &mut self.picker {
             p.query.push_str(text.trim());
             p.selected = 0;
@@ -239,6 +254,17 @@ impl App {
         if self.picker.is_some() {
             return self.picker_key(key);
         }
+        if let Some(a) = self.approvals.front_mut() {
+            match a.key(key) {
+                PromptKey::Answered(answer) => {
+                    let id = a.question.id.clone();
+                    self.approvals.pop_front();
+                    return vec![Action::Answer { id, answer }];
+                }
+                PromptKey::Handled => return Vec::new(),
+                PromptKey::Pass => {}
+            }
+        }
         match key.code {
             KeyCode::Char('c') if ctrl => {
                 if self.quit_armed {
@@ -251,6 +277,7 @@ impl App {
                     self.composer.set_text("");
                 } else if self.running {
                     self.reclaim_pending();
+                    out.extend(self.dismiss_approvals());
                     out.push(Action::Cancel);
                 }
                 out
@@ -289,12 +316,12 @@ impl App {
                 Vec::new()
             }
             KeyCode::Esc => {
+                let mut out = self.dismiss_approvals();
                 if self.running {
                     self.reclaim_pending();
-                    vec![Action::Cancel]
-                } else {
-                    Vec::new()
+                    out.push(Action::Cancel);
                 }
+                out
             }
             KeyCode::Enter
                 if key
@@ -339,6 +366,17 @@ impl App {
                 Vec::new()
             }
         }
+    }
+
+    /// Every open question answered `Cancelled` (the turn is being interrupted).
+    fn dismiss_approvals(&mut self) -> Vec<Action> {
+        self.approvals
+            .drain(..)
+            .map(|a| Action::Answer {
+                id: a.question.id,
+                answer: dsh_approval::ApprovalAnswer::Cancelled,
+            })
+            .collect()
     }
 
     /// Undelivered steers come back to the composer when the turn is interrupted: nothing
@@ -500,7 +538,9 @@ impl App {
         let width = area.width;
         let theme = self.theme;
         let mut popup: Vec<Line<'static>> = Vec::new();
-        if let Some(p) = &self.picker {
+        if let Some(a) = self.approvals.front() {
+            popup = a.render(theme, width, self.approvals.len() - 1);
+        } else if let Some(p) = &self.picker {
             popup.push(Line::from(vec![
                 Span::styled("resume ", theme.heading()),
                 Span::raw(format!("› {}", p.query)),

@@ -12,9 +12,11 @@
 //! - [`markdown`]: incremental markdown (completed blocks rendered once);
 //! - [`cells`]: user/answer/reasoning/tool cards/notices; [`status`]: the status line and cost;
 //! - [`composer`]: multi-line input, history per project, collapsed pastes;
+//! - [`approval`]: the inline approval prompt (the TUI's `approval-answerer`);
 //! - [`term`]: the inline viewport (scrollback kept), restore on exit/panic/suspend.
 
 pub mod app;
+pub mod approval;
 pub mod cells;
 pub mod composer;
 pub mod markdown;

@@ -52,6 +52,7 @@ pub struct Transcript {
     prices: HashMap<String, Option<ModelPricing>>,
     /// The last reasoning shown collapsed (Ctrl+O shows it whole).
     pub last_reasoning: Option<String>,
+    decisions: crate::approval::Decisions,
 }
 
 impl std::fmt::Debug for Transcript {
@@ -73,6 +74,7 @@ impl Transcript {
             pricer,
             prices: HashMap::new(),
             last_reasoning: None,
+            decisions: crate::approval::Decisions::default(),
         }
     }
 
@@ -304,21 +306,38 @@ impl Transcript {
                 ));
                 out
             }
+            EventKind::ApprovalAsked => {
+                if let Ok(asked) = ev.data_as::<dsh_approval::events::ApprovalAsked>() {
+                    self.decisions.asked(asked);
+                }
+                Vec::new()
+            }
+            EventKind::ApprovalDecided => {
+                match ev.data_as::<dsh_approval::events::ApprovalDecided>() {
+                    Ok(d) => {
+                        let cell = self.decisions.decided(&d);
+                        self.cell(&cell, width)
+                    }
+                    Err(_) => self.generic(ev, width),
+                }
+            }
             EventKind::LlmRetryStarted
             | EventKind::SessionTitle
             | EventKind::SessionTitleLlmRequest => Vec::new(),
-            kind => {
-                // Any other event (compaction, sub-agents, later plugins): one generic line.
-                let text = format!("· {}", kind.as_str());
-                self.cell(
-                    &Cell::Notice {
-                        text,
-                        kind: NoticeKind::Info,
-                    },
-                    width,
-                )
-            }
+            _ => self.generic(ev, width),
         }
+    }
+
+    /// Any other event (compaction, sub-agents, later plugins): one generic line.
+    fn generic(&self, ev: &Event, width: u16) -> Vec<Line<'static>> {
+        let text = format!("· {}", ev.event_kind().as_str());
+        self.cell(
+            &Cell::Notice {
+                text,
+                kind: NoticeKind::Info,
+            },
+            width,
+        )
     }
 
     /// The live region: reasoning in progress, the open block of the answer, running tools.

@@ -469,3 +469,142 @@ fn plugin_slash_commands_complete_and_are_sent_as_prompts() {
     let actions = app.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE), 60);
     assert!(actions.is_empty(), "unknown commands are still refused");
 }
+
+fn key(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+
+fn question(id: &str, tool: &str, args: serde_json::Value) -> dsh_tui::approval::ApprovalPrompt {
+    dsh_tui::approval::ApprovalPrompt::new(dsh_tui::approval::Question::from_request(
+        &dsh_approval::ApprovalRequest {
+            id: id.into(),
+            session_id: "s".into(),
+            call_id: "c".into(),
+            tool_name: tool.into(),
+            arguments: args,
+            reason: format!(
+                "tool \"{tool}\" is not read-only and the approval policy is untrusted"
+            ),
+            escalation: None,
+        },
+    ))
+}
+
+#[test]
+fn approval_prompt_takes_one_key_and_a_reason_for_deny() {
+    use dsh_approval::ApprovalAnswer;
+    use dsh_tui::app::Action;
+    let mut app = app(Theme::COLOR);
+    app.running = true;
+    app.approvals.push_back(question(
+        "q1",
+        "bash",
+        json!({"command": "cargo test --workspace", "description": "run"}),
+    ));
+    app.approvals.push_back(question(
+        "q2",
+        "write",
+        json!({"file_path": "/p/src/lib.rs", "content": "x"}),
+    ));
+    app.approvals
+        .push_back(question("q3", "bash", json!({"command": "rm -rf build"})));
+    insta::assert_snapshot!("approval_prompt", draw(&app, 80, 10).backend());
+    // Narrow: nothing wider than the screen.
+    insta::assert_snapshot!("approval_prompt_40", draw(&app, 40, 10).backend());
+    // Other keys do nothing (the composer does not get them while a question is open).
+    assert!(app.key(key(KeyCode::Char('x')), 80).is_empty());
+    assert_eq!(app.composer.raw(), "");
+    assert_eq!(
+        app.key(key(KeyCode::Char('y')), 80),
+        [Action::Answer {
+            id: "q1".into(),
+            answer: ApprovalAnswer::AllowOnce
+        }]
+    );
+    assert_eq!(
+        app.key(key(KeyCode::Char('a')), 80),
+        [Action::Answer {
+            id: "q2".into(),
+            answer: ApprovalAnswer::AllowAlways
+        }]
+    );
+    assert!(app.key(key(KeyCode::Char('n')), 80).is_empty());
+    for c in "not the build dir".chars() {
+        assert!(app.key(key(KeyCode::Char(c)), 80).is_empty());
+    }
+    insta::assert_snapshot!("approval_reason", draw(&app, 80, 10).backend());
+    // Esc goes back to the choice, n again starts a fresh reason.
+    app.key(key(KeyCode::Esc), 80);
+    app.key(key(KeyCode::Char('n')), 80);
+    app.paste("keep\nit");
+    assert_eq!(
+        app.key(key(KeyCode::Enter), 80),
+        [Action::Answer {
+            id: "q3".into(),
+            answer: ApprovalAnswer::Deny {
+                reason: Some("keep it".into())
+            }
+        }]
+    );
+    assert!(app.approvals.is_empty());
+}
+
+#[test]
+fn esc_on_an_approval_prompt_cancels_the_question_and_the_turn() {
+    use dsh_approval::ApprovalAnswer;
+    use dsh_tui::app::Action;
+    let mut app = app(Theme::COLOR);
+    app.running = true;
+    app.approvals
+        .push_back(question("q1", "bash", json!({"command": "make"})));
+    assert_eq!(
+        app.key(key(KeyCode::Esc), 80),
+        [
+            Action::Answer {
+                id: "q1".into(),
+                answer: ApprovalAnswer::Cancelled
+            },
+            Action::Cancel
+        ]
+    );
+    // A deny without a reason.
+    app.approvals
+        .push_back(question("q2", "bash", json!({"command": "make"})));
+    app.key(key(KeyCode::Char('n')), 80);
+    assert_eq!(
+        app.key(key(KeyCode::Enter), 80),
+        [Action::Answer {
+            id: "q2".into(),
+            answer: ApprovalAnswer::Deny { reason: None }
+        }]
+    );
+}
+
+#[test]
+fn approval_decisions_from_the_log_are_shown() {
+    use dsh_approval::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
+    let mut d = dsh_tui::approval::Decisions::default();
+    let mut lines = Vec::new();
+    for (id, outcome, always, reason) in [
+        ("1", DecidedOutcome::AllowedOnce, false, None),
+        ("2", DecidedOutcome::AllowedOnce, true, None),
+        ("3", DecidedOutcome::Rejected, false, Some("not that file")),
+        ("4", DecidedOutcome::Cancelled, false, None),
+        ("5", DecidedOutcome::Unavailable, false, None),
+    ] {
+        d.asked(ApprovalAsked {
+            id: id.into(),
+            tool_name: "bash".into(),
+            call_id: None,
+            reason: None,
+        });
+        let cell = d.decided(&ApprovalDecided {
+            id: id.into(),
+            outcome,
+            always,
+            reason: reason.map(str::to_owned),
+        });
+        lines.extend(cell.render(Theme::COLOR, 80));
+    }
+    insta::assert_snapshot!("approval_decisions", lines_terminal(lines, 80).backend());
+}

@@ -482,3 +482,72 @@ fn a_user_config_is_read_without_reloading_and_a_real_edit_reloads_once() {
     assert!(lines[0].contains("updated=[\"llm-retry\"]"), "{lines:#?}");
     assert_eq!(env.server().request_count(), 4);
 }
+
+/// `--ask-for-approval untrusted`: each call that is not read-only is asked about inline and
+/// takes one key. `y` runs it once, `a` runs it and stores a rule (the same call then runs
+/// without a question), `n` plus a reason denies it and the model reads the reason.
+#[test]
+fn approval_prompts_allow_once_allow_always_and_deny_with_a_reason() {
+    let env = Env::new();
+    let target = env.work.path().join("notes.txt");
+    env.server().push_all([
+        tool_reply("bash", r#"{"command":"echo once-ok","description":"One"}"#),
+        tool_reply(
+            "bash",
+            r#"{"command":"echo always-ok","description":"Two"}"#,
+        ),
+        tool_reply(
+            "bash",
+            r#"{"command":"echo always-ok","description":"Three"}"#,
+        ),
+        tool_reply(
+            "write",
+            &serde_json::json!({"file_path": target.display().to_string(), "content": "x\n"})
+                .to_string(),
+        ),
+        text_reply("Done asking."),
+    ]);
+    let tui = Tui::spawn(&env, &["--ask-for-approval", "untrusted", "go"], 100, 40);
+    let screen = tui.wait_screen("the first question", |s| {
+        s.contains("⚠ allow bash?") && s.contains("  echo once-ok")
+    });
+    assert!(
+        screen.contains("y allow once  a allow always  n deny"),
+        "{screen}"
+    );
+    tui.send("y");
+    tui.wait_for("✓ bash allowed once");
+    tui.wait_screen("the second question", |s| {
+        s.contains("⚠ allow bash?") && s.contains("  echo always-ok")
+    });
+    tui.send("a");
+    tui.wait_for("✓ bash allowed always");
+    // The third call is covered by the stored rule: the next question is the write's.
+    let screen = tui.wait_for("⚠ allow write?");
+    assert_eq!(
+        screen.matches("● bash echo always-ok").count(),
+        2,
+        "{screen}"
+    );
+    assert_eq!(screen.matches("allowed always").count(), 1, "{screen}");
+    tui.send("n");
+    tui.wait_for("reason for the model");
+    tui.send("not that file\r");
+    let screen = tui.wait_screen("the end of the turn", |s| {
+        s.contains("Done asking.") && !s.contains("● working")
+    });
+    assert!(screen.contains("✗ write denied: not that file"), "{screen}");
+    assert!(!target.exists());
+    tui.quit();
+    // The rule is stored for this project; the model read the user's reason.
+    let rules = std::fs::read_to_string(env.home.path().join("permissions.json")).unwrap();
+    assert!(rules.contains("echo"), "{rules}");
+    let messages = crate::support::request_messages(env.server(), 4);
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "tool", "{messages:?}");
+    assert!(
+        last["content"].to_string().contains("not that file"),
+        "{last}"
+    );
+    assert_eq!(env.server().request_count(), 5);
+}
