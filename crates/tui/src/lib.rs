@@ -9,7 +9,8 @@
 //!
 //! - [`app`]: the state and key bindings (pure; drawn on any backend);
 //! - [`transcript`]: the fold of events and chunks into scrollback lines;
-//! - [`markdown`]: incremental markdown (completed blocks rendered once);
+//! - [`markdown`]: incremental markdown (completed blocks rendered once); [`highlight`]: fenced
+//!   code highlighting;
 //! - [`cells`]: user/answer/reasoning/tool cards/notices; [`status`]: the status line and cost;
 //! - [`composer`]: multi-line input, history per project, collapsed pastes;
 //! - [`approval`]: the inline approval prompt (the TUI's `approval-answerer`);
@@ -19,6 +20,7 @@ pub mod app;
 pub mod approval;
 pub mod cells;
 pub mod composer;
+pub mod highlight;
 pub mod markdown;
 mod runtime;
 pub mod status;

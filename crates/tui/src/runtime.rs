@@ -73,6 +73,7 @@ struct Runtime {
 /// every exit path, a panic included.
 pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
     term::install_panic_hook();
+    crate::highlight::warm_up();
     let (tx, rx) = unbounded_channel();
     let theme = opts.theme;
     let llm = opts.root.get::<dyn Llm>();

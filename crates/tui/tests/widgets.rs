@@ -608,3 +608,54 @@ fn approval_decisions_from_the_log_are_shown() {
     }
     insta::assert_snapshot!("approval_decisions", lines_terminal(lines, 80).backend());
 }
+
+/// Each span of rendered lines as `text` plus its colour (`-` for none).
+fn spans_with_colours(lines: &[Line<'static>]) -> String {
+    let mut out = String::new();
+    for line in lines {
+        for s in &line.spans {
+            if s.content.trim().is_empty() {
+                continue;
+            }
+            let fg = s.style.fg.map_or("-".to_owned(), |c| format!("{c:?}"));
+            let dim = if s.style.add_modifier.contains(ratatui::style::Modifier::DIM) {
+                " dim"
+            } else {
+                ""
+            };
+            out.push_str(&format!("{:?} {fg}{dim}\n", s.content));
+        }
+        out.push_str("⏎\n");
+    }
+    out
+}
+
+#[test]
+fn fenced_code_is_highlighted_by_language_streamed_or_whole() {
+    let text = "Here:\n\n```rust\n// add one\nfn add(x: u32) -> u32 {\n    x + 1 // \"inc\"\n}\nlet s = \"hi\";\n```\n\n```python\ndef f():\n    return 'x'  # c\n```\n\n```nosuchlang\nplain words\n```\n";
+    let whole = dsh_tui::markdown::render_all(text, Theme::COLOR, 60);
+    insta::assert_snapshot!("code_highlighted", spans_with_colours(&whole));
+    // Streamed in small pieces: the same lines and colours.
+    let mut stream = dsh_tui::markdown::MarkdownStream::new();
+    let mut r = dsh_tui::markdown::PieceRenderer::new(Theme::COLOR, 60);
+    let mut streamed = Vec::new();
+    let chars: Vec<char> = text.chars().collect();
+    for chunk in chars.chunks(3) {
+        let s: String = chunk.iter().collect();
+        for p in stream.push(&s) {
+            streamed.extend(r.piece(&p));
+        }
+    }
+    for p in stream.finish() {
+        streamed.extend(r.piece(&p));
+    }
+    assert_eq!(spans_with_colours(&streamed), spans_with_colours(&whole));
+    // NO_COLOR: no colours, comments still dim.
+    let plain = dsh_tui::markdown::render_all(text, Theme::PLAIN, 60);
+    let shown = spans_with_colours(&plain);
+    assert!(
+        !shown.contains("Green") && !shown.contains("Magenta"),
+        "{shown}"
+    );
+    assert!(shown.contains("\" add one\" - dim"), "{shown}");
+}
