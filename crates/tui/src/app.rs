@@ -142,6 +142,9 @@ pub struct App {
     pub inserts: Vec<Line<'static>>,
     /// The open picker.
     pub picker: Option<Picker>,
+    /// The project's files, for `@` mentions.
+    pub files: Option<Arc<crate::mentions::FileIndex>>,
+    mention_sel: usize,
     /// Approval questions, the front one on screen.
     pub approvals: std::collections::VecDeque<ApprovalPrompt>,
     hint: Option<String>,
@@ -177,6 +180,8 @@ impl App {
             inserts: Vec::new(),
             picker: None,
             approvals: std::collections::VecDeque::new(),
+            files: None,
+            mention_sel: 0,
             hint: None,
             quit_armed: false,
             search: None,
@@ -264,6 +269,9 @@ impl App {
                 PromptKey::Handled => return Vec::new(),
                 PromptKey::Pass => {}
             }
+        }
+        if let Some(actions) = self.mention_key(key) {
+            return actions;
         }
         match key.code {
             KeyCode::Char('c') if ctrl => {
@@ -366,6 +374,86 @@ impl App {
                 Vec::new()
             }
         }
+    }
+
+    /// The `@` mention at the cursor: its query and length in chars.
+    fn mention(&self) -> Option<(String, usize)> {
+        let ratatui_textarea::DataCursor(row, col) = self.composer.area.cursor();
+        let line = self.composer.area.lines().get(row)?;
+        crate::mentions::token_at(line, col)
+    }
+
+    /// The files offered for the `@` mention at the cursor (`None`: no mention, or the files
+    /// are still being listed).
+    pub fn mention_matches(&self) -> Option<Vec<String>> {
+        let (query, _) = self.mention()?;
+        self.files.as_ref()?.matches(&query)
+    }
+
+    /// Keys of the mention popup: Tab/Enter complete, Up/Down choose. `None`: not handled.
+    fn mention_key(&mut self, key: KeyEvent) -> Option<Vec<Action>> {
+        let matches = self.mention_matches().filter(|m| !m.is_empty());
+        let Some(matches) = matches else {
+            self.mention_sel = 0;
+            return None;
+        };
+        match key.code {
+            KeyCode::Tab | KeyCode::Enter if key.modifiers.is_empty() => {
+                let path = matches.get(self.mention_sel).or(matches.first())?.clone();
+                let (_, n) = self.mention()?;
+                for _ in 0..n {
+                    self.composer.area.delete_char();
+                }
+                self.composer.area.insert_str(format!("@{path} "));
+                self.mention_sel = 0;
+                Some(Vec::new())
+            }
+            KeyCode::Up => {
+                self.mention_sel = self.mention_sel.saturating_sub(1);
+                Some(Vec::new())
+            }
+            KeyCode::Down => {
+                if self.mention_sel + 1 < matches.len() {
+                    self.mention_sel += 1;
+                }
+                Some(Vec::new())
+            }
+            _ => {
+                self.mention_sel = 0;
+                None
+            }
+        }
+    }
+
+    fn mention_popup(&self, width: u16) -> Option<Vec<Line<'static>>> {
+        let (query, _) = self.mention()?;
+        let theme = self.theme;
+        let index = self.files.as_ref()?;
+        let Some(matches) = index.matches(&query) else {
+            return Some(vec![Line::from(Span::styled(
+                "  listing the project's files…",
+                theme.dim(),
+            ))]);
+        };
+        if matches.is_empty() {
+            return Some(vec![Line::from(Span::styled(
+                format!("  no matching file for @{query}"),
+                theme.dim(),
+            ))]);
+        }
+        let mut out = Vec::new();
+        for (i, m) in matches.iter().enumerate() {
+            let style = if i == self.mention_sel {
+                theme.selected()
+            } else {
+                ratatui::style::Style::new()
+            };
+            out.push(Line::from(Span::styled(
+                wrap::truncate(&format!("@{m}"), usize::from(width)),
+                style,
+            )));
+        }
+        Some(out)
     }
 
     /// Every open question answered `Cancelled` (the turn is being interrupted).
@@ -565,6 +653,8 @@ impl App {
                 };
                 popup.push(Line::from(Span::styled(text, style)));
             }
+        } else if let Some(lines) = self.mention_popup(width) {
+            popup = lines;
         } else {
             for (i, (c, h)) in self.completions().iter().enumerate() {
                 let style = if i == 0 {

@@ -106,6 +106,10 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
         Composer::new(opts.history_file.clone()),
     );
     app.extra_commands = opts.extra_commands.clone();
+    app.files = opts
+        .project_dir
+        .as_deref()
+        .map(crate::mentions::FileIndex::spawn);
     if let Some(note) = answerer_note {
         tracing::warn!("{note}");
         let width = crossterm::terminal::size().map(|(w, _)| w).unwrap_or(80);

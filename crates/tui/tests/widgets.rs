@@ -659,3 +659,74 @@ fn fenced_code_is_highlighted_by_language_streamed_or_whole() {
     );
     assert!(shown.contains("\" add one\" - dim"), "{shown}");
 }
+
+#[test]
+fn at_mentions_offer_project_files_fuzzily_and_complete_the_path() {
+    use dsh_tui::mentions::{FileIndex, token_at};
+    assert_eq!(token_at("look at @src/ma", 15), Some(("src/ma".into(), 7)));
+    assert_eq!(token_at("@", 1), Some((String::new(), 1)));
+    assert_eq!(token_at("mail me@home", 12), None);
+    assert_eq!(token_at("look at @src", 4), None);
+    let mut app = app(Theme::COLOR);
+    app.files = Some(FileIndex::from_paths(vec![
+        "Cargo.toml".into(),
+        "crates/tui/src/app.rs".into(),
+        "crates/tui/src/main.rs".into(),
+        "docs/maintenance.md".into(),
+        "src/main.rs".into(),
+    ]));
+    for c in "look at @main".chars() {
+        app.key(key(KeyCode::Char(c)), 60);
+    }
+    insta::assert_snapshot!("mention_popup", draw(&app, 60, 10).backend());
+    // Down picks a later match; Tab completes it (a space after, ready to go on).
+    app.key(key(KeyCode::Down), 60);
+    app.key(key(KeyCode::Down), 60);
+    app.key(key(KeyCode::Down), 60);
+    app.key(key(KeyCode::Tab), 60);
+    assert_eq!(app.composer.raw(), "look at @crates/tui/src/main.rs ");
+    assert!(app.mention_matches().is_none());
+    // Enter completes too, and only the next Enter sends.
+    for c in "and @cargo".chars() {
+        app.key(key(KeyCode::Char(c)), 60);
+    }
+    assert!(app.key(key(KeyCode::Enter), 60).is_empty());
+    assert_eq!(
+        app.composer.raw(),
+        "look at @crates/tui/src/main.rs and @Cargo.toml "
+    );
+    assert_eq!(
+        app.key(key(KeyCode::Enter), 60),
+        [dsh_tui::app::Action::Send(
+            "look at @crates/tui/src/main.rs and @Cargo.toml ".into()
+        )]
+    );
+    // No match: said so, and Enter sends what is typed.
+    for c in "@zzz".chars() {
+        app.key(key(KeyCode::Char(c)), 60);
+    }
+    insta::assert_snapshot!("mention_none", draw(&app, 60, 6).backend());
+}
+
+#[test]
+fn the_file_index_honours_gitignore() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(root.join("target")).unwrap();
+    std::fs::write(root.join(".gitignore"), "target/\n*.log\n").unwrap();
+    std::fs::write(root.join("src/lib.rs"), "").unwrap();
+    std::fs::write(root.join("target/out.rs"), "").unwrap();
+    std::fs::write(root.join("debug.log"), "").unwrap();
+    std::fs::write(root.join("README.md"), "").unwrap();
+    let index = dsh_tui::mentions::FileIndex::spawn(root);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let files = loop {
+        if let Some(f) = index.files() {
+            break f.to_vec();
+        }
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::yield_now();
+    };
+    assert_eq!(files, ["README.md", "src/lib.rs"]);
+}

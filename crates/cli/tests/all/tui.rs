@@ -551,3 +551,37 @@ fn approval_prompts_allow_once_allow_always_and_deny_with_a_reason() {
     );
     assert_eq!(env.server().request_count(), 5);
 }
+
+/// `@` offers the project's files (not the gitignored ones); Tab completes the path, which the
+/// prompt carries as text (the model reads the file with its `read` tool).
+#[test]
+fn an_at_mention_completes_a_project_file_into_the_prompt() {
+    let env = Env::new();
+    let work = env.work.path();
+    std::fs::create_dir_all(work.join("src")).unwrap();
+    std::fs::create_dir_all(work.join("build")).unwrap();
+    std::fs::write(work.join(".gitignore"), "build/\n").unwrap();
+    std::fs::write(work.join("src/parser.rs"), "fn parse() {}\n").unwrap();
+    std::fs::write(work.join("build/parser_gen.rs"), "// generated\n").unwrap();
+    env.server().push(text_reply("Read it."));
+    let tui = Tui::spawn(&env, &[], 100, 30);
+    tui.wait_for("Ask dsh anything");
+    tui.send("explain @parser");
+    let screen = tui.wait_for("@src/parser.rs");
+    assert!(!screen.contains("parser_gen"), "{screen}");
+    tui.send("\t");
+    tui.wait_for("› explain @src/parser.rs");
+    tui.send("please\r");
+    tui.wait_screen("the answer", |s| {
+        s.contains("Read it.") && !s.contains("● working")
+    });
+    tui.quit();
+    let messages = crate::support::request_messages(env.server(), 0);
+    assert!(
+        messages.iter().any(|m| m["role"] == "user"
+            && m["content"]
+                .to_string()
+                .contains("explain @src/parser.rs please")),
+        "{messages:#?}"
+    );
+}
