@@ -82,7 +82,9 @@ pub enum Action {
 pub struct PickItem {
     /// Session id.
     pub id: String,
-    /// What the row shows after the id (cwd, age).
+    /// The title, else the first prompt.
+    pub title: String,
+    /// The second line: first prompt (when a title differs), cwd, age, turns, status.
     pub detail: String,
 }
 
@@ -98,12 +100,33 @@ pub struct Picker {
 }
 
 impl Picker {
-    /// The rows matching the query (fuzzy: its characters in order).
+    /// The rows matching the query (fuzzy: its characters in order), best first: the query
+    /// whole in the title, then anywhere in the row, then fuzzily in the title, then anywhere;
+    /// newest first within each.
     pub fn filtered(&self) -> Vec<&PickItem> {
-        self.items
+        let q = self.query.to_lowercase();
+        let mut rows: Vec<(u8, &PickItem)> = self
+            .items
             .iter()
-            .filter(|i| fuzzy(&self.query, &format!("{} {}", i.id, i.detail)))
-            .collect()
+            .filter_map(|i| {
+                let title = i.title.to_lowercase();
+                let all = format!("{title} {} {}", i.detail.to_lowercase(), i.id);
+                let rank = if title.contains(&q) {
+                    0
+                } else if all.contains(&q) {
+                    1
+                } else if fuzzy(&q, &title) {
+                    2
+                } else if fuzzy(&q, &all) {
+                    3
+                } else {
+                    return None;
+                };
+                Some((rank, i))
+            })
+            .collect();
+        rows.sort_by_key(|(rank, _)| *rank);
+        rows.into_iter().map(|(_, i)| i).collect()
     }
 }
 
@@ -641,17 +664,22 @@ impl App {
                 )));
             }
             let first = p.selected.saturating_sub(4);
+            let w = usize::from(width);
             for (i, item) in rows.iter().enumerate().skip(first).take(5) {
-                let text = wrap::truncate(
-                    &format!("  {}  {}", item.id, item.detail),
-                    usize::from(width),
-                );
                 let style = if i == p.selected {
                     theme.selected()
                 } else {
                     ratatui::style::Style::new()
                 };
-                popup.push(Line::from(Span::styled(text, style)));
+                popup.push(Line::from(Span::styled(
+                    wrap::truncate(&format!("  {}", item.title), w),
+                    style,
+                )));
+                let short = item.id.rsplit('-').next().unwrap_or(&item.id);
+                popup.push(Line::from(Span::styled(
+                    wrap::truncate(&format!("    {} · {short}", item.detail), w),
+                    theme.dim(),
+                )));
             }
         } else if let Some(lines) = self.mention_popup(width) {
             popup = lines;

@@ -24,6 +24,7 @@ pub mod composer;
 pub mod highlight;
 pub mod markdown;
 pub mod mentions;
+pub mod picker;
 mod runtime;
 pub mod status;
 pub mod term;

@@ -18,7 +18,7 @@ use futures::{FutureExt, StreamExt};
 use parking_lot::Mutex;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-use crate::app::{Action, App, PickItem, Picker};
+use crate::app::{Action, App, Picker};
 use crate::approval::{ApprovalPrompt, Asked, TuiAnswerer};
 use crate::cells::{Cell, NoticeKind, git_diff_lines};
 use crate::composer::Composer;
@@ -402,28 +402,11 @@ impl Runtime {
                     .get::<dyn Sessions>()
                     .ok_or(TuiError::MissingService("sessions"))?;
                 let now = dsh_session::log::now_ms();
-                let mut items: Vec<PickItem> = sessions
-                    .list()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|s| s.parent_session.is_none())
-                    .map(|s| PickItem {
-                        detail: match &s.title {
-                            Some(t) => format!(
-                                "{t}  {}  {}",
-                                s.cwd.unwrap_or_default(),
-                                age(now - s.created_at)
-                            ),
-                            None => format!(
-                                "{}  {}",
-                                s.cwd.unwrap_or_default(),
-                                age(now - s.created_at)
-                            ),
-                        },
-                        id: s.id,
-                    })
-                    .collect();
-                items.reverse();
+                let items = tokio::task::spawn_blocking(move || {
+                    crate::picker::rows(sessions.as_ref(), now)
+                })
+                .await
+                .unwrap_or_default();
                 self.app.picker = Some(Picker {
                     items,
                     ..Default::default()
@@ -672,19 +655,5 @@ impl Runtime {
             width,
         );
         Ok(())
-    }
-}
-
-/// `5m`, `3h`, `2d` ago.
-fn age(ms: i64) -> String {
-    let s = (ms / 1000).max(0);
-    if s < 60 {
-        format!("{s}s ago")
-    } else if s < 3600 {
-        format!("{}m ago", s / 60)
-    } else if s < 86_400 {
-        format!("{}h ago", s / 3600)
-    } else {
-        format!("{}d ago", s / 86_400)
     }
 }

@@ -346,17 +346,20 @@ fn picker_filters_fuzzily() {
         items: vec![
             PickItem {
                 id: "session-0193-aaaa".into(),
-                detail: "/home/u/web  2h ago".into(),
+                title: "Fix the login redirect".into(),
+                detail: "“the login page loops” · /home/u/web · 2h ago · 3 turns · completed"
+                    .into(),
             },
             PickItem {
                 id: "session-0192-bbbb".into(),
-                detail: "/home/u/api  1d ago".into(),
+                title: "add pagination to the list endpoint".into(),
+                detail: "/home/u/api · 1d ago · 1 turn · aborted".into(),
             },
         ],
         ..Default::default()
     });
     insta::assert_snapshot!("picker_all", draw(&app, 60, 10).backend());
-    for c in "api".chars() {
+    for c in "pagin".chars() {
         app.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), 60);
     }
     insta::assert_snapshot!("picker_filtered", draw(&app, 60, 10).backend());

@@ -585,3 +585,32 @@ fn an_at_mention_completes_a_project_file_into_the_prompt() {
         "{messages:#?}"
     );
 }
+
+/// `dsh --resume` without an id: the picker rows carry the title, the working directory, the
+/// age, the turns and the last turn's status, read from each log; Enter resumes the row.
+#[test]
+fn the_resume_picker_shows_title_turns_and_status() {
+    let env = Env::new();
+    env.server().push(text_reply("The first answer."));
+    let tui = Tui::spawn(&env, &["where is the parser"], 100, 40);
+    tui.wait_screen("the end of the turn", |s| {
+        s.contains("The first answer.") && !s.contains("● working")
+    });
+    tui.quit();
+    let tui = Tui::spawn(&env, &["--resume"], 100, 40);
+    let screen = tui.wait_for("resume ›");
+    let screen = if screen.contains("1 turn · completed") {
+        screen
+    } else {
+        tui.wait_for("1 turn · completed")
+    };
+    assert!(screen.contains("  where is the parser"), "{screen}");
+    let cwd = env.cwd().display().to_string();
+    assert!(screen.contains(&cwd), "{screen}");
+    assert!(screen.contains("s ago · 1 turn · completed"), "{screen}");
+    tui.send("parser\r");
+    tui.wait_screen("the resumed history", |s| {
+        s.contains("› where is the parser") && s.contains("The first answer.")
+    });
+    tui.quit();
+}
