@@ -746,11 +746,12 @@ impl App {
             Layout::horizontal([Constraint::Length(2), Constraint::Fill(1)]).areas(comp_a);
         frame.render_widget(Paragraph::new(Span::styled("› ", theme.user())), mark_a);
         frame.render_widget(&self.composer.area, text_a);
+        let usage = self.transcript.usage_now();
         let info = StatusInfo {
             model: &self.model,
             effort: self.effort.as_deref(),
             context_window: self.context_window,
-            usage: &self.transcript.usage,
+            usage: &usage,
             priced: self.priced,
             running: self.running,
             hint: self.hint.as_deref(),

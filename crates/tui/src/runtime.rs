@@ -556,6 +556,7 @@ impl Runtime {
         match llm.prepare_call(&settings) {
             Ok(p) => {
                 self.app.model = p.model.id.clone();
+                self.app.transcript.model = p.model.id.clone();
                 self.app.effort = p.effort.as_ref().map(|e| e.to_string());
                 self.app.context_window = Some(p.model.context_window);
                 self.app.priced = p.model.pricing.is_some();

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use dsh_llm::{ContentBlock, ModelPricing, StreamChunk};
+use dsh_llm::{ContentBlock, ModelPricing, StreamChunk, TokenUsage};
 use dsh_session::data::TurnEndReason;
 use dsh_session::{CoreEvent, Event, EventKind};
 use ratatui::text::{Line, Span};
@@ -53,6 +53,11 @@ pub struct Transcript {
     /// The last reasoning shown collapsed (Ctrl+O shows it whole).
     pub last_reasoning: Option<String>,
     decisions: crate::approval::Decisions,
+    /// The usage chunk of the attempt in progress, priced (shown until the attempt commits).
+    live_usage: Option<(TokenUsage, Option<ModelPricing>)>,
+    /// The model the next requests use (prices live chunks and failed attempts, which carry
+    /// no model id).
+    pub model: String,
 }
 
 impl std::fmt::Debug for Transcript {
@@ -75,6 +80,8 @@ impl Transcript {
             prices: HashMap::new(),
             last_reasoning: None,
             decisions: crate::approval::Decisions::default(),
+            live_usage: None,
+            model: String::new(),
         }
     }
 
@@ -125,11 +132,54 @@ impl Transcript {
                 }
                 _ => {}
             },
+            StreamChunk::Usage { usage } => {
+                self.live(width);
+                let model = self.model.clone();
+                let p = self.pricing(&model);
+                self.live_usage = Some((*usage, p));
+            }
             _ => {
                 self.live(width);
             }
         }
         out
+    }
+
+    /// The usage to show: committed attempts plus the usage chunk of the one in progress.
+    pub fn usage_now(&self) -> std::borrow::Cow<'_, Usage> {
+        match &self.live_usage {
+            None => std::borrow::Cow::Borrowed(&self.usage),
+            Some((u, p)) => {
+                let mut shown = self.usage.clone();
+                shown.session.add(u, p.as_ref());
+                shown.context_used =
+                    Some(u.input_tokens + u.cache_read_tokens.unwrap_or(0) + u.output_tokens);
+                std::borrow::Cow::Owned(shown)
+            }
+        }
+    }
+
+    /// A settled attempt that committed nothing (it failed and was retried, or the turn
+    /// failed): the usage it reported is billed, so it is counted.
+    fn failed_attempt(&mut self, a: &dsh_session::data::AssistantAttempt) {
+        self.live_usage = None;
+        let Ok(records) = a.stream.records() else {
+            return;
+        };
+        let Ok(chunks) = dsh_session::stream::expand_stream(&records) else {
+            return;
+        };
+        let usage = chunks.iter().rev().find_map(|(_, c)| {
+            match serde_json::from_value::<StreamChunk>(c.clone()) {
+                Ok(StreamChunk::Usage { usage }) => Some(usage),
+                _ => None,
+            }
+        });
+        if let Some(u) = usage {
+            let model = self.model.clone();
+            let p = self.pricing(&model);
+            self.usage.add(a.turn, &u, p.as_ref());
+        }
     }
 
     fn reasoning_cell(&mut self, text: String, width: u16) -> Vec<Line<'static>> {
@@ -197,6 +247,7 @@ impl Transcript {
                         width,
                     ));
                 }
+                self.live_usage = None;
                 if let Some(u) = &m.usage {
                     let model = m.message.source.model_id().unwrap_or("").to_owned();
                     let p = self.pricing(&model);
@@ -241,7 +292,9 @@ impl Transcript {
                 });
                 out.extend(self.cell(&Cell::Tool(card), width));
             }
+            Some(CoreEvent::AssistantAttempt(a)) => self.failed_attempt(a),
             Some(CoreEvent::TurnEnd(end)) => {
+                self.live_usage = None;
                 out.extend(self.finish_live());
                 self.calls.clear();
                 let notice = match &end.reason {

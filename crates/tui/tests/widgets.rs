@@ -733,3 +733,61 @@ fn the_file_index_honours_gitignore() {
     };
     assert_eq!(files, ["README.md", "src/lib.rs"]);
 }
+
+fn event(seq: u64, kind: &str, data: serde_json::Value) -> dsh_session::Event {
+    dsh_session::Event::from_json(
+        json!({"type": kind, "data": data, "seq": seq, "time": 1_790_000_000_000i64}),
+        seq,
+    )
+    .unwrap()
+}
+
+fn usage_chunk_records(u: TokenUsage) -> serde_json::Value {
+    let mut p = dsh_session::stream::StreamPacker::new();
+    p.push(1_790_000_000_000, &StreamChunk::Usage { usage: u });
+    serde_json::Value::Array(p.into_records())
+}
+
+#[test]
+fn cost_shows_at_every_usage_chunk_and_failed_attempts_are_priced() {
+    let mut t = Transcript::new(Theme::COLOR, Box::new(|_| Some(PRICES)));
+    t.model = "deepseek-flash".into();
+    assert_eq!(t.usage_now().session.cost, dsh_llm::Cost::default());
+    // The live usage chunk counts at once, before the attempt commits.
+    let u = usage(1000, 800, 50);
+    t.on_chunk(&StreamChunk::Usage { usage: u }, 80);
+    let live = t.usage_now().session.clone();
+    assert_eq!(
+        (live.cache_miss_input, live.cache_hit_input, live.output),
+        (1000, 800, 50)
+    );
+    assert!(live.cost > dsh_llm::Cost::default());
+    // The commit carries the same usage: counted once.
+    t.on_event(
+        &event(
+            2,
+            "assistant/message",
+            json!({"turn": 1, "step": 1,
+                   "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}],
+                               "source": {"kind": "model", "provider": "deepseek-official",
+                                          "model": "deepseek-flash"}, "id": "m1"},
+                   "usage": {"inputTokens": 1000, "outputTokens": 50, "cacheReadTokens": 800},
+                   "stream": []}),
+        ),
+        80,
+    );
+    assert_eq!(t.usage_now().session, live);
+    // A failed attempt (no message) that reported usage is billed: priced into the totals.
+    t.on_event(
+        &event(
+            3,
+            "assistant/attempt",
+            json!({"turn": 1, "step": 2, "stream": usage_chunk_records(usage(500, 0, 10))}),
+        ),
+        80,
+    );
+    let after = t.usage_now().session.clone();
+    assert_eq!((after.cache_miss_input, after.output), (1500, 60));
+    assert!(after.cost > live.cost);
+    assert_eq!(t.usage.turns[&1], after);
+}
