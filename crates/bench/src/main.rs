@@ -21,6 +21,7 @@ mod scenario;
 mod spawn;
 mod stats;
 mod subagent;
+mod tui;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -76,6 +77,8 @@ enum Only {
     Subagent,
     /// Project context startup cost.
     Context,
+    /// The interactive UI in a pty: first frame, key-to-screen, streaming, RSS, idle CPU.
+    Tui,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -135,6 +138,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Mcp => mcp::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Subagent => subagent::rows(&dsh, cli.iterations, &mut rows)?,
                 Only::Context => context::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Tui => tui::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
             }
         }
         println!("{}", report::table(&rows, false));

@@ -178,3 +178,23 @@ impl CodeHighlighter {
         spans
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn common_fence_tags_find_a_syntax() {
+        for tag in [
+            "rust", "rs", "python", "py", "sh", "bash", "shell", "js", "ts", "json", "yaml", "yml",
+            "go", "c", "cpp", "java", "diff", "html", "css", "sql", "md",
+        ] {
+            assert!(syntax_for(tag).is_some(), "{tag}");
+        }
+        assert!(syntax_for("").is_none());
+        assert!(syntax_for("no-such-language").is_none());
+        // Not bundled with syntect (README: known limitations).
+        assert!(syntax_for("toml").is_none());
+        assert!(syntax_for("typescript").is_some_and(|s| s.name == "JavaScript"));
+    }
+}
