@@ -756,7 +756,7 @@ fn cost_shows_at_every_usage_chunk_and_failed_attempts_are_priced() {
     // The live usage chunk counts at once, before the attempt commits.
     let u = usage(1000, 800, 50);
     t.on_chunk(&StreamChunk::Usage { usage: u }, 80);
-    let live = t.usage_now().session.clone();
+    let live = t.usage_now().session;
     assert_eq!(
         (live.cache_miss_input, live.cache_hit_input, live.output),
         (1000, 800, 50)
@@ -786,7 +786,7 @@ fn cost_shows_at_every_usage_chunk_and_failed_attempts_are_priced() {
         ),
         80,
     );
-    let after = t.usage_now().session.clone();
+    let after = t.usage_now().session;
     assert_eq!((after.cache_miss_input, after.output), (1500, 60));
     assert!(after.cost > live.cost);
     assert_eq!(t.usage.turns[&1], after);
