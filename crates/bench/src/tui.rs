@@ -167,8 +167,10 @@ impl Pty {
         self.child.process_id().context("no pid of dsh")
     }
 
-    /// Ctrl-D on the empty composer, then the exit.
+    /// Ctrl-C (clears what is typed), Ctrl-D on the empty composer, then the exit.
     fn quit(mut self) -> Result<()> {
+        self.send("\x03")?;
+        self.wait("the empty composer", |s| s.contains("Ask dsh anything"))?;
         self.send("\x04")?;
         let status = self.child.wait()?;
         if !status.success() {
