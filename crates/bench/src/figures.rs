@@ -350,6 +350,8 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     crate::tool_set::rows(dsh, &mut rows)?;
     mark("MCP client: stdio call overhead, startup with a slow server".into());
     crate::mcp::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
+    mark("interactive UI in a pty: first frame, keys, streaming, RSS".into());
+    crate::tui::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     Ok(Report {
         generated,
         dsh: dsh.display().to_string(),

@@ -23,6 +23,7 @@ mod spawn;
 mod stats;
 mod subagent;
 mod tool_set;
+mod tui;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -82,6 +83,8 @@ enum Only {
     Frontends,
     /// Bytes of the tool schemas with every tool enabled, and their order's stability.
     Tools,
+    /// The interactive UI in a pty: first frame, key-to-screen, streaming, RSS, idle CPU.
+    Tui,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -143,6 +146,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Context => context::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Frontends => frontends::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Tools => tool_set::rows(&dsh, &mut rows)?,
+                Only::Tui => tui::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
             }
         }
         println!("{}", report::table(&rows, false));

@@ -197,6 +197,7 @@ pub(crate) async fn run(args: ExecArgs) -> Result<u8, Failure> {
         extra,
         registry,
         composer.clone(),
+        composition,
     );
     let result = run_agent(&kernel, args, prompt, cwd).await;
     kernel.dispose().await;

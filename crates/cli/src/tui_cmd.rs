@@ -105,6 +105,7 @@ pub(crate) async fn run(args: TuiArgs) -> Result<u8, Failure> {
         extra,
         registry,
         composer.clone(),
+        composition,
     );
     let result = run_tui(&kernel, args, cwd).await;
     kernel.dispose().await;
@@ -162,6 +163,7 @@ async fn run_tui(kernel: &Kernel, args: TuiArgs, cwd: PathBuf) -> Result<u8, Fai
         history_file: Some(history_file(&cwd)),
         theme: dsh_tui::Theme::from_env(),
         open_picker,
+        project_dir: Some(cwd.clone()),
         extra_commands,
     })
     .await

@@ -11,6 +11,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use crate::approval::{ApprovalPrompt, PromptKey};
 use crate::cells::{Cell, NoticeKind};
 use crate::composer::Composer;
 use crate::status::{StatusInfo, cost_table, status_line};
@@ -73,6 +74,13 @@ pub enum Action {
     Suspend,
     /// Turn plan mode on or off (`/plan`, Shift+Tab).
     TogglePlan,
+    /// The user answered the approval question `id`.
+    Answer {
+        /// The question's id.
+        id: String,
+        /// The answer.
+        answer: dsh_approval::ApprovalAnswer,
+    },
 }
 
 /// One row of the session picker.
@@ -80,7 +88,9 @@ pub enum Action {
 pub struct PickItem {
     /// Session id.
     pub id: String,
-    /// What the row shows after the id (cwd, age).
+    /// The title, else the first prompt.
+    pub title: String,
+    /// The second line: first prompt (when a title differs), cwd, age, turns, status.
     pub detail: String,
 }
 
@@ -96,12 +106,33 @@ pub struct Picker {
 }
 
 impl Picker {
-    /// The rows matching the query (fuzzy: its characters in order).
+    /// The rows matching the query (fuzzy: its characters in order), best first: the query
+    /// whole in the title, then anywhere in the row, then fuzzily in the title, then anywhere;
+    /// newest first within each.
     pub fn filtered(&self) -> Vec<&PickItem> {
-        self.items
+        let q = self.query.to_lowercase();
+        let mut rows: Vec<(u8, &PickItem)> = self
+            .items
             .iter()
-            .filter(|i| fuzzy(&self.query, &format!("{} {}", i.id, i.detail)))
-            .collect()
+            .filter_map(|i| {
+                let title = i.title.to_lowercase();
+                let all = format!("{title} {} {}", i.detail.to_lowercase(), i.id);
+                let rank = if title.contains(&q) {
+                    0
+                } else if all.contains(&q) {
+                    1
+                } else if fuzzy(&q, &title) {
+                    2
+                } else if fuzzy(&q, &all) {
+                    3
+                } else {
+                    return None;
+                };
+                Some((rank, i))
+            })
+            .collect();
+        rows.sort_by_key(|(rank, _)| *rank);
+        rows.into_iter().map(|(_, i)| i).collect()
     }
 }
 
@@ -140,6 +171,11 @@ pub struct App {
     pub inserts: Vec<Line<'static>>,
     /// The open picker.
     pub picker: Option<Picker>,
+    /// The project's files, for `@` mentions.
+    pub files: Option<Arc<crate::mentions::FileIndex>>,
+    mention_sel: usize,
+    /// Approval questions, the front one on screen.
+    pub approvals: std::collections::VecDeque<ApprovalPrompt>,
     hint: Option<String>,
     quit_armed: bool,
     search: Option<usize>,
@@ -172,6 +208,9 @@ impl App {
             session_id: String::new(),
             inserts: Vec::new(),
             picker: None,
+            approvals: std::collections::VecDeque::new(),
+            files: None,
+            mention_sel: 0,
             hint: None,
             quit_armed: false,
             search: None,
@@ -220,6 +259,10 @@ impl App {
 
     /// Handles a paste.
     pub fn paste(&mut self, text: &str) {
+        if let Some(a) = self.approvals.front_mut() {
+            a.paste(text);
+            return;
+        }
         if let Some(p) = &mut self.picker {
             p.query.push_str(text.trim());
             p.selected = 0;
@@ -245,6 +288,20 @@ impl App {
         if self.picker.is_some() {
             return self.picker_key(key);
         }
+        if let Some(a) = self.approvals.front_mut() {
+            match a.key(key) {
+                PromptKey::Answered(answer) => {
+                    let id = a.question.id.clone();
+                    self.approvals.pop_front();
+                    return vec![Action::Answer { id, answer }];
+                }
+                PromptKey::Handled => return Vec::new(),
+                PromptKey::Pass => {}
+            }
+        }
+        if let Some(actions) = self.mention_key(key) {
+            return actions;
+        }
         match key.code {
             KeyCode::Char('c') if ctrl => {
                 if self.quit_armed {
@@ -257,6 +314,7 @@ impl App {
                     self.composer.set_text("");
                 } else if self.running {
                     self.reclaim_pending();
+                    out.extend(self.dismiss_approvals());
                     out.push(Action::Cancel);
                 }
                 out
@@ -295,12 +353,12 @@ impl App {
                 Vec::new()
             }
             KeyCode::Esc => {
+                let mut out = self.dismiss_approvals();
                 if self.running {
                     self.reclaim_pending();
-                    vec![Action::Cancel]
-                } else {
-                    Vec::new()
+                    out.push(Action::Cancel);
                 }
+                out
             }
             KeyCode::Enter
                 if key
@@ -346,6 +404,97 @@ impl App {
                 Vec::new()
             }
         }
+    }
+
+    /// The `@` mention at the cursor: its query and length in chars.
+    fn mention(&self) -> Option<(String, usize)> {
+        let ratatui_textarea::DataCursor(row, col) = self.composer.area.cursor();
+        let line = self.composer.area.lines().get(row)?;
+        crate::mentions::token_at(line, col)
+    }
+
+    /// The files offered for the `@` mention at the cursor (`None`: no mention, or the files
+    /// are still being listed).
+    pub fn mention_matches(&self) -> Option<Vec<String>> {
+        let (query, _) = self.mention()?;
+        self.files.as_ref()?.matches(&query)
+    }
+
+    /// Keys of the mention popup: Tab/Enter complete, Up/Down choose. `None`: not handled.
+    fn mention_key(&mut self, key: KeyEvent) -> Option<Vec<Action>> {
+        let matches = self.mention_matches().filter(|m| !m.is_empty());
+        let Some(matches) = matches else {
+            self.mention_sel = 0;
+            return None;
+        };
+        match key.code {
+            KeyCode::Tab | KeyCode::Enter if key.modifiers.is_empty() => {
+                let path = matches.get(self.mention_sel).or(matches.first())?.clone();
+                let (_, n) = self.mention()?;
+                for _ in 0..n {
+                    self.composer.area.delete_char();
+                }
+                self.composer.area.insert_str(format!("@{path} "));
+                self.mention_sel = 0;
+                Some(Vec::new())
+            }
+            KeyCode::Up => {
+                self.mention_sel = self.mention_sel.saturating_sub(1);
+                Some(Vec::new())
+            }
+            KeyCode::Down => {
+                if self.mention_sel + 1 < matches.len() {
+                    self.mention_sel += 1;
+                }
+                Some(Vec::new())
+            }
+            _ => {
+                self.mention_sel = 0;
+                None
+            }
+        }
+    }
+
+    fn mention_popup(&self, width: u16) -> Option<Vec<Line<'static>>> {
+        let (query, _) = self.mention()?;
+        let theme = self.theme;
+        let index = self.files.as_ref()?;
+        let Some(matches) = index.matches(&query) else {
+            return Some(vec![Line::from(Span::styled(
+                "  listing the project's files…",
+                theme.dim(),
+            ))]);
+        };
+        if matches.is_empty() {
+            return Some(vec![Line::from(Span::styled(
+                format!("  no matching file for @{query}"),
+                theme.dim(),
+            ))]);
+        }
+        let mut out = Vec::new();
+        for (i, m) in matches.iter().enumerate() {
+            let style = if i == self.mention_sel {
+                theme.selected()
+            } else {
+                ratatui::style::Style::new()
+            };
+            out.push(Line::from(Span::styled(
+                wrap::truncate(&format!("@{m}"), usize::from(width)),
+                style,
+            )));
+        }
+        Some(out)
+    }
+
+    /// Every open question answered `Cancelled` (the turn is being interrupted).
+    fn dismiss_approvals(&mut self) -> Vec<Action> {
+        self.approvals
+            .drain(..)
+            .map(|a| Action::Answer {
+                id: a.question.id,
+                answer: dsh_approval::ApprovalAnswer::Cancelled,
+            })
+            .collect()
     }
 
     /// Undelivered steers come back to the composer when the turn is interrupted: nothing
@@ -509,7 +658,9 @@ impl App {
         let width = area.width;
         let theme = self.theme;
         let mut popup: Vec<Line<'static>> = Vec::new();
-        if let Some(p) = &self.picker {
+        if let Some(a) = self.approvals.front() {
+            popup = a.render(theme, width, self.approvals.len() - 1);
+        } else if let Some(p) = &self.picker {
             popup.push(Line::from(vec![
                 Span::styled("resume ", theme.heading()),
                 Span::raw(format!("› {}", p.query)),
@@ -522,18 +673,25 @@ impl App {
                 )));
             }
             let first = p.selected.saturating_sub(4);
+            let w = usize::from(width);
             for (i, item) in rows.iter().enumerate().skip(first).take(5) {
-                let text = wrap::truncate(
-                    &format!("  {}  {}", item.id, item.detail),
-                    usize::from(width),
-                );
                 let style = if i == p.selected {
                     theme.selected()
                 } else {
                     ratatui::style::Style::new()
                 };
-                popup.push(Line::from(Span::styled(text, style)));
+                popup.push(Line::from(Span::styled(
+                    wrap::truncate(&format!("  {}", item.title), w),
+                    style,
+                )));
+                let short = item.id.rsplit('-').next().unwrap_or(&item.id);
+                popup.push(Line::from(Span::styled(
+                    wrap::truncate(&format!("    {} · {short}", item.detail), w),
+                    theme.dim(),
+                )));
             }
+        } else if let Some(lines) = self.mention_popup(width) {
+            popup = lines;
         } else {
             for (i, (c, h)) in self.completions().iter().enumerate() {
                 let style = if i == 0 {
@@ -597,11 +755,12 @@ impl App {
             Layout::horizontal([Constraint::Length(2), Constraint::Fill(1)]).areas(comp_a);
         frame.render_widget(Paragraph::new(Span::styled("› ", theme.user())), mark_a);
         frame.render_widget(&self.composer.area, text_a);
+        let usage = self.transcript.usage_now();
         let info = StatusInfo {
             model: &self.model,
             effort: self.effort.as_deref(),
             context_window: self.context_window,
-            usage: &self.transcript.usage,
+            usage: &usage,
             priced: self.priced,
             running: self.running,
             hint: self.hint.as_deref(),

@@ -9,15 +9,22 @@
 //!
 //! - [`app`]: the state and key bindings (pure; drawn on any backend);
 //! - [`transcript`]: the fold of events and chunks into scrollback lines;
-//! - [`markdown`]: incremental markdown (completed blocks rendered once);
+//! - [`markdown`]: incremental markdown (completed blocks rendered once); [`highlight`]: fenced
+//!   code highlighting;
 //! - [`cells`]: user/answer/reasoning/tool cards/notices; [`status`]: the status line and cost;
-//! - [`composer`]: multi-line input, history per project, collapsed pastes;
+//! - [`composer`]: multi-line input, history per project, collapsed pastes; [`mentions`]: `@`
+//!   file completion;
+//! - [`approval`]: the inline approval prompt (the TUI's `approval-answerer`);
 //! - [`term`]: the inline viewport (scrollback kept), restore on exit/panic/suspend.
 
 pub mod app;
+pub mod approval;
 pub mod cells;
 pub mod composer;
+pub mod highlight;
 pub mod markdown;
+pub mod mentions;
+pub mod picker;
 mod runtime;
 pub mod status;
 pub mod subagent_card;
@@ -50,6 +57,8 @@ pub struct TuiOptions {
     pub theme: Theme,
     /// Open the session picker at once (`dsh --resume` without an id).
     pub open_picker: bool,
+    /// The project directory whose files `@` mentions offer (`None`: no mentions).
+    pub project_dir: Option<PathBuf>,
     /// Slash commands that plugins expand (custom commands, `/skill` names): `(/name, help)`.
     /// Listed in completion and `/help`; typed, they are sent as a prompt.
     pub extra_commands: Vec<(String, String)>,

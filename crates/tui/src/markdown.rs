@@ -8,6 +8,7 @@
 //! the answer (a single paragraph or list without blank lines is the exception: it stays the open
 //! block until it ends).
 
+use crate::highlight::CodeHighlighter;
 use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -170,6 +171,8 @@ pub struct PieceRenderer {
     width: u16,
     /// Whether anything was rendered yet (a separator precedes later blocks).
     started: bool,
+    /// The open fenced block's highlighter (a known language).
+    code: Option<CodeHighlighter>,
 }
 
 impl PieceRenderer {
@@ -179,6 +182,7 @@ impl PieceRenderer {
             theme,
             width,
             started: false,
+            code: None,
         }
     }
 
@@ -197,9 +201,13 @@ impl PieceRenderer {
                     out.push(Line::default());
                 }
                 out.push(code_header(info, self.theme));
+                self.code = CodeHighlighter::for_info(info);
             }
-            Piece::Code(line) => out.extend(code_line(line, self.theme, self.width)),
-            Piece::CodeClose => {}
+            Piece::Code(line) => match &mut self.code {
+                Some(h) => out.extend(code_spans(h.line(line, self.theme), self.width)),
+                None => out.extend(code_line(line, self.theme, self.width)),
+            },
+            Piece::CodeClose => self.code = None,
         }
         self.started = true;
         out
@@ -209,7 +217,12 @@ impl PieceRenderer {
     pub fn tail(&self, stream: &MarkdownStream) -> Vec<Line<'static>> {
         let tail = stream.tail();
         if stream.in_code() {
-            return code_line(tail.trim_end_matches('\n'), self.theme, self.width);
+            let line = tail.trim_end_matches('\n');
+            return match &self.code {
+                // The open line highlighted from a copy of the block's state.
+                Some(h) => code_spans(h.clone().line(line, self.theme), self.width),
+                None => code_line(line, self.theme, self.width),
+            };
         }
         if tail.trim().is_empty() {
             return Vec::new();
@@ -256,6 +269,12 @@ fn code_line(line: &str, theme: Theme, width: u16) -> Vec<Line<'static>> {
         width,
         2,
     )
+}
+
+fn code_spans(spans: Vec<Span<'static>>, width: u16) -> Vec<Line<'static>> {
+    let mut line = vec![Span::raw("  ")];
+    line.extend(spans);
+    wrap::wrap(vec![Line::from(line)], width, 2)
 }
 
 /// Renders one markdown text (one or more blocks) to wrapped lines.

@@ -8,6 +8,7 @@ use crossterm::event::{Event as TermEvent, EventStream};
 use dsh_agent::events::{AgentStatusChanged, AgentStreamChunk};
 use dsh_agent::hooks::{AgentRequest, PreStep};
 use dsh_agent::{Agent, AgentOptions, AgentStatus, Agents, CancelCause, CreateAgent, ResumeAgent};
+use dsh_approval::{ApprovalAnswer, ApprovalAnswerer};
 use dsh_kernel::{Ctx, Registration};
 use dsh_llm::service::CallSettings;
 use dsh_llm::{Llm, Message, ReasoningEffort, StreamChunk};
@@ -17,7 +18,8 @@ use futures::{FutureExt, StreamExt};
 use parking_lot::Mutex;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-use crate::app::{Action, App, PickItem, Picker};
+use crate::app::{Action, App, Picker};
+use crate::approval::{ApprovalPrompt, Asked, TuiAnswerer};
 use crate::cells::{Cell, NoticeKind, git_diff_lines};
 use crate::composer::Composer;
 use crate::term::{self, Term};
@@ -33,6 +35,8 @@ enum Feed {
     Chunk(Box<StreamChunk>),
     Status(AgentStatus),
     Delivered,
+    /// An approval question (any agent of this runtime).
+    Approval(Asked),
 }
 
 /// `/model` and `/effort` choices, applied by the `agent/request` hook.
@@ -61,12 +65,15 @@ struct Runtime {
     /// terminal for the cursor position, and crossterm's stream thread holds the input reader
     /// while it waits, so the answer would not reach the query.
     input: Option<EventStream>,
+    /// Open approval questions: where each answer goes.
+    questions: std::collections::HashMap<String, tokio::sync::oneshot::Sender<ApprovalAnswer>>,
 }
 
 /// Runs the TUI until the user quits; the shown agent is disposed (its session flushed) on
 /// every exit path, a panic included.
 pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
     term::install_panic_hook();
+    crate::highlight::warm_up();
     let (tx, rx) = unbounded_channel();
     let theme = opts.theme;
     let llm = opts.root.get::<dyn Llm>();
@@ -82,12 +89,38 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
         .model
         .pricing
     });
+    // Approval questions are answered by the inline prompt (unless the composition already
+    // mounts an answerer, e.g. `approval-scripted`).
+    let approvals_tx = tx.clone();
+    let answerer: Arc<dyn ApprovalAnswerer> = Arc::new(TuiAnswerer {
+        send: Box::new(move |asked| approvals_tx.send(Feed::Approval(asked)).is_ok()),
+    });
+    let answerer_note = opts
+        .root
+        .provide::<dyn ApprovalAnswerer>(answerer)
+        .err()
+        .map(|e| format!("approval questions are not asked here: {e}"));
     let mut app = App::new(
         theme,
         Transcript::new(theme, pricer),
         Composer::new(opts.history_file.clone()),
     );
     app.extra_commands = opts.extra_commands.clone();
+    app.files = opts
+        .project_dir
+        .as_deref()
+        .map(crate::mentions::FileIndex::spawn);
+    if let Some(note) = answerer_note {
+        tracing::warn!("{note}");
+        let width = crossterm::terminal::size().map(|(w, _)| w).unwrap_or(80);
+        app.insert_cell(
+            &Cell::Notice {
+                text: note,
+                kind: NoticeKind::Warn,
+            },
+            width,
+        );
+    }
     let rows = crossterm::terminal::size().map(|(_, r)| r).unwrap_or(24);
     let height = App::viewport_height(rows);
     let mut rt = Runtime {
@@ -98,6 +131,7 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
         attached: None,
         height,
         input: None,
+        questions: std::collections::HashMap::new(),
     };
     let mut terminal = term::enter(height)?;
     let result = std::panic::AssertUnwindSafe(rt.main(&mut terminal, rx, opts))
@@ -192,6 +226,12 @@ impl Runtime {
             terminal.autoresize().map_err(TuiError::Terminal)?;
             terminal.clear().map_err(TuiError::Terminal)?;
         }
+        // Questions whose call went away (the turn ended) leave the screen.
+        self.questions.retain(|_, reply| !reply.is_closed());
+        let open = &self.questions;
+        self.app
+            .approvals
+            .retain(|a| open.contains_key(&a.question.id));
         let n = self.app.inserts.len().min(max_lines);
         if n > 0 {
             let lines: Vec<_> = self.app.inserts.drain(..n).collect();
@@ -247,6 +287,12 @@ impl Runtime {
             }
             Feed::Status(s) => self.app.running = s == AgentStatus::Running,
             Feed::Delivered => {}
+            Feed::Approval(asked) => {
+                self.app
+                    .approvals
+                    .push_back(ApprovalPrompt::new(asked.question.clone()));
+                self.questions.insert(asked.question.id, asked.reply);
+            }
         }
     }
 
@@ -288,6 +334,11 @@ impl Runtime {
                 }
             }
             Action::Quit => {}
+            Action::Answer { id, answer } => {
+                if let Some(reply) = self.questions.remove(&id) {
+                    let _ = reply.send(answer);
+                }
+            }
             Action::Suspend => {
                 self.input = None;
                 term::suspend(terminal, self.height)?;
@@ -351,28 +402,11 @@ impl Runtime {
                     .get::<dyn Sessions>()
                     .ok_or(TuiError::MissingService("sessions"))?;
                 let now = dsh_session::log::now_ms();
-                let mut items: Vec<PickItem> = sessions
-                    .list()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|s| s.parent_session.is_none())
-                    .map(|s| PickItem {
-                        detail: match &s.title {
-                            Some(t) => format!(
-                                "{t}  {}  {}",
-                                s.cwd.unwrap_or_default(),
-                                age(now - s.created_at)
-                            ),
-                            None => format!(
-                                "{}  {}",
-                                s.cwd.unwrap_or_default(),
-                                age(now - s.created_at)
-                            ),
-                        },
-                        id: s.id,
-                    })
-                    .collect();
-                items.reverse();
+                let items = tokio::task::spawn_blocking(move || {
+                    crate::picker::rows(sessions.as_ref(), now)
+                })
+                .await
+                .unwrap_or_default();
                 self.app.picker = Some(Picker {
                     items,
                     ..Default::default()
@@ -529,6 +563,7 @@ impl Runtime {
         match llm.prepare_call(&settings) {
             Ok(p) => {
                 self.app.model = p.model.id.clone();
+                self.app.transcript.model = p.model.id.clone();
                 self.app.effort = p.effort.as_ref().map(|e| e.to_string());
                 self.app.context_window = Some(p.model.context_window);
                 self.app.priced = p.model.pricing.is_some();
@@ -628,19 +663,5 @@ impl Runtime {
             width,
         );
         Ok(())
-    }
-}
-
-/// `5m`, `3h`, `2d` ago.
-fn age(ms: i64) -> String {
-    let s = (ms / 1000).max(0);
-    if s < 60 {
-        format!("{s}s ago")
-    } else if s < 3600 {
-        format!("{}m ago", s / 60)
-    } else if s < 86_400 {
-        format!("{}h ago", s / 3600)
-    } else {
-        format!("{}d ago", s / 86_400)
     }
 }

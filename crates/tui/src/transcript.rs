@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use dsh_llm::{ContentBlock, ModelPricing, StreamChunk};
+use dsh_llm::{ContentBlock, ModelPricing, StreamChunk, TokenUsage};
 use dsh_session::data::TurnEndReason;
 use dsh_session::{CoreEvent, Event, EventKind};
 use ratatui::text::{Line, Span};
@@ -52,6 +52,12 @@ pub struct Transcript {
     prices: HashMap<String, Option<ModelPricing>>,
     /// The last reasoning shown collapsed (Ctrl+O shows it whole).
     pub last_reasoning: Option<String>,
+    decisions: crate::approval::Decisions,
+    /// The usage chunk of the attempt in progress, priced (shown until the attempt commits).
+    live_usage: Option<(TokenUsage, Option<ModelPricing>)>,
+    /// The model the next requests use (prices live chunks and failed attempts, which carry
+    /// no model id).
+    pub model: String,
 }
 
 impl std::fmt::Debug for Transcript {
@@ -73,6 +79,9 @@ impl Transcript {
             pricer,
             prices: HashMap::new(),
             last_reasoning: None,
+            decisions: crate::approval::Decisions::default(),
+            live_usage: None,
+            model: String::new(),
         }
     }
 
@@ -123,11 +132,54 @@ impl Transcript {
                 }
                 _ => {}
             },
+            StreamChunk::Usage { usage } => {
+                self.live(width);
+                let model = self.model.clone();
+                let p = self.pricing(&model);
+                self.live_usage = Some((*usage, p));
+            }
             _ => {
                 self.live(width);
             }
         }
         out
+    }
+
+    /// The usage to show: committed attempts plus the usage chunk of the one in progress.
+    pub fn usage_now(&self) -> std::borrow::Cow<'_, Usage> {
+        match &self.live_usage {
+            None => std::borrow::Cow::Borrowed(&self.usage),
+            Some((u, p)) => {
+                let mut shown = self.usage.clone();
+                shown.session.add(u, p.as_ref());
+                shown.context_used =
+                    Some(u.input_tokens + u.cache_read_tokens.unwrap_or(0) + u.output_tokens);
+                std::borrow::Cow::Owned(shown)
+            }
+        }
+    }
+
+    /// A settled attempt that committed nothing (it failed and was retried, or the turn
+    /// failed): the usage it reported is billed, so it is counted.
+    fn failed_attempt(&mut self, a: &dsh_session::data::AssistantAttempt) {
+        self.live_usage = None;
+        let Ok(records) = a.stream.records() else {
+            return;
+        };
+        let Ok(chunks) = dsh_session::stream::expand_stream(&records) else {
+            return;
+        };
+        let usage = chunks.iter().rev().find_map(|(_, c)| {
+            match serde_json::from_value::<StreamChunk>(c.clone()) {
+                Ok(StreamChunk::Usage { usage }) => Some(usage),
+                _ => None,
+            }
+        });
+        if let Some(u) = usage {
+            let model = self.model.clone();
+            let p = self.pricing(&model);
+            self.usage.add(a.turn, &u, p.as_ref());
+        }
     }
 
     fn reasoning_cell(&mut self, text: String, width: u16) -> Vec<Line<'static>> {
@@ -195,6 +247,7 @@ impl Transcript {
                         width,
                     ));
                 }
+                self.live_usage = None;
                 if let Some(u) = &m.usage {
                     let model = m.message.source.model_id().unwrap_or("").to_owned();
                     let p = self.pricing(&model);
@@ -229,7 +282,9 @@ impl Transcript {
                 });
                 out.extend(self.cell(&Cell::Tool(card), width));
             }
+            Some(CoreEvent::AssistantAttempt(a)) => self.failed_attempt(a),
             Some(CoreEvent::TurnEnd(end)) => {
+                self.live_usage = None;
                 out.extend(self.finish_live());
                 self.calls.clear();
                 let notice = match &end.reason {
@@ -311,21 +366,38 @@ impl Transcript {
                     None => Vec::new(),
                 }
             }
+            EventKind::ApprovalAsked => {
+                if let Ok(asked) = ev.data_as::<dsh_approval::events::ApprovalAsked>() {
+                    self.decisions.asked(asked);
+                }
+                Vec::new()
+            }
+            EventKind::ApprovalDecided => {
+                match ev.data_as::<dsh_approval::events::ApprovalDecided>() {
+                    Ok(d) => {
+                        let cell = self.decisions.decided(&d);
+                        self.cell(&cell, width)
+                    }
+                    Err(_) => self.generic(ev, width),
+                }
+            }
             EventKind::LlmRetryStarted
             | EventKind::SessionTitle
             | EventKind::SessionTitleLlmRequest => Vec::new(),
-            kind => {
-                // Any other event (compaction, sub-agents, later plugins): one generic line.
-                let text = format!("· {}", kind.as_str());
-                self.cell(
-                    &Cell::Notice {
-                        text,
-                        kind: NoticeKind::Info,
-                    },
-                    width,
-                )
-            }
+            _ => self.generic(ev, width),
         }
+    }
+
+    /// Any other event (compaction, sub-agents, later plugins): one generic line.
+    fn generic(&self, ev: &Event, width: u16) -> Vec<Line<'static>> {
+        let text = format!("· {}", ev.event_kind().as_str());
+        self.cell(
+            &Cell::Notice {
+                text,
+                kind: NoticeKind::Info,
+            },
+            width,
+        )
     }
 
     /// The live region: reasoning in progress, the open block of the answer, running tools.

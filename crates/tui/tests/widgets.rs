@@ -346,17 +346,20 @@ fn picker_filters_fuzzily() {
         items: vec![
             PickItem {
                 id: "session-0193-aaaa".into(),
-                detail: "/home/u/web  2h ago".into(),
+                title: "Fix the login redirect".into(),
+                detail: "“the login page loops” · /home/u/web · 2h ago · 3 turns · completed"
+                    .into(),
             },
             PickItem {
                 id: "session-0192-bbbb".into(),
-                detail: "/home/u/api  1d ago".into(),
+                title: "add pagination to the list endpoint".into(),
+                detail: "/home/u/api · 1d ago · 1 turn · aborted".into(),
             },
         ],
         ..Default::default()
     });
     insta::assert_snapshot!("picker_all", draw(&app, 60, 10).backend());
-    for c in "api".chars() {
+    for c in "pagin".chars() {
         app.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), 60);
     }
     insta::assert_snapshot!("picker_filtered", draw(&app, 60, 10).backend());
@@ -468,4 +471,323 @@ fn plugin_slash_commands_complete_and_are_sent_as_prompts() {
     }
     let actions = app.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE), 60);
     assert!(actions.is_empty(), "unknown commands are still refused");
+}
+
+fn key(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+
+fn question(id: &str, tool: &str, args: serde_json::Value) -> dsh_tui::approval::ApprovalPrompt {
+    dsh_tui::approval::ApprovalPrompt::new(dsh_tui::approval::Question::from_request(
+        &dsh_approval::ApprovalRequest {
+            id: id.into(),
+            session_id: "s".into(),
+            call_id: "c".into(),
+            tool_name: tool.into(),
+            arguments: args,
+            reason: format!(
+                "tool \"{tool}\" is not read-only and the approval policy is untrusted"
+            ),
+            escalation: None,
+        },
+    ))
+}
+
+#[test]
+fn approval_prompt_takes_one_key_and_a_reason_for_deny() {
+    use dsh_approval::ApprovalAnswer;
+    use dsh_tui::app::Action;
+    let mut app = app(Theme::COLOR);
+    app.running = true;
+    app.approvals.push_back(question(
+        "q1",
+        "bash",
+        json!({"command": "cargo test --workspace", "description": "run"}),
+    ));
+    app.approvals.push_back(question(
+        "q2",
+        "write",
+        json!({"file_path": "/p/src/lib.rs", "content": "x"}),
+    ));
+    app.approvals
+        .push_back(question("q3", "bash", json!({"command": "rm -rf build"})));
+    insta::assert_snapshot!("approval_prompt", draw(&app, 80, 10).backend());
+    // Narrow: nothing wider than the screen.
+    insta::assert_snapshot!("approval_prompt_40", draw(&app, 40, 10).backend());
+    // Other keys do nothing (the composer does not get them while a question is open).
+    assert!(app.key(key(KeyCode::Char('x')), 80).is_empty());
+    assert_eq!(app.composer.raw(), "");
+    assert_eq!(
+        app.key(key(KeyCode::Char('y')), 80),
+        [Action::Answer {
+            id: "q1".into(),
+            answer: ApprovalAnswer::AllowOnce
+        }]
+    );
+    assert_eq!(
+        app.key(key(KeyCode::Char('a')), 80),
+        [Action::Answer {
+            id: "q2".into(),
+            answer: ApprovalAnswer::AllowAlways
+        }]
+    );
+    assert!(app.key(key(KeyCode::Char('n')), 80).is_empty());
+    for c in "not the build dir".chars() {
+        assert!(app.key(key(KeyCode::Char(c)), 80).is_empty());
+    }
+    insta::assert_snapshot!("approval_reason", draw(&app, 80, 10).backend());
+    // Esc goes back to the choice, n again starts a fresh reason.
+    app.key(key(KeyCode::Esc), 80);
+    app.key(key(KeyCode::Char('n')), 80);
+    app.paste("keep\nit");
+    assert_eq!(
+        app.key(key(KeyCode::Enter), 80),
+        [Action::Answer {
+            id: "q3".into(),
+            answer: ApprovalAnswer::Deny {
+                reason: Some("keep it".into())
+            }
+        }]
+    );
+    assert!(app.approvals.is_empty());
+}
+
+#[test]
+fn esc_on_an_approval_prompt_cancels_the_question_and_the_turn() {
+    use dsh_approval::ApprovalAnswer;
+    use dsh_tui::app::Action;
+    let mut app = app(Theme::COLOR);
+    app.running = true;
+    app.approvals
+        .push_back(question("q1", "bash", json!({"command": "make"})));
+    assert_eq!(
+        app.key(key(KeyCode::Esc), 80),
+        [
+            Action::Answer {
+                id: "q1".into(),
+                answer: ApprovalAnswer::Cancelled
+            },
+            Action::Cancel
+        ]
+    );
+    // A deny without a reason.
+    app.approvals
+        .push_back(question("q2", "bash", json!({"command": "make"})));
+    app.key(key(KeyCode::Char('n')), 80);
+    assert_eq!(
+        app.key(key(KeyCode::Enter), 80),
+        [Action::Answer {
+            id: "q2".into(),
+            answer: ApprovalAnswer::Deny { reason: None }
+        }]
+    );
+}
+
+#[test]
+fn approval_decisions_from_the_log_are_shown() {
+    use dsh_approval::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
+    let mut d = dsh_tui::approval::Decisions::default();
+    let mut lines = Vec::new();
+    for (id, outcome, always, reason) in [
+        ("1", DecidedOutcome::AllowedOnce, false, None),
+        ("2", DecidedOutcome::AllowedOnce, true, None),
+        ("3", DecidedOutcome::Rejected, false, Some("not that file")),
+        ("4", DecidedOutcome::Cancelled, false, None),
+        ("5", DecidedOutcome::Unavailable, false, None),
+    ] {
+        d.asked(ApprovalAsked {
+            id: id.into(),
+            tool_name: "bash".into(),
+            call_id: None,
+            reason: None,
+        });
+        let cell = d.decided(&ApprovalDecided {
+            id: id.into(),
+            outcome,
+            always,
+            reason: reason.map(str::to_owned),
+        });
+        lines.extend(cell.render(Theme::COLOR, 80));
+    }
+    insta::assert_snapshot!("approval_decisions", lines_terminal(lines, 80).backend());
+}
+
+/// Each span of rendered lines as `text` plus its colour (`-` for none).
+fn spans_with_colours(lines: &[Line<'static>]) -> String {
+    let mut out = String::new();
+    for line in lines {
+        for s in &line.spans {
+            if s.content.trim().is_empty() {
+                continue;
+            }
+            let fg = s.style.fg.map_or("-".to_owned(), |c| format!("{c:?}"));
+            let dim = if s.style.add_modifier.contains(ratatui::style::Modifier::DIM) {
+                " dim"
+            } else {
+                ""
+            };
+            out.push_str(&format!("{:?} {fg}{dim}\n", s.content));
+        }
+        out.push_str("⏎\n");
+    }
+    out
+}
+
+#[test]
+fn fenced_code_is_highlighted_by_language_streamed_or_whole() {
+    let text = "Here:\n\n```rust\n// add one\nfn add(x: u32) -> u32 {\n    x + 1 // \"inc\"\n}\nlet s = \"hi\";\n```\n\n```python\ndef f():\n    return 'x'  # c\n```\n\n```nosuchlang\nplain words\n```\n";
+    let whole = dsh_tui::markdown::render_all(text, Theme::COLOR, 60);
+    insta::assert_snapshot!("code_highlighted", spans_with_colours(&whole));
+    // Streamed in small pieces: the same lines and colours.
+    let mut stream = dsh_tui::markdown::MarkdownStream::new();
+    let mut r = dsh_tui::markdown::PieceRenderer::new(Theme::COLOR, 60);
+    let mut streamed = Vec::new();
+    let chars: Vec<char> = text.chars().collect();
+    for chunk in chars.chunks(3) {
+        let s: String = chunk.iter().collect();
+        for p in stream.push(&s) {
+            streamed.extend(r.piece(&p));
+        }
+    }
+    for p in stream.finish() {
+        streamed.extend(r.piece(&p));
+    }
+    assert_eq!(spans_with_colours(&streamed), spans_with_colours(&whole));
+    // NO_COLOR: no colours, comments still dim.
+    let plain = dsh_tui::markdown::render_all(text, Theme::PLAIN, 60);
+    let shown = spans_with_colours(&plain);
+    assert!(
+        !shown.contains("Green") && !shown.contains("Magenta"),
+        "{shown}"
+    );
+    assert!(shown.contains("\" add one\" - dim"), "{shown}");
+}
+
+#[test]
+fn at_mentions_offer_project_files_fuzzily_and_complete_the_path() {
+    use dsh_tui::mentions::{FileIndex, token_at};
+    assert_eq!(token_at("look at @src/ma", 15), Some(("src/ma".into(), 7)));
+    assert_eq!(token_at("@", 1), Some((String::new(), 1)));
+    assert_eq!(token_at("mail me@home", 12), None);
+    assert_eq!(token_at("look at @src", 4), None);
+    let mut app = app(Theme::COLOR);
+    app.files = Some(FileIndex::from_paths(vec![
+        "Cargo.toml".into(),
+        "crates/tui/src/app.rs".into(),
+        "crates/tui/src/main.rs".into(),
+        "docs/maintenance.md".into(),
+        "src/main.rs".into(),
+    ]));
+    for c in "look at @main".chars() {
+        app.key(key(KeyCode::Char(c)), 60);
+    }
+    insta::assert_snapshot!("mention_popup", draw(&app, 60, 10).backend());
+    // Down picks a later match; Tab completes it (a space after, ready to go on).
+    app.key(key(KeyCode::Down), 60);
+    app.key(key(KeyCode::Down), 60);
+    app.key(key(KeyCode::Down), 60);
+    app.key(key(KeyCode::Tab), 60);
+    assert_eq!(app.composer.raw(), "look at @crates/tui/src/main.rs ");
+    assert!(app.mention_matches().is_none());
+    // Enter completes too, and only the next Enter sends.
+    for c in "and @cargo".chars() {
+        app.key(key(KeyCode::Char(c)), 60);
+    }
+    assert!(app.key(key(KeyCode::Enter), 60).is_empty());
+    assert_eq!(
+        app.composer.raw(),
+        "look at @crates/tui/src/main.rs and @Cargo.toml "
+    );
+    assert_eq!(
+        app.key(key(KeyCode::Enter), 60),
+        [dsh_tui::app::Action::Send(
+            "look at @crates/tui/src/main.rs and @Cargo.toml ".into()
+        )]
+    );
+    // No match: said so, and Enter sends what is typed.
+    for c in "@zzz".chars() {
+        app.key(key(KeyCode::Char(c)), 60);
+    }
+    insta::assert_snapshot!("mention_none", draw(&app, 60, 6).backend());
+}
+
+#[test]
+fn the_file_index_honours_gitignore() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(root.join("target")).unwrap();
+    std::fs::write(root.join(".gitignore"), "target/\n*.log\n").unwrap();
+    std::fs::write(root.join("src/lib.rs"), "").unwrap();
+    std::fs::write(root.join("target/out.rs"), "").unwrap();
+    std::fs::write(root.join("debug.log"), "").unwrap();
+    std::fs::write(root.join("README.md"), "").unwrap();
+    let index = dsh_tui::mentions::FileIndex::spawn(root);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let files = loop {
+        if let Some(f) = index.files() {
+            break f.to_vec();
+        }
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::yield_now();
+    };
+    assert_eq!(files, ["README.md", "src/lib.rs"]);
+}
+
+fn event(seq: u64, kind: &str, data: serde_json::Value) -> dsh_session::Event {
+    dsh_session::Event::from_json(
+        json!({"type": kind, "data": data, "seq": seq, "time": 1_790_000_000_000i64}),
+        seq,
+    )
+    .unwrap()
+}
+
+fn usage_chunk_records(u: TokenUsage) -> serde_json::Value {
+    let mut p = dsh_session::stream::StreamPacker::new();
+    p.push(1_790_000_000_000, &StreamChunk::Usage { usage: u });
+    serde_json::Value::Array(p.into_records())
+}
+
+#[test]
+fn cost_shows_at_every_usage_chunk_and_failed_attempts_are_priced() {
+    let mut t = Transcript::new(Theme::COLOR, Box::new(|_| Some(PRICES)));
+    t.model = "deepseek-flash".into();
+    assert_eq!(t.usage_now().session.cost, dsh_llm::Cost::default());
+    // The live usage chunk counts at once, before the attempt commits.
+    let u = usage(1000, 800, 50);
+    t.on_chunk(&StreamChunk::Usage { usage: u }, 80);
+    let live = t.usage_now().session;
+    assert_eq!(
+        (live.cache_miss_input, live.cache_hit_input, live.output),
+        (1000, 800, 50)
+    );
+    assert!(live.cost > dsh_llm::Cost::default());
+    // The commit carries the same usage: counted once.
+    t.on_event(
+        &event(
+            2,
+            "assistant/message",
+            json!({"turn": 1, "step": 1,
+                   "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}],
+                               "source": {"kind": "model", "provider": "deepseek-official",
+                                          "model": "deepseek-flash"}, "id": "m1"},
+                   "usage": {"inputTokens": 1000, "outputTokens": 50, "cacheReadTokens": 800},
+                   "stream": []}),
+        ),
+        80,
+    );
+    assert_eq!(t.usage_now().session, live);
+    // A failed attempt (no message) that reported usage is billed: priced into the totals.
+    t.on_event(
+        &event(
+            3,
+            "assistant/attempt",
+            json!({"turn": 1, "step": 2, "stream": usage_chunk_records(usage(500, 0, 10))}),
+        ),
+        80,
+    );
+    let after = t.usage_now().session;
+    assert_eq!((after.cache_miss_input, after.output), (1500, 60));
+    assert!(after.cost > live.cost);
+    assert_eq!(t.usage.turns[&1], after);
 }

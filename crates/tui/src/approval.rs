@@ -1,0 +1,281 @@
+//! Inline approval prompts: the TUI's side of the approval seam (`dsh-approval`).
+//!
+//! The TUI provides the kernel service `approval-answerer` ([`TuiAnswerer`]). A question the
+//! `approval` plugin asks becomes an [`ApprovalPrompt`] in the viewport (queued when several
+//! calls ask at once) and takes one key: `y` (or Enter) allows the call once, `a` allows it and
+//! stores a rule for the project, `n` denies it after an optional one-line reason that the model
+//! is shown. Esc interrupts the turn as anywhere else (the question is answered `Cancelled`).
+//! The decision is logged by the plugin (`approval/decided`) and shown from the log, so a
+//! resumed session shows its decisions too.
+
+use std::collections::HashMap;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use dsh_approval::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
+use dsh_approval::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
+use futures::future::BoxFuture;
+use ratatui::text::{Line, Span};
+use tokio::sync::oneshot;
+
+use crate::cells::{Cell, NoticeKind, sanitize};
+use crate::theme::Theme;
+use crate::wrap;
+
+/// What the prompt shows of one question.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Question {
+    /// The id logged in `approval/asked` / `approval/decided`.
+    pub id: String,
+    /// The tool.
+    pub tool_name: String,
+    /// Why approval is needed (from the policy).
+    pub reason: String,
+    /// What the call does: the command of `bash`, the path of a file tool, else the arguments.
+    pub subject: String,
+}
+
+impl Question {
+    /// The question of `request`.
+    pub fn from_request(request: &ApprovalRequest) -> Self {
+        Question {
+            id: request.id.clone(),
+            tool_name: request.tool_name.clone(),
+            reason: request.reason.clone(),
+            subject: subject(&request.tool_name, &request.arguments),
+        }
+    }
+}
+
+/// The command of `bash`, the path of a file tool, else the arguments as compact JSON.
+fn subject(tool: &str, args: &serde_json::Value) -> String {
+    let field = match tool {
+        "bash" => args.get("command"),
+        _ => args
+            .get("file_path")
+            .or_else(|| args.get("path"))
+            .or_else(|| args.get("command")),
+    };
+    let text = match field.and_then(|v| v.as_str()) {
+        Some(s) => s.to_owned(),
+        None => args.to_string(),
+    };
+    sanitize(&text)
+}
+
+/// Where the prompt is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PromptMode {
+    /// Waiting for `y` / `a` / `n`.
+    Choose,
+    /// `n` was pressed: the reason typed so far (Enter denies, Esc goes back).
+    Reason(String),
+}
+
+/// One question on screen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalPrompt {
+    /// The question.
+    pub question: Question,
+    /// Choosing, or typing a reason.
+    pub mode: PromptMode,
+}
+
+impl ApprovalPrompt {
+    /// A new prompt for `question`.
+    pub fn new(question: Question) -> Self {
+        ApprovalPrompt {
+            question,
+            mode: PromptMode::Choose,
+        }
+    }
+}
+
+/// What a key did to the front prompt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PromptKey {
+    /// The question is answered.
+    Answered(ApprovalAnswer),
+    /// The prompt changed (or the key was ignored).
+    Handled,
+    /// Not the prompt's key (Esc to interrupt, Ctrl-C, Ctrl-D): the normal bindings apply.
+    Pass,
+}
+
+impl ApprovalPrompt {
+    /// Handles a key.
+    pub fn key(&mut self, key: KeyEvent) -> PromptKey {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        match &mut self.mode {
+            PromptMode::Choose => match key.code {
+                _ if ctrl => PromptKey::Pass,
+                KeyCode::Char('y' | 'Y') | KeyCode::Enter => {
+                    PromptKey::Answered(ApprovalAnswer::AllowOnce)
+                }
+                KeyCode::Char('a' | 'A') => PromptKey::Answered(ApprovalAnswer::AllowAlways),
+                KeyCode::Char('n' | 'N') => {
+                    self.mode = PromptMode::Reason(String::new());
+                    PromptKey::Handled
+                }
+                KeyCode::Esc => PromptKey::Pass,
+                _ => PromptKey::Handled,
+            },
+            PromptMode::Reason(text) => match key.code {
+                KeyCode::Char('c' | 'd') if ctrl => PromptKey::Pass,
+                KeyCode::Enter => {
+                    let reason = text.trim();
+                    PromptKey::Answered(ApprovalAnswer::Deny {
+                        reason: (!reason.is_empty()).then(|| reason.to_owned()),
+                    })
+                }
+                KeyCode::Esc => {
+                    self.mode = PromptMode::Choose;
+                    PromptKey::Handled
+                }
+                KeyCode::Backspace => {
+                    text.pop();
+                    PromptKey::Handled
+                }
+                KeyCode::Char(c) if !ctrl => {
+                    text.push(c);
+                    PromptKey::Handled
+                }
+                _ => PromptKey::Handled,
+            },
+        }
+    }
+
+    /// A paste while typing the reason (one line).
+    pub fn paste(&mut self, pasted: &str) {
+        if let PromptMode::Reason(text) = &mut self.mode {
+            text.push_str(&sanitize(&pasted.replace(['\r', '\n'], " ")));
+        }
+    }
+
+    /// The prompt's lines (`waiting`: further questions queued behind it).
+    pub fn render(&self, theme: Theme, width: u16, waiting: usize) -> Vec<Line<'static>> {
+        let w = usize::from(width);
+        let q = &self.question;
+        let mut out = vec![
+            Line::from(vec![
+                Span::styled(format!("⚠ allow {}? ", q.tool_name), theme.warn()),
+                Span::styled(
+                    wrap::truncate(
+                        &sanitize(&q.reason),
+                        w.saturating_sub(q.tool_name.chars().count() + 10),
+                    ),
+                    theme.dim(),
+                ),
+            ]),
+            Line::from(Span::styled(
+                wrap::truncate(&format!("  {}", q.subject.lines().next().unwrap_or("")), w),
+                theme.tool(),
+            )),
+        ];
+        let more = if waiting > 0 {
+            format!(" · {waiting} more waiting")
+        } else {
+            String::new()
+        };
+        match &self.mode {
+            PromptMode::Choose => out.push(Line::from(vec![
+                Span::styled("  y", theme.heading()),
+                Span::raw(" allow once  "),
+                Span::styled("a", theme.heading()),
+                Span::raw(" allow always  "),
+                Span::styled("n", theme.heading()),
+                Span::raw(" deny"),
+                Span::styled(format!("{more} · Esc interrupts"), theme.dim()),
+            ])),
+            PromptMode::Reason(text) => {
+                let head = "  deny · reason for the model › ";
+                let room = w.saturating_sub(head.chars().count() + 1);
+                let shown: String = {
+                    let chars: Vec<char> = text.chars().collect();
+                    chars[chars.len().saturating_sub(room)..].iter().collect()
+                };
+                out.push(Line::from(vec![
+                    Span::styled(head, theme.warn()),
+                    Span::raw(shown),
+                    Span::styled("▏", theme.dim()),
+                ]));
+                out.push(Line::from(Span::styled(
+                    format!("  Enter denies (the reason is optional) · Esc back{more}"),
+                    theme.dim(),
+                )));
+            }
+        }
+        out
+    }
+}
+
+/// A question handed to the UI, with the way back.
+pub(crate) struct Asked {
+    pub(crate) question: Question,
+    pub(crate) reply: oneshot::Sender<ApprovalAnswer>,
+}
+
+/// The TUI's answerer: each question goes to the UI loop and waits for the user's key. A
+/// question whose turn ends first (its call dropped) disappears from the screen.
+pub(crate) struct TuiAnswerer {
+    pub(crate) send: Box<dyn Fn(Asked) -> bool + Send + Sync>,
+}
+
+impl ApprovalAnswerer for TuiAnswerer {
+    fn answer<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            let asked = Asked {
+                question: Question::from_request(request),
+                reply,
+            };
+            if !(self.send)(asked) {
+                // The UI is gone.
+                return ApprovalAnswer::Cancelled;
+            }
+            answer.await.unwrap_or(ApprovalAnswer::Cancelled)
+        })
+    }
+}
+
+/// The questions of the log, for the decision lines (`approval/asked` then `approval/decided`).
+#[derive(Debug, Default)]
+pub struct Decisions {
+    asked: HashMap<String, ApprovalAsked>,
+}
+
+impl Decisions {
+    /// Remembers a question.
+    pub fn asked(&mut self, asked: ApprovalAsked) {
+        self.asked.insert(asked.id.clone(), asked);
+    }
+
+    /// The line of a decision.
+    pub fn decided(&mut self, decided: &ApprovalDecided) -> Cell {
+        let tool = self
+            .asked
+            .remove(&decided.id)
+            .map_or_else(|| "the call".to_owned(), |a| a.tool_name);
+        let (text, kind) = match decided.outcome {
+            DecidedOutcome::AllowedOnce if decided.always => (
+                format!("✓ {tool} allowed always (a rule was stored for this project)"),
+                NoticeKind::Info,
+            ),
+            DecidedOutcome::AllowedOnce => (format!("✓ {tool} allowed once"), NoticeKind::Info),
+            DecidedOutcome::Rejected => (
+                match &decided.reason {
+                    Some(r) => format!("✗ {tool} denied: {r}"),
+                    None => format!("✗ {tool} denied"),
+                },
+                NoticeKind::Warn,
+            ),
+            DecidedOutcome::Cancelled => {
+                (format!("✗ approval of {tool} cancelled"), NoticeKind::Warn)
+            }
+            DecidedOutcome::Unavailable => (
+                format!("✗ {tool} needed approval and nobody could answer: not run"),
+                NoticeKind::Warn,
+            ),
+        };
+        Cell::Notice { text, kind }
+    }
+}
