@@ -250,7 +250,7 @@ impl LocalShell {
                 };
                 if let Some(warm) = warm {
                     match self.run_warm(warm, &run, &request, timeout).await {
-                        WarmRun::Done(result) => return result,
+                        WarmRun::Done(result) => return *result,
                         WarmRun::Lost => {
                             tracing::debug!("the warm sandbox was lost; running cold");
                         }

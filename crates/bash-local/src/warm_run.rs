@@ -19,7 +19,7 @@ use crate::warm::Warm;
 /// How a warm run went.
 pub(crate) enum WarmRun {
     /// It ran (or the command could not be spawned): this is the run's result.
-    Done(Result<ShellOutcome, ShellError>),
+    Done(Box<Result<ShellOutcome, ShellError>>),
     /// The sandbox did not take the command (nothing ran): run it cold.
     Lost,
 }
@@ -62,7 +62,7 @@ impl LocalShell {
         timeout: Duration,
     ) -> WarmRun {
         let process_error =
-            |context, source| WarmRun::Done(Err(ShellError::Process { context, source }));
+            |context, source| WarmRun::Done(Box::new(Err(ShellError::Process { context, source })));
         let (out_r, out_w) = match pipes() {
             Ok(p) => p,
             Err(e) => return process_error("creating the output pipes", e),
@@ -98,7 +98,7 @@ impl LocalShell {
                         source: std::io::Error::from_raw_os_error(errno),
                     }
                 };
-                return WarmRun::Done(Err(error));
+                return WarmRun::Done(Box::new(Err(error)));
             }
             other => {
                 // The command may have started (and killed its supervisor at once): never run
@@ -204,7 +204,7 @@ impl LocalShell {
             pid,
         };
         tracing::debug!(pid, termination = %outcome.termination, timed_out, cancelled, "bash finished (warm)");
-        WarmRun::Done(Ok(outcome))
+        WarmRun::Done(Box::new(Ok(outcome)))
     }
 }
 
