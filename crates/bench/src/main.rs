@@ -76,6 +76,8 @@ enum Only {
     Subagent,
     /// Project context startup cost.
     Context,
+    /// Sandbox confinement overhead per bash call (warm, cold, unconfined).
+    Sandbox,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -135,6 +137,10 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Mcp => mcp::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Subagent => subagent::rows(&dsh, cli.iterations, &mut rows)?,
                 Only::Context => context::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Sandbox => {
+                    let runs = confine::runs(&dsh, cli.iterations, cli.quick)?;
+                    confine::rows(&mut rows, &runs);
+                }
             }
         }
         println!("{}", report::table(&rows, false));
