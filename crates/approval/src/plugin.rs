@@ -2,8 +2,10 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use dsh_agent::Agents;
+use dsh_agent::events::AgentSessionStart;
 use dsh_kernel::{BoxError, Ctx, Plugin, schemars};
 use dsh_sandbox::{FS_SANDBOX_DENIED, Sandbox, SandboxMode};
 use dsh_session::feature::ApprovalPolicyEvent;
@@ -36,7 +38,14 @@ pub struct ApprovalConfig {
     /// none: no rules are read or stored.
     #[serde(default)]
     pub rules_file: Option<PathBuf>,
+    /// How long a question may stay unanswered, in milliseconds (default 300000, five
+    /// minutes); then it is denied with that reason (logged `cancelled`).
+    #[serde(default)]
+    pub answer_timeout_ms: Option<u64>,
 }
+
+/// Default of [`ApprovalConfig::answer_timeout_ms`].
+pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The `approval` plugin: applies the configured [`ApprovalPolicy`] on `tools/pre-execute`
 /// (and on `tools/execute` for `on-failure`), asks the attached [`ApprovalAnswerer`], logs
@@ -54,6 +63,9 @@ impl Plugin for ApprovalPlugin {
             ctx: ctx.clone(),
             policy: config.policy.unwrap_or(ApprovalPolicy::Never),
             store: config.rules_file.map(RuleStore::new),
+            answer_timeout: config
+                .answer_timeout_ms
+                .map_or(DEFAULT_ANSWER_TIMEOUT, Duration::from_millis),
         });
         let pre = engine.clone();
         ctx.hook::<ToolsPreExecute, _, _>(move |call: Arc<CallInfo>, next| {
@@ -76,6 +88,41 @@ impl Plugin for ApprovalPlugin {
                 }
             })?;
         }
+        // The session's policy is logged at session start when the log's last one differs, as
+        // the original does (`[permission/preset, sandbox/mode, approval/policy]`); a
+        // delegation pin (a sub-agent child) is never overwritten.
+        let lookup = ctx.clone();
+        let policy = engine.policy;
+        ctx.on::<AgentSessionStart>(move |ev| {
+            let Some(agent) = lookup.get::<dyn Agents>().and_then(|a| a.get(&ev.agent_id)) else {
+                return Ok(());
+            };
+            let session = agent.session();
+            // A sub-agent child: its policy is the delegation pin `dsh-subagent` writes.
+            if session.header().delegation_depth > 0 {
+                return Ok(());
+            }
+            let last = session
+                .events()
+                .iter()
+                .rev()
+                .find_map(|e| e.plugin::<ApprovalPolicyEvent>().and_then(Result::ok));
+            if last
+                .as_ref()
+                .is_some_and(|p| p.source.as_deref() == Some("delegation"))
+            {
+                return Ok(());
+            }
+            let name = policy.wire_name();
+            if last.map(|p| p.policy).as_ref() != Some(&name) {
+                let event = ApprovalPolicyEvent {
+                    policy: name,
+                    source: None,
+                };
+                session.append(NewEvent::plugin(&event)?)?;
+            }
+            Ok(())
+        })?;
         ctx.provide::<dyn Approvals>(engine)?;
         Ok(())
     }
@@ -96,6 +143,7 @@ struct Engine {
     ctx: Ctx,
     policy: ApprovalPolicy,
     store: Option<RuleStore>,
+    answer_timeout: Duration,
 }
 
 impl Engine {
@@ -288,15 +336,30 @@ impl Engine {
                     reason: reason.clone(),
                     escalation,
                 };
-                match answerer.answer(&request).await {
-                    ApprovalAnswer::AllowOnce => {
+                let answer = tokio::time::timeout(self.answer_timeout, answerer.answer(&request))
+                    .await
+                    .ok();
+                match answer {
+                    None => {
+                        let secs = self.answer_timeout.as_secs_f64();
+                        let why = format!("no answer within {secs}s");
+                        (
+                            DecidedOutcome::Cancelled,
+                            false,
+                            Some(why.clone()),
+                            Asked::Denied(format!(
+                                "approval for tool \"{name}\" got {why}; it was not run"
+                            )),
+                        )
+                    }
+                    Some(ApprovalAnswer::AllowOnce) => {
                         (DecidedOutcome::AllowedOnce, false, None, Asked::Allowed)
                     }
-                    ApprovalAnswer::AllowAlways => {
+                    Some(ApprovalAnswer::AllowAlways) => {
                         let stored = escalation.is_none() && self.store_rules(call);
                         (DecidedOutcome::AllowedOnce, stored, None, Asked::Allowed)
                     }
-                    ApprovalAnswer::Deny { reason } => {
+                    Some(ApprovalAnswer::Deny { reason }) => {
                         let why = reason
                             .as_deref()
                             .map(|r| format!(": {r}"))
@@ -310,7 +373,7 @@ impl Engine {
                             )),
                         )
                     }
-                    ApprovalAnswer::Cancelled => (
+                    Some(ApprovalAnswer::Cancelled) => (
                         DecidedOutcome::Cancelled,
                         false,
                         None,

@@ -30,6 +30,17 @@ impl ApprovalPolicy {
         ApprovalPolicy::Never,
     ];
 
+    /// The value of `approval/policy.policy` in the session log.
+    pub fn wire_name(self) -> dsh_session::wire::ApprovalPolicyName {
+        use dsh_session::wire::ApprovalPolicyName as N;
+        match self {
+            ApprovalPolicy::Untrusted => N::Untrusted,
+            ApprovalPolicy::OnRequest => N::OnRequest,
+            ApprovalPolicy::OnFailure => N::OnFailure,
+            ApprovalPolicy::Never => N::Never,
+        }
+    }
+
     /// The spelling on the command line and in config.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -14,7 +14,7 @@ use crate::answer::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
 #[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ScriptedAnswer {
-    /// `allow-once`, `allow-always`, `deny` or `cancel`.
+    /// `allow-once`, `allow-always`, `deny`, `cancel` or `no-answer`.
     pub decision: ScriptedDecision,
     /// The reason of a `deny`, shown to the model.
     #[serde(default)]
@@ -33,6 +33,8 @@ pub enum ScriptedDecision {
     Deny,
     /// Cancel.
     Cancel,
+    /// Never answer (the question stays pending until the approval timeout denies it).
+    NoAnswer,
 }
 
 /// Config of `approval-scripted`.
@@ -70,6 +72,10 @@ impl ApprovalAnswerer for Scripted {
                     decision: ScriptedDecision::Deny,
                     reason,
                 }) => ApprovalAnswer::Deny { reason },
+                Some(ScriptedAnswer {
+                    decision: ScriptedDecision::NoAnswer,
+                    ..
+                }) => std::future::pending().await,
                 Some(ScriptedAnswer {
                     decision: ScriptedDecision::Cancel,
                     ..

@@ -24,10 +24,13 @@ use crate::group::{
     group_alive, pipe_holders, pipe_id, signal_group, signal_name, terminate_pids, wait_group_gone,
 };
 use crate::program::resolve_program;
+use crate::warm::{Key, Pool, start};
+use crate::warm_run::WarmRun;
+use dsh_shell::supervisor::{MAX_REQUEST_BYTES, RunSpec, ToSupervisor};
 
 /// How long `run` waits, after SIGKILL, for the group to disappear before giving up (a process
 /// in uninterruptible sleep can outlive SIGKILL for a while).
-const KILL_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// Settings of the local executor. Defaults follow `docs/behaviours.md` §5.
 #[derive(Clone)]
@@ -52,6 +55,10 @@ pub struct LocalShellOptions {
     /// own environment, read at each run. (A composition root may pin a snapshot; tests use it
     /// to plant secrets without touching the process environment.)
     pub base_env: Option<Vec<(OsString, OsString)>>,
+    /// How many idle warm sandboxes to keep (requests that name a
+    /// [`ShellRequest::supervisor`] reuse them; see the crate's README). 0: never reuse a
+    /// confinement, every confined run starts its wrapper afresh.
+    pub warm_sandboxes: usize,
 }
 
 impl std::fmt::Debug for LocalShellOptions {
@@ -72,6 +79,7 @@ impl std::fmt::Debug for LocalShellOptions {
                     .as_ref()
                     .map(|e| format!("<{} variables>", e.len())),
             )
+            .field("warm_sandboxes", &self.warm_sandboxes)
             .finish()
     }
 }
@@ -87,6 +95,7 @@ impl Default for LocalShellOptions {
             spill_dir: None,
             scrub_env: Vec::new(),
             base_env: None,
+            warm_sandboxes: 4,
         }
     }
 }
@@ -94,9 +103,10 @@ impl Default for LocalShellOptions {
 /// The local shell executor. Cheap to share (`Arc<dyn ShellExecutor>`); runs are independent.
 #[derive(Debug)]
 pub struct LocalShell {
-    options: LocalShellOptions,
+    pub(crate) options: LocalShellOptions,
     env: EnvPolicy,
     private_spill: OnceLock<Option<tempfile::TempDir>>,
+    pub(crate) pool: Arc<Pool>,
 }
 
 impl LocalShell {
@@ -106,6 +116,7 @@ impl LocalShell {
             scrub: options.scrub_env.clone(),
         };
         Self {
+            pool: Arc::new(Pool::new(options.warm_sandboxes)),
             options,
             env,
             private_spill: OnceLock::new(),
@@ -137,6 +148,23 @@ impl LocalShell {
             )
             .as_ref()
             .map(|d| d.path().to_path_buf())
+    }
+
+    /// The spill targets of a run's two streams (shared budget, one file stem).
+    pub(crate) fn spill_targets(&self, request: &ShellRequest) -> (SpillTarget, SpillTarget) {
+        let spill_dir = self.spill_dir(request);
+        let stem = spill_stem();
+        let budget = match (&spill_dir, request.spill_total_cap) {
+            (Some(dir), Some(cap)) => Some(Arc::new(SpillBudget::new(dir.clone(), cap))),
+            _ => None,
+        };
+        let target = |suffix: &str| SpillTarget {
+            dir: spill_dir.clone(),
+            file_name: format!("{stem}.{suffix}"),
+            cap: self.options.spill_cap_bytes,
+            budget: budget.clone(),
+        };
+        (target("stdout"), target("stderr"))
     }
 
     async fn run_request(&self, request: ShellRequest) -> Result<ShellOutcome, ShellError> {
@@ -171,6 +199,10 @@ impl LocalShell {
             Some(base) => base.clone(),
             None => std::env::vars_os().collect(),
         };
+        let supervisor_env = self
+            .pool
+            .enabled()
+            .then(|| self.env.build(inherited.clone(), None, &[]));
         let env = self
             .env
             .build(inherited, request.session_id.as_deref(), &request.env);
@@ -186,6 +218,46 @@ impl LocalShell {
                     ),
                 }
             })?;
+        if let Some(supervisor_env) = supervisor_env
+            && !request.wrapper.is_empty()
+            && !request.supervisor.is_empty()
+        {
+            let run = ToSupervisor::Run(RunSpec {
+                program: program.clone(),
+                args: vec![
+                    "--noprofile".into(),
+                    "--norc".into(),
+                    "-c".into(),
+                    request.command.clone().into(),
+                ],
+                cwd: request.cwd.clone(),
+                env: env.clone(),
+            })
+            .encode();
+            // Bigger requests do not fit one datagram: they take the cold path.
+            if run.len() <= MAX_REQUEST_BYTES {
+                let key = Key::new(&request.wrapper, &request.supervisor);
+                let warm = match self.pool.take(&key) {
+                    Some(warm) => Some(warm),
+                    None if self.pool.is_broken(&key) => None,
+                    None => match start(key.clone(), supervisor_env).await {
+                        Ok(warm) => Some(warm),
+                        Err(error) => {
+                            self.pool.mark_broken(key, &error);
+                            None
+                        }
+                    },
+                };
+                if let Some(warm) = warm {
+                    match self.run_warm(warm, &run, &request, timeout).await {
+                        WarmRun::Done(result) => return *result,
+                        WarmRun::Lost => {
+                            tracing::debug!("the warm sandbox was lost; running cold");
+                        }
+                    }
+                }
+            }
+        }
         // Everything set below is supported by std's posix_spawn path (no `pre_exec`, uid, gid
         // or groups): the process group is POSIX_SPAWN_SETPGROUP, the working directory
         // posix_spawn_file_actions_addchdir_np, and std resets SIGPIPE (ignored by the harness)
@@ -249,18 +321,7 @@ impl LocalShell {
         };
         tracing::debug!(pid, cwd = %request.cwd.display(), "bash started");
 
-        let spill_dir = self.spill_dir(&request);
-        let stem = spill_stem();
-        let budget = match (&spill_dir, request.spill_total_cap) {
-            (Some(dir), Some(cap)) => Some(Arc::new(SpillBudget::new(dir.clone(), cap))),
-            _ => None,
-        };
-        let target = |suffix: &str| SpillTarget {
-            dir: spill_dir.clone(),
-            file_name: format!("{stem}.{suffix}"),
-            cap: self.options.spill_cap_bytes,
-            budget: budget.clone(),
-        };
+        let (out_target, err_target) = self.spill_targets(&request);
         let cap = self.options.stream_capture_bytes;
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
@@ -272,8 +333,8 @@ impl LocalShell {
         .flatten()
         .filter_map(pipe_id)
         .collect();
-        let stdout = tokio::spawn(read_pipe(stdout, cap, target("stdout"), stop.clone()));
-        let stderr = tokio::spawn(read_pipe(stderr, cap, target("stderr"), stop.clone()));
+        let stdout = tokio::spawn(read_pipe(stdout, cap, out_target, stop.clone()));
+        let stderr = tokio::spawn(read_pipe(stderr, cap, err_target, stop.clone()));
         let mut readers = pin!(futures::future::join(stdout, stderr));
 
         let deadline = started + timeout;
@@ -396,7 +457,7 @@ enum Ending {
     Cancelled,
 }
 
-async fn read_pipe<R: tokio::io::AsyncRead + Unpin>(
+pub(crate) async fn read_pipe<R: tokio::io::AsyncRead + Unpin>(
     pipe: Option<R>,
     cap: usize,
     target: SpillTarget,
@@ -444,7 +505,7 @@ async fn terminate_group(
     Ok(status)
 }
 
-fn termination(status: ExitStatus) -> Termination {
+pub(crate) fn termination(status: ExitStatus) -> Termination {
     use std::os::unix::process::ExitStatusExt;
     if let Some(code) = status.code() {
         Termination::Exited { code }

@@ -17,6 +17,8 @@ mod executor;
 mod group;
 mod plugin;
 mod program;
+mod warm;
+mod warm_run;
 
 pub use executor::{LocalShell, LocalShellOptions};
 pub use plugin::{LocalShellConfig, LocalShellPlugin};

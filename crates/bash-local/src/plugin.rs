@@ -38,6 +38,10 @@ pub struct LocalShellConfig {
     /// of `DEEPSEEK_API_KEY` and every name containing KEY, PASSWORD, SECRET or TOKEN.
     #[serde(default)]
     pub scrub_env: Vec<String>,
+    /// Idle warm sandboxes kept for reuse by confined calls (default 4; 0 starts a new
+    /// confinement for every call).
+    #[serde(default)]
+    pub warm_sandboxes: Option<usize>,
 }
 
 impl LocalShellConfig {
@@ -61,6 +65,7 @@ impl LocalShellConfig {
             spill_dir: self.spill_dir.clone(),
             scrub_env: self.scrub_env.clone(),
             base_env: None,
+            warm_sandboxes: self.warm_sandboxes.unwrap_or(defaults.warm_sandboxes),
         }
     }
 }

@@ -3,7 +3,9 @@
 //! `workspace-write` sandbox (bwrap, or Landlock without it) and under
 //! `--sandbox danger-full-access` (unconfined), interleaved. Per pair, (gap B − gap A) /
 //! calls is the cost of one more call; the confined median minus the unconfined median is
-//! what confinement adds per call (budget: under 5 ms).
+//! what confinement adds per call (budget: under 5 ms). Confined calls reuse a warm sandbox
+//! (the default); a third run turns warm sandboxes off (`bash-local` `warmSandboxes: 0`, a
+//! fresh `bwrap` per call: the figure before warm sandboxes).
 
 use std::path::Path;
 use std::time::Duration;
@@ -22,6 +24,9 @@ use crate::run::{World, run_dsh};
 pub struct ConfineRun {
     /// The `--sandbox` mode of the run.
     pub mode: String,
+    /// Whether warm sandboxes were turned off (a new confinement per call).
+    #[serde(default)]
+    pub cold: bool,
     /// Per pair: (gap B − gap A) / calls, ms.
     pub per_call_ms: Vec<f64>,
 }
@@ -52,18 +57,24 @@ fn replies(pairs: usize, calls: usize) -> Vec<dsh_testkit::Reply> {
     out
 }
 
-/// One run under `mode`.
-pub fn run(dsh: &Path, mode: &str, pairs: usize, calls: usize) -> Result<ConfineRun> {
+/// One run under `mode` (`cold`: warm sandboxes off).
+pub fn run(dsh: &Path, mode: &str, cold: bool, pairs: usize, calls: usize) -> Result<ConfineRun> {
     let world = World::new()?;
     world.server.push_all(replies(pairs, calls));
     let steps = pairs * 2 + 1;
-    run_dsh(
-        dsh,
-        &world,
-        &["exec", "--sandbox", mode, "Run the confinement probe"],
-        false,
+    let patch = world.home.path().join("cold.yaml");
+    std::fs::write(
+        &patch,
+        "plugins:\n  - id: bash-local\n    name: bash-local\n    config:\n      warmSandboxes: 0\n",
     )
-    .context("the confinement probe run")?;
+    .context("writing the cold patch")?;
+    let patch = patch.to_string_lossy().into_owned();
+    let mut args = vec!["exec", "--sandbox", mode];
+    if cold {
+        args.extend(["--patch", patch.as_str()]);
+    }
+    args.push("Run the confinement probe");
+    run_dsh(dsh, &world, &args, false).context("the confinement probe run")?;
     let reqs: Vec<RecordedRequest> = world
         .server
         .wait_for_finished_blocking(steps + 1, Duration::from_secs(10))
@@ -88,6 +99,7 @@ pub fn run(dsh: &Path, mode: &str, pairs: usize, calls: usize) -> Result<Confine
     }
     Ok(ConfineRun {
         mode: mode.to_owned(),
+        cold,
         per_call_ms,
     })
 }
@@ -97,31 +109,43 @@ pub fn runs(dsh: &Path, iterations: u32, quick: bool) -> Result<Vec<ConfineRun>>
     let (pairs, calls) = if quick { (2, 8) } else { (4, 16) };
     let mut out = Vec::new();
     for _ in 0..iterations {
-        out.push(run(dsh, "workspace-write", pairs, calls)?);
-        out.push(run(dsh, "danger-full-access", pairs, calls)?);
+        out.push(run(dsh, "workspace-write", false, pairs, calls)?);
+        out.push(run(dsh, "workspace-write", true, pairs, calls)?);
+        out.push(run(dsh, "danger-full-access", false, pairs, calls)?);
     }
     Ok(out)
 }
 
 /// The rows: per-call cost in both modes, and the difference against the 5 ms budget.
 pub fn rows(rows: &mut Vec<Row>, runs: &[ConfineRun]) {
-    let per = |mode: &str| -> Vec<f64> {
+    let per = |mode: &str, cold: bool| -> Vec<f64> {
         runs.iter()
-            .filter(|r| r.mode == mode)
+            .filter(|r| r.mode == mode && r.cold == cold)
             .map(|r| median_of(&r.per_call_ms))
             .collect()
     };
-    let confined = per("workspace-write");
-    let unconfined = per("danger-full-access");
-    let overhead: Vec<f64> = confined
-        .iter()
-        .zip(&unconfined)
-        .map(|(c, u)| c - u)
-        .collect();
+    let confined = per("workspace-write", false);
+    let cold = per("workspace-write", true);
+    let unconfined = per("danger-full-access", false);
+    let minus = |a: &[f64]| -> Vec<f64> { a.iter().zip(&unconfined).map(|(c, u)| c - u).collect() };
+    let overhead = minus(&confined);
+    let cold_overhead = minus(&cold);
     let mut g = Group::new(rows, "sandbox confinement (`true` bash calls)");
     g.info(
         "one more call, workspace-write (confined)",
         &confined,
+        "ms",
+        2,
+    );
+    g.info(
+        "one more call, workspace-write, warm sandboxes off (a new bwrap per call)",
+        &cold,
+        "ms",
+        2,
+    );
+    g.info(
+        "confinement overhead per bash call, warm sandboxes off",
+        &cold_overhead,
         "ms",
         2,
     );

@@ -85,6 +85,12 @@ enum Only {
     Tools,
     /// The interactive UI in a pty: first frame, key-to-screen, streaming, RSS, idle CPU.
     Tui,
+    /// Sandbox confinement overhead per bash call (warm, cold, unconfined).
+    Sandbox,
+    /// Resume of a 10k-event plain log: spawn → first request, `sessions show`, memory.
+    Resume,
+    /// One step with a 5 MB `write`: peak RSS and log size.
+    Payload,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -147,6 +153,25 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Frontends => frontends::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Tools => tool_set::rows(&dsh, &mut rows)?,
                 Only::Tui => tui::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Sandbox => {
+                    let runs = confine::runs(&dsh, cli.iterations, cli.quick)?;
+                    confine::rows(&mut rows, &runs);
+                }
+                Only::Resume => {
+                    let events = if cli.quick { 2_000 } else { 10_000 };
+                    let g = resume::Generated::new(&dsh, events)?;
+                    let runs = (0..cli.iterations)
+                        .map(|_| resume::run(&dsh, &g))
+                        .collect::<Result<Vec<_>>>()?;
+                    rows::resume_rows(&mut rows, &runs, events, true);
+                }
+                Only::Payload => {
+                    let bytes = if cli.quick { 1_000_000 } else { 5_000_000 };
+                    let runs = (0..cli.iterations)
+                        .map(|_| payload::run(&dsh, bytes))
+                        .collect::<Result<Vec<_>>>()?;
+                    rows::payload_rows(&mut rows, &runs);
+                }
             }
         }
         println!("{}", report::table(&rows, false));

@@ -310,6 +310,9 @@ fn main() -> ExitCode {
     if let Some(code) = sandbox_cmd::landlock_run_if_asked(&args) {
         return ExitCode::from(code);
     }
+    if let Some(code) = sandbox_cmd::serve_if_asked(&args) {
+        return ExitCode::from(code);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

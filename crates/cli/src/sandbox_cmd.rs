@@ -1,4 +1,5 @@
-//! `dsh sandbox check` and the hidden Landlock launcher `dsh sandbox landlock-run`.
+//! `dsh sandbox check`, the hidden Landlock launcher `dsh sandbox landlock-run` and the hidden
+//! warm sandbox supervisor `dsh sandbox serve`.
 
 use std::ffi::OsString;
 
@@ -26,6 +27,22 @@ pub(crate) fn landlock_run_if_asked(args: &[OsString]) -> Option<u8> {
         Err(error) => {
             eprintln!("landlock-run: {error}");
             Some(125)
+        }
+    }
+}
+
+/// Serves `dsh sandbox serve` (the warm sandbox supervisor the shell executor starts inside a
+/// confinement, on the socket that is its stdin). Checked before the CLI parser, like
+/// `landlock-run`: no logging, no composition.
+pub(crate) fn serve_if_asked(args: &[OsString]) -> Option<u8> {
+    if args.len() != 2 || args[0] != "sandbox" || args[1] != "serve" {
+        return None;
+    }
+    match dsh_sandbox_local::supervisor::serve_stdin() {
+        Ok(()) => Some(0),
+        Err(error) => {
+            eprintln!("sandbox serve: {error}");
+            Some(1)
         }
     }
 }

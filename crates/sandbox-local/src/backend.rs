@@ -243,10 +243,10 @@ pub fn probe_landlock(launcher: &[OsString]) -> (BackendReport, Option<Backend>)
             };
             let detail = match files {
                 Enforcement::Full => {
-                    "Landlock file rules fully enforced; network denied by a seccomp socket filter (and Landlock TCP rules); no PID namespace: processes a command leaves behind are not contained"
+                    "Landlock file rules fully enforced; network denied by a seccomp socket filter (and Landlock TCP rules); capabilities dropped; no PID namespace: processes a command leaves behind are ended by the warm sandbox supervisor (child subreaper), but a call that runs cold (warm sandboxes off, a command over 64 KiB) can leave a setsid daemon behind"
                 }
                 _ => {
-                    "Landlock partially enforced (older kernel ABI: some accesses are not governed); network denied by a seccomp socket filter; no PID namespace"
+                    "Landlock partially enforced (older kernel ABI: some accesses are not governed); network denied by a seccomp socket filter; capabilities dropped; no PID namespace (leftover processes are ended by the warm sandbox supervisor only)"
                 }
             };
             (

@@ -48,6 +48,9 @@ pub enum LaunchError {
     /// The seccomp socket filter could not be built or installed.
     #[error("seccomp: {0}")]
     Seccomp(String),
+    /// The capabilities could not be dropped.
+    #[error("dropping capabilities: {0}")]
+    Capabilities(String),
     /// `exec` failed.
     #[error("cannot execute {program}: {source}")]
     Exec {
@@ -153,10 +156,35 @@ pub fn restrict(args: &LaunchArgs) -> Result<Restricted, LaunchError> {
             )));
         }
     };
+    drop_capabilities()?;
     if args.no_net {
         deny_sockets()?;
     }
     Ok(restricted)
+}
+
+/// Drops every capability: the bounding set (so an `exec` by root gains none back) and the
+/// effective, permitted, inheritable and ambient sets. Without this a command run by root would
+/// keep `CAP_SYS_PTRACE` and could read `/proc/<dsh>/environ` past Landlock's ptrace scoping.
+/// Unprivileged callers cannot change the bounding set (`EPERM`) and hold no capabilities.
+fn drop_capabilities() -> Result<(), LaunchError> {
+    use rustix::thread::{CapabilitySet, CapabilitySets};
+    let err = |what: &str, e: rustix::io::Errno| LaunchError::Capabilities(format!("{what}: {e}"));
+    for bit in 0..64 {
+        let cap = CapabilitySet::from_bits_retain(1 << bit);
+        match rustix::thread::remove_capability_from_bounding_set(cap) {
+            // EINVAL: a capability this kernel does not know; EPERM: not privileged.
+            Ok(()) | Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::PERM) => {}
+            Err(e) => return Err(err("bounding set", e)),
+        }
+    }
+    rustix::thread::clear_ambient_capability_set().map_err(|e| err("ambient set", e))?;
+    let none = CapabilitySets {
+        effective: CapabilitySet::empty(),
+        permitted: CapabilitySet::empty(),
+        inheritable: CapabilitySet::empty(),
+    };
+    rustix::thread::set_capabilities(None, none).map_err(|e| err("capability sets", e))
 }
 
 /// Installs the seccomp filter: `socket(AF_INET | AF_INET6, ..)` and `io_uring_setup` fail

@@ -12,6 +12,7 @@ pub mod backend;
 pub mod landlock_run;
 pub mod plugin;
 pub mod service;
+pub mod supervisor;
 
 pub use backend::{Backend, BackendKind};
 pub use plugin::{SandboxConfig, SandboxContextPlugin, SandboxPlugin};

@@ -14,7 +14,7 @@ use dsh_system_prompt::{Section, SystemPrompt};
 use serde::Deserialize;
 
 use crate::backend::BackendKind;
-use crate::service::{LocalSandbox, LocalSandboxOptions, default_launcher};
+use crate::service::{LocalSandbox, LocalSandboxOptions, default_launcher, default_supervisor};
 
 /// Order of the `sandbox:policy` runtime-context section (upstream §3.4.2).
 pub const CONTEXT_ORDER: i32 = 110;
@@ -45,6 +45,10 @@ pub struct SandboxConfig {
     /// `sandbox landlock-run`).
     #[serde(default)]
     pub landlock_launcher: Option<Vec<PathBuf>>,
+    /// The warm sandbox supervisor and its leading arguments (default: this `dsh` binary's
+    /// `sandbox serve`); `[]` turns warm sandboxes off (every bash call starts a new one).
+    #[serde(default)]
+    pub supervisor: Option<Vec<PathBuf>>,
 }
 
 impl SandboxConfig {
@@ -60,6 +64,10 @@ impl SandboxConfig {
             landlock_launcher: match &self.landlock_launcher {
                 Some(argv) => argv.iter().map(OsString::from).collect(),
                 None => default_launcher(),
+            },
+            supervisor: match &self.supervisor {
+                Some(argv) => argv.iter().map(OsString::from).collect(),
+                None => default_supervisor(),
             },
         }
     }

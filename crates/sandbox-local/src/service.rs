@@ -28,6 +28,9 @@ pub struct LocalSandboxOptions {
     pub bwrap: PathBuf,
     /// The Landlock launcher: program and leading arguments.
     pub landlock_launcher: Vec<OsString>,
+    /// The warm sandbox supervisor (program and arguments) offered with every confinement
+    /// (`Confined::supervisor`); empty: none, every command starts a new confinement.
+    pub supervisor: Vec<OsString>,
 }
 
 impl Default for LocalSandboxOptions {
@@ -39,6 +42,7 @@ impl Default for LocalSandboxOptions {
             backends: vec![BackendKind::Bwrap, BackendKind::Landlock],
             bwrap: PathBuf::from("bwrap"),
             landlock_launcher: default_launcher(),
+            supervisor: default_supervisor(),
         }
     }
 }
@@ -47,6 +51,14 @@ impl Default for LocalSandboxOptions {
 pub fn default_launcher() -> Vec<OsString> {
     match std::env::current_exe() {
         Ok(exe) => vec![exe.into(), "sandbox".into(), "landlock-run".into()],
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The warm sandbox supervisor of the running `dsh` binary: `<current exe> sandbox serve`.
+pub fn default_supervisor() -> Vec<OsString> {
+    match std::env::current_exe() {
+        Ok(exe) => vec![exe.into(), "sandbox".into(), "serve".into()],
         Err(_) => Vec::new(),
     }
 }
@@ -186,6 +198,7 @@ impl Sandbox for LocalSandbox {
                 backend: "none",
                 files: Enforcement::None,
                 network: Enforcement::None,
+                supervisor: Vec::new(),
             });
         }
         let Some(backend) = &self.verdict().selected else {
@@ -202,6 +215,7 @@ impl Sandbox for LocalSandbox {
             backend: backend.name(),
             files,
             network,
+            supervisor: self.options.supervisor.clone(),
         })
     }
 

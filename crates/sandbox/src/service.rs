@@ -43,6 +43,10 @@ pub struct Confined {
     pub files: Enforcement,
     /// How completely network denial is enforced (`Full` also when the network is allowed).
     pub network: Enforcement,
+    /// A supervisor program that can run under the launcher (`argv` without the original
+    /// command) and keep this confinement warm, so an executor may reuse one confinement for
+    /// many commands (`dsh_shell::supervisor` protocol). Empty: spawn the launcher each time.
+    pub supervisor: Vec<OsString>,
 }
 
 /// What a probe found about one backend.

@@ -21,6 +21,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 pub mod limits;
+pub mod supervisor;
 
 mod capture;
 pub use capture::{CapturedStream, SpillSkipped};
@@ -57,6 +58,11 @@ pub struct ShellRequest {
     /// executor spawns `wrapper[0] wrapper[1..] <shell> <shell args>`. Empty: the shell itself.
     /// The first element is looked up in the child's `PATH` like the shell is.
     pub wrapper: Vec<OsString>,
+    /// A supervisor program that can run inside `wrapper` and keep that confinement warm for
+    /// later runs ([`supervisor`] protocol): the executor may start `wrapper… supervisor…`
+    /// once and hand it this and later commands instead of paying the launcher for each run.
+    /// Empty: every run spawns `wrapper` afresh.
+    pub supervisor: Vec<OsString>,
 }
 
 impl ShellRequest {
@@ -73,6 +79,7 @@ impl ShellRequest {
             spill_total_cap: None,
             cancel: CancellationToken::new(),
             wrapper: Vec::new(),
+            supervisor: Vec::new(),
         }
     }
 
@@ -110,6 +117,13 @@ impl ShellRequest {
     /// Runs the shell under `wrapper` (see [`ShellRequest::wrapper`]).
     pub fn with_wrapper(mut self, wrapper: Vec<OsString>) -> Self {
         self.wrapper = wrapper;
+        self
+    }
+
+    /// Lets the executor keep the confinement warm with `supervisor` (see
+    /// [`ShellRequest::supervisor`]).
+    pub fn with_supervisor(mut self, supervisor: Vec<OsString>) -> Self {
+        self.supervisor = supervisor;
         self
     }
 

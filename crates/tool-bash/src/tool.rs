@@ -1,12 +1,11 @@
 //! `BashTool`: the `bash` tool over the `shell` service, and the plugin that registers it.
 
-use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin};
-use dsh_sandbox::{Sandbox, SandboxPolicy};
+use dsh_sandbox::{Confined, Sandbox, SandboxPolicy};
 use dsh_shell::{ShellError, ShellExecutor, ShellOutcome, ShellRequest, limits};
 use dsh_tools::{Tool, ToolContext, ToolError, ToolErrorCode, ToolOutput, Tools};
 use futures::future::BoxFuture;
@@ -78,7 +77,7 @@ impl BashTool {
     fn confinement(
         &self,
         ctx: &ToolContext,
-    ) -> Result<Option<(SandboxPolicy, Vec<OsString>)>, ToolError> {
+    ) -> Result<Option<(SandboxPolicy, Confined)>, ToolError> {
         let Some(sandbox) = self
             .sandbox_lookup
             .as_ref()
@@ -88,7 +87,7 @@ impl BashTool {
         };
         let policy = sandbox.policy(ctx.session_id(), ctx.cwd(), Some(ctx.call_id()));
         let confined = sandbox.confine(&policy, Vec::new())?;
-        Ok(Some((policy, confined.argv)))
+        Ok(Some((policy, confined)))
     }
 
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
@@ -99,8 +98,10 @@ impl BashTool {
             .with_timeout(args.timeout)
             .with_session_id(ctx.session_id())
             .with_cancel(ctx.cancel_token().child_token());
-        if let Some((_, wrapper)) = &confinement {
-            request = request.with_wrapper(wrapper.clone());
+        if let Some((_, confined)) = &confinement {
+            request = request
+                .with_wrapper(confined.argv.clone())
+                .with_supervisor(confined.supervisor.clone());
         }
         if let Some(dir) = ctx.scratch_dir() {
             request = request.with_spill_dir(dir);

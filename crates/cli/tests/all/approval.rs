@@ -290,3 +290,34 @@ fn on_failure_asks_after_a_denial_and_reruns_outside_the_sandbox() {
         "only the denied calls were asked about: {decided:?}"
     );
 }
+
+#[test]
+fn an_unanswered_question_is_denied_after_the_answer_timeout() {
+    let env = Env::new();
+    let d = dirs();
+    let patch = env.patch(
+        "timeout.yaml",
+        "plugins:\n  - id: approval\n    name: approval\n    config:\n      answerTimeoutMs: 300\n  - id: approval-scripted\n    name: approval-scripted\n    config:\n      answers:\n        - decision: no-answer\n",
+    );
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id("c1", "bash", &bash("touch asked"))
+            .reply(),
+    );
+    env.server().push(Completion::new().text("DONE").reply());
+    let patch = patch.to_string_lossy().into_owned();
+    run(
+        &env,
+        &d.ws,
+        &["--ask-for-approval", "untrusted", "--patch", &patch],
+    );
+    assert!(!d.ws.join("asked").exists());
+    let texts = tool_texts(&env, 1);
+    assert!(texts[0].contains("no answer within 0.3s"), "{}", texts[0]);
+    let decided = of_type(&env, "approval/decided");
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["outcome"], "cancelled");
+    assert_eq!(decided[0]["reason"], "no answer within 0.3s");
+    let policy = of_type(&env, "approval/policy");
+    assert_eq!(policy[0]["policy"], "untrusted", "{policy:?}");
+}

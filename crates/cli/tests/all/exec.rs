@@ -19,9 +19,11 @@ fn a_text_turn_prints_the_answer_and_stores_the_session() {
     assert_eq!(stdout(&out), "Hello from the mock.\n");
     let events = env.stored_events();
     let k = kinds(&events);
-    // The session's sandbox mode is logged first, as the original does.
+    assert_eq!(events[1]["data"], serde_json::json!({"policy": "never"}));
+    // The session's sandbox mode and approval policy are logged first, as the original does.
     assert_eq!(k[0], "sandbox/mode");
-    assert_eq!(k[1], "agent/inbox/spliced");
+    assert_eq!(k[1], "approval/policy");
+    assert_eq!(k[2], "agent/inbox/spliced");
     assert_eq!(k.last().unwrap(), "turn/end");
     assert_eq!(
         events.last().unwrap()["data"]["reason"]["kind"],
@@ -142,9 +144,10 @@ fn json_output_is_one_parseable_event_per_line() {
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
     let k = kinds(&lines);
-    // The session's sandbox mode is logged first, as the original does.
+    // The session's sandbox mode and approval policy are logged first, as the original does.
     assert_eq!(k[0], "sandbox/mode");
-    assert_eq!(k[1], "agent/inbox/spliced");
+    assert_eq!(k[1], "approval/policy");
+    assert_eq!(k[2], "agent/inbox/spliced");
     assert_eq!(k.last().unwrap(), "turn/end");
     let seqs: Vec<u64> = lines.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());

@@ -5,3 +5,4 @@
 
 mod confine;
 mod support;
+mod warm;

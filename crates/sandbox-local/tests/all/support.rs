@@ -15,6 +15,11 @@ pub fn launcher() -> Vec<OsString> {
     vec![env!("CARGO_BIN_EXE_dsh-landlock-run").into()]
 }
 
+/// The standalone warm sandbox supervisor built with this package.
+pub fn supervisor() -> Vec<OsString> {
+    vec![env!("CARGO_BIN_EXE_dsh-sandbox-serve").into()]
+}
+
 /// A sandbox that probes only `kind`, in `mode` with `network`.
 pub fn sandbox(kind: BackendKind, mode: SandboxMode, network: NetworkAccess) -> LocalSandbox {
     LocalSandbox::probe(LocalSandboxOptions {
@@ -22,6 +27,7 @@ pub fn sandbox(kind: BackendKind, mode: SandboxMode, network: NetworkAccess) -> 
         network,
         backends: vec![kind],
         landlock_launcher: launcher(),
+        supervisor: supervisor(),
         ..LocalSandboxOptions::default()
     })
 }
@@ -83,6 +89,32 @@ pub async fn run(
     let confined = sb.confine(&policy, Vec::new())?;
     let shell = LocalShell::new(LocalShellOptions::default());
     let request = ShellRequest::new(command, cwd).with_wrapper(confined.argv);
+    Ok(shell.run(request).await.unwrap())
+}
+
+/// Runs `command` through `shell` (whose pool keeps warm sandboxes between runs) with the
+/// confinement's supervisor: the warm path.
+pub async fn run_warm(
+    shell: &LocalShell,
+    sb: &LocalSandbox,
+    cwd: &Path,
+    command: &str,
+) -> Result<ShellOutcome, SandboxError> {
+    run_request(shell, sb, ShellRequest::new(command, cwd)).await
+}
+
+/// Runs `request` (its wrapper and supervisor set from `sb`'s policy for its cwd) through
+/// `shell`.
+pub async fn run_request(
+    shell: &LocalShell,
+    sb: &LocalSandbox,
+    request: ShellRequest,
+) -> Result<ShellOutcome, SandboxError> {
+    let policy = sb.policy("s", &request.cwd, None);
+    let confined = sb.confine(&policy, Vec::new())?;
+    let request = request
+        .with_wrapper(confined.argv)
+        .with_supervisor(confined.supervisor);
     Ok(shell.run(request).await.unwrap())
 }
 
