@@ -72,7 +72,10 @@ fn startup_timeout() -> u64 {
 }
 
 /// Default of [`McpServerConfig::startup_grace_ms`].
-pub const DEFAULT_STARTUP_GRACE_MS: u64 = 1_000;
+/// 250 ms: long enough for a local server written in a compiled language or a warm node
+/// server to be in the first request, short enough that a slow one costs the first prompt at
+/// most that (its tools are appended to the request's tools when it is ready).
+pub const DEFAULT_STARTUP_GRACE_MS: u64 = 250;
 
 impl Default for ReconnectConfig {
     fn default() -> Self {
@@ -116,7 +119,7 @@ pub struct McpServerConfig {
     #[serde(default = "call_timeout")]
     pub tool_call_timeout_ms: u64,
     /// How long activation waits for the server's tools before the agent may start (default
-    /// 1000 ms); a slower server connects in the background and its tools appear when ready.
+    /// 250 ms); a slower server connects in the background and its tools appear when ready.
     #[serde(default = "startup_grace")]
     pub startup_grace_ms: u64,
     /// How long a connection attempt (spawn, initialize, tools/list) may take (default 30000 ms).
@@ -128,6 +131,11 @@ pub struct McpServerConfig {
     /// Reconnection after the transport closes.
     #[serde(default)]
     pub reconnect: ReconnectConfig,
+    /// stdio: run the server under the `sandbox` service's policy, the one bash commands get
+    /// (writable roots, network), when that service is mounted (default true). `false` runs
+    /// it unconfined (e.g. an `npx` server that must write its cache or reach the network).
+    #[serde(default = "yes")]
+    pub sandbox: bool,
 }
 
 /// A row that cannot describe a server.
@@ -196,6 +204,7 @@ impl McpServerConfig {
             startup_timeout_ms: startup_timeout(),
             fail_on_startup_error: false,
             reconnect: ReconnectConfig::default(),
+            sandbox: true,
         }
     }
 

@@ -14,8 +14,9 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::McpServerConfig;
-use crate::connect::{ConnectError, connect};
+use crate::connect::{ConnectError, Confinement, connect};
 use crate::names::tool_name;
+use crate::resources::McpResources;
 use crate::tool::McpTool;
 
 /// Where a server stands.
@@ -224,9 +225,17 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
     let mut delay = Duration::from_millis(config.reconnect.initial_delay_ms);
     let max_delay = Duration::from_millis(config.reconnect.max_delay_ms);
     let mut ever_connected = false;
+    let mut offer = Offer {
+        hub: None,
+        name: server.name().to_owned(),
+    };
     loop {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        match connect(&config, tx).await {
+        // Looked up softly at each attempt: without a `sandbox` row nothing is confined.
+        let confinement = ctx
+            .get::<dyn dsh_sandbox::Sandbox>()
+            .map(|sandbox| Confinement { sandbox });
+        match connect(&config, tx, confinement.as_ref()).await {
             Ok(conn) => {
                 ever_connected = true;
                 let started = Instant::now();
@@ -236,6 +245,11 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
                     i.status = Status::Ready;
                     i.peer = Some(peer.clone());
                 });
+                if conn.resources {
+                    offer.offer(&ctx, &server);
+                } else {
+                    offer.withdraw();
+                }
                 tracing::info!(server = %server.name(), tools = conn.tools.len(), "MCP server ready");
                 let _guard = conn.guard;
                 let closed = conn.service.waiting();
@@ -272,12 +286,14 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
                     // Upstream: a failed first start is logged and leaves no tools; there
                     // is no transport to reconnect.
                     server.update(|i| i.status = Status::Failed);
+                    offer.withdraw();
                     return;
                 }
             }
         }
         if !config.reconnect.enabled || attempts >= config.reconnect.max_attempts {
             registered.withdraw();
+            offer.withdraw();
             server.update(|i| {
                 i.status = Status::Failed;
                 i.tools = 0;
@@ -294,6 +310,37 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
         });
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(max_delay);
+    }
+}
+
+/// This server's place in the resources bridge: offered while connected with the
+/// `resources` capability, withdrawn when given up or when the runner ends (unload).
+struct Offer {
+    hub: Option<Arc<dyn McpResources>>,
+    name: String,
+}
+
+impl Offer {
+    fn offer(&mut self, ctx: &Ctx, server: &Arc<Server>) {
+        // Looked up softly: without the `mcp-resources` row there is no bridge.
+        if let Some(hub) = ctx.get::<dyn McpResources>() {
+            hub.offer(server.clone());
+            self.hub = Some(hub);
+        } else {
+            tracing::debug!(server = %self.name, "the server offers resources but no mcp-resources row is mounted");
+        }
+    }
+
+    fn withdraw(&mut self) {
+        if let Some(hub) = self.hub.take() {
+            hub.withdraw(&self.name);
+        }
+    }
+}
+
+impl Drop for Offer {
+    fn drop(&mut self) {
+        self.withdraw();
     }
 }
 
