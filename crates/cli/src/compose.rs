@@ -46,7 +46,8 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_context::ContextPlugin>()
         .register::<dsh_hooks::HooksPlugin>()
         .register::<dsh_sdk_server::SdkServerPlugin>()
-        .register::<dsh_mcp_client::McpClientPlugin>();
+        .register::<dsh_mcp_client::McpClientPlugin>()
+        .register::<dsh_mcp_client::McpResourcesPlugin>();
     r
 }
 
@@ -58,7 +59,7 @@ fn read_layer(path: &Path) -> Result<Layer, Failure> {
 }
 
 /// The layers in order: the preset, `$DSH_HOME/dsh.yaml` if present, the `mcpServers` of
-/// `$DSH_HOME/mcp.json` and `./.mcp.json`, `--config`, each `--patch`.
+/// `$DSH_HOME/mcp.json` and the project's `.mcp.json`, `--config`, each `--patch`.
 pub(crate) fn layers(args: &ComposeArgs) -> Result<Vec<Layer>, Failure> {
     let mut layers =
         vec![Layer::parse("preset:headless", HEADLESS_PRESET).map_err(Failure::usage)?];
@@ -66,7 +67,7 @@ pub(crate) fn layers(args: &ComposeArgs) -> Result<Vec<Layer>, Failure> {
     if user.is_file() {
         layers.push(read_layer(&user)?);
     }
-    layers.extend(crate::mcp_cmd::layers()?);
+    layers.extend(crate::mcp_cmd::layers(args.project_dir.as_deref())?);
     if let Some(c) = &args.config {
         layers.push(read_layer(c)?);
     }
@@ -86,5 +87,7 @@ pub(crate) fn compose(
     if let Some(o) = overrides {
         layers.push(o);
     }
-    Composition::compose(&layers, registry).map_err(Failure::usage)
+    let mut composition = Composition::compose(&layers, registry).map_err(Failure::usage)?;
+    crate::mcp_cmd::require_sandbox(&mut composition);
+    Ok(composition)
 }

@@ -72,10 +72,12 @@ fn startup_timeout() -> u64 {
 }
 
 /// Default of [`McpServerConfig::startup_grace_ms`].
-/// 250 ms: long enough for a local server written in a compiled language or a warm node
-/// server to be in the first request, short enough that a slow one costs the first prompt at
-/// most that (its tools are appended to the request's tools when it is ready).
-pub const DEFAULT_STARTUP_GRACE_MS: u64 = 250;
+/// 500 ms: long enough for a local server (a compiled one, or node with its packages
+/// installed) to be in the first request even when spawned under bwrap on a loaded machine
+/// (measured 100–320 ms from dsh's start in a debug build at load 16), short enough that a slow
+/// one costs the first prompt at most that (its tools are appended to the request's tools when
+/// it is ready).
+pub const DEFAULT_STARTUP_GRACE_MS: u64 = 500;
 
 impl Default for ReconnectConfig {
     fn default() -> Self {
@@ -119,7 +121,7 @@ pub struct McpServerConfig {
     #[serde(default = "call_timeout")]
     pub tool_call_timeout_ms: u64,
     /// How long activation waits for the server's tools before the agent may start (default
-    /// 250 ms); a slower server connects in the background and its tools appear when ready.
+    /// 500 ms); a slower server connects in the background and its tools appear when ready.
     #[serde(default = "startup_grace")]
     pub startup_grace_ms: u64,
     /// How long a connection attempt (spawn, initialize, tools/list) may take (default 30000 ms).
@@ -136,6 +138,11 @@ pub struct McpServerConfig {
     /// it unconfined (e.g. an `npx` server that must write its cache or reach the network).
     #[serde(default = "yes")]
     pub sandbox: bool,
+    /// Set by the composition root when it mounts a `sandbox` row: a confined server waits
+    /// (at most `startupTimeoutMs`) for the `sandbox` service to be up before it is spawned,
+    /// and fails to start if it never is (never runs unconfined by a start-up race).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandbox_required: bool,
 }
 
 /// A row that cannot describe a server.
@@ -205,6 +212,7 @@ impl McpServerConfig {
             fail_on_startup_error: false,
             reconnect: ReconnectConfig::default(),
             sandbox: true,
+            sandbox_required: false,
         }
     }
 

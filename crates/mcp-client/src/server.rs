@@ -231,10 +231,16 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
     };
     loop {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        // Looked up softly at each attempt: without a `sandbox` row nothing is confined.
-        let confinement = ctx
-            .get::<dyn dsh_sandbox::Sandbox>()
-            .map(|sandbox| Confinement { sandbox });
+        let confinement = match confinement(&ctx, &config).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(server = %server.name(), error = %e, "MCP server not started");
+                record_failure(&server, &e);
+                server.update(|i| i.status = Status::Failed);
+                offer.withdraw();
+                return;
+            }
+        };
         match connect(&config, tx, confinement.as_ref()).await {
             Ok(conn) => {
                 ever_connected = true;
@@ -310,6 +316,43 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
         });
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(max_delay);
+    }
+}
+
+/// The sandbox a stdio server is spawned under: looked up softly (without a `sandbox` row
+/// nothing is confined) unless the composition root said one is mounted
+/// (`sandboxRequired`): then it is awaited, since rows activate concurrently, and its absence
+/// after `startupTimeoutMs` fails the start.
+async fn confinement(
+    ctx: &Ctx,
+    config: &McpServerConfig,
+) -> Result<Option<Confinement>, ConnectError> {
+    if !config.sandbox || config.transport != crate::config::TransportKind::Stdio {
+        return Ok(None);
+    }
+    let lookup = || {
+        ctx.get::<dyn dsh_sandbox::Sandbox>()
+            .map(|sandbox| Confinement { sandbox })
+    };
+    if !config.sandbox_required {
+        return Ok(lookup());
+    }
+    let deadline = Instant::now() + Duration::from_millis(config.startup_timeout_ms);
+    loop {
+        if let Some(c) = lookup() {
+            return Ok(Some(c));
+        }
+        if Instant::now() >= deadline {
+            return Err(ConnectError::Sandbox {
+                command: config.command.clone().unwrap_or_default(),
+                reason: format!(
+                    "the sandbox service did not come up within {} ms",
+                    config.startup_timeout_ms
+                ),
+            });
+        }
+        // The kernel has no "service provided" notification: a short poll during start-up.
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 
