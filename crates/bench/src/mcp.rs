@@ -140,18 +140,31 @@ fn late_tool_moves(dsh: &Path) -> Result<f64> {
     let world = World::new()?;
     world.server.push(
         Completion::new()
-            .tool_call_with_id("call_00_benchadd", "mcp__bench__add_tool", r#"{"name":"aaa_late"}"#)
+            .tool_call_with_id(
+                "call_00_benchadd",
+                "mcp__bench__add_tool",
+                r#"{"name":"aaa_late"}"#,
+            )
             .reply(),
     );
     world.server.push(
         Completion::new()
-            .tool_call_with_id("call_00_benchwait", "mcp__bench__wait_lists", r#"{"count":2}"#)
+            .tool_call_with_id(
+                "call_00_benchwait",
+                "mcp__bench__wait_lists",
+                r#"{"count":2}"#,
+            )
             .reply(),
     );
     world.server.push(Completion::new().text("Done.").reply());
     let patch = patch(&world, &[], None)?;
-    run_dsh(dsh, &world, &["exec", "--patch", &patch, "Add a tool"], false)
-        .context("the late-tool run")?;
+    run_dsh(
+        dsh,
+        &world,
+        &["exec", "--patch", &patch, "Add a tool"],
+        false,
+    )
+    .context("the late-tool run")?;
     let first = tool_names(&world.server.request(0).context("no first request")?)?;
     let last = tool_names(&world.server.request(2).context("no third request")?)?;
     ensure!(

@@ -295,7 +295,9 @@ fn die_with_parent(cmd: &mut tokio::process::Command) {
                 .map_err(std::io::Error::from)?;
             // The parent died between fork and prctl: do not start an orphan.
             if nix::unistd::getppid() != parent {
-                return Err(std::io::Error::from_raw_os_error(nix::errno::Errno::ESRCH as i32));
+                return Err(std::io::Error::from_raw_os_error(
+                    nix::errno::Errno::ESRCH as i32,
+                ));
             }
             Ok(())
         });

@@ -87,9 +87,7 @@ struct Hub {
 
 impl McpResources for Hub {
     fn offer(&self, server: Arc<Server>) {
-        self.servers
-            .lock()
-            .insert(server.name().to_owned(), server);
+        self.servers.lock().insert(server.name().to_owned(), server);
         let mut regs = self.regs.lock();
         if !regs.is_empty() {
             return;
@@ -310,8 +308,8 @@ impl BridgeTool {
         let what = self.kind.name();
         let (items, next) = match self.kind {
             Kind::Templates => {
-                let r = bounded(server, what, timeout, peer.list_resource_templates(params))
-                    .await?;
+                let r =
+                    bounded(server, what, timeout, peer.list_resource_templates(params)).await?;
                 (to_values(&r.resource_templates), r.next_cursor)
             }
             _ => {
@@ -453,11 +451,17 @@ mod tests {
     fn contents_render_text_blobs_and_several() {
         let text = ResourceContents::text("hello", "mem://a");
         let blob = ResourceContents::blob("AAAA", "mem://b");
-        assert_eq!(render_contents("mem://a", std::slice::from_ref(&text)), "hello");
+        assert_eq!(
+            render_contents("mem://a", std::slice::from_ref(&text)),
+            "hello"
+        );
         assert_eq!(
             render_contents("mem://x", &[text, blob]),
             "[resource mem://a]\nhello\n[resource mem://b]\n[binary resource (unknown type, 4 bytes base64) not shown]"
         );
-        assert_eq!(render_contents("mem://x", &[]), "(resource mem://x has no contents)");
+        assert_eq!(
+            render_contents("mem://x", &[]),
+            "(resource mem://x has no contents)"
+        );
     }
 }

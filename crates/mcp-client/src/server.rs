@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::McpServerConfig;
-use crate::connect::{ConnectError, Confinement, connect};
+use crate::connect::{Confinement, ConnectError, connect};
 use crate::names::tool_name;
 use crate::resources::McpResources;
 use crate::tool::McpTool;

@@ -57,7 +57,10 @@ impl McpTool {
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let server = self.server.name().to_owned();
         let peer = self.server.peer().map_err(|(status, last)| {
-            ToolError::new(SERVER_UNAVAILABLE, unavailable_message(&server, &status, last))
+            ToolError::new(
+                SERVER_UNAVAILABLE,
+                unavailable_message(&server, &status, last),
+            )
         })?;
         let Value::Object(arguments) = args else {
             return Err(ToolError::invalid_args(

@@ -425,7 +425,11 @@ async fn a_late_tool_is_appended_after_the_declared_ones() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(header_names, ["m_tool", "z_tool", "a_late"], "the log declares what was sent");
+    assert_eq!(
+        header_names,
+        ["m_tool", "z_tool", "a_late"],
+        "the log declares what was sent"
+    );
     // a third request keeps that order (nothing changed)
     agent.followup(user("third")).unwrap();
     idle(&agent).await;

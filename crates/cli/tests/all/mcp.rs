@@ -251,15 +251,18 @@ fn the_project_file_is_read_at_the_repository_root_and_resources_are_bridged() {
     let first = env.server().request(0).unwrap().body_json().unwrap();
     let names = tool_names(&first);
     assert!(names.contains(&"mcp__t__echo".to_owned()), "{names:?}");
-    for bridge in ["list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource"] {
+    for bridge in [
+        "list_mcp_resources",
+        "list_mcp_resource_templates",
+        "read_mcp_resource",
+    ] {
         assert!(names.contains(&bridge.to_owned()), "{bridge}: {names:?}");
     }
     assert_eq!(
         tool_message(env.server(), 1, "call_read"),
         "Hello from a resource."
     );
-    let listed: Value =
-        serde_json::from_str(&tool_message(env.server(), 1, "call_list")).unwrap();
+    let listed: Value = serde_json::from_str(&tool_message(env.server(), 1, "call_list")).unwrap();
     assert_eq!(listed["resources"][0]["server"], "t");
     assert_eq!(listed["resources"][0]["uri"], "mem://greeting");
 }
@@ -390,7 +393,10 @@ fn a_stdio_server_runs_under_the_bash_sandbox_policy() {
     let out = env.exec(&["Write two files"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(inside_file.is_file(), "the workspace is writable");
-    assert!(!outside_file.exists(), "a write outside the workspace escaped the sandbox");
+    assert!(
+        !outside_file.exists(),
+        "a write outside the workspace escaped the sandbox"
+    );
     let refused = tool_message(env.server(), 1, "call_out");
     assert!(
         refused.contains("cannot write") && refused.contains("Read-only file system"),

@@ -1,7 +1,7 @@
 //! The resources bridge: declared only while a connected server offers resources.
 
-use dsh_mcp_client::resources::{LIST_RESOURCES, LIST_TEMPLATES, READ_RESOURCE};
 use dsh_mcp_client::Status;
+use dsh_mcp_client::resources::{LIST_RESOURCES, LIST_TEMPLATES, READ_RESOURCE};
 use dsh_tools::ToolErrorCode;
 use serde_json::{Value, json};
 
@@ -45,34 +45,57 @@ async fn resources_are_listed_and_read_through_the_bridge() {
     );
 
     assert_eq!(
-        h.ok(READ_RESOURCE, json!({"server": "docs", "uri": "mem://greeting"}))
-            .await,
+        h.ok(
+            READ_RESOURCE,
+            json!({"server": "docs", "uri": "mem://greeting"})
+        )
+        .await,
         "Hello from a resource."
     );
     assert_eq!(
-        h.ok(READ_RESOURCE, json!({"server": "docs", "uri": "mem://notes/todo"}))
-            .await,
+        h.ok(
+            READ_RESOURCE,
+            json!({"server": "docs", "uri": "mem://notes/todo"})
+        )
+        .await,
         "note todo"
     );
     let blob = h
-        .ok(READ_RESOURCE, json!({"server": "docs", "uri": "mem://logo.png"}))
+        .ok(
+            READ_RESOURCE,
+            json!({"server": "docs", "uri": "mem://logo.png"}),
+        )
         .await;
     assert!(blob.starts_with("[binary resource (image/png, "), "{blob}");
 
     // errors name the problem
     let missing = h
-        .call(READ_RESOURCE, json!({"server": "docs", "uri": "mem://nope"}))
+        .call(
+            READ_RESOURCE,
+            json!({"server": "docs", "uri": "mem://nope"}),
+        )
         .await;
     assert!(missing.is_error);
-    assert!(missing.text().contains("no resource mem://nope"), "{}", missing.text());
+    assert!(
+        missing.text().contains("no resource mem://nope"),
+        "{}",
+        missing.text()
+    );
     let unknown = h
-        .call(READ_RESOURCE, json!({"server": "plain", "uri": "mem://greeting"}))
+        .call(
+            READ_RESOURCE,
+            json!({"server": "plain", "uri": "mem://greeting"}),
+        )
         .await;
     assert_eq!(
         unknown.code(),
         Some(&ToolErrorCode::tool_defined("MCP_UNKNOWN_SERVER"))
     );
-    assert!(unknown.text().contains("servers with resources: docs"), "{}", unknown.text());
+    assert!(
+        unknown.text().contains("servers with resources: docs"),
+        "{}",
+        unknown.text()
+    );
     let no_uri = h.call(READ_RESOURCE, json!({"server": "docs"})).await;
     assert_eq!(no_uri.code(), Some(&ToolErrorCode::InvalidArgs));
     let cursor_alone = h.call(LIST_RESOURCES, json!({"cursor": "x"})).await;
