@@ -136,6 +136,33 @@ fn latest_header(session: &Session) -> Option<(u64, Box<RequestHeader>)> {
     })
 }
 
+/// `tools` (the assembled, canonical order) in the order the session's latest `request/header`
+/// declared them: the tools it declared keep their places and the tools that arrived since
+/// follow, in the canonical order. A late tool (an MCP server that became ready after the
+/// first request, `tools/list_changed`) is thus appended to the request's tools instead of
+/// being sorted into their middle, so the cached prefix holds up to it; the developer message
+/// of the change announces it as usual. Without a header the canonical order stands.
+pub(crate) fn keep_declared_order(session: &Session, tools: Vec<ToolSpec>) -> Vec<ToolSpec> {
+    let Some((_, header)) = latest_header(session) else {
+        return tools;
+    };
+    let Some(declared) = header.header.tools.as_deref() else {
+        return tools;
+    };
+    let mut rest: Vec<Option<ToolSpec>> = tools.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(rest.len());
+    for d in declared {
+        if let Some(slot) = rest
+            .iter_mut()
+            .find(|t| t.as_ref().is_some_and(|t| t.name == d.name))
+        {
+            out.extend(slot.take());
+        }
+    }
+    out.extend(rest.into_iter().flatten());
+    out
+}
+
 /// Whether the assembled tools differ from the latest header's tools.
 pub(crate) fn tools_changed(session: &Session, tools: &[ToolSpec]) -> bool {
     match latest_header(session) {

@@ -138,6 +138,8 @@ async fn assemble(agent: &LoopAgent, provider: &str, model: &str) -> Result<Asse
             Vec::new(),
         ),
     };
+    // Tools declared before keep their places; late ones are appended (prefix cache).
+    let tools = crate::request::keep_declared_order(&agent.session, tools);
     Ok(Assembly {
         prompt,
         tools,

@@ -10,6 +10,9 @@
 //! - **Startup with a slow server**: spawn to first model request with no MCP server, and with
 //!   a server that takes 10 s to start, `startupGraceMs: 0` (pure background connect: budget
 //!   within 50 ms of the baseline) and the default grace (reported: bounded by the grace).
+//! - **Late tools**: the server adds a tool mid-session (`tools/list_changed`); the tools of
+//!   the first request that moved in the request after the change (budget: 0, the new tool is
+//!   appended at the end so the cached prefix holds up to it).
 
 use std::path::Path;
 use std::time::Duration;
@@ -119,12 +122,70 @@ fn first_request(dsh: &Path, server: Option<Option<u64>>) -> Result<f64> {
     Ok(req.arrived_at.duration_since(out.spawned_at).as_secs_f64() * 1e3)
 }
 
+/// Names of the tools of a recorded request.
+fn tool_names(req: &RecordedRequest) -> Result<Vec<String>> {
+    let body = req.body_json().context("a request body that is not JSON")?;
+    Ok(body["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// How many tools of the first request are not at the same index after a late tool arrived.
+fn late_tool_moves(dsh: &Path) -> Result<f64> {
+    let world = World::new()?;
+    world.server.push(
+        Completion::new()
+            .tool_call_with_id(
+                "call_00_benchadd",
+                "mcp__bench__add_tool",
+                r#"{"name":"aaa_late"}"#,
+            )
+            .reply(),
+    );
+    world.server.push(
+        Completion::new()
+            .tool_call_with_id(
+                "call_00_benchwait",
+                "mcp__bench__wait_lists",
+                r#"{"count":2}"#,
+            )
+            .reply(),
+    );
+    world.server.push(Completion::new().text("Done.").reply());
+    let patch = patch(&world, &[], None)?;
+    run_dsh(
+        dsh,
+        &world,
+        &["exec", "--patch", &patch, "Add a tool"],
+        false,
+    )
+    .context("the late-tool run")?;
+    let first = tool_names(&world.server.request(0).context("no first request")?)?;
+    let last = tool_names(&world.server.request(2).context("no third request")?)?;
+    ensure!(
+        last.iter().any(|n| n == "mcp__bench__aaa_late"),
+        "the late tool never reached the model: {last:?}"
+    );
+    let moved = first
+        .iter()
+        .enumerate()
+        .filter(|(i, n)| last.get(*i) != Some(n))
+        .count();
+    Ok(moved as f64)
+}
+
 /// Measures and appends the MCP rows.
 pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Result<()> {
     let (pairs, calls) = if quick { (2, 8) } else { (4, 16) };
     let (mut mcp, mut local, mut overhead) = (Vec::new(), Vec::new(), Vec::new());
     let (mut base, mut bg, mut graced, mut bg_delta) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut moved = Vec::new();
     for _ in 0..iterations {
         let m = median_of(&per_call(dsh, "mcp__bench__echo", pairs, calls)?);
         let l = median_of(&per_call(dsh, "read", pairs, calls)?);
@@ -137,6 +198,7 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
         bg.push(g0);
         bg_delta.push(g0 - b);
         graced.push(first_request(dsh, Some(None))?);
+        moved.push(late_tool_moves(dsh)?);
     }
     let mut g = Group::new(rows, "MCP client (stdio test server)");
     g.info("one more `mcp__bench__echo` call", &mcp, "ms", 3);
@@ -168,10 +230,17 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
         50.0,
     );
     g.info(
-        "spawn to first request, 10 s server, default grace (1000 ms)",
+        "spawn to first request, 10 s server, default grace (500 ms)",
         &graced,
         "ms",
         1,
+    );
+    g.limit(
+        "tools of the first request moved by a late MCP tool",
+        &moved,
+        "tools",
+        0,
+        0.0,
     );
     Ok(())
 }

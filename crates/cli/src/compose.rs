@@ -51,7 +51,8 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_tool_workdir::WorkingDirectoryToolPlugin>()
         .register::<dsh_plan_mode::PlanModePlugin>()
         .register::<dsh_tool_web::WebToolsPlugin>()
-        .register::<dsh_tool_image::ImageToolPlugin>();
+        .register::<dsh_tool_image::ImageToolPlugin>()
+        .register::<dsh_mcp_client::McpResourcesPlugin>();
     r
 }
 
@@ -63,7 +64,7 @@ fn read_layer(path: &Path) -> Result<Layer, Failure> {
 }
 
 /// The layers in order: the preset, `$DSH_HOME/dsh.yaml` if present, the `mcpServers` of
-/// `$DSH_HOME/mcp.json` and `./.mcp.json`, `--config`, each `--patch`.
+/// `$DSH_HOME/mcp.json` and the project's `.mcp.json`, `--config`, each `--patch`.
 pub(crate) fn layers(args: &ComposeArgs) -> Result<Vec<Layer>, Failure> {
     let mut layers =
         vec![Layer::parse("preset:headless", HEADLESS_PRESET).map_err(Failure::usage)?];
@@ -71,7 +72,7 @@ pub(crate) fn layers(args: &ComposeArgs) -> Result<Vec<Layer>, Failure> {
     if user.is_file() {
         layers.push(read_layer(&user)?);
     }
-    layers.extend(crate::mcp_cmd::layers()?);
+    layers.extend(crate::mcp_cmd::layers(args.project_dir.as_deref())?);
     if let Some(c) = &args.config {
         layers.push(read_layer(c)?);
     }
@@ -91,5 +92,7 @@ pub(crate) fn compose(
     if let Some(o) = overrides {
         layers.push(o);
     }
-    Composition::compose(&layers, registry).map_err(Failure::usage)
+    let mut composition = Composition::compose(&layers, registry).map_err(Failure::usage)?;
+    crate::mcp_cmd::require_sandbox(&mut composition);
+    Ok(composition)
 }

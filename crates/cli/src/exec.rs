@@ -161,9 +161,10 @@ pub(crate) async fn open_agent(
 }
 
 /// Runs `dsh exec`.
-pub(crate) async fn run(args: ExecArgs) -> Result<u8, Failure> {
+pub(crate) async fn run(mut args: ExecArgs) -> Result<u8, Failure> {
     let prompt = read_prompt(&args.prompt)?;
     let cwd = working_dir(args.cwd.as_ref())?;
+    args.compose.project_dir = Some(cwd.clone());
     let registry = registry();
     let max_parallel = args.max_parallel_tools;
     let sandbox = args.sandbox.clone();

@@ -113,6 +113,10 @@ pub(crate) struct ComposeArgs {
     /// A composition file applied last (repeatable, in order).
     #[arg(long, value_name = "FILE")]
     pub(crate) patch: Vec<PathBuf>,
+    /// The session's working directory when a command has one (`exec --cwd`): the project
+    /// whose `.mcp.json` is read (default: the current directory).
+    #[arg(skip)]
+    pub(crate) project_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

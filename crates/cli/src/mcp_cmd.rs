@@ -1,5 +1,6 @@
 //! `dsh mcp list | add | remove`, and the composition layers made of the `mcpServers` JSON
-//! files (`$DSH_HOME/mcp.json`, then `.mcp.json` in the current directory).
+//! files (`$DSH_HOME/mcp.json`, then `.mcp.json` at the project root: the nearest ancestor of
+//! the working directory holding `.git`).
 
 use std::path::{Path, PathBuf};
 
@@ -52,9 +53,14 @@ pub(crate) fn user_file() -> PathBuf {
     home::dsh_home().join("mcp.json")
 }
 
-/// `.mcp.json` of the project (the current directory).
-fn project_file() -> PathBuf {
-    PathBuf::from(".mcp.json")
+/// `.mcp.json` at the root of the project of `dir` (default: the current directory): the
+/// nearest ancestor holding `.git`, else `dir` itself (as Claude Code reads it).
+fn project_file(dir: Option<&Path>) -> PathBuf {
+    let dir = match dir {
+        Some(d) => d.to_path_buf(),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    };
+    dsh_context::project::project_root(&dir, &[".git".to_owned()]).join(".mcp.json")
 }
 
 /// The layer of one JSON file: a row `mcp-<name>` of plugin `mcp-client` per server (none when
@@ -83,14 +89,32 @@ fn file_layer(path: &Path) -> Result<Option<Layer>, Failure> {
 
 /// The layers of the user's and the project's `mcpServers` files, in that order (a project
 /// server replaces a user server of the same name).
-pub(crate) fn layers() -> Result<Vec<Layer>, Failure> {
+pub(crate) fn layers(project_dir: Option<&Path>) -> Result<Vec<Layer>, Failure> {
     let mut out = Vec::new();
-    for path in [user_file(), project_file()] {
+    for path in [user_file(), project_file(project_dir)] {
         if let Some(layer) = file_layer(&path)? {
             out.push(layer);
         }
     }
     Ok(out)
+}
+
+/// With a `sandbox` row mounted, every MCP server row waits for its service before spawning
+/// (`sandboxRequired`): rows activate concurrently, and a server must never start unconfined
+/// because it was quicker than the sandbox.
+pub(crate) fn require_sandbox(composition: &mut dsh_kernel::Composition) {
+    if !composition.rows.iter().any(|r| r.row.name == "sandbox") {
+        return;
+    }
+    for r in composition
+        .rows
+        .iter_mut()
+        .filter(|r| r.row.name == McpClientPlugin::NAME)
+    {
+        if let Some(config) = r.row.config.as_object_mut() {
+            config.insert("sandboxRequired".to_owned(), serde_json::Value::Bool(true));
+        }
+    }
 }
 
 pub(crate) fn run(cmd: McpCommand) -> Result<u8, Failure> {

@@ -72,7 +72,12 @@ fn startup_timeout() -> u64 {
 }
 
 /// Default of [`McpServerConfig::startup_grace_ms`].
-pub const DEFAULT_STARTUP_GRACE_MS: u64 = 1_000;
+/// 500 ms: long enough for a local server (a compiled one, or node with its packages
+/// installed) to be in the first request even when spawned under bwrap on a loaded machine
+/// (measured 100–320 ms from dsh's start in a debug build at load 16), short enough that a slow
+/// one costs the first prompt at most that (its tools are appended to the request's tools when
+/// it is ready).
+pub const DEFAULT_STARTUP_GRACE_MS: u64 = 500;
 
 impl Default for ReconnectConfig {
     fn default() -> Self {
@@ -116,7 +121,7 @@ pub struct McpServerConfig {
     #[serde(default = "call_timeout")]
     pub tool_call_timeout_ms: u64,
     /// How long activation waits for the server's tools before the agent may start (default
-    /// 1000 ms); a slower server connects in the background and its tools appear when ready.
+    /// 500 ms); a slower server connects in the background and its tools appear when ready.
     #[serde(default = "startup_grace")]
     pub startup_grace_ms: u64,
     /// How long a connection attempt (spawn, initialize, tools/list) may take (default 30000 ms).
@@ -128,6 +133,16 @@ pub struct McpServerConfig {
     /// Reconnection after the transport closes.
     #[serde(default)]
     pub reconnect: ReconnectConfig,
+    /// stdio: run the server under the `sandbox` service's policy, the one bash commands get
+    /// (writable roots, network), when that service is mounted (default true). `false` runs
+    /// it unconfined (e.g. an `npx` server that must write its cache or reach the network).
+    #[serde(default = "yes")]
+    pub sandbox: bool,
+    /// Set by the composition root when it mounts a `sandbox` row: a confined server waits
+    /// (at most `startupTimeoutMs`) for the `sandbox` service to be up before it is spawned,
+    /// and fails to start if it never is (never runs unconfined by a start-up race).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandbox_required: bool,
 }
 
 /// A row that cannot describe a server.
@@ -196,6 +211,8 @@ impl McpServerConfig {
             startup_timeout_ms: startup_timeout(),
             fail_on_startup_error: false,
             reconnect: ReconnectConfig::default(),
+            sandbox: true,
+            sandbox_required: false,
         }
     }
 

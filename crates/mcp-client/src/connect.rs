@@ -1,7 +1,11 @@
 //! Opening one connection: spawn (stdio) or dial (streamable HTTP), initialize, list tools.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::process::Stdio;
+use std::sync::Arc;
+
+use dsh_sandbox::Sandbox;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool as McpTool,
@@ -46,6 +50,28 @@ pub enum ConnectError {
     /// The attempt took longer than `startupTimeoutMs`.
     #[error("no answer within {0} ms")]
     Timeout(u64),
+    /// The sandbox cannot enforce its policy: the server was not started.
+    #[error("cannot start {command:?} under the sandbox: {reason}")]
+    Sandbox {
+        /// The program.
+        command: String,
+        /// The sandbox's reason (and how to fix it).
+        reason: String,
+    },
+}
+
+/// The confinement of a stdio server: the `sandbox` service and the workspace its policy is
+/// taken for (the server's `cwd`, else dsh's working directory).
+#[derive(Clone)]
+pub struct Confinement {
+    /// The sandbox service.
+    pub sandbox: Arc<dyn Sandbox>,
+}
+
+impl std::fmt::Debug for Confinement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Confinement").finish_non_exhaustive()
+    }
 }
 
 /// The client side's handler: forwards `notifications/tools/list_changed` to the runner.
@@ -112,6 +138,8 @@ pub struct Connection {
     pub tools: Vec<McpTool>,
     /// Kills the process group on drop (stdio only).
     pub guard: ProcessGuard,
+    /// Whether the server declared the `resources` capability.
+    pub resources: bool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -123,10 +151,12 @@ impl std::fmt::Debug for Connection {
     }
 }
 
-/// Connects to the server of `config` and lists its tools, within `startupTimeoutMs`.
+/// Connects to the server of `config` and lists its tools, within `startupTimeoutMs`. A stdio
+/// server is spawned under `confinement` when given (and `config.sandbox` is on).
 pub async fn connect(
     config: &McpServerConfig,
     changed: mpsc::UnboundedSender<()>,
+    confinement: Option<&Confinement>,
 ) -> Result<Connection, ConnectError> {
     let budget = config.startup_timeout_ms;
     let mut guard = ProcessGuard { pgid: None };
@@ -134,7 +164,8 @@ pub async fn connect(
         let handler = Handler::new(changed);
         let service = match config.transport {
             TransportKind::Stdio => {
-                let transport = spawn(config, &mut guard)?;
+                let confinement = confinement.filter(|_| config.sandbox);
+                let transport = spawn(config, confinement, &mut guard)?;
                 handler
                     .serve(transport)
                     .await
@@ -160,26 +191,35 @@ pub async fn connect(
             Ok(r) => r?,
             Err(_) => return Err(ConnectError::Timeout(budget)),
         };
+    let resources = service
+        .peer_info()
+        .is_some_and(|info| info.capabilities.resources.is_some());
     Ok(Connection {
         service,
         tools,
         guard,
+        resources,
     })
 }
 
 fn spawn(
     config: &McpServerConfig,
+    confinement: Option<&Confinement>,
     guard: &mut ProcessGuard,
 ) -> Result<TokioChildProcess, ConnectError> {
     let program = config.command.clone().unwrap_or_default();
-    let mut cmd = tokio::process::Command::new(&program);
-    cmd.args(&config.args)
+    let argv = confined_argv(config, &program, confinement)?;
+    let mut parts = argv.into_iter();
+    let exe = parts.next().unwrap_or_else(|| OsString::from(&program));
+    let mut cmd = tokio::process::Command::new(&exe);
+    cmd.args(parts)
         .env_clear()
         .envs(server_env(std::env::vars_os(), &config.env))
         .kill_on_drop(true);
     if let Some(cwd) = &config.cwd {
         cmd.current_dir(cwd);
     }
+    die_with_parent(&mut cmd);
     let mut wrap = process_wrap::tokio::CommandWrap::from(cmd);
     wrap.wrap(process_wrap::tokio::ProcessGroup::leader());
     let (transport, stderr) = TokioChildProcess::builder(wrap)
@@ -200,6 +240,68 @@ fn spawn(
         });
     }
     Ok(transport)
+}
+
+/// The argv of a stdio server: `command args…`, behind the sandbox's launcher when confined.
+fn confined_argv(
+    config: &McpServerConfig,
+    program: &str,
+    confinement: Option<&Confinement>,
+) -> Result<Vec<OsString>, ConnectError> {
+    let argv: Vec<OsString> = std::iter::once(OsString::from(program))
+        .chain(config.args.iter().map(OsString::from))
+        .collect();
+    let Some(c) = confinement else {
+        return Ok(argv);
+    };
+    let workspace = match &config.cwd {
+        Some(cwd) => cwd.clone(),
+        None => std::env::current_dir().map_err(|source| ConnectError::Spawn {
+            command: program.to_owned(),
+            source,
+        })?,
+    };
+    // The policy of a call outside any session: the configured mode, network and roots.
+    let policy = c.sandbox.policy("", &workspace, None);
+    let confined = c
+        .sandbox
+        .confine(&policy, argv)
+        .map_err(|e| ConnectError::Sandbox {
+            command: program.to_owned(),
+            reason: e.to_string(),
+        })?;
+    tracing::debug!(
+        server = %config.server_name,
+        backend = confined.backend,
+        mode = policy.mode.as_str(),
+        "MCP server confined"
+    );
+    Ok(confined.argv)
+}
+
+/// Asks the kernel to SIGKILL the child when the thread that spawned it dies, so a server
+/// never outlives dsh, even when dsh itself is killed with SIGKILL (which runs no
+/// destructor). The spawning thread is a runtime worker, which lives as long as dsh's
+/// runtime.
+fn die_with_parent(cmd: &mut tokio::process::Command) {
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before `exec`; it only makes the
+    // async-signal-safe system calls prctl(2) and getppid(2) and allocates nothing (errors
+    // are raw OS errors).
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)?;
+            // The parent died between fork and prctl: do not start an orphan.
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(
+                    nix::errno::Errno::ESRCH as i32,
+                ));
+            }
+            Ok(())
+        });
+    }
 }
 
 fn http_transport(

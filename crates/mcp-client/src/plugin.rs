@@ -60,12 +60,13 @@ impl Plugin for McpClientPlugin {
 }
 
 /// Connects to one server outside any kernel (for `dsh mcp list`): its status, tool count
-/// and error after at most `startupTimeoutMs`.
+/// and error after at most `startupTimeoutMs`. The probe runs the server unconfined (there is
+/// no `sandbox` service outside a kernel).
 pub async fn probe(config: McpServerConfig) -> crate::server::ServerInfo {
     use crate::server::{ServerInfo, Status};
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let name = config.server_name.clone();
-    match crate::connect::connect(&config, tx).await {
+    match crate::connect::connect(&config, tx, None).await {
         Ok(conn) => {
             let tools = conn.tools.len();
             let mut service = conn.service;

@@ -14,8 +14,9 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::McpServerConfig;
-use crate::connect::{ConnectError, connect};
+use crate::connect::{Confinement, ConnectError, connect};
 use crate::names::tool_name;
+use crate::resources::McpResources;
 use crate::tool::McpTool;
 
 /// Where a server stands.
@@ -224,9 +225,23 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
     let mut delay = Duration::from_millis(config.reconnect.initial_delay_ms);
     let max_delay = Duration::from_millis(config.reconnect.max_delay_ms);
     let mut ever_connected = false;
+    let mut offer = Offer {
+        hub: None,
+        name: server.name().to_owned(),
+    };
     loop {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        match connect(&config, tx).await {
+        let confinement = match confinement(&ctx, &config).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(server = %server.name(), error = %e, "MCP server not started");
+                record_failure(&server, &e);
+                server.update(|i| i.status = Status::Failed);
+                offer.withdraw();
+                return;
+            }
+        };
+        match connect(&config, tx, confinement.as_ref()).await {
             Ok(conn) => {
                 ever_connected = true;
                 let started = Instant::now();
@@ -236,6 +251,11 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
                     i.status = Status::Ready;
                     i.peer = Some(peer.clone());
                 });
+                if conn.resources {
+                    offer.offer(&ctx, &server);
+                } else {
+                    offer.withdraw();
+                }
                 tracing::info!(server = %server.name(), tools = conn.tools.len(), "MCP server ready");
                 let _guard = conn.guard;
                 let closed = conn.service.waiting();
@@ -272,12 +292,14 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
                     // Upstream: a failed first start is logged and leaves no tools; there
                     // is no transport to reconnect.
                     server.update(|i| i.status = Status::Failed);
+                    offer.withdraw();
                     return;
                 }
             }
         }
         if !config.reconnect.enabled || attempts >= config.reconnect.max_attempts {
             registered.withdraw();
+            offer.withdraw();
             server.update(|i| {
                 i.status = Status::Failed;
                 i.tools = 0;
@@ -294,6 +316,74 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
         });
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(max_delay);
+    }
+}
+
+/// The sandbox a stdio server is spawned under: looked up softly (without a `sandbox` row
+/// nothing is confined) unless the composition root said one is mounted
+/// (`sandboxRequired`): then it is awaited, since rows activate concurrently, and its absence
+/// after `startupTimeoutMs` fails the start.
+async fn confinement(
+    ctx: &Ctx,
+    config: &McpServerConfig,
+) -> Result<Option<Confinement>, ConnectError> {
+    if !config.sandbox || config.transport != crate::config::TransportKind::Stdio {
+        return Ok(None);
+    }
+    let lookup = || {
+        ctx.get::<dyn dsh_sandbox::Sandbox>()
+            .map(|sandbox| Confinement { sandbox })
+    };
+    if !config.sandbox_required {
+        return Ok(lookup());
+    }
+    let deadline = Instant::now() + Duration::from_millis(config.startup_timeout_ms);
+    loop {
+        if let Some(c) = lookup() {
+            return Ok(Some(c));
+        }
+        if Instant::now() >= deadline {
+            return Err(ConnectError::Sandbox {
+                command: config.command.clone().unwrap_or_default(),
+                reason: format!(
+                    "the sandbox service did not come up within {} ms",
+                    config.startup_timeout_ms
+                ),
+            });
+        }
+        // The kernel has no "service provided" notification: a short poll during start-up.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// This server's place in the resources bridge: offered while connected with the
+/// `resources` capability, withdrawn when given up or when the runner ends (unload).
+struct Offer {
+    hub: Option<Arc<dyn McpResources>>,
+    name: String,
+}
+
+impl Offer {
+    fn offer(&mut self, ctx: &Ctx, server: &Arc<Server>) {
+        // Looked up softly: without the `mcp-resources` row there is no bridge.
+        if let Some(hub) = ctx.get::<dyn McpResources>() {
+            hub.offer(server.clone());
+            self.hub = Some(hub);
+        } else {
+            tracing::debug!(server = %self.name, "the server offers resources but no mcp-resources row is mounted");
+        }
+    }
+
+    fn withdraw(&mut self) {
+        if let Some(hub) = self.hub.take() {
+            hub.withdraw(&self.name);
+        }
+    }
+}
+
+impl Drop for Offer {
+    fn drop(&mut self) {
+        self.withdraw();
     }
 }
 

@@ -57,20 +57,9 @@ impl McpTool {
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let server = self.server.name().to_owned();
         let peer = self.server.peer().map_err(|(status, last)| {
-            let why = match status {
-                Status::Connecting => "is still starting".to_owned(),
-                Status::Reconnecting { attempt, max } => {
-                    format!("lost its connection and is reconnecting (attempt {attempt} of {max})")
-                }
-                Status::Failed => "is not available".to_owned(),
-                Status::Ready => "has just closed its connection".to_owned(),
-            };
-            let last = last
-                .map(|e| format!(" (last error: {e})"))
-                .unwrap_or_default();
             ToolError::new(
                 SERVER_UNAVAILABLE,
-                format!("MCP server \"{server}\" {why}{last}; try again later or use another tool"),
+                unavailable_message(&server, &status, last),
             )
         })?;
         let Value::Object(arguments) = args else {
@@ -96,6 +85,22 @@ impl McpTool {
         }
         Ok(ToolOutput::text(text).with_meta(json!({ "server": server, "tool": self.raw })))
     }
+}
+
+/// The model-visible text of a call to `server` while it is not connected.
+pub(crate) fn unavailable_message(server: &str, status: &Status, last: Option<String>) -> String {
+    let why = match status {
+        Status::Connecting => "is still starting".to_owned(),
+        Status::Reconnecting { attempt, max } => {
+            format!("lost its connection and is reconnecting (attempt {attempt} of {max})")
+        }
+        Status::Failed => "is not available".to_owned(),
+        Status::Ready => "has just closed its connection".to_owned(),
+    };
+    let last = last
+        .map(|e| format!(" (last error: {e})"))
+        .unwrap_or_default();
+    format!("MCP server \"{server}\" {why}{last}; try again later or use another tool")
 }
 
 fn call_error(server: &str, tool: &str, e: ServiceError) -> ToolError {

@@ -4,7 +4,7 @@
 //! One program, shaped by its arguments (see [`main_with_args`]):
 //!
 //! ```text
-//! mcp_test_server [stdio | http] [--delay-ms N] [--hang-startup] [--garbage]
+//! mcp_test_server [stdio | http] [--delay-ms N] [--hang-startup] [--garbage] [--no-resources]
 //! ```
 //!
 //! - `stdio` (default): JSON-RPC on stdin/stdout; `http`: streamable HTTP on 127.0.0.1 at an
@@ -12,13 +12,19 @@
 //! - `--delay-ms N`: a slow server, silent for N ms before it serves (stderr says so).
 //! - `--hang-startup`: reads its input and never answers (a hung server).
 //! - `--garbage`: writes non-JSON lines on stdout and exits (a broken server).
+//! - `--no-resources`: does not declare the `resources` capability.
 //!
 //! Tools: `echo {text}` (text), `add {a,b}` (structured content only), `fail` (`isError`),
 //! `links` (a resource link and an image), `sleep {ms}` (answers after `ms`), `crash` (the
 //! process exits mid-call), `env {names}` (the named variables, `null` when unset), `pid`,
 //! `cancelled` (how many `notifications/cancelled` arrived), `add_tool {name}` (adds a tool
 //! `name` that echoes, then sends `notifications/tools/list_changed`), `get.thing` and a
-//! tool with a 70-character name (name shortening).
+//! tool with a 70-character name (name shortening), `wait_lists {count}` (answers once
+//! `tools/list` was served `count` times), `image` (a 1x1 PNG image block),
+//! `write_file {path, text}` (writes a file; a failure is an `isError` result).
+//!
+//! Resources: `mem://greeting` (text), `mem://logo.png` (a PNG blob), the template
+//! `mem://notes/{name}` (any name reads as text); another URI is a `-32002`-style error.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +32,9 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    ContentBlock, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ContentBlock, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -41,11 +49,17 @@ pub const LONG_TOOL: &str =
 struct State {
     cancelled: Arc<AtomicU64>,
     extra: Arc<Mutex<Vec<String>>>,
+    lists: Arc<AtomicU64>,
+    listed: Arc<tokio::sync::Notify>,
 }
+
+/// A 1x1 transparent PNG, base64 (the `image` tool and `mem://logo.png`).
+pub const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 
 #[derive(Clone, Default)]
 struct TestServer {
     state: State,
+    no_resources: bool,
 }
 
 fn schema(props: Value, required: &[&str]) -> Arc<Map<String, Value>> {
@@ -58,6 +72,10 @@ fn schema(props: Value, required: &[&str]) -> Arc<Map<String, Value>> {
 
 fn tool(name: &str, description: &str, schema: Arc<Map<String, Value>>) -> Tool {
     Tool::new(name.to_owned(), description.to_owned(), schema)
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, ErrorData> {
+    serde_json::from_value(v).map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }
 
 fn text(t: impl Into<String>) -> CallToolResult {
@@ -106,6 +124,20 @@ impl TestServer {
             ),
             tool("get.thing", "A name with a dot.", none()),
             tool(LONG_TOOL, "A very long name.", none()),
+            tool(
+                "wait_lists",
+                "Answer once tools/list was served count times.",
+                schema(json!({"count": {"type": "integer"}}), &["count"]),
+            ),
+            tool("image", "A 1x1 PNG image.", none()),
+            tool(
+                "write_file",
+                "Write text to a file.",
+                schema(
+                    json!({"path": {"type": "string"}, "text": {"type": "string"}}),
+                    &["path", "text"],
+                ),
+            ),
         ];
         for name in self.state.extra.lock().await.iter() {
             tools.push(tool(name, "An added tool.", none()));
@@ -172,6 +204,34 @@ impl TestServer {
                 text("added")
             }
             "get.thing" => text("thing"),
+            "wait_lists" => {
+                let want = args.get("count").and_then(Value::as_u64).unwrap_or(1);
+                loop {
+                    let notified = self.state.listed.notified();
+                    if self.state.lists.load(Ordering::SeqCst) >= want {
+                        break;
+                    }
+                    notified.await;
+                }
+                text(format!("tools/list served {want} times"))
+            }
+            "write_file" => {
+                let path = str_arg("path");
+                match std::fs::write(&path, str_arg("text")) {
+                    Ok(()) => text(format!("wrote {path}")),
+                    Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                        "cannot write {path}: {e}"
+                    ))]),
+                }
+            }
+            "image" => {
+                let v = json!({"content": [
+                    {"type": "text", "text": "a pixel:"},
+                    {"type": "image", "data": PNG_1X1, "mimeType": "image/png"}
+                ]});
+                serde_json::from_value(v)
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+            }
             LONG_TOOL => text("long"),
             other if self.state.extra.lock().await.iter().any(|n| n == other) => {
                 text(format!("{other} called"))
@@ -185,12 +245,14 @@ impl TestServer {
 
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
+        let caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed();
+        ServerConfig::new(if self.no_resources {
+            caps.build()
+        } else {
+            caps.enable_resources().build()
+        })
     }
 
     async fn list_tools(
@@ -198,7 +260,53 @@ impl ServerHandler for TestServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools().await))
+        let tools = self.tools().await;
+        self.state.lists.fetch_add(1, Ordering::SeqCst);
+        self.state.listed.notify_waiters();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        from_json(json!({"resources": [
+            {"uri": "mem://greeting", "name": "greeting", "description": "A greeting.", "mimeType": "text/plain"},
+            {"uri": "mem://logo.png", "name": "logo", "mimeType": "image/png"}
+        ]}))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        from_json(json!({"resourceTemplates": [
+            {"uriTemplate": "mem://notes/{name}", "name": "note", "description": "A note by name."}
+        ]}))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let contents = if uri == "mem://greeting" {
+            json!([{"uri": uri, "mimeType": "text/plain", "text": "Hello from a resource."}])
+        } else if uri == "mem://logo.png" {
+            json!([{"uri": uri, "mimeType": "image/png", "blob": PNG_1X1}])
+        } else if let Some(name) = uri.strip_prefix("mem://notes/") {
+            json!([{"uri": uri, "mimeType": "text/plain", "text": format!("note {name}")}])
+        } else {
+            return Err(ErrorData::resource_not_found(
+                format!("no resource {uri}"),
+                None,
+            ));
+        };
+        let result: ReadResourceResult = from_json(json!({ "contents": contents }))?;
+        Ok(ReadResourceResponse::Complete(result))
     }
 
     async fn call_tool(
@@ -240,6 +348,7 @@ async fn run(args: Vec<String>) -> i32 {
     let mut delay = 0u64;
     let mut hang = false;
     let mut garbage = false;
+    let mut no_resources = false;
     let mut http: Option<()> = None;
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
@@ -249,6 +358,7 @@ async fn run(args: Vec<String>) -> i32 {
             "--delay-ms" => delay = it.next().and_then(|v| v.parse().ok()).unwrap_or(0),
             "--hang-startup" => hang = true,
             "--garbage" => garbage = true,
+            "--no-resources" => no_resources = true,
             other => {
                 eprintln!("unknown argument {other:?}");
                 return 2;
@@ -275,7 +385,13 @@ async fn run(args: Vec<String>) -> i32 {
         std::future::pending::<()>().await;
     }
     match http {
-        None => match TestServer::default().serve(rmcp::transport::stdio()).await {
+        None => match (TestServer {
+            no_resources,
+            ..TestServer::default()
+        })
+        .serve(rmcp::transport::stdio())
+        .await
+        {
             Ok(running) => {
                 let _ = running.waiting().await;
                 0
@@ -285,11 +401,11 @@ async fn run(args: Vec<String>) -> i32 {
                 1
             }
         },
-        Some(()) => serve_http().await,
+        Some(()) => serve_http(no_resources).await,
     }
 }
 
-async fn serve_http() -> i32 {
+async fn serve_http(no_resources: bool) -> i32 {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
     let state = State::default();
@@ -297,6 +413,7 @@ async fn serve_http() -> i32 {
         move || {
             Ok(TestServer {
                 state: state.clone(),
+                no_resources,
             })
         },
         Arc::new(LocalSessionManager::default()),

@@ -278,14 +278,48 @@ fn extension_violations(body: &[u8], previous: &[u8]) -> Vec<String> {
              the messages array)"
         ));
     }
-    // Everything but `messages` must be byte-identical.
-    let strip = |v: &[u8]| -> Option<Value> {
+    // Everything but `messages` and `tools` must be byte-identical; `tools` may only gain
+    // entries at its end (a late tool, announced by a developer message): the tools declared
+    // before keep their places, so the cached prefix holds up to the new ones.
+    let split = |v: &[u8]| -> Option<(Value, Vec<Value>)> {
         let mut v: Value = serde_json::from_slice(v).ok()?;
-        v.as_object_mut()?.remove("messages");
-        Some(v)
+        let obj = v.as_object_mut()?;
+        obj.remove("messages");
+        let tools = match obj.remove("tools") {
+            Some(Value::Array(t)) => t,
+            _ => Vec::new(),
+        };
+        Some((v, tools))
     };
-    if strip(body) != strip(previous) {
-        out.push("fields other than `messages` changed from the previous request".to_owned());
+    match (split(body), split(previous)) {
+        (Some((cur, cur_tools)), Some((prev, prev_tools))) => {
+            if cur != prev {
+                out.push(
+                    "fields other than `messages` and `tools` changed from the previous request"
+                        .to_owned(),
+                );
+            }
+            if !cur_tools.starts_with(&prev_tools) {
+                let names = |t: &[Value]| -> Vec<String> {
+                    t.iter()
+                        .map(|t| {
+                            t.pointer("/function/name")
+                                .or_else(|| t.get("name"))
+                                .and_then(Value::as_str)
+                                .unwrap_or("?")
+                                .to_owned()
+                        })
+                        .collect()
+                };
+                out.push(format!(
+                    "`tools` do not extend the previous request's (a tool changed, went away or \
+                     was not appended at the end): before {:?}, now {:?}",
+                    names(&prev_tools),
+                    names(&cur_tools)
+                ));
+            }
+        }
+        _ => out.push("cannot read this or the previous request".to_owned()),
     }
     out
 }

@@ -385,6 +385,58 @@ async fn a_changed_tool_set_logs_a_change_header_and_a_developer_message() {
     h.kernel.dispose().await;
 }
 
+fn named_tool(name: &'static str) -> FnTool {
+    FnTool::new(
+        name,
+        "A tool.",
+        json!({"type": "object", "properties": {}}),
+        |_ctx, _args| async move { Ok(ToolOutput::text("ok")) },
+    )
+}
+
+#[tokio::test]
+async fn a_late_tool_is_appended_after_the_declared_ones() {
+    let h = Harness::new().await;
+    h.llm.push(Script::Chunks(text("one")));
+    h.llm.push(Script::Chunks(text("two")));
+    h.llm.push(Script::Chunks(text("three")));
+    h.register_tool(named_tool("m_tool"));
+    h.register_tool(named_tool("z_tool"));
+    let agent = h.agent().await;
+    agent.followup(user("first")).unwrap();
+    idle(&agent).await;
+    // sorts before both, but arrives after the first request
+    h.register_tool(named_tool("a_late"));
+    agent.followup(user("second")).unwrap();
+    idle(&agent).await;
+    let names = |i: usize| -> Vec<String> {
+        h.llm.requests()[i]
+            .tools
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    };
+    assert_eq!(names(0), ["m_tool", "z_tool"]);
+    assert_eq!(names(1), ["m_tool", "z_tool", "a_late"]);
+    let headers = data_of(&agent, "request/header");
+    let header_names: Vec<&str> = headers[1]["header"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        header_names,
+        ["m_tool", "z_tool", "a_late"],
+        "the log declares what was sent"
+    );
+    // a third request keeps that order (nothing changed)
+    agent.followup(user("third")).unwrap();
+    idle(&agent).await;
+    assert_eq!(names(2), names(1));
+    h.kernel.dispose().await;
+}
+
 #[tokio::test]
 async fn throwing_observers_never_unbalance_turns() {
     let h = Harness::new().await;

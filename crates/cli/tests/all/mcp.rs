@@ -160,7 +160,7 @@ fn mcp_add_list_and_remove_edit_the_user_file() {
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
     assert!(
-        lines[0].starts_with(&format!("t\tready\t12 tools\tstdio\t{}", server.display())),
+        lines[0].starts_with(&format!("t\tready\t15 tools\tstdio\t{}", server.display())),
         "{text}"
     );
     assert!(
@@ -212,4 +212,212 @@ fn a_bad_project_file_is_a_usage_error_naming_the_field() {
         "{}",
         stderr(&out)
     );
+}
+
+fn tool_message(server: &dsh_testkit::MockServer, request: usize, call_id: &str) -> String {
+    request_messages(server, request)
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_else(|| panic!("no result of {call_id} in request {request}"))
+        .to_owned()
+}
+
+#[test]
+fn the_project_file_is_read_at_the_repository_root_and_resources_are_bridged() {
+    let env = Env::new();
+    std::fs::create_dir(env.work.path().join(".git")).unwrap();
+    let sub = env.work.path().join("src").join("deep");
+    std::fs::create_dir_all(&sub).unwrap();
+    write_mcp_json(&env, json!({"t": {"command": test_server()}}));
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id(
+                "call_read",
+                "read_mcp_resource",
+                r#"{"server":"t","uri":"mem://greeting"}"#,
+            )
+            .tool_call_with_id("call_list", "list_mcp_resources", "{}")
+            .reply(),
+    );
+    env.server().push(Completion::new().text("DONE").reply());
+    let out = env
+        .dsh()
+        .current_dir(&sub)
+        .args(["exec", "Read the greeting"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let first = env.server().request(0).unwrap().body_json().unwrap();
+    let names = tool_names(&first);
+    assert!(names.contains(&"mcp__t__echo".to_owned()), "{names:?}");
+    for bridge in [
+        "list_mcp_resources",
+        "list_mcp_resource_templates",
+        "read_mcp_resource",
+    ] {
+        assert!(names.contains(&bridge.to_owned()), "{bridge}: {names:?}");
+    }
+    assert_eq!(
+        tool_message(env.server(), 1, "call_read"),
+        "Hello from a resource."
+    );
+    let listed: Value = serde_json::from_str(&tool_message(env.server(), 1, "call_list")).unwrap();
+    assert_eq!(listed["resources"][0]["server"], "t");
+    assert_eq!(listed["resources"][0]["uri"], "mem://greeting");
+}
+
+#[test]
+fn no_resource_tools_without_a_server_that_offers_resources() {
+    let env = Env::new();
+    write_mcp_json(
+        &env,
+        json!({"t": {"command": test_server(), "args": ["--no-resources"]}}),
+    );
+    env.server().push(Completion::new().text("DONE").reply());
+    let out = env.exec(&["Hello"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let names = tool_names(&env.server().request(0).unwrap().body_json().unwrap());
+    assert!(names.contains(&"mcp__t__echo".to_owned()), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.contains("mcp_resource")),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn a_late_tool_is_appended_at_the_end_of_the_tools() {
+    let env = Env::new();
+    // a generous grace: the server's own tools are in the first request
+    let patch = env.patch(
+        "late.yaml",
+        &format!(
+            "plugins:\n  - id: mcp-t\n    name: mcp-client\n    config:\n      transport: stdio\n      serverName: t\n      command: {}\n      startupGraceMs: 60000\n",
+            test_server().display()
+        ),
+    );
+    // the server adds a tool and announces it; the next step waits until dsh re-listed
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id("call_add", "mcp__t__add_tool", r#"{"name":"aaa_late"}"#)
+            .reply(),
+    );
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id("call_wait", "mcp__t__wait_lists", r#"{"count":2}"#)
+            .reply(),
+    );
+    env.server().push(Completion::new().text("DONE").reply());
+    let out = env.exec(&["--patch", patch.to_str().unwrap(), "Add a tool"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "DONE\n");
+    let names = |i: usize| tool_names(&env.server().request(i).unwrap().body_json().unwrap());
+    let before = names(0);
+    assert!(before.contains(&"mcp__t__echo".to_owned()), "{before:?}");
+    assert!(!before.contains(&"mcp__t__aaa_late".to_owned()));
+    let after = names(2);
+    let mut expected = before.clone();
+    expected.push("mcp__t__aaa_late".to_owned());
+    assert_eq!(after, expected, "the late tool goes at the end");
+    // the request rules hold across the change: messages extend, tools only grow at the end
+    let violations = env.server().dsh_rule_violations();
+    assert!(violations.is_empty(), "{violations:#?}");
+}
+
+/// A patch row for the test server `name` run unconfined (its `pid` is then dsh's view).
+fn unconfined_row(name: &str) -> String {
+    format!(
+        "plugins:\n  - id: mcp-{name}\n    name: mcp-client\n    config:\n      transport: stdio\n      serverName: {name}\n      command: {}\n      sandbox: false\n",
+        test_server().display()
+    )
+}
+
+#[test]
+fn a_server_never_outlives_dsh_killed_with_sigkill() {
+    let env = Env::new();
+    let patch = env.patch("k.yaml", &unconfined_row("k"));
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id("call_pid", "mcp__k__pid", "{}")
+            .reply(),
+    );
+    // the second request never gets an answer: dsh is killed while waiting for it
+    let gate = dsh_testkit::Gate::new();
+    env.server()
+        .push(Completion::new().text("never").reply().gate_head(&gate));
+    let mut dsh = env.spawn(&["--patch", patch.to_str().unwrap(), "Report the pid"]);
+    env.server()
+        .wait_for_requests_blocking(2, std::time::Duration::from_secs(60))
+        .expect("dsh sent its second request");
+    let pid: u32 = tool_message(env.server(), 1, "call_pid").parse().unwrap();
+    assert!(!process_gone(pid), "the server runs while dsh does");
+    dsh.kill().unwrap(); // SIGKILL: no destructor, no signal handler runs
+    dsh.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !process_gone(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "MCP server {pid} outlived dsh killed with SIGKILL"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    gate.open();
+}
+
+/// Whether process `pid` is gone (or a zombie awaiting its reaper).
+fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+#[test]
+fn a_stdio_server_runs_under_the_bash_sandbox_policy() {
+    let env = Env::new();
+    write_mcp_json(&env, json!({"t": {"command": test_server()}}));
+    // outside the workspace and the temp dirs: the build's own scratch directory
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside_file = outside.path().join("escaped.txt");
+    let inside_file = env.work.path().join("inside.txt");
+    let args = |p: &std::path::Path| json!({"path": p, "text": "x"}).to_string();
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id("call_in", "mcp__t__write_file", &args(&inside_file))
+            .tool_call_with_id("call_out", "mcp__t__write_file", &args(&outside_file))
+            .reply(),
+    );
+    env.server().push(Completion::new().text("DONE").reply());
+    let out = env.exec(&["Write two files"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(inside_file.is_file(), "the workspace is writable");
+    assert!(
+        !outside_file.exists(),
+        "a write outside the workspace escaped the sandbox"
+    );
+    let refused = tool_message(env.server(), 1, "call_out");
+    assert!(
+        refused.contains("cannot write") && refused.contains("Read-only file system"),
+        "{refused}"
+    );
+
+    // the same server with the sandbox off for it (a row override) writes anywhere
+    let patch = env.patch(
+        "open.yaml",
+        &format!(
+            "plugins:\n  - id: mcp-t\n    name: mcp-client\n    config:\n      transport: stdio\n      serverName: t\n      command: {}\n      sandbox: false\n",
+            test_server().display()
+        ),
+    );
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id("call_out2", "mcp__t__write_file", &args(&outside_file))
+            .reply(),
+    );
+    env.server().push(Completion::new().text("DONE").reply());
+    let out = env.exec(&["--patch", patch.to_str().unwrap(), "Write it"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(outside_file.is_file());
 }

@@ -141,3 +141,65 @@ fn server_filesystem_reads_and_lists_through_exec() {
         .collect();
     assert_eq!(results.len(), 3);
 }
+
+#[test]
+fn server_everything_resources_through_the_bridge() {
+    let Some(pkg) = npm_package("@modelcontextprotocol/server-everything") else {
+        return;
+    };
+    let env = Env::new();
+    let entry = pkg.join("dist/index.js").display().to_string();
+    let patch = env.patch(
+        "everything.yaml",
+        &format!(
+            "plugins:\n{}",
+            row("mcp-everything", "everything", &[entry, "stdio".into()])
+        ),
+    );
+    // list, then read the first listed resource, then stop
+    env.server().set_responder(|req| {
+        let body = req.body_json().unwrap_or_default();
+        let tool_result = body["messages"]
+            .as_array()
+            .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
+            .and_then(|m| m["content"].as_str())
+            .map(str::to_owned);
+        match req.index {
+            0 => Completion::new()
+                .tool_call_with_id("c1", "list_mcp_resources", r#"{"server":"everything"}"#)
+                .reply(),
+            1 => {
+                let listed: Value = tool_result
+                    .and_then(|t| serde_json::from_str(&t).ok())
+                    .unwrap_or_default();
+                let uri = listed["resources"][0]["uri"].as_str().unwrap_or("none");
+                Completion::new()
+                    .tool_call_with_id(
+                        "c2",
+                        "read_mcp_resource",
+                        &serde_json::json!({"server": "everything", "uri": uri}).to_string(),
+                    )
+                    .reply()
+            }
+            _ => Completion::new().text("DONE").reply(),
+        }
+    });
+    let out = env.exec(&["--patch", patch.to_str().unwrap(), "Read a resource"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "DONE\n");
+    let first = env.server().request(0).unwrap().body_json().unwrap();
+    let names: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(names.contains(&"read_mcp_resource"), "{names:?}");
+    let listed: Value = serde_json::from_str(&tool_texts(&env, 1)[0]).unwrap();
+    let resources = listed["resources"].as_array().unwrap();
+    assert!(!resources.is_empty(), "{listed}");
+    assert!(resources.iter().all(|r| r["server"] == "everything"));
+    let read = &tool_texts(&env, 2)[1];
+    assert!(!read.starts_with("Error: "), "{read}");
+    assert!(!read.is_empty());
+}

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_kernel::{FiberHandle, Kernel, PluginRegistry};
-use dsh_mcp_client::{McpClientPlugin, McpServerChanged, ServerInfo};
+use dsh_mcp_client::{McpClientPlugin, McpResourcesPlugin, McpServerChanged, ServerInfo};
 use dsh_tools::{ToolRequest, ToolResult, Tools, ToolsPlugin};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -52,9 +52,19 @@ pub struct Harness {
 impl Harness {
     /// `tools` plus one `mcp-client` row per config; waits for every row's activation.
     pub async fn new(rows: Vec<Value>) -> Self {
+        Self::build(rows, false).await
+    }
+
+    /// [`Harness::new`] with the `mcp-resources` row mounted before the servers.
+    pub async fn with_resources(rows: Vec<Value>) -> Self {
+        Self::build(rows, true).await
+    }
+
+    async fn build(rows: Vec<Value>, resources: bool) -> Self {
         let mut registry = PluginRegistry::new();
         registry
             .register::<ToolsPlugin>()
+            .register::<McpResourcesPlugin>()
             .register::<McpClientPlugin>();
         let kernel = Kernel::new(registry);
         let (tx, events) = mpsc::unbounded_channel();
@@ -66,6 +76,13 @@ impl Harness {
             })
             .unwrap();
         kernel.mount("tools", json!({})).unwrap();
+        if resources {
+            let hub = kernel.mount("mcp-resources", json!({})).unwrap();
+            tokio::time::timeout(SAFETY, hub.ready())
+                .await
+                .expect("activation within the safety net")
+                .unwrap();
+        }
         let rows: Vec<FiberHandle> = rows
             .into_iter()
             .map(|r| kernel.mount("mcp-client", r).unwrap())
@@ -107,6 +124,15 @@ impl Harness {
             .into_iter()
             .map(|s| s.name)
             .filter(|n| n.starts_with("mcp__"))
+            .collect()
+    }
+
+    /// Every registered tool name.
+    pub fn names(&self) -> Vec<String> {
+        self.tools
+            .schemas(None)
+            .into_iter()
+            .map(|s| s.name)
             .collect()
     }
 

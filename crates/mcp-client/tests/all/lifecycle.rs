@@ -19,7 +19,7 @@ async fn a_slow_server_does_not_hold_activation() {
     // activation returned after the grace: the server is still starting, no tools yet
     assert_eq!(h.mcp_names(), Vec::<String>::new());
     let ready = h.wait_for(|i| i.status == Status::Ready).await;
-    assert_eq!(ready.tools, 12);
+    assert_eq!(ready.tools, 15);
     assert_eq!(
         h.ok("mcp__slow__echo", json!({"text": "late"})).await,
         "late"
@@ -37,7 +37,7 @@ async fn a_crash_mid_call_is_an_error_then_the_server_comes_back() {
     assert!(r.text().contains("closed the connection"), "{}", r.text());
     h.wait_for(|i| matches!(i.status, Status::Reconnecting { .. }))
         .await;
-    h.wait_for(|i| i.status == Status::Ready && i.tools == 12)
+    h.wait_for(|i| i.status == Status::Ready && i.tools == 15)
         .await;
     let second: u32 = h.ok("mcp__c__pid", json!({})).await.parse().unwrap();
     assert_ne!(first, second);
@@ -54,7 +54,7 @@ async fn reconnect_budget_exhausted_removes_the_tools() {
         json!({"reconnect": {"enabled": true, "maxAttempts": 0}}),
     )])
     .await;
-    assert_eq!(h.mcp_names().len(), 12);
+    assert_eq!(h.mcp_names().len(), 15);
     let r = h.call("mcp__z__crash", json!({})).await;
     assert!(r.is_error);
     let info = h.wait_for(|i| i.status == Status::Failed).await;

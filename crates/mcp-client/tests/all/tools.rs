@@ -12,7 +12,7 @@ async fn tools_are_listed_named_and_called() {
     let h = Harness::new(vec![stdio("t", &[], json!({}))]).await;
     let names = h.mcp_names();
     assert!(names.contains(&"mcp__t__echo".to_owned()), "{names:?}");
-    assert_eq!(names.len(), 12, "{names:?}");
+    assert_eq!(names.len(), 15, "{names:?}");
     // a dot is replaced and the name gets the hash; a long name is cut to 64
     let dotted = tool_name("t", "get.thing");
     assert!(dotted.starts_with("mcp__t__get_thing_") && dotted.len() == 18 + 12);
@@ -91,7 +91,7 @@ async fn list_changed_resyncs_the_tool_set() {
         h.ok("mcp__lc__add_tool", json!({"name": "fresh"})).await,
         "added"
     );
-    h.wait_for(|i| i.tools == 13).await;
+    h.wait_for(|i| i.tools == 16).await;
     assert!(h.mcp_names().contains(&"mcp__lc__fresh".to_owned()));
     assert_eq!(h.ok("mcp__lc__fresh", json!({})).await, "fresh called");
     h.dispose().await;
@@ -128,7 +128,7 @@ async fn streamable_http_lists_and_calls() {
         h.ok("mcp__web__add_tool", json!({"name": "late"})).await,
         "added"
     );
-    h.wait_for(|i| i.tools == 13).await;
+    h.wait_for(|i| i.tools == 16).await;
     assert_eq!(h.ok("mcp__web__late", json!({})).await, "late called");
     h.dispose().await;
     let _ = child.kill();

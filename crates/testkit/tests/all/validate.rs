@@ -137,7 +137,24 @@ fn dsh_rules_catch_null_content_key_order_and_non_extension() {
     assert!(v.iter().any(|s| s.contains("do not byte-extend")), "{v:?}");
     assert!(
         v.iter()
-            .any(|s| s.contains("other than `messages` changed")),
+            .any(|s| s.contains("other than `messages` and `tools` changed")),
+        "{v:?}"
+    );
+
+    // tools may grow at the end (a late tool), never change in place or move
+    let tool = |n: &str| json!({"type": "function", "function": {"name": n, "parameters": {}}});
+    let with_tools = |tools: Vec<serde_json::Value>| {
+        json!({"model": "deepseek-flash", "messages": [{"role": "user", "content": "hi"}],
+               "stream": true, "tools": tools, "max_tokens": 100})
+        .to_string()
+    };
+    let two = with_tools(vec![tool("b"), tool("c")]);
+    let appended = with_tools(vec![tool("b"), tool("c"), tool("a")]);
+    assert!(dsh_rule_violations(appended.as_bytes(), Some(two.as_bytes())).is_empty());
+    let sorted_in = with_tools(vec![tool("a"), tool("b"), tool("c")]);
+    let v = dsh_rule_violations(sorted_in.as_bytes(), Some(two.as_bytes()));
+    assert!(
+        v.iter().any(|s| s.contains("`tools` do not extend")),
         "{v:?}"
     );
 
