@@ -79,10 +79,36 @@ pub fn install_crypto_provider() {
 /// elsewhere; it is an error `HTTP_3xx`).
 pub fn build_client(timeouts: &Timeouts) -> Result<reqwest::Client, reqwest::Error> {
     install_crypto_provider();
-    reqwest::Client::builder()
+    let builder = reqwest::Client::builder()
         .connect_timeout(timeouts.connect)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
+        .redirect(reqwest::redirect::Policy::none());
+    match shared_tls() {
+        Some(tls) => builder.tls_backend_preconfigured(tls),
+        None => builder,
+    }
+    .build()
+}
+
+/// One TLS configuration for every client of the process, as reqwest would build it (the
+/// platform's verifier, TLS 1.2 and 1.3, ALPN `h2` then `http/1.1`). Building the verifier
+/// loads and parses the system's root certificates, a few ms that every route registered at
+/// start paid again; the verifier is shared instead. `None` (no provider, no roots): reqwest
+/// builds its own, and reports the problem itself.
+fn shared_tls() -> Option<rustls::ClientConfig> {
+    static TLS: std::sync::OnceLock<Option<rustls::ClientConfig>> = std::sync::OnceLock::new();
+    TLS.get_or_init(|| {
+        let provider = rustls::crypto::CryptoProvider::get_default()?.clone();
+        let verifier = rustls_platform_verifier::Verifier::new(provider.clone()).ok()?;
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .ok()?
+            .dangerous()
+            .with_custom_certificate_verifier(std::sync::Arc::new(verifier))
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Some(tls)
+    })
+    .clone()
 }
 
 /// The headers every dialect sends: `content-type: application/json`,
@@ -514,5 +540,22 @@ impl<D: Decoder> Body<D> {
             };
             self.end(FinishReason::error(f));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_client_shares_one_tls_configuration_with_http2_first() {
+        install_crypto_provider();
+        let tls = shared_tls().expect("the platform verifier loads on this machine");
+        assert_eq!(
+            tls.alpn_protocols,
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
+        let timeouts = Timeouts::default();
+        assert!(build_client(&timeouts).is_ok());
     }
 }
