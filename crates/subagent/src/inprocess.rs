@@ -299,6 +299,7 @@ impl InProcessSubagents {
             parent.id().to_owned(),
             options.cwd.clone(),
         );
+        let (started_mode, started_label) = (request.mode, request.label.clone());
         // A brand-new agent on the child's session (created as new, never "resumed").
         let agent = self
             .agents
@@ -312,6 +313,13 @@ impl InProcessSubagents {
                     // at session start), the child's first `sandbox/mode` is the delegated one.
                     setup: Some(Box::new(move |_scope, child: Arc<dyn Agent>| {
                         Box::pin(async move {
+                            // Observers hear of the child before its first event.
+                            ctx.emit(&crate::events::SubagentStarted {
+                                parent_id: parent_id.clone(),
+                                child_id: child.session().id().to_owned(),
+                                mode: started_mode,
+                                label: started_label,
+                            });
                             delegate_sandbox(&ctx, &parent_id, &child.session(), &cwd);
                             Ok(())
                         })
@@ -326,13 +334,6 @@ impl InProcessSubagents {
             })?;
         let session = agent.session();
         let child_id = session.id().to_owned();
-        // Observers hear of the child before its first event.
-        self.ctx.emit(&crate::events::SubagentStarted {
-            parent_id: parent.id().to_owned(),
-            child_id: child_id.clone(),
-            mode: request.mode,
-            label: request.label.clone(),
-        });
         let mode = if request.continuable {
             "continuable"
         } else {
