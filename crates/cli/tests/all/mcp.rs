@@ -378,8 +378,12 @@ fn process_gone(pid: u32) -> bool {
 fn a_stdio_server_runs_under_the_bash_sandbox_policy() {
     let env = Env::new();
     write_mcp_json(&env, json!({"t": {"command": test_server()}}));
-    // outside the workspace and the temp dirs: the build's own scratch directory
-    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Outside the workspace and the temp dirs (as the sandbox tests do: /var/tmp is neither; the
+    // build's scratch directory is not either when the checkout itself lives under /tmp).
+    let outside = tempfile::Builder::new()
+        .prefix("dsh-mcp-outside-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
     let outside_file = outside.path().join("escaped.txt");
     let inside_file = env.work.path().join("inside.txt");
     let args = |p: &std::path::Path| json!({"path": p, "text": "x"}).to_string();
