@@ -162,6 +162,11 @@ pub(crate) async fn open_agent(
 
 /// Runs `dsh exec`.
 pub(crate) async fn run(mut args: ExecArgs) -> Result<u8, Failure> {
+    if let Some(id) = &args.resume {
+        // Read the log while the composition starts; the store adopts the read when the file
+        // is unchanged under its lock (a custom `root` in the config just leaves it unused).
+        dsh_session_jsonl::prefetch::start(dsh_session_jsonl::default_root(), id);
+    }
     let prompt = read_prompt(&args.prompt)?;
     let cwd = working_dir(args.cwd.as_ref())?;
     args.compose.project_dir = Some(cwd.clone());

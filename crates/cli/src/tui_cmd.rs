@@ -81,6 +81,10 @@ fn init_file_logging() {
 /// Runs the TUI.
 pub(crate) async fn run(args: TuiArgs) -> Result<u8, Failure> {
     init_file_logging();
+    if let Some(id) = args.resume.as_deref().filter(|id| !id.is_empty()) {
+        // As `dsh exec --resume`: the log is read while the composition starts.
+        dsh_session_jsonl::prefetch::start(dsh_session_jsonl::default_root(), id);
+    }
     let cwd = working_dir(args.cwd.as_ref())?;
     let registry = registry();
     // Command-line settings applied over every composition (also on live reloads).

@@ -8,6 +8,7 @@
 pub mod error;
 pub mod naming;
 pub mod plugin;
+pub mod prefetch;
 pub mod repair;
 pub mod spill;
 pub mod store;

@@ -439,6 +439,21 @@ impl JsonlStore {
         Ok(())
     }
 
+    /// Reads the selected generation for a write open: the log, the kept length of a zstd
+    /// log and the bytes its tail repair recovered.
+    pub(crate) fn read_selected(
+        &self,
+        id: &str,
+        sel: &Selected,
+    ) -> Result<crate::prefetch::Read, StoreError> {
+        if sel.zstd {
+            let (d, keep, rec) = self.read_zstd(id, sel)?;
+            Ok((d, Some(keep), rec))
+        } else {
+            Ok((self.read_log(id, sel)?, None, Vec::new()))
+        }
+    }
+
     fn open_write_inner(&self, id: &str) -> Result<DecodedLog, StoreError> {
         let mut open = self.open.lock();
         if open.contains_key(id) {
@@ -450,11 +465,9 @@ impl JsonlStore {
         // Select again under the lock: a concurrent writer may have published meanwhile.
         let sel = select(&dir)?.unwrap_or(sel);
         // Writes continue in the selected encoding (format §1.4).
-        let (decoded, zstd_keep, recovered) = if sel.zstd {
-            let (d, keep, rec) = self.read_zstd(id, &sel)?;
-            (d, Some(keep), rec)
-        } else {
-            (self.read_log(id, &sel)?, None, Vec::new())
+        let (decoded, zstd_keep, recovered) = match crate::prefetch::take(&self.root, id, &sel) {
+            Some(read) => read,
+            None => self.read_selected(id, &sel)?,
         };
         let mut w = Writer::new(dir, decoded.header.clone(), sel.zstd);
         w.lock = Some(lock);

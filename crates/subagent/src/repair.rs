@@ -8,7 +8,9 @@ use std::sync::Arc;
 use dsh_agent::events::AgentSessionStart;
 use dsh_agent::hooks::{PreStep, PreStepInput};
 use dsh_kernel::{BoxError, Ctx, Next};
-use dsh_session::Sessions;
+use dsh_session::{PluginEvent, SessionLog, Sessions};
+
+use crate::outcome::SubagentCatalog;
 use parking_lot::Mutex;
 
 /// Registers the listener and the pre-step hook on `ctx`.
@@ -36,50 +38,67 @@ pub(crate) fn install(ctx: &Ctx, sessions: Arc<dyn Sessions>) -> Result<(), BoxE
 
 /// Repairs every stored descendant of `parent` left inside a turn. Failures are logged: a
 /// child that cannot be repaired now is repaired when it is itself opened.
+///
+/// Descendants are found through the `subagent/catalog` entries of each log (the parent's own,
+/// then each child's), not by listing every stored session: the catalog entry is appended to
+/// the parent before the child's first turn, so a child without one never started a turn and
+/// has nothing to repair. The cost is one read per descendant, whatever else the store holds.
 pub async fn repair_children(sessions: &dyn Sessions, parent: &str) {
-    let list = match sessions.list() {
-        Ok(l) => l,
-        Err(error) => {
-            tracing::warn!(%error, "subagent repair: cannot list sessions");
-            return;
-        }
+    let mut stack = match sessions.get(parent) {
+        Some(s) => s.with_log(catalog_children),
+        None => match sessions.read(parent) {
+            Ok(log) => catalog_children(&log),
+            Err(error) => {
+                tracing::warn!(%parent, %error, "subagent repair: unreadable parent");
+                return;
+            }
+        },
     };
-    let mut stack = vec![parent.to_owned()];
     let mut seen = HashSet::new();
-    while let Some(p) = stack.pop() {
-        if !seen.insert(p.clone()) {
+    seen.insert(parent.to_owned());
+    while let Some(child) = stack.pop() {
+        if !seen.insert(child.clone()) {
             continue;
         }
-        for child in list
-            .iter()
-            .filter(|s| s.parent_session.as_deref() == Some(p.as_str()))
-        {
-            stack.push(child.id.clone());
-            if sessions.get(&child.id).is_some() {
+        if let Some(live) = sessions.get(&child) {
+            // Open here: already repaired by its own open; its children may not be.
+            stack.extend(live.with_log(catalog_children));
+            continue;
+        }
+        let open = match sessions.read(&child) {
+            Ok(log) => {
+                stack.extend(catalog_children(&log));
+                log.tracker().open_turn().is_some()
+            }
+            Err(error) => {
+                tracing::warn!(%child, %error, "subagent repair: unreadable child");
                 continue;
             }
-            let open = match sessions.read(&child.id) {
-                Ok(log) => log.tracker().open_turn().is_some(),
-                Err(error) => {
-                    tracing::warn!(child = %child.id, %error, "subagent repair: unreadable child");
-                    continue;
+        };
+        if !open {
+            continue;
+        }
+        match sessions.open(&child) {
+            Ok(_) => {
+                if let Err(error) = sessions.close(&child).await {
+                    tracing::warn!(%child, %error, "subagent repair: close failed");
+                } else {
+                    tracing::info!(%child, "subagent repair: child log repaired");
                 }
-            };
-            if !open {
-                continue;
             }
-            match sessions.open(&child.id) {
-                Ok(_) => {
-                    if let Err(error) = sessions.close(&child.id).await {
-                        tracing::warn!(child = %child.id, %error, "subagent repair: close failed");
-                    } else {
-                        tracing::info!(child = %child.id, "subagent repair: child log repaired");
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(child = %child.id, %error, "subagent repair: cannot open child");
-                }
+            Err(error) => {
+                tracing::warn!(%child, %error, "subagent repair: cannot open child");
             }
         }
     }
+}
+
+/// The child ids of a log's `subagent/catalog` entries, in log order.
+fn catalog_children(log: &SessionLog) -> Vec<String> {
+    log.events()
+        .iter()
+        .filter(|e| e.kind() == <SubagentCatalog as PluginEvent>::TYPE)
+        .filter_map(|e| e.plugin::<SubagentCatalog>()?.ok())
+        .map(|c| c.child_id)
+        .collect()
 }

@@ -3,6 +3,7 @@
 
 mod corrupt;
 mod kernel;
+mod prefetch;
 mod prop;
 mod spill;
 mod store;
