@@ -370,6 +370,11 @@ impl InProcessSubagents {
             &catalog,
             "the child in the parent's catalog",
         );
+        // Durable before the child's first turn: crash repair finds a parent's children
+        // through these entries (`repair_children`).
+        if let Err(error) = parent.session().flush().await {
+            tracing::warn!(%error, "subagent: cannot flush the parent's catalog");
+        }
         // The sandbox plugin logs its configured mode at session start: the parent's wins.
         self.delegate_sandbox(parent.id(), &session, &options.cwd);
         let slot = match self.configure(
