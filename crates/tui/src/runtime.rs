@@ -288,6 +288,13 @@ impl Runtime {
             Feed::Status(s) => self.app.running = s == AgentStatus::Running,
             Feed::Delivered => {}
             Feed::Approval(asked) => {
+                if let Some(plan) = &asked.question.plan {
+                    let lines = self
+                        .app
+                        .transcript
+                        .show_plan(&asked.question.call_id, plan, width);
+                    self.app.inserts.extend(lines);
+                }
                 self.app
                     .approvals
                     .push_back(ApprovalPrompt::new(asked.question.clone()));

@@ -791,3 +791,66 @@ fn cost_shows_at_every_usage_chunk_and_failed_attempts_are_priced() {
     assert!(after.cost > live.cost);
     assert_eq!(t.usage.turns[&1], after);
 }
+
+/// `exit_plan_mode`'s question: the plan as markdown for the scrollback, a one-key prompt
+/// (`y` accepts, `a` means nothing, `n` asks for feedback), and the card of each outcome.
+#[test]
+fn plan_prompt_shows_the_plan_and_takes_accept_or_feedback() {
+    use dsh_approval::ApprovalAnswer;
+    use dsh_tui::app::Action;
+    let plan = "## Steps\n\n1. Replace `old` with **new**\n2. Run the tests";
+    let mut app = app(Theme::COLOR);
+    app.running = true;
+    let prompt = question("p1", "exit_plan_mode", json!({ "plan": plan }));
+    assert_eq!(prompt.question.plan.as_deref(), Some(plan));
+    let lines = dsh_tui::approval::plan_lines(plan, Theme::COLOR, 60);
+    insta::assert_snapshot!("plan_for_review", lines_terminal(lines, 60).backend());
+    app.approvals.push_back(prompt);
+    insta::assert_snapshot!("plan_prompt", draw(&app, 80, 8).backend());
+    assert!(app.key(key(KeyCode::Char('a')), 80).is_empty());
+    assert!(app.key(key(KeyCode::Char('n')), 80).is_empty());
+    for c in "also docs".chars() {
+        app.key(key(KeyCode::Char(c)), 80);
+    }
+    insta::assert_snapshot!("plan_prompt_feedback", draw(&app, 80, 8).backend());
+    assert_eq!(
+        app.key(key(KeyCode::Enter), 80),
+        [Action::Answer {
+            id: "p1".into(),
+            answer: ApprovalAnswer::Deny {
+                reason: Some("also docs".into())
+            }
+        }]
+    );
+    app.approvals
+        .push_back(question("p2", "exit_plan_mode", json!({ "plan": plan })));
+    assert_eq!(
+        app.key(key(KeyCode::Char('y')), 80),
+        [Action::Answer {
+            id: "p2".into(),
+            answer: ApprovalAnswer::AllowOnce
+        }]
+    );
+    let card = |accepted: bool, text: &str| {
+        Cell::Tool(ToolCard {
+            name: "exit_plan_mode".into(),
+            arguments: json!({ "plan": plan }).to_string(),
+            result: Some(ToolOutcome {
+                text: text.into(),
+                is_error: false,
+                error_code: None,
+                meta: Some(json!({ "accepted": accepted })),
+            }),
+        })
+        .render(Theme::COLOR, 80)
+    };
+    let mut both = card(
+        true,
+        "The user accepted the plan. Plan mode is off: carry the plan out now.",
+    );
+    both.extend(card(
+        false,
+        "The user rejected the plan. Their feedback: also docs Plan mode stays on",
+    ));
+    insta::assert_snapshot!("plan_cards", lines_terminal(both, 80).backend());
+}

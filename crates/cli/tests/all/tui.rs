@@ -22,7 +22,7 @@ struct Screen {
     closed: bool,
 }
 
-struct Tui {
+pub(crate) struct Tui {
     child: Box<dyn Child + Send + Sync>,
     master: Box<dyn MasterPty + Send>,
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
@@ -30,11 +30,17 @@ struct Tui {
 }
 
 impl Tui {
-    fn spawn(env: &Env, args: &[&str], cols: u16, rows: u16) -> Tui {
+    pub(crate) fn spawn(env: &Env, args: &[&str], cols: u16, rows: u16) -> Tui {
         Self::spawn_with(env, args, cols, rows, &[])
     }
 
-    fn spawn_with(env: &Env, args: &[&str], cols: u16, rows: u16, vars: &[(&str, &str)]) -> Tui {
+    pub(crate) fn spawn_with(
+        env: &Env,
+        args: &[&str],
+        cols: u16,
+        rows: u16,
+        vars: &[(&str, &str)],
+    ) -> Tui {
         let pty = native_pty_system();
         let pair = pty
             .openpty(PtySize {
@@ -125,13 +131,30 @@ impl Tui {
         }
     }
 
+    /// The child's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.process_id().unwrap_or(0)
+    }
+
+    /// Everything the program wrote so far, as text.
+    pub(crate) fn raw(&self) -> String {
+        self.screen.0.lock().unwrap().raw.clone()
+    }
+
+    /// The emulator's state: (cursor hidden, alternate screen).
+    pub(crate) fn modes(&self) -> (bool, bool) {
+        let st = self.screen.0.lock().unwrap();
+        let s = st.parser.screen();
+        (s.hide_cursor(), s.alternate_screen())
+    }
+
     /// The visible screen as text.
-    fn contents(&self) -> String {
+    pub(crate) fn contents(&self) -> String {
         self.screen.0.lock().unwrap().parser.screen().contents()
     }
 
     /// Waits until the visible screen satisfies `pred`; returns it.
-    fn wait_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + DEADLINE;
         let (lock, cv) = &*self.screen;
         let mut st = lock.lock().unwrap();
@@ -153,17 +176,17 @@ impl Tui {
         }
     }
 
-    fn wait_for(&self, needle: &str) -> String {
+    pub(crate) fn wait_for(&self, needle: &str) -> String {
         self.wait_screen(needle, |s| s.contains(needle))
     }
 
-    fn send(&self, keys: &str) {
+    pub(crate) fn send(&self, keys: &str) {
         let mut w = self.writer.lock().unwrap();
         w.write_all(keys.as_bytes()).unwrap();
         w.flush().unwrap();
     }
 
-    fn resize(&self, cols: u16, rows: u16) {
+    pub(crate) fn resize(&self, cols: u16, rows: u16) {
         self.screen
             .0
             .lock()
@@ -181,14 +204,14 @@ impl Tui {
             .unwrap();
     }
 
-    fn wait_exit_ok(mut self) {
+    pub(crate) fn wait_exit_ok(mut self) {
         let screen = self.contents();
         let status = wait_exit(&mut self.child, &screen);
         assert!(status.success(), "dsh exited with {status:?}");
     }
 
     /// Ctrl-D on the empty composer; waits for the exit and returns all output.
-    fn quit(mut self) -> String {
+    pub(crate) fn quit(mut self) -> String {
         self.send("\x04");
         let screen = self.contents();
         let status = wait_exit(&mut self.child, &screen);
@@ -234,7 +257,7 @@ fn nz(n: u16) -> std::num::NonZeroU16 {
     std::num::NonZeroU16::new(n).unwrap()
 }
 
-fn text_reply(text: &str) -> Reply {
+pub(crate) fn text_reply(text: &str) -> Reply {
     Completion::new()
         .text(text)
         .chars_per_delta(7)
@@ -242,7 +265,7 @@ fn text_reply(text: &str) -> Reply {
         .reply()
 }
 
-fn tool_reply(name: &str, args: &str) -> Reply {
+pub(crate) fn tool_reply(name: &str, args: &str) -> Reply {
     Completion::new()
         .tool_call(name, args)
         .usage(Usage::new(900, 20).cache_hit(500))
