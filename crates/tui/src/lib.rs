@@ -22,6 +22,7 @@ pub mod approval;
 pub mod cells;
 pub mod composer;
 pub mod highlight;
+pub mod live_agents;
 pub mod markdown;
 pub mod mentions;
 pub mod picker;

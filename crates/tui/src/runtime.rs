@@ -14,6 +14,7 @@ use dsh_llm::service::CallSettings;
 use dsh_llm::{Llm, Message, ReasoningEffort, StreamChunk};
 use dsh_session::plugin::SessionEvent;
 use dsh_session::{Event, Sessions};
+use dsh_subagent::events::{SubagentFinished, SubagentStarted};
 use futures::{FutureExt, StreamExt};
 use parking_lot::Mutex;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -37,6 +38,12 @@ enum Feed {
     Delivered,
     /// An approval question (any agent of this runtime).
     Approval(Asked),
+    /// A child of the shown agent started (`subagent/start`): its session id and label.
+    ChildStarted(String, String),
+    /// A committed event of a running child.
+    ChildEvent(Arc<str>, Arc<Event>),
+    /// A child's run ended (`subagent/end`).
+    ChildFinished(String),
 }
 
 /// `/model` and `/effort` choices, applied by the `agent/request` hook.
@@ -287,6 +294,13 @@ impl Runtime {
             }
             Feed::Status(s) => self.app.running = s == AgentStatus::Running,
             Feed::Delivered => {}
+            Feed::ChildStarted(id, label) => {
+                self.app
+                    .agents
+                    .started(&id, &label, std::time::Instant::now());
+            }
+            Feed::ChildEvent(id, ev) => self.app.agents.event(&id, &ev),
+            Feed::ChildFinished(id) => self.app.agents.finished(&id),
             Feed::Approval(asked) => {
                 if let Some(plan) = &asked.question.plan {
                     let lines = self
@@ -521,6 +535,7 @@ impl Runtime {
         if let Some(a) = self.attached.take() {
             let id = a.agent.id().to_owned();
             detach(a).await;
+            self.app.agents.clear();
             let width = Self::width(terminal);
             self.app.insert_cell(
                 &Cell::Notice {
@@ -594,9 +609,33 @@ impl Runtime {
         let mut registrations = Vec::new();
         let tx = self.tx.clone();
         let sid = id.clone();
+        // The running children of this agent, whose events feed their live cards.
+        let children: Arc<Mutex<std::collections::HashSet<String>>> = Arc::default();
+        let kids = children.clone();
         registrations.push(self.root.on::<SessionEvent>(move |e| {
             if e.session_id == sid {
                 let _ = tx.send(Feed::Session(e.event.clone()));
+            } else if kids.lock().contains(&*e.session_id) {
+                let _ = tx.send(Feed::ChildEvent(e.session_id.clone(), e.event.clone()));
+            }
+            Ok(())
+        })?);
+        let tx = self.tx.clone();
+        let sid = id.clone();
+        let kids = children.clone();
+        registrations.push(self.root.on::<SubagentStarted>(move |e| {
+            if *e.parent_id == *sid {
+                kids.lock().insert(e.child_id.clone());
+                let _ = tx.send(Feed::ChildStarted(e.child_id.clone(), e.label.clone()));
+            }
+            Ok(())
+        })?);
+        let tx = self.tx.clone();
+        let sid = id.clone();
+        registrations.push(self.root.on::<SubagentFinished>(move |e| {
+            if *e.parent_id == *sid {
+                children.lock().remove(&e.outcome.child_id);
+                let _ = tx.send(Feed::ChildFinished(e.outcome.child_id.clone()));
             }
             Ok(())
         })?);

@@ -854,3 +854,75 @@ fn plan_prompt_shows_the_plan_and_takes_accept_or_feedback() {
     ));
     insta::assert_snapshot!("plan_cards", lines_terminal(both, 80).backend());
 }
+
+/// A running sub-agent's live card: one line collapsed (label, elapsed, tools, tokens, the
+/// tool running now), its recent activity expanded (Ctrl+O), gone when it ends.
+#[test]
+fn live_subagent_card_collapsed_expanded_and_finished() {
+    let t0 = std::time::Instant::now();
+    let mut app = app(Theme::COLOR);
+    app.running = true;
+    app.agents.started("child-1", "Scan the repo", t0);
+    let msg = |text: &str| {
+        json!({"turn": 1, "step": 1,
+               "message": {"role": "assistant", "content": [{"type": "text", "text": text}],
+                           "source": {"kind": "model", "provider": "deepseek-official",
+                                      "model": "deepseek-flash"}, "id": "m1"},
+               "usage": {"inputTokens": 1200, "outputTokens": 40, "cacheReadTokens": 800},
+               "stream": []})
+    };
+    let call = |id: &str, name: &str, args: serde_json::Value| {
+        json!({"turn": 1, "step": 1, "callId": id, "name": name,
+               "arguments": args.to_string()})
+    };
+    let result = |id: &str, error: bool| {
+        json!({"turn": 1, "step": 1,
+               "message": {"role": "tool", "content": [{"type": "text", "text": "ok"}],
+                           "source": {"kind": "tool", "callId": id}, "id": format!("r{id}"),
+                           "toolCallId": id, "isError": error}})
+    };
+    let evs = [
+        event(
+            2,
+            "assistant/message",
+            msg("Looking at the layout first.\nthen more"),
+        ),
+        event(
+            3,
+            "tool/call",
+            call("c1", "glob", json!({"pattern": "**/*.rs"})),
+        ),
+        event(4, "tool/result", result("c1", false)),
+        event(
+            5,
+            "tool/call",
+            call("c2", "bash", json!({"command": "cargo test -q"})),
+        ),
+    ];
+    for e in &evs {
+        app.agents.event("child-1", e);
+    }
+    // Events of another session are not this card's.
+    app.agents.event("other", &evs[1]);
+    assert_eq!(app.agents.children()[0].tools, 2);
+    let at = |secs: u64| t0 + std::time::Duration::from_secs(secs);
+    let frame = |app: &App, width: u16, secs: u64| {
+        let mut term = Terminal::new(TestBackend::new(width, 12)).unwrap();
+        term.draw(|f| app.draw_at(f, at(secs))).unwrap();
+        term
+    };
+    insta::assert_snapshot!("live_subagent_collapsed", frame(&app, 100, 3).backend());
+    insta::assert_snapshot!("live_subagent_collapsed_40", frame(&app, 40, 75).backend());
+    // Ctrl+O expands the live cards (not the reasoning) and collapses them again.
+    let ctrl_o = KeyEvent::new(KeyCode::Char('o'), KeyModifiers::CONTROL);
+    assert!(app.key(ctrl_o, 100).is_empty());
+    assert!(app.agents.expanded);
+    app.agents
+        .event("child-1", &event(6, "tool/result", result("c2", true)));
+    insta::assert_snapshot!("live_subagent_expanded", frame(&app, 100, 9).backend());
+    app.key(ctrl_o, 100);
+    assert!(!app.agents.expanded);
+    app.agents.finished("child-1");
+    assert!(app.agents.is_empty());
+    assert!(app.agents.render(Theme::COLOR, 100, at(10)).is_empty());
+}

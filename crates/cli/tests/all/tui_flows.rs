@@ -88,3 +88,59 @@ fn in_plan_mode_the_plan_is_shown_and_accepted_before_the_edit_runs() {
     );
     assert_eq!(env.server().request_count(), 6);
 }
+
+/// A foreground sub-agent is drawn live from its own session events: one collapsed line
+/// (label, running, tool count, tokens) while it works; Ctrl+O expands it to its recent
+/// activity (its bash call); when it ends the card leaves the viewport and the parent's
+/// `subagent` card is in the scrollback.
+#[test]
+fn a_running_subagent_has_a_live_card_that_ctrl_o_expands() {
+    let env = Env::new();
+    let gate = dsh_testkit::Gate::new();
+    env.server().push_all([
+        tool_reply(
+            "subagent",
+            r#"{"description":"Scan the repo","prompt":"look around"}"#,
+        ),
+        tool_reply(
+            "bash",
+            r#"{"command":"echo child-step","description":"Step"}"#,
+        ),
+        dsh_testkit::Reply::sse().gate(&gate).bytes(
+            dsh_testkit::Completion::new()
+                .text("child found it")
+                .to_bytes(),
+        ),
+        text_reply("Parent done."),
+    ]);
+    let tui = Tui::spawn(&env, &["delegate"], 120, 40);
+    // The child's bash call is shown as it runs (`▸ bash …`), then the child waits for its
+    // next reply.
+    let screen = tui.wait_screen("the live child card, its bash done", |s| {
+        s.lines()
+            .any(|l| l.contains("⧉ Scan the repo") && l.contains("1 tool") && !l.contains("▸"))
+    });
+    let card = screen
+        .lines()
+        .find(|l| l.contains("⧉ Scan the repo"))
+        .unwrap()
+        .to_owned();
+    assert!(card.contains("running "), "{card}");
+    assert!(card.contains("900 in / 20 out"), "{card}");
+    assert!(card.contains("Ctrl+O expands"), "{card}");
+    assert!(
+        !screen.contains("● bash echo child-step"),
+        "collapsed: {screen}"
+    );
+    tui.send("\x0f");
+    let screen = tui.wait_for("    ● bash echo child-step");
+    assert!(!screen.contains("Ctrl+O expands"), "{screen}");
+    gate.open();
+    let screen = tui.wait_screen("the end of the turn", |s| {
+        s.contains("Parent done.") && !s.contains("● working")
+    });
+    assert!(!screen.contains("⧉ Scan the repo"), "{screen}");
+    assert!(screen.contains("● subagent Scan the repo"), "{screen}");
+    tui.quit();
+    assert_eq!(env.server().request_count(), 4);
+}
