@@ -162,6 +162,19 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
     }
 }
 
+/// Debug builds only, for the end-to-end test of the panic path: a prompt equal to
+/// `DSH_TUI_TEST_PANIC` panics inside the UI loop instead of being sent. Release builds have
+/// no trigger.
+#[cfg(debug_assertions)]
+fn test_panic(text: &str) {
+    if std::env::var("DSH_TUI_TEST_PANIC").is_ok_and(|t| !t.is_empty() && t == text) {
+        panic!("DSH_TUI_TEST_PANIC: the UI panicked on purpose");
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn test_panic(_: &str) {}
+
 async fn detach(a: Attached) {
     for r in a.registrations {
         r.dispose();
@@ -343,6 +356,7 @@ impl Runtime {
         let width = Self::width(terminal);
         match action {
             Action::Send(text) => {
+                test_panic(&text);
                 if let Some(a) = &self.attached {
                     a.agent.followup(Message::user_text("", text))?;
                     self.app.running = true;

@@ -41,6 +41,49 @@ impl Tui {
         rows: u16,
         vars: &[(&str, &str)],
     ) -> Tui {
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_dsh"));
+        cmd.arg("--patch");
+        cmd.arg(Self::titles_off(env));
+        cmd.args(args);
+        Self::spawn_cmd(env, cmd, cols, rows, vars)
+    }
+
+    /// `bash -c script` in the pty, with `$DSH` the binary and `$TITLES_OFF` the patch that turns
+    /// the title side request off (so `"$DSH" --patch "$TITLES_OFF" …` runs dsh as `spawn` does).
+    pub(crate) fn spawn_shell(
+        env: &Env,
+        script: &str,
+        cols: u16,
+        rows: u16,
+        vars: &[(&str, &str)],
+    ) -> Tui {
+        let mut cmd = CommandBuilder::new("bash");
+        cmd.args(["--norc", "--noprofile", "-c", script]);
+        let titles = Self::titles_off(env);
+        let mut all: Vec<(&str, &str)> = vec![
+            ("DSH", env!("CARGO_BIN_EXE_dsh")),
+            ("TITLES_OFF", titles.to_str().unwrap()),
+        ];
+        all.extend_from_slice(vars);
+        Self::spawn_cmd(env, cmd, cols, rows, &all)
+    }
+
+    /// The scripted replies are served in order; the TUI's model-title side request would take
+    /// one of them, so these tests turn it off (titles are tested in `titles`).
+    fn titles_off(env: &Env) -> std::path::PathBuf {
+        env.patch(
+            "titles-off.yaml",
+            "plugins:\n  - id: session-title\n    name: session-title\n    config:\n      llm: false\n",
+        )
+    }
+
+    fn spawn_cmd(
+        env: &Env,
+        mut cmd: CommandBuilder,
+        cols: u16,
+        rows: u16,
+        vars: &[(&str, &str)],
+    ) -> Tui {
         let pty = native_pty_system();
         let pair = pty
             .openpty(PtySize {
@@ -50,16 +93,6 @@ impl Tui {
                 pixel_height: 0,
             })
             .unwrap();
-        // The scripted replies are served in order; the TUI's model-title side request would
-        // take one of them, so these tests turn it off (titles are tested in `titles`).
-        let titles_off = env.patch(
-            "titles-off.yaml",
-            "plugins:\n  - id: session-title\n    name: session-title\n    config:\n      llm: false\n",
-        );
-        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_dsh"));
-        cmd.arg("--patch");
-        cmd.arg(&titles_off);
-        cmd.args(args);
         cmd.env_clear();
         cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
         cmd.env("HOME", env.home.path());
@@ -131,21 +164,22 @@ impl Tui {
         }
     }
 
-    /// The child's process id.
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.process_id().unwrap_or(0)
-    }
-
     /// Everything the program wrote so far, as text.
     pub(crate) fn raw(&self) -> String {
         self.screen.0.lock().unwrap().raw.clone()
     }
 
-    /// The emulator's state: (cursor hidden, alternate screen).
-    pub(crate) fn modes(&self) -> (bool, bool) {
+    /// The emulator's modes: (cursor hidden, alternate screen, bracketed paste).
+    pub(crate) fn modes(&self) -> (bool, bool, bool) {
         let st = self.screen.0.lock().unwrap();
         let s = st.parser.screen();
-        (s.hide_cursor(), s.alternate_screen())
+        (s.hide_cursor(), s.alternate_screen(), s.bracketed_paste())
+    }
+
+    /// Waits for the program's exit; returns its status.
+    pub(crate) fn wait_exit(&mut self) -> portable_pty::ExitStatus {
+        let screen = self.contents();
+        wait_exit(&mut self.child, &screen)
     }
 
     /// The visible screen as text.

@@ -144,3 +144,108 @@ fn a_running_subagent_has_a_live_card_that_ctrl_o_expands() {
     tui.quit();
     assert_eq!(env.server().request_count(), 4);
 }
+
+/// The words `stty -a` prints for the line discipline's canonical mode and echo.
+const TTY_MODES: &str = "stty -a | tr ' ;' '\\n\\n' | grep -xE -- '-?(icanon|echo)' | tr '\\n' ' '";
+
+/// Ctrl-Z under a job-control shell: the TUI restores the terminal (cursor shown, bracketed
+/// paste off, canonical mode and echo back on) and stops with SIGTSTP (the shell's `jobs -l`
+/// says so); `fg` continues it (SIGCONT), it redraws and the composer text survives.
+#[test]
+fn ctrl_z_restores_the_terminal_and_sigcont_resumes_with_the_composer_text() {
+    let env = Env::new();
+    env.server().push(text_reply("Resumed fine."));
+    let script = format!(
+        "set -m; \"$DSH\" --patch \"$TITLES_OFF\"; echo \"dsh stopped: $?\"; jobs -l; \
+         echo \"tty: $({TTY_MODES})\"; read -r _; fg; echo \"dsh ended: $?\"; read -r _"
+    );
+    let tui = Tui::spawn_shell(&env, &script, 100, 30, &[]);
+    tui.wait_for("Ask dsh anything");
+    let (hidden, alt, paste) = tui.modes();
+    assert!(hidden && !alt && paste, "the TUI's own modes are on");
+    tui.send("half typed");
+    tui.wait_for("› half typed");
+    tui.send("\x1a");
+    let screen = tui.wait_screen("the shell's report of the stop", |s| {
+        s.contains("dsh stopped: 148") && s.contains("tty: ")
+    });
+    assert!(screen.contains("Stopped"), "{screen}");
+    let tty = screen
+        .lines()
+        .find(|l| l.starts_with("tty: "))
+        .unwrap()
+        .to_owned();
+    assert_eq!(tty.trim_end(), "tty: icanon echo", "{screen}");
+    let (hidden, alt, paste) = tui.modes();
+    assert!(!hidden, "the cursor is shown while stopped");
+    assert!(!alt, "no alternate screen");
+    assert!(!paste, "bracketed paste is off while stopped");
+    // `fg` sends SIGCONT: the TUI takes the terminal back and redraws with the composer text.
+    tui.send("\r");
+    tui.wait_screen("the redraw after SIGCONT", |s| {
+        s.contains("› half typed") && s.contains("deepseek-flash")
+    });
+    assert!(tui.modes().0, "the cursor is hidden again");
+    tui.send(" and sent\r");
+    tui.wait_screen("the answer", |s| {
+        s.contains("Resumed fine.") && !s.contains("● working")
+    });
+    tui.send("\x04");
+    tui.wait_for("dsh ended: 0");
+    let messages = request_messages(env.server(), 0);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["content"].to_string().contains("half typed and sent")),
+        "{messages:#?}"
+    );
+}
+
+/// A panic inside the UI loop (the debug-build trigger `DSH_TUI_TEST_PANIC`): the terminal is
+/// restored (cursor shown, no alternate screen, bracketed paste off, canonical mode and echo),
+/// the message names the panic, and the session log is intact: `--continue` shows its history.
+#[test]
+fn a_panic_in_the_ui_restores_the_terminal_and_keeps_the_session_resumable() {
+    let env = Env::new();
+    env.server().push(text_reply("Before the panic."));
+    let script = format!(
+        "\"$DSH\" --patch \"$TITLES_OFF\"; echo \"dsh exited: $?\"; \
+         echo \"tty: $({TTY_MODES})\"; read -r _"
+    );
+    let mut tui = Tui::spawn_shell(&env, &script, 100, 30, &[("DSH_TUI_TEST_PANIC", "boom")]);
+    tui.wait_for("Ask dsh anything");
+    tui.send("first question\r");
+    tui.wait_screen("the first answer", |s| {
+        s.contains("Before the panic.") && !s.contains("● working")
+    });
+    tui.send("boom\r");
+    let screen = tui.wait_screen("the shell after the panic", |s| s.contains("tty: "));
+    assert!(screen.contains("dsh exited: 1"), "{screen}");
+    let raw = tui.raw();
+    assert!(
+        raw.contains("the terminal UI panicked: DSH_TUI_TEST_PANIC: the UI panicked on purpose"),
+        "{screen}"
+    );
+    let tty = screen
+        .lines()
+        .find(|l| l.starts_with("tty: "))
+        .unwrap()
+        .to_owned();
+    assert_eq!(tty.trim_end(), "tty: icanon echo", "{screen}");
+    let (hidden, alt, paste) = tui.modes();
+    assert!(!hidden && !alt && !paste, "restored: {screen}");
+    tui.send("\r");
+    assert!(tui.wait_exit().success());
+    // Nothing was sent for the panicking prompt, and the log resumes whole.
+    assert_eq!(env.server().request_count(), 1);
+    env.server().push(text_reply("After the panic."));
+    let tui = Tui::spawn(&env, &["--continue"], 100, 30);
+    tui.wait_screen("the resumed history", |s| {
+        s.contains("› first question") && s.contains("Before the panic.")
+    });
+    tui.send("again\r");
+    tui.wait_screen("an answer in the resumed session", |s| {
+        s.contains("After the panic.") && !s.contains("● working")
+    });
+    tui.quit();
+}
