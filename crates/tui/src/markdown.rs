@@ -39,6 +39,9 @@ pub struct MarkdownStream {
     scan: usize,
     /// The open fence: its character and length.
     fence: Option<(char, usize)>,
+    /// A fence open inside the open block (in a list item or a quote): the block stays open
+    /// until it closes (blank lines in it do not end the block).
+    nested: Option<(char, usize)>,
 }
 
 impl MarkdownStream {
@@ -74,7 +77,23 @@ impl MarkdownStream {
             self.block_start = line_end;
             return;
         }
+        if let Some((c, n)) = self.nested {
+            if is_fence_close(strip_container(line), c, n) {
+                self.nested = None;
+            }
+            return;
+        }
         let block_empty = self.buf[self.block_start..self.scan].trim().is_empty();
+        // A fence inside a container (on an item's or a quote's line, or indented under an
+        // open list or quote) belongs to that block.
+        let in_container = !block_empty && is_container(&self.buf[self.block_start..self.scan]);
+        let inner = strip_container(line);
+        if (inner.len() < line.trim_start().len() || (in_container && line.starts_with(' ')))
+            && let Some((c, n, _)) = fence_open(inner.trim_start())
+        {
+            self.nested = Some((c, n));
+            return;
+        }
         if let Some((c, n, info)) = fence_open(line) {
             if !block_empty {
                 out.push(Piece::Block(
@@ -125,6 +144,7 @@ impl MarkdownStream {
         let mut out = Vec::new();
         let tail = std::mem::take(&mut self.buf);
         let rest = &tail[self.block_start..];
+        self.nested = None;
         if self.fence.take().is_some() {
             if !rest.is_empty() {
                 out.push(Piece::Code(rest.trim_end_matches(['\n', '\r']).to_owned()));
@@ -157,6 +177,45 @@ fn fence_open(line: &str) -> Option<(char, usize, &str)> {
         return None;
     }
     Some((c, n, info))
+}
+
+/// `line` without its leading container markers: indentation, `>` quote marks, list markers
+/// (`-`, `*`, `+`, `1.`, `1)`) followed by a space.
+fn strip_container(line: &str) -> &str {
+    let mut rest = line.trim_start();
+    loop {
+        if let Some(r) = rest.strip_prefix('>') {
+            rest = r.trim_start();
+            continue;
+        }
+        if let Some(r) = list_marker(rest) {
+            rest = r.trim_start();
+            continue;
+        }
+        return rest;
+    }
+}
+
+/// The text after a list marker and its space, when `s` starts with one.
+fn list_marker(s: &str) -> Option<&str> {
+    if let Some(r) = s.strip_prefix(['-', '*', '+'])
+        && r.starts_with(' ')
+    {
+        return Some(r);
+    }
+    let digits = s.chars().take_while(char::is_ascii_digit).count();
+    if digits == 0 || digits > 9 {
+        return None;
+    }
+    let r = s[digits..].strip_prefix(['.', ')'])?;
+    r.starts_with(' ').then_some(r)
+}
+
+/// Whether the block `text` is a list or a quote (its first line starts with a marker).
+fn is_container(text: &str) -> bool {
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let t = first.trim_start();
+    t.starts_with('>') || list_marker(t).is_some()
 }
 
 fn is_fence_close(line: &str, c: char, n: usize) -> bool {
@@ -303,6 +362,10 @@ struct Renderer {
     lists: Vec<Option<u64>>,
     quote: usize,
     in_code: bool,
+    /// The text of the open code block (emitted line by line at its end).
+    code_text: String,
+    /// The open code block's highlighter (a fenced block of a known language).
+    code: Option<CodeHighlighter>,
     link: Option<String>,
     table: Option<Table>,
     blocks: usize,
@@ -329,6 +392,8 @@ impl Renderer {
             lists: Vec::new(),
             quote: 0,
             in_code: false,
+            code_text: String::new(),
+            code: None,
             link: None,
             table: None,
             blocks: 0,
@@ -366,25 +431,41 @@ impl Renderer {
             return;
         }
         if self.in_code {
-            for (i, l) in t.split('\n').enumerate() {
-                if i > 0 {
-                    self.flush();
-                }
-                if !l.is_empty() || i == 0 {
-                    if self.cur.is_empty() {
-                        self.cur.extend(self.prefix());
-                        self.cur.push(Span::raw("  "));
-                    }
-                    self.cur
-                        .push(Span::styled(l.replace('\t', "    "), self.theme.code()));
-                }
-            }
+            self.code_text.push_str(t);
             return;
         }
         if self.cur.is_empty() {
             self.cur.extend(self.prefix());
         }
         self.cur.push(Span::styled(t.to_owned(), self.style()));
+    }
+
+    /// The indentation of the open list item's content (none outside lists).
+    fn item_pad(&self) -> String {
+        if self.lists.is_empty() {
+            String::new()
+        } else {
+            " ".repeat(usize::from(self.indent))
+        }
+    }
+
+    /// The lines of the code block that just ended: quote marks, the list item's indentation,
+    /// then the code (highlighted when its language is known).
+    fn code_lines(&mut self) {
+        let text = std::mem::take(&mut self.code_text);
+        let mut code = self.code.take();
+        let body = text.strip_suffix('\n').unwrap_or(&text);
+        let pad = self.item_pad();
+        let hang = u16::try_from(pad.len() + 2).unwrap_or(u16::MAX);
+        for l in body.split('\n') {
+            let mut spans = self.prefix();
+            spans.push(Span::raw(format!("{pad}  ")));
+            match &mut code {
+                Some(h) => spans.extend(h.line(l, self.theme)),
+                None => spans.push(Span::styled(l.replace('\t', "    "), self.theme.code())),
+            }
+            self.lines.push((Line::from(spans), hang));
+        }
     }
 
     fn block_gap(&mut self) {
@@ -464,9 +545,14 @@ impl Renderer {
                     CodeBlockKind::Indented => String::new(),
                 };
                 let mut p = self.prefix();
+                p.push(Span::raw(self.item_pad()));
                 p.push(code_header(&info, self.theme).spans.remove(0));
                 self.lines.push((Line::from(p), 0));
                 self.in_code = true;
+                self.code_text.clear();
+                // Nested in a list item or a quote, a fenced block is highlighted as a
+                // top-level one is.
+                self.code = CodeHighlighter::for_info(&info);
             }
             Tag::List(start) => {
                 if self.lists.is_empty() {
@@ -543,6 +629,7 @@ impl Renderer {
             TagEnd::CodeBlock => {
                 self.flush();
                 self.in_code = false;
+                self.code_lines();
             }
             TagEnd::List(_) => {
                 self.flush();

@@ -926,3 +926,31 @@ fn live_subagent_card_collapsed_expanded_and_finished() {
     assert!(app.agents.is_empty());
     assert!(app.agents.render(Theme::COLOR, 100, at(10)).is_empty());
 }
+
+/// Fenced code nested in a block quote or a list item is highlighted like top-level code
+/// (quote marks and the item's indentation kept), streamed or whole.
+#[test]
+fn nested_fenced_code_is_highlighted() {
+    let text = "> Quoted:\n>\n> ```rust\n> fn one() -> u32 { 1 }\n> ```\n\n1. Run it:\n   ```sh\n   echo hi # greet\n\n   echo bye\n   ```\n2. ```python\n   def f(): return 'x'\n   ```\n\n- ```nosuchlang\n  plain words\n  ```\n\nAfter.\n";
+    let whole = dsh_tui::markdown::render_all(text, Theme::COLOR, 60);
+    insta::assert_snapshot!("nested_code_highlighted", spans_with_colours(&whole));
+    insta::assert_snapshot!("nested_code_layout", lines_terminal(whole.clone(), 60).backend());
+    let shown = spans_with_colours(&whole);
+    // `fn` (storage) cyan, the function name blue, the number yellow, in the quote.
+    assert!(shown.contains("\"fn\" Cyan"), "{shown}");
+    assert!(shown.contains("\"1\" Yellow"), "{shown}");
+    let mut stream = dsh_tui::markdown::MarkdownStream::new();
+    let mut r = dsh_tui::markdown::PieceRenderer::new(Theme::COLOR, 60);
+    let mut streamed = Vec::new();
+    let chars: Vec<char> = text.chars().collect();
+    for chunk in chars.chunks(3) {
+        let s: String = chunk.iter().collect();
+        for p in stream.push(&s) {
+            streamed.extend(r.piece(&p));
+        }
+    }
+    for p in stream.finish() {
+        streamed.extend(r.piece(&p));
+    }
+    assert_eq!(spans_with_colours(&streamed), shown);
+}
