@@ -87,6 +87,16 @@ fn in_plan_mode_the_plan_is_shown_and_accepted_before_the_edit_runs() {
         tool_text(4)
     );
     assert_eq!(env.server().request_count(), 6);
+    // Resumed, the plans come from the logged calls, each before its card.
+    let tui = Tui::spawn(&env, &["--continue"], 100, 60);
+    let screen = tui.wait_screen("the resumed plans", |s| {
+        s.contains("plan accepted · plan mode is off") && s.contains("DONE editing.")
+    });
+    assert_eq!(screen.matches("▌ plan for review").count(), 2, "{screen}");
+    let plan = screen.rfind("2. Read it back").unwrap();
+    let card = screen.find("plan accepted · plan mode is off").unwrap();
+    assert!(plan < card, "{screen}");
+    tui.quit();
 }
 
 /// A foreground sub-agent is drawn live from its own session events: one collapsed line
