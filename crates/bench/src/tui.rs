@@ -255,6 +255,94 @@ fn stream(dsh: &std::path::Path, bytes: usize) -> Result<f64> {
     Ok((at - start).as_secs_f64() * 1e3)
 }
 
+/// A foreground sub-agent's live card: prompt to the card showing the child's finished bash
+/// call (two model round trips and a bash run included), then Ctrl+O to the expanded card.
+fn live_card(dsh: &std::path::Path) -> Result<(f64, f64)> {
+    let world = World::new()?;
+    let gate = dsh_testkit::Gate::new();
+    world.server.push_all([
+        Completion::new()
+            .tool_call(
+                "subagent",
+                r#"{"description":"Scan the repo","prompt":"look around"}"#,
+            )
+            .usage(Usage::new(1000, 20))
+            .reply(),
+        Completion::new()
+            .tool_call(
+                "bash",
+                r#"{"command":"echo child-step","description":"Step"}"#,
+            )
+            .usage(Usage::new(1000, 20))
+            .reply(),
+        dsh_testkit::Reply::sse()
+            .gate(&gate)
+            .bytes(Completion::new().text("child found it").to_bytes()),
+        Completion::new()
+            .text("Parent done.")
+            .usage(Usage::new(1000, 20))
+            .reply(),
+    ]);
+    let pty = Pty::spawn(dsh, &world, &[])?;
+    pty.wait("the first frame", |s| s.contains("Ask dsh anything"))?;
+    let start = pty.send("delegate\r")?;
+    let card = pty.wait("the live card", |s| {
+        s.lines()
+            .any(|l| l.contains("⧉ Scan the repo") && l.contains("1 tool") && !l.contains('▸'))
+    })?;
+    let sent = pty.send("\x0f")?;
+    let expanded = pty.wait("the expanded card", |s| {
+        s.contains("    ● bash echo child-step")
+    })?;
+    gate.open();
+    pty.wait("the end of the turn", |s| {
+        s.contains("Parent done.") && idle(s)
+    })?;
+    pty.quit()?;
+    Ok((
+        (card - start).as_secs_f64() * 1e3,
+        (expanded - sent).as_secs_f64() * 1e3,
+    ))
+}
+
+/// Plan mode: prompt to the plan's accept prompt on screen (one model round trip), then `y` to
+/// the accepted card.
+fn plan_prompt(dsh: &std::path::Path) -> Result<(f64, f64)> {
+    let world = World::new()?;
+    world.server.push_all([
+        Completion::new()
+            .tool_call(
+                "exit_plan_mode",
+                &serde_json::json!({"plan": "## Steps\n\n1. Read the code\n2. Change it"})
+                    .to_string(),
+            )
+            .usage(Usage::new(1000, 20))
+            .reply(),
+        Completion::new()
+            .text("Carrying it out.")
+            .usage(Usage::new(1000, 20))
+            .reply(),
+    ]);
+    let pty = Pty::spawn(dsh, &world, &[])?;
+    pty.wait("the first frame", |s| s.contains("Ask dsh anything"))?;
+    pty.send("\x1b[Z")?;
+    pty.wait("plan mode on", |s| s.contains("◇ plan mode on"))?;
+    let start = pty.send("plan it\r")?;
+    let asked = pty.wait("the plan prompt", |s| {
+        s.contains("⚠ accept this plan?") && s.contains("2. Change it")
+    })?;
+    let sent = pty.send("y")?;
+    let accepted = pty.wait("the accepted plan", |s| s.contains("plan accepted"))?;
+    pty.wait("the end of the turn", |s| {
+        s.contains("Carrying it out.") && idle(s)
+    })?;
+    pty.quit()?;
+    Ok((
+        (asked - start).as_secs_f64() * 1e3,
+        (accepted - sent).as_secs_f64() * 1e3,
+    ))
+}
+
 /// The TUI rows.
 pub fn rows(
     dsh: &std::path::Path,
@@ -361,5 +449,31 @@ pub fn rows(
         &format!("{ratio:.2}"),
         ratio < 3.0,
     );
+
+    let (mut card, mut expand) = (Vec::new(), Vec::new());
+    let (mut asked, mut accepted) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let (c, e) = live_card(dsh)?;
+        card.push(c);
+        expand.push(e);
+        let (a, y) = plan_prompt(dsh)?;
+        asked.push(a);
+        accepted.push(y);
+    }
+    g.info(
+        "sub-agent live card: prompt to the child's finished call on it",
+        &card,
+        "ms",
+        0,
+    );
+    g.limit(
+        "sub-agent live card: Ctrl+O to the expanded card",
+        &expand,
+        "ms",
+        2,
+        16.0,
+    );
+    g.info("plan mode: prompt to the accept prompt", &asked, "ms", 0);
+    g.info("plan mode: y to the accepted card", &accepted, "ms", 1);
     Ok(())
 }

@@ -181,6 +181,8 @@ pub struct App {
     search: Option<usize>,
     /// Slash commands plugins expand (custom commands, skills): `(/name, help)`, sent as prompts.
     pub extra_commands: Vec<(String, String)>,
+    /// The running sub-agents of the shown agent (live cards; Ctrl+O expands them).
+    pub agents: crate::live_agents::LiveAgents,
 }
 
 impl std::fmt::Debug for App {
@@ -215,6 +217,7 @@ impl App {
             quit_armed: false,
             search: None,
             extra_commands: Vec::new(),
+            agents: crate::live_agents::LiveAgents::default(),
         }
     }
 
@@ -322,6 +325,10 @@ impl App {
             KeyCode::Char('d') if ctrl && self.composer.is_empty() => vec![Action::Quit],
             KeyCode::Char('z') if ctrl => vec![Action::Suspend],
             KeyCode::Char('o') if ctrl => {
+                // With live sub-agent cards, Ctrl+O expands or collapses them.
+                if self.agents.toggle() {
+                    return Vec::new();
+                }
                 if let Some(text) = self.transcript.last_reasoning.clone() {
                     self.insert_cell(
                         &Cell::Reasoning {
@@ -654,6 +661,11 @@ impl App {
 
     /// Draws the viewport: live region, popups, pending steers, composer and status line.
     pub fn draw(&self, frame: &mut Frame<'_>) {
+        self.draw_at(frame, std::time::Instant::now());
+    }
+
+    /// Draws the viewport with the live cards' clocks read at `now` (tests pass a fixed one).
+    pub fn draw_at(&self, frame: &mut Frame<'_>, now: std::time::Instant) {
         let area = frame.area();
         let width = area.width;
         let theme = self.theme;
@@ -734,7 +746,8 @@ impl App {
             Constraint::Length(1),
         ])
         .areas(area);
-        let live = self.transcript.live_lines(width);
+        let mut live = self.transcript.live_lines(width);
+        live.extend(self.agents.render(theme, width, now));
         let skip = live.len().saturating_sub(usize::from(live_h));
         let live: Vec<Line<'static>> = live.into_iter().skip(skip).collect();
         // Bottom-aligned: the newest line sits right above the composer.

@@ -32,6 +32,11 @@ pub struct Question {
     pub reason: String,
     /// What the call does: the command of `bash`, the path of a file tool, else the arguments.
     pub subject: String,
+    /// The tool call the question is about.
+    pub call_id: String,
+    /// The plan (markdown) when the question is `exit_plan_mode`'s: accept it, or reject it
+    /// with feedback for the model.
+    pub plan: Option<String>,
 }
 
 impl Question {
@@ -42,8 +47,26 @@ impl Question {
             tool_name: request.tool_name.clone(),
             reason: request.reason.clone(),
             subject: subject(&request.tool_name, &request.arguments),
+            call_id: request.call_id.clone(),
+            plan: (request.tool_name == PLAN_TOOL)
+                .then(|| request.arguments.get("plan").and_then(|p| p.as_str()))
+                .flatten()
+                .map(str::to_owned),
         }
     }
+}
+
+/// The plan-mode tool whose question is a plan to accept.
+pub const PLAN_TOOL: &str = "exit_plan_mode";
+
+/// The lines of a plan shown for review: a heading, then the plan as markdown.
+pub fn plan_lines(plan: &str, theme: Theme, width: u16) -> Vec<Line<'static>> {
+    let mut out = vec![Line::from(Span::styled(
+        "▌ plan for review",
+        theme.heading(),
+    ))];
+    out.extend(crate::markdown::render_all(&sanitize(plan), theme, width));
+    out
 }
 
 /// The command of `bash`, the path of a file tool, else the arguments as compact JSON.
@@ -111,6 +134,8 @@ impl ApprovalPrompt {
                 KeyCode::Char('y' | 'Y') | KeyCode::Enter => {
                     PromptKey::Answered(ApprovalAnswer::AllowOnce)
                 }
+                // A plan is accepted once; there is no rule to store.
+                KeyCode::Char('a' | 'A') if self.question.plan.is_some() => PromptKey::Handled,
                 KeyCode::Char('a' | 'A') => PromptKey::Answered(ApprovalAnswer::AllowAlways),
                 KeyCode::Char('n' | 'N') => {
                     self.mode = PromptMode::Reason(String::new());
@@ -153,6 +178,9 @@ impl ApprovalPrompt {
 
     /// The prompt's lines (`waiting`: further questions queued behind it).
     pub fn render(&self, theme: Theme, width: u16, waiting: usize) -> Vec<Line<'static>> {
+        if self.question.plan.is_some() {
+            return self.render_plan(theme, width, waiting);
+        }
         let w = usize::from(width);
         let q = &self.question;
         let mut out = vec![
@@ -200,6 +228,55 @@ impl ApprovalPrompt {
                 ]));
                 out.push(Line::from(Span::styled(
                     format!("  Enter denies (the reason is optional) · Esc back{more}"),
+                    theme.dim(),
+                )));
+            }
+        }
+        out
+    }
+}
+
+impl ApprovalPrompt {
+    /// The prompt of a plan (the plan itself is printed above it, into the scrollback).
+    fn render_plan(&self, theme: Theme, width: u16, waiting: usize) -> Vec<Line<'static>> {
+        let w = usize::from(width);
+        let more = if waiting > 0 {
+            format!(" · {waiting} more waiting")
+        } else {
+            String::new()
+        };
+        let mut out = vec![Line::from(vec![
+            Span::styled("⚠ accept this plan? ", theme.warn()),
+            Span::styled(
+                wrap::truncate(
+                    "the plan is above; accepting ends plan mode",
+                    w.saturating_sub(20),
+                ),
+                theme.dim(),
+            ),
+        ])];
+        match &self.mode {
+            PromptMode::Choose => out.push(Line::from(vec![
+                Span::styled("  y", theme.heading()),
+                Span::raw(" accept  "),
+                Span::styled("n", theme.heading()),
+                Span::raw(" reject with feedback"),
+                Span::styled(format!("{more} · Esc interrupts"), theme.dim()),
+            ])),
+            PromptMode::Reason(text) => {
+                let head = "  reject · feedback for the model › ";
+                let room = w.saturating_sub(head.chars().count() + 1);
+                let shown: String = {
+                    let chars: Vec<char> = text.chars().collect();
+                    chars[chars.len().saturating_sub(room)..].iter().collect()
+                };
+                out.push(Line::from(vec![
+                    Span::styled(head, theme.warn()),
+                    Span::raw(shown),
+                    Span::styled("▏", theme.dim()),
+                ]));
+                out.push(Line::from(Span::styled(
+                    format!("  Enter rejects (plan mode stays on) · Esc back{more}"),
                     theme.dim(),
                 )));
             }

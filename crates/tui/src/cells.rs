@@ -182,6 +182,7 @@ impl ToolCard {
             "edit" => self.edit(&args, theme),
             "write" => self.write(&args, theme),
             "read" | "grep" | "glob" => (self.summary(&args), Vec::new()),
+            crate::approval::PLAN_TOOL => self.plan(theme),
             _ if crate::subagent_card::is_subagent(self) => {
                 crate::subagent_card::render(self, &args, theme)
             }
@@ -207,6 +208,30 @@ impl ToolCard {
             lines.append(&mut body);
         }
         wrap::wrap(lines, width, 4)
+    }
+
+    /// `exit_plan_mode`: what became of the plan (the plan itself is printed above the card).
+    fn plan(&self, theme: Theme) -> (String, Vec<Line<'static>>) {
+        let Some(r) = &self.result else {
+            return ("plan submitted".into(), Vec::new());
+        };
+        let accepted = r
+            .meta
+            .as_ref()
+            .and_then(|m| m.get("accepted"))
+            .and_then(Value::as_bool)
+            == Some(true);
+        let subject = if accepted {
+            "plan accepted · plan mode is off"
+        } else {
+            "plan not accepted · plan mode stays on"
+        };
+        let first = r.text.lines().next().unwrap_or("");
+        let body = vec![Line::from(Span::styled(
+            format!("    {}", sanitize(first)),
+            theme.dim(),
+        ))];
+        (subject.into(), body)
     }
 
     fn bash(&self, args: &Value, theme: Theme, width: usize) -> (String, Vec<Line<'static>>) {

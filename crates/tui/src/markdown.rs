@@ -8,6 +8,7 @@
 //! the answer (a single paragraph or list without blank lines is the exception: it stays the open
 //! block until it ends).
 
+use crate::fence::{fence_open, is_container, is_fence_close, strip_container};
 use crate::highlight::CodeHighlighter;
 use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use ratatui::style::{Modifier, Style};
@@ -39,6 +40,9 @@ pub struct MarkdownStream {
     scan: usize,
     /// The open fence: its character and length.
     fence: Option<(char, usize)>,
+    /// A fence open inside the open block (in a list item or a quote): the block stays open
+    /// until it closes (blank lines in it do not end the block).
+    nested: Option<(char, usize)>,
 }
 
 impl MarkdownStream {
@@ -74,7 +78,23 @@ impl MarkdownStream {
             self.block_start = line_end;
             return;
         }
+        if let Some((c, n)) = self.nested {
+            if is_fence_close(strip_container(line), c, n) {
+                self.nested = None;
+            }
+            return;
+        }
         let block_empty = self.buf[self.block_start..self.scan].trim().is_empty();
+        // A fence inside a container (on an item's or a quote's line, or indented under an
+        // open list or quote) belongs to that block.
+        let in_container = !block_empty && is_container(&self.buf[self.block_start..self.scan]);
+        let inner = strip_container(line);
+        if (inner.len() < line.trim_start().len() || (in_container && line.starts_with(' ')))
+            && let Some((c, n, _)) = fence_open(inner.trim_start())
+        {
+            self.nested = Some((c, n));
+            return;
+        }
         if let Some((c, n, info)) = fence_open(line) {
             if !block_empty {
                 out.push(Piece::Block(
@@ -125,6 +145,7 @@ impl MarkdownStream {
         let mut out = Vec::new();
         let tail = std::mem::take(&mut self.buf);
         let rest = &tail[self.block_start..];
+        self.nested = None;
         if self.fence.take().is_some() {
             if !rest.is_empty() {
                 out.push(Piece::Code(rest.trim_end_matches(['\n', '\r']).to_owned()));
@@ -137,31 +158,6 @@ impl MarkdownStream {
         self.scan = 0;
         out
     }
-}
-
-fn fence_open(line: &str) -> Option<(char, usize, &str)> {
-    let t = line.trim_start();
-    if line.len() - t.len() > 3 {
-        return None;
-    }
-    let c = t.chars().next()?;
-    if c != '`' && c != '~' {
-        return None;
-    }
-    let n = t.chars().take_while(|&x| x == c).count();
-    if n < 3 {
-        return None;
-    }
-    let info = t[n..].trim();
-    if c == '`' && info.contains('`') {
-        return None;
-    }
-    Some((c, n, info))
-}
-
-fn is_fence_close(line: &str, c: char, n: usize) -> bool {
-    let t = line.trim();
-    t.len() >= n && t.chars().all(|x| x == c)
 }
 
 /// Renders a sequence of pieces to wrapped lines (blank lines between top-level blocks).
@@ -303,6 +299,10 @@ struct Renderer {
     lists: Vec<Option<u64>>,
     quote: usize,
     in_code: bool,
+    /// The text of the open code block (emitted line by line at its end).
+    code_text: String,
+    /// The open code block's highlighter (a fenced block of a known language).
+    code: Option<CodeHighlighter>,
     link: Option<String>,
     table: Option<Table>,
     blocks: usize,
@@ -329,6 +329,8 @@ impl Renderer {
             lists: Vec::new(),
             quote: 0,
             in_code: false,
+            code_text: String::new(),
+            code: None,
             link: None,
             table: None,
             blocks: 0,
@@ -366,25 +368,41 @@ impl Renderer {
             return;
         }
         if self.in_code {
-            for (i, l) in t.split('\n').enumerate() {
-                if i > 0 {
-                    self.flush();
-                }
-                if !l.is_empty() || i == 0 {
-                    if self.cur.is_empty() {
-                        self.cur.extend(self.prefix());
-                        self.cur.push(Span::raw("  "));
-                    }
-                    self.cur
-                        .push(Span::styled(l.replace('\t', "    "), self.theme.code()));
-                }
-            }
+            self.code_text.push_str(t);
             return;
         }
         if self.cur.is_empty() {
             self.cur.extend(self.prefix());
         }
         self.cur.push(Span::styled(t.to_owned(), self.style()));
+    }
+
+    /// The indentation of the open list item's content (none outside lists).
+    fn item_pad(&self) -> String {
+        if self.lists.is_empty() {
+            String::new()
+        } else {
+            " ".repeat(usize::from(self.indent))
+        }
+    }
+
+    /// The lines of the code block that just ended: quote marks, the list item's indentation,
+    /// then the code (highlighted when its language is known).
+    fn code_lines(&mut self) {
+        let text = std::mem::take(&mut self.code_text);
+        let mut code = self.code.take();
+        let body = text.strip_suffix('\n').unwrap_or(&text);
+        let pad = self.item_pad();
+        let hang = u16::try_from(pad.len() + 2).unwrap_or(u16::MAX);
+        for l in body.split('\n') {
+            let mut spans = self.prefix();
+            spans.push(Span::raw(format!("{pad}  ")));
+            match &mut code {
+                Some(h) => spans.extend(h.line(l, self.theme)),
+                None => spans.push(Span::styled(l.replace('\t', "    "), self.theme.code())),
+            }
+            self.lines.push((Line::from(spans), hang));
+        }
     }
 
     fn block_gap(&mut self) {
@@ -464,9 +482,14 @@ impl Renderer {
                     CodeBlockKind::Indented => String::new(),
                 };
                 let mut p = self.prefix();
+                p.push(Span::raw(self.item_pad()));
                 p.push(code_header(&info, self.theme).spans.remove(0));
                 self.lines.push((Line::from(p), 0));
                 self.in_code = true;
+                self.code_text.clear();
+                // Nested in a list item or a quote, a fenced block is highlighted as a
+                // top-level one is.
+                self.code = CodeHighlighter::for_info(&info);
             }
             Tag::List(start) => {
                 if self.lists.is_empty() {
@@ -543,6 +566,7 @@ impl Renderer {
             TagEnd::CodeBlock => {
                 self.flush();
                 self.in_code = false;
+                self.code_lines();
             }
             TagEnd::List(_) => {
                 self.flush();

@@ -14,6 +14,7 @@ use dsh_llm::service::CallSettings;
 use dsh_llm::{Llm, Message, ReasoningEffort, StreamChunk};
 use dsh_session::plugin::SessionEvent;
 use dsh_session::{Event, Sessions};
+use dsh_subagent::events::{SubagentFinished, SubagentStarted};
 use futures::{FutureExt, StreamExt};
 use parking_lot::Mutex;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -37,6 +38,12 @@ enum Feed {
     Delivered,
     /// An approval question (any agent of this runtime).
     Approval(Asked),
+    /// A child of the shown agent started (`subagent/start`): its session id and label.
+    ChildStarted(String, String),
+    /// A committed event of a running child.
+    ChildEvent(Arc<str>, Arc<Event>),
+    /// A child's run ended (`subagent/end`).
+    ChildFinished(String),
 }
 
 /// `/model` and `/effort` choices, applied by the `agent/request` hook.
@@ -154,6 +161,19 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
         }
     }
 }
+
+/// Debug builds only, for the end-to-end test of the panic path: a prompt equal to
+/// `DSH_TUI_TEST_PANIC` panics inside the UI loop instead of being sent. Release builds have
+/// no trigger.
+#[cfg(debug_assertions)]
+fn test_panic(text: &str) {
+    if std::env::var("DSH_TUI_TEST_PANIC").is_ok_and(|t| !t.is_empty() && t == text) {
+        panic!("DSH_TUI_TEST_PANIC: the UI panicked on purpose");
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn test_panic(_: &str) {}
 
 async fn detach(a: Attached) {
     for r in a.registrations {
@@ -287,7 +307,21 @@ impl Runtime {
             }
             Feed::Status(s) => self.app.running = s == AgentStatus::Running,
             Feed::Delivered => {}
+            Feed::ChildStarted(id, label) => {
+                self.app
+                    .agents
+                    .started(&id, &label, std::time::Instant::now());
+            }
+            Feed::ChildEvent(id, ev) => self.app.agents.event(&id, &ev),
+            Feed::ChildFinished(id) => self.app.agents.finished(&id),
             Feed::Approval(asked) => {
+                if let Some(plan) = &asked.question.plan {
+                    let lines = self
+                        .app
+                        .transcript
+                        .show_plan(&asked.question.call_id, plan, width);
+                    self.app.inserts.extend(lines);
+                }
                 self.app
                     .approvals
                     .push_back(ApprovalPrompt::new(asked.question.clone()));
@@ -322,6 +356,7 @@ impl Runtime {
         let width = Self::width(terminal);
         match action {
             Action::Send(text) => {
+                test_panic(&text);
                 if let Some(a) = &self.attached {
                     a.agent.followup(Message::user_text("", text))?;
                     self.app.running = true;
@@ -514,6 +549,7 @@ impl Runtime {
         if let Some(a) = self.attached.take() {
             let id = a.agent.id().to_owned();
             detach(a).await;
+            self.app.agents.clear();
             let width = Self::width(terminal);
             self.app.insert_cell(
                 &Cell::Notice {
@@ -587,9 +623,33 @@ impl Runtime {
         let mut registrations = Vec::new();
         let tx = self.tx.clone();
         let sid = id.clone();
+        // The running children of this agent, whose events feed their live cards.
+        let children: Arc<Mutex<std::collections::HashSet<String>>> = Arc::default();
+        let kids = children.clone();
         registrations.push(self.root.on::<SessionEvent>(move |e| {
             if e.session_id == sid {
                 let _ = tx.send(Feed::Session(e.event.clone()));
+            } else if kids.lock().contains(&*e.session_id) {
+                let _ = tx.send(Feed::ChildEvent(e.session_id.clone(), e.event.clone()));
+            }
+            Ok(())
+        })?);
+        let tx = self.tx.clone();
+        let sid = id.clone();
+        let kids = children.clone();
+        registrations.push(self.root.on::<SubagentStarted>(move |e| {
+            if *e.parent_id == *sid {
+                kids.lock().insert(e.child_id.clone());
+                let _ = tx.send(Feed::ChildStarted(e.child_id.clone(), e.label.clone()));
+            }
+            Ok(())
+        })?);
+        let tx = self.tx.clone();
+        let sid = id.clone();
+        registrations.push(self.root.on::<SubagentFinished>(move |e| {
+            if *e.parent_id == *sid {
+                children.lock().remove(&e.outcome.child_id);
+                let _ = tx.send(Feed::ChildFinished(e.outcome.child_id.clone()));
             }
             Ok(())
         })?);

@@ -91,6 +91,12 @@ impl ratatui::backend::Backend for Backend {
 /// Puts the terminal in the TUI's mode and opens an inline viewport of `height` rows at the
 /// cursor.
 pub fn enter(height: u16) -> Result<Term, TuiError> {
+    enter_placed(height, false)
+}
+
+/// [`enter`]; with `bottom` the viewport goes to the bottom of the screen without asking the
+/// terminal where the cursor is.
+fn enter_placed(height: u16, bottom: bool) -> Result<Term, TuiError> {
     enable_raw_mode().map_err(TuiError::Terminal)?;
     let mut out = std::io::stdout();
     // Terminals without the keyboard protocol ignore the push (Shift+Enter then reads as Enter;
@@ -104,7 +110,7 @@ pub fn enter(height: u16) -> Result<Term, TuiError> {
     let mut term = Terminal::with_options(
         Backend {
             inner: CrosstermBackend::new(out),
-            bottom: false,
+            bottom,
         },
         TerminalOptions {
             viewport: Viewport::Inline(height),
@@ -183,13 +189,18 @@ pub fn insert(term: &mut Term, lines: Vec<Line<'static>>) -> Result<(), TuiError
 }
 
 /// Ctrl-Z: restores the terminal, stops the process (SIGTSTP) and, once continued, reopens the
-/// viewport.
+/// viewport at the bottom of the screen (below what the shell printed meanwhile).
+///
+/// The reopened viewport does not ask where the cursor is: the input stream dropped before
+/// suspending leaves a wake-up byte in crossterm's wake pipe, and a cursor query after SIGCONT
+/// read that byte as "interrupted" and failed at once ("The cursor position could not be read
+/// within a normal duration"), which ended the run.
 pub fn suspend(term: &mut Term, height: u16) -> Result<(), TuiError> {
     leave(term);
     #[cfg(unix)]
     {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTSTP);
     }
-    *term = enter(height)?;
+    *term = enter_placed(height, true)?;
     Ok(())
 }

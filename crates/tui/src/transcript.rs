@@ -58,6 +58,8 @@ pub struct Transcript {
     /// The model the next requests use (prices live chunks and failed attempts, which carry
     /// no model id).
     pub model: String,
+    /// Calls of `exit_plan_mode` whose plan was printed when it was asked about.
+    plans_shown: std::collections::HashSet<String>,
 }
 
 impl std::fmt::Debug for Transcript {
@@ -82,7 +84,14 @@ impl Transcript {
             decisions: crate::approval::Decisions::default(),
             live_usage: None,
             model: String::new(),
+            plans_shown: std::collections::HashSet::new(),
         }
+    }
+
+    /// The lines of the plan of call `call_id`, asked about now (its card will not repeat it).
+    pub fn show_plan(&mut self, call_id: &str, plan: &str, width: u16) -> Vec<Line<'static>> {
+        self.plans_shown.insert(call_id.to_owned());
+        crate::approval::plan_lines(plan, self.theme, width)
     }
 
     fn pricing(&mut self, model: &str) -> Option<ModelPricing> {
@@ -280,6 +289,15 @@ impl Transcript {
                     error_code: r.error.as_ref().map(|e| e.code.to_string()),
                     meta: r.meta.as_ref().map(dsh_session::data::ToolMeta::to_value),
                 });
+                // A plan nobody was asked about here (a resumed session, another policy) is
+                // printed before its card.
+                if card.name == crate::approval::PLAN_TOOL && !self.plans_shown.remove(&id) {
+                    let args: serde_json::Value =
+                        serde_json::from_str(&card.arguments).unwrap_or_default();
+                    if let Some(plan) = args.get("plan").and_then(serde_json::Value::as_str) {
+                        out.extend(crate::approval::plan_lines(plan, self.theme, width));
+                    }
+                }
                 out.extend(self.cell(&Cell::Tool(card), width));
             }
             Some(CoreEvent::AssistantAttempt(a)) => self.failed_attempt(a),

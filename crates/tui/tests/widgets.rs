@@ -3,33 +3,19 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use dsh_llm::{ContentBlock, ModelPricing, StreamChunk, TokenUsage, UsdPerMTok};
-use dsh_tui::app::{App, PickItem, Picker};
+use dsh_llm::{ContentBlock, StreamChunk, TokenUsage};
+use dsh_tui::app::{PickItem, Picker};
 use dsh_tui::cells::{Cell, NoticeKind, ToolCard, ToolOutcome};
-use dsh_tui::composer::Composer;
 use dsh_tui::status::{StatusInfo, Usage, cost_table, status_line, subagent_usage};
 use dsh_tui::theme::Theme;
 use dsh_tui::transcript::Transcript;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::style::Color;
-use ratatui::text::Line;
-use ratatui::widgets::Paragraph;
 use serde_json::json;
 
-const PRICES: ModelPricing = ModelPricing::new(
-    UsdPerMTok::from_micros(28_000),
-    UsdPerMTok::from_micros(280_000),
-    UsdPerMTok::from_micros(420_000),
-);
-
-fn lines_terminal(lines: Vec<Line<'static>>, width: u16) -> Terminal<TestBackend> {
-    let h = lines.len().max(1) as u16;
-    let mut t = Terminal::new(TestBackend::new(width, h)).unwrap();
-    t.draw(|f| f.render_widget(Paragraph::new(lines), f.area()))
-        .unwrap();
-    t
-}
+mod support;
+use support::*;
 
 fn cell(c: &Cell, width: u16) -> Terminal<TestBackend> {
     lines_terminal(c.render(Theme::COLOR, width), width)
@@ -50,25 +36,6 @@ fn ok(text: &str, meta: serde_json::Value) -> Option<ToolOutcome> {
         error_code: None,
         meta: Some(meta),
     })
-}
-
-fn app(theme: Theme) -> App {
-    let mut app = App::new(
-        theme,
-        Transcript::new(theme, Box::new(|_| Some(PRICES))),
-        Composer::new(None),
-    );
-    app.model = "deepseek-flash".into();
-    app.effort = Some("high".into());
-    app.context_window = Some(1_000_000);
-    app.priced = true;
-    app
-}
-
-fn draw(app: &App, width: u16, height: u16) -> Terminal<TestBackend> {
-    let mut t = Terminal::new(TestBackend::new(width, height)).unwrap();
-    t.draw(|f| app.draw(f)).unwrap();
-    t
 }
 
 fn usage(miss: u64, hit: u64, out: u64) -> TokenUsage {
@@ -473,26 +440,6 @@ fn plugin_slash_commands_complete_and_are_sent_as_prompts() {
     assert!(actions.is_empty(), "unknown commands are still refused");
 }
 
-fn key(c: KeyCode) -> KeyEvent {
-    KeyEvent::new(c, KeyModifiers::NONE)
-}
-
-fn question(id: &str, tool: &str, args: serde_json::Value) -> dsh_tui::approval::ApprovalPrompt {
-    dsh_tui::approval::ApprovalPrompt::new(dsh_tui::approval::Question::from_request(
-        &dsh_approval::ApprovalRequest {
-            id: id.into(),
-            session_id: "s".into(),
-            call_id: "c".into(),
-            tool_name: tool.into(),
-            arguments: args,
-            reason: format!(
-                "tool \"{tool}\" is not read-only and the approval policy is untrusted"
-            ),
-            escalation: None,
-        },
-    ))
-}
-
 #[test]
 fn approval_prompt_takes_one_key_and_a_reason_for_deny() {
     use dsh_approval::ApprovalAnswer;
@@ -612,27 +559,6 @@ fn approval_decisions_from_the_log_are_shown() {
     insta::assert_snapshot!("approval_decisions", lines_terminal(lines, 80).backend());
 }
 
-/// Each span of rendered lines as `text` plus its colour (`-` for none).
-fn spans_with_colours(lines: &[Line<'static>]) -> String {
-    let mut out = String::new();
-    for line in lines {
-        for s in &line.spans {
-            if s.content.trim().is_empty() {
-                continue;
-            }
-            let fg = s.style.fg.map_or("-".to_owned(), |c| format!("{c:?}"));
-            let dim = if s.style.add_modifier.contains(ratatui::style::Modifier::DIM) {
-                " dim"
-            } else {
-                ""
-            };
-            out.push_str(&format!("{:?} {fg}{dim}\n", s.content));
-        }
-        out.push_str("⏎\n");
-    }
-    out
-}
-
 #[test]
 fn fenced_code_is_highlighted_by_language_streamed_or_whole() {
     let text = "Here:\n\n```rust\n// add one\nfn add(x: u32) -> u32 {\n    x + 1 // \"inc\"\n}\nlet s = \"hi\";\n```\n\n```python\ndef f():\n    return 'x'  # c\n```\n\n```nosuchlang\nplain words\n```\n";
@@ -732,14 +658,6 @@ fn the_file_index_honours_gitignore() {
         std::thread::yield_now();
     };
     assert_eq!(files, ["README.md", "src/lib.rs"]);
-}
-
-fn event(seq: u64, kind: &str, data: serde_json::Value) -> dsh_session::Event {
-    dsh_session::Event::from_json(
-        json!({"type": kind, "data": data, "seq": seq, "time": 1_790_000_000_000i64}),
-        seq,
-    )
-    .unwrap()
 }
 
 fn usage_chunk_records(u: TokenUsage) -> serde_json::Value {

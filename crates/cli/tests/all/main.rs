@@ -27,4 +27,5 @@ mod subagent_continuable;
 mod titles;
 mod tool_set;
 mod tui;
+mod tui_flows;
 mod wire;

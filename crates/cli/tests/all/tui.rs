@@ -22,7 +22,7 @@ struct Screen {
     closed: bool,
 }
 
-struct Tui {
+pub(crate) struct Tui {
     child: Box<dyn Child + Send + Sync>,
     master: Box<dyn MasterPty + Send>,
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
@@ -30,11 +30,60 @@ struct Tui {
 }
 
 impl Tui {
-    fn spawn(env: &Env, args: &[&str], cols: u16, rows: u16) -> Tui {
+    pub(crate) fn spawn(env: &Env, args: &[&str], cols: u16, rows: u16) -> Tui {
         Self::spawn_with(env, args, cols, rows, &[])
     }
 
-    fn spawn_with(env: &Env, args: &[&str], cols: u16, rows: u16, vars: &[(&str, &str)]) -> Tui {
+    pub(crate) fn spawn_with(
+        env: &Env,
+        args: &[&str],
+        cols: u16,
+        rows: u16,
+        vars: &[(&str, &str)],
+    ) -> Tui {
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_dsh"));
+        cmd.arg("--patch");
+        cmd.arg(Self::titles_off(env));
+        cmd.args(args);
+        Self::spawn_cmd(env, cmd, cols, rows, vars)
+    }
+
+    /// `bash -c script` in the pty, with `$DSH` the binary and `$TITLES_OFF` the patch that turns
+    /// the title side request off (so `"$DSH" --patch "$TITLES_OFF" …` runs dsh as `spawn` does).
+    pub(crate) fn spawn_shell(
+        env: &Env,
+        script: &str,
+        cols: u16,
+        rows: u16,
+        vars: &[(&str, &str)],
+    ) -> Tui {
+        let mut cmd = CommandBuilder::new("bash");
+        cmd.args(["--norc", "--noprofile", "-c", script]);
+        let titles = Self::titles_off(env);
+        let mut all: Vec<(&str, &str)> = vec![
+            ("DSH", env!("CARGO_BIN_EXE_dsh")),
+            ("TITLES_OFF", titles.to_str().unwrap()),
+        ];
+        all.extend_from_slice(vars);
+        Self::spawn_cmd(env, cmd, cols, rows, &all)
+    }
+
+    /// The scripted replies are served in order; the TUI's model-title side request would take
+    /// one of them, so these tests turn it off (titles are tested in `titles`).
+    fn titles_off(env: &Env) -> std::path::PathBuf {
+        env.patch(
+            "titles-off.yaml",
+            "plugins:\n  - id: session-title\n    name: session-title\n    config:\n      llm: false\n",
+        )
+    }
+
+    fn spawn_cmd(
+        env: &Env,
+        mut cmd: CommandBuilder,
+        cols: u16,
+        rows: u16,
+        vars: &[(&str, &str)],
+    ) -> Tui {
         let pty = native_pty_system();
         let pair = pty
             .openpty(PtySize {
@@ -44,16 +93,6 @@ impl Tui {
                 pixel_height: 0,
             })
             .unwrap();
-        // The scripted replies are served in order; the TUI's model-title side request would
-        // take one of them, so these tests turn it off (titles are tested in `titles`).
-        let titles_off = env.patch(
-            "titles-off.yaml",
-            "plugins:\n  - id: session-title\n    name: session-title\n    config:\n      llm: false\n",
-        );
-        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_dsh"));
-        cmd.arg("--patch");
-        cmd.arg(&titles_off);
-        cmd.args(args);
         cmd.env_clear();
         cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
         cmd.env("HOME", env.home.path());
@@ -125,13 +164,31 @@ impl Tui {
         }
     }
 
+    /// Everything the program wrote so far, as text.
+    pub(crate) fn raw(&self) -> String {
+        self.screen.0.lock().unwrap().raw.clone()
+    }
+
+    /// The emulator's modes: (cursor hidden, alternate screen, bracketed paste).
+    pub(crate) fn modes(&self) -> (bool, bool, bool) {
+        let st = self.screen.0.lock().unwrap();
+        let s = st.parser.screen();
+        (s.hide_cursor(), s.alternate_screen(), s.bracketed_paste())
+    }
+
+    /// Waits for the program's exit; returns its status.
+    pub(crate) fn wait_exit(&mut self) -> portable_pty::ExitStatus {
+        let screen = self.contents();
+        wait_exit(&mut self.child, &screen)
+    }
+
     /// The visible screen as text.
-    fn contents(&self) -> String {
+    pub(crate) fn contents(&self) -> String {
         self.screen.0.lock().unwrap().parser.screen().contents()
     }
 
     /// Waits until the visible screen satisfies `pred`; returns it.
-    fn wait_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + DEADLINE;
         let (lock, cv) = &*self.screen;
         let mut st = lock.lock().unwrap();
@@ -153,17 +210,17 @@ impl Tui {
         }
     }
 
-    fn wait_for(&self, needle: &str) -> String {
+    pub(crate) fn wait_for(&self, needle: &str) -> String {
         self.wait_screen(needle, |s| s.contains(needle))
     }
 
-    fn send(&self, keys: &str) {
+    pub(crate) fn send(&self, keys: &str) {
         let mut w = self.writer.lock().unwrap();
         w.write_all(keys.as_bytes()).unwrap();
         w.flush().unwrap();
     }
 
-    fn resize(&self, cols: u16, rows: u16) {
+    pub(crate) fn resize(&self, cols: u16, rows: u16) {
         self.screen
             .0
             .lock()
@@ -181,14 +238,14 @@ impl Tui {
             .unwrap();
     }
 
-    fn wait_exit_ok(mut self) {
+    pub(crate) fn wait_exit_ok(mut self) {
         let screen = self.contents();
         let status = wait_exit(&mut self.child, &screen);
         assert!(status.success(), "dsh exited with {status:?}");
     }
 
     /// Ctrl-D on the empty composer; waits for the exit and returns all output.
-    fn quit(mut self) -> String {
+    pub(crate) fn quit(mut self) -> String {
         self.send("\x04");
         let screen = self.contents();
         let status = wait_exit(&mut self.child, &screen);
@@ -234,7 +291,7 @@ fn nz(n: u16) -> std::num::NonZeroU16 {
     std::num::NonZeroU16::new(n).unwrap()
 }
 
-fn text_reply(text: &str) -> Reply {
+pub(crate) fn text_reply(text: &str) -> Reply {
     Completion::new()
         .text(text)
         .chars_per_delta(7)
@@ -242,7 +299,7 @@ fn text_reply(text: &str) -> Reply {
         .reply()
 }
 
-fn tool_reply(name: &str, args: &str) -> Reply {
+pub(crate) fn tool_reply(name: &str, args: &str) -> Reply {
     Completion::new()
         .tool_call(name, args)
         .usage(Usage::new(900, 20).cache_hit(500))

@@ -1,0 +1,259 @@
+//! Live sub-agent cards: each child of the shown agent (`subagent/start` … `subagent/end`) is
+//! drawn in the viewport while it runs, from its own committed session events. Collapsed (the
+//! default) a card is one line: the delegation's label, status, elapsed time, tool count,
+//! tokens and the tool running now; Ctrl+O expands every card to the child's recent activity
+//! (its last tool calls and answer lines) and collapses them again. A finished child leaves the
+//! viewport; its parent's tool card goes to the scrollback as before.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use dsh_session::{CoreEvent, Event};
+use ratatui::text::{Line, Span};
+
+use crate::cells::{ToolCard, ToolOutcome, sanitize};
+use crate::theme::Theme;
+use crate::wrap;
+
+/// Activity lines kept (and shown expanded) per child.
+pub const RECENT: usize = 6;
+
+/// One thing a child did.
+#[derive(Clone, Debug, PartialEq)]
+enum Activity {
+    /// A tool call (result `None` while it runs).
+    Tool { call_id: String, card: ToolCard },
+    /// The first line of an answer.
+    Text(String),
+}
+
+/// A running child.
+#[derive(Clone, Debug)]
+pub struct LiveChild {
+    /// The child's session id.
+    pub id: String,
+    /// The delegation's label (`description`).
+    pub label: String,
+    started: Instant,
+    /// Tool calls so far.
+    pub tools: usize,
+    /// Input tokens (cached included) so far.
+    pub input_tokens: u64,
+    /// Output tokens so far.
+    pub output_tokens: u64,
+    recent: VecDeque<Activity>,
+}
+
+impl LiveChild {
+    fn push(&mut self, a: Activity) {
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(a);
+    }
+
+    /// The tool running now.
+    fn current(&self) -> Option<&ToolCard> {
+        self.recent.iter().rev().find_map(|a| match a {
+            Activity::Tool { card, .. } if card.result.is_none() => Some(card),
+            _ => None,
+        })
+    }
+}
+
+/// The running children of the shown agent.
+#[derive(Debug, Default)]
+pub struct LiveAgents {
+    children: Vec<LiveChild>,
+    /// Cards show the recent activity (Ctrl+O).
+    pub expanded: bool,
+}
+
+impl LiveAgents {
+    /// No child is running.
+    pub fn is_empty(&self) -> bool {
+        self.children.is_empty()
+    }
+
+    /// The running children.
+    pub fn children(&self) -> &[LiveChild] {
+        &self.children
+    }
+
+    /// A child started at `now`.
+    pub fn started(&mut self, id: &str, label: &str, now: Instant) {
+        if self.children.iter().any(|c| c.id == id) {
+            return;
+        }
+        self.children.push(LiveChild {
+            id: id.to_owned(),
+            label: label.to_owned(),
+            started: now,
+            tools: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            recent: VecDeque::new(),
+        });
+    }
+
+    /// A child's run ended: its card leaves the viewport.
+    pub fn finished(&mut self, id: &str) {
+        self.children.retain(|c| c.id != id);
+    }
+
+    /// Forgets every child (another session is shown).
+    pub fn clear(&mut self) {
+        self.children.clear();
+    }
+
+    /// Folds one committed event of child `id`.
+    pub fn event(&mut self, id: &str, ev: &Event) {
+        let Some(child) = self.children.iter_mut().find(|c| c.id == id) else {
+            return;
+        };
+        match ev.core() {
+            Some(CoreEvent::AssistantMessage(m)) => {
+                if let Some(u) = &m.usage {
+                    child.input_tokens += u.input_tokens + u.cache_read_tokens.unwrap_or(0);
+                    child.output_tokens += u.output_tokens;
+                }
+                let text = m.message.text();
+                if let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) {
+                    child.push(Activity::Text(sanitize(first)));
+                }
+            }
+            Some(CoreEvent::ToolCallEvent(c)) => {
+                child.tools += 1;
+                child.push(Activity::Tool {
+                    call_id: c.call_id.clone(),
+                    card: ToolCard {
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                        result: None,
+                    },
+                });
+            }
+            Some(CoreEvent::ToolResult(r)) => {
+                let id = r.message.tool_call_id.clone().unwrap_or_default();
+                for a in child.recent.iter_mut() {
+                    if let Activity::Tool { call_id, card } = a
+                        && *call_id == id
+                    {
+                        card.result = Some(ToolOutcome {
+                            text: String::new(),
+                            is_error: r.message.is_error == Some(true),
+                            error_code: r.error.as_ref().map(|e| e.code.to_string()),
+                            meta: None,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Handles Ctrl+O: `false` when no card is shown (the key keeps its other meaning).
+    pub fn toggle(&mut self) -> bool {
+        if self.children.is_empty() {
+            return false;
+        }
+        self.expanded = !self.expanded;
+        true
+    }
+
+    /// The cards at `now`.
+    pub fn render(&self, theme: Theme, width: u16, now: Instant) -> Vec<Line<'static>> {
+        let w = usize::from(width);
+        let mut out = Vec::new();
+        for c in &self.children {
+            let elapsed = now.saturating_duration_since(c.started);
+            let mut facts = format!(" · running {}", elapsed_text(elapsed));
+            facts.push_str(&format!(
+                " · {} tool{}",
+                c.tools,
+                if c.tools == 1 { "" } else { "s" }
+            ));
+            if c.input_tokens + c.output_tokens > 0 {
+                facts.push_str(&format!(
+                    " · {} in / {} out",
+                    tokens(c.input_tokens),
+                    tokens(c.output_tokens)
+                ));
+            }
+            if let Some(card) = c.current() {
+                let title = card_title(card, theme, w);
+                facts.push_str(&format!(" · ▸ {title}"));
+            }
+            if !self.expanded {
+                facts.push_str(" · Ctrl+O expands");
+            }
+            let head = format!("⧉ {} ", sanitize(&c.label).replace('\n', " "));
+            let room = w.saturating_sub(head.chars().count());
+            out.push(Line::from(vec![
+                Span::styled(wrap::truncate(&head, w), theme.tool()),
+                Span::styled(wrap::truncate(facts.trim_start(), room), theme.dim()),
+            ]));
+            if !self.expanded {
+                continue;
+            }
+            if c.recent.is_empty() {
+                out.push(Line::from(Span::styled(
+                    "    (no activity yet)",
+                    theme.dim(),
+                )));
+            }
+            for a in &c.recent {
+                match a {
+                    Activity::Tool { card, .. } => {
+                        let mark = match &card.result {
+                            None => Span::styled("    ◌ ", theme.dim()),
+                            Some(r) if r.is_error => Span::styled("    ✗ ", theme.error()),
+                            Some(_) => Span::styled("    ● ", theme.ok()),
+                        };
+                        out.push(Line::from(vec![
+                            mark,
+                            Span::raw(card_title(card, theme, w.saturating_sub(6))),
+                        ]));
+                    }
+                    Activity::Text(t) => out.push(Line::from(Span::styled(
+                        wrap::truncate(&format!("    “{t}”"), w),
+                        theme.dim(),
+                    ))),
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A call's title (`name subject`) as plain text, at most `width` columns.
+fn card_title(card: &ToolCard, theme: Theme, width: usize) -> String {
+    let lines = card.render(theme, u16::try_from(width.max(8)).unwrap_or(u16::MAX));
+    let first: String = lines
+        .first()
+        .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+        .unwrap_or_default();
+    // Drop the card's own mark.
+    let text = first
+        .trim_start_matches(['◌', '●', '✗'])
+        .trim_start()
+        .to_owned();
+    wrap::truncate(&text, width)
+}
+
+fn elapsed_text(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 60 {
+        format!("{s}s")
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+fn tokens(n: u64) -> String {
+    if n >= 1000 {
+        format!("{:.1}k", n as f64 / 1000.0)
+    } else {
+        n.to_string()
+    }
+}

@@ -1,0 +1,180 @@
+//! Snapshots of the plan accept prompt, the live sub-agent cards and nested fenced code.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use dsh_tui::app::App;
+use dsh_tui::cells::{Cell, ToolCard, ToolOutcome};
+use dsh_tui::theme::Theme;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use serde_json::json;
+
+mod support;
+use support::*;
+
+/// `exit_plan_mode`'s question: the plan as markdown for the scrollback, a one-key prompt
+/// (`y` accepts, `a` means nothing, `n` asks for feedback), and the card of each outcome.
+#[test]
+fn plan_prompt_shows_the_plan_and_takes_accept_or_feedback() {
+    use dsh_approval::ApprovalAnswer;
+    use dsh_tui::app::Action;
+    let plan = "## Steps\n\n1. Replace `old` with **new**\n2. Run the tests";
+    let mut app = app(Theme::COLOR);
+    app.running = true;
+    let prompt = question("p1", "exit_plan_mode", json!({ "plan": plan }));
+    assert_eq!(prompt.question.plan.as_deref(), Some(plan));
+    let lines = dsh_tui::approval::plan_lines(plan, Theme::COLOR, 60);
+    insta::assert_snapshot!("plan_for_review", lines_terminal(lines, 60).backend());
+    app.approvals.push_back(prompt);
+    insta::assert_snapshot!("plan_prompt", draw(&app, 80, 8).backend());
+    assert!(app.key(key(KeyCode::Char('a')), 80).is_empty());
+    assert!(app.key(key(KeyCode::Char('n')), 80).is_empty());
+    for c in "also docs".chars() {
+        app.key(key(KeyCode::Char(c)), 80);
+    }
+    insta::assert_snapshot!("plan_prompt_feedback", draw(&app, 80, 8).backend());
+    assert_eq!(
+        app.key(key(KeyCode::Enter), 80),
+        [Action::Answer {
+            id: "p1".into(),
+            answer: ApprovalAnswer::Deny {
+                reason: Some("also docs".into())
+            }
+        }]
+    );
+    app.approvals
+        .push_back(question("p2", "exit_plan_mode", json!({ "plan": plan })));
+    assert_eq!(
+        app.key(key(KeyCode::Char('y')), 80),
+        [Action::Answer {
+            id: "p2".into(),
+            answer: ApprovalAnswer::AllowOnce
+        }]
+    );
+    let card = |accepted: bool, text: &str| {
+        Cell::Tool(ToolCard {
+            name: "exit_plan_mode".into(),
+            arguments: json!({ "plan": plan }).to_string(),
+            result: Some(ToolOutcome {
+                text: text.into(),
+                is_error: false,
+                error_code: None,
+                meta: Some(json!({ "accepted": accepted })),
+            }),
+        })
+        .render(Theme::COLOR, 80)
+    };
+    let mut both = card(
+        true,
+        "The user accepted the plan. Plan mode is off: carry the plan out now.",
+    );
+    both.extend(card(
+        false,
+        "The user rejected the plan. Their feedback: also docs Plan mode stays on",
+    ));
+    insta::assert_snapshot!("plan_cards", lines_terminal(both, 80).backend());
+}
+
+/// A running sub-agent's live card: one line collapsed (label, elapsed, tools, tokens, the
+/// tool running now), its recent activity expanded (Ctrl+O), gone when it ends.
+#[test]
+fn live_subagent_card_collapsed_expanded_and_finished() {
+    let t0 = std::time::Instant::now();
+    let mut app = app(Theme::COLOR);
+    app.running = true;
+    app.agents.started("child-1", "Scan the repo", t0);
+    let msg = |text: &str| {
+        json!({"turn": 1, "step": 1,
+               "message": {"role": "assistant", "content": [{"type": "text", "text": text}],
+                           "source": {"kind": "model", "provider": "deepseek-official",
+                                      "model": "deepseek-flash"}, "id": "m1"},
+               "usage": {"inputTokens": 1200, "outputTokens": 40, "cacheReadTokens": 800},
+               "stream": []})
+    };
+    let call = |id: &str, name: &str, args: serde_json::Value| {
+        json!({"turn": 1, "step": 1, "callId": id, "name": name,
+               "arguments": args.to_string()})
+    };
+    let result = |id: &str, error: bool| {
+        json!({"turn": 1, "step": 1,
+               "message": {"role": "tool", "content": [{"type": "text", "text": "ok"}],
+                           "source": {"kind": "tool", "callId": id}, "id": format!("r{id}"),
+                           "toolCallId": id, "isError": error}})
+    };
+    let evs = [
+        event(
+            2,
+            "assistant/message",
+            msg("Looking at the layout first.\nthen more"),
+        ),
+        event(
+            3,
+            "tool/call",
+            call("c1", "glob", json!({"pattern": "**/*.rs"})),
+        ),
+        event(4, "tool/result", result("c1", false)),
+        event(
+            5,
+            "tool/call",
+            call("c2", "bash", json!({"command": "cargo test -q"})),
+        ),
+    ];
+    for e in &evs {
+        app.agents.event("child-1", e);
+    }
+    // Events of another session are not this card's.
+    app.agents.event("other", &evs[1]);
+    assert_eq!(app.agents.children()[0].tools, 2);
+    let at = |secs: u64| t0 + std::time::Duration::from_secs(secs);
+    let frame = |app: &App, width: u16, secs: u64| {
+        let mut term = Terminal::new(TestBackend::new(width, 12)).unwrap();
+        term.draw(|f| app.draw_at(f, at(secs))).unwrap();
+        term
+    };
+    insta::assert_snapshot!("live_subagent_collapsed", frame(&app, 100, 3).backend());
+    insta::assert_snapshot!("live_subagent_collapsed_40", frame(&app, 40, 75).backend());
+    // Ctrl+O expands the live cards (not the reasoning) and collapses them again.
+    let ctrl_o = KeyEvent::new(KeyCode::Char('o'), KeyModifiers::CONTROL);
+    assert!(app.key(ctrl_o, 100).is_empty());
+    assert!(app.agents.expanded);
+    app.agents
+        .event("child-1", &event(6, "tool/result", result("c2", true)));
+    insta::assert_snapshot!("live_subagent_expanded", frame(&app, 100, 9).backend());
+    app.key(ctrl_o, 100);
+    assert!(!app.agents.expanded);
+    app.agents.finished("child-1");
+    assert!(app.agents.is_empty());
+    assert!(app.agents.render(Theme::COLOR, 100, at(10)).is_empty());
+}
+
+/// Fenced code nested in a block quote or a list item is highlighted like top-level code
+/// (quote marks and the item's indentation kept), streamed or whole.
+#[test]
+fn nested_fenced_code_is_highlighted() {
+    let text = "> Quoted:\n>\n> ```rust\n> fn one() -> u32 { 1 }\n> ```\n\n1. Run it:\n   ```sh\n   echo hi # greet\n\n   echo bye\n   ```\n2. ```python\n   def f(): return 'x'\n   ```\n\n- ```nosuchlang\n  plain words\n  ```\n\nAfter.\n";
+    let whole = dsh_tui::markdown::render_all(text, Theme::COLOR, 60);
+    insta::assert_snapshot!("nested_code_highlighted", spans_with_colours(&whole));
+    insta::assert_snapshot!(
+        "nested_code_layout",
+        lines_terminal(whole.clone(), 60).backend()
+    );
+    let shown = spans_with_colours(&whole);
+    // `fn` (storage) cyan, the function name blue, the number yellow, in the quote.
+    assert!(shown.contains("\"fn\" Cyan"), "{shown}");
+    assert!(shown.contains("\"1\" Yellow"), "{shown}");
+    let mut stream = dsh_tui::markdown::MarkdownStream::new();
+    let mut r = dsh_tui::markdown::PieceRenderer::new(Theme::COLOR, 60);
+    let mut streamed = Vec::new();
+    let chars: Vec<char> = text.chars().collect();
+    for chunk in chars.chunks(3) {
+        let s: String = chunk.iter().collect();
+        for p in stream.push(&s) {
+            streamed.extend(r.piece(&p));
+        }
+    }
+    for p in stream.finish() {
+        streamed.extend(r.piece(&p));
+    }
+    assert_eq!(spans_with_colours(&streamed), shown);
+}

@@ -1,0 +1,101 @@
+//! Helpers shared by the snapshot test files.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use dsh_llm::{ModelPricing, UsdPerMTok};
+use dsh_tui::app::App;
+use dsh_tui::composer::Composer;
+use dsh_tui::theme::Theme;
+use dsh_tui::transcript::Transcript;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::text::Line;
+use ratatui::widgets::Paragraph;
+use serde_json::json;
+
+pub const PRICES: ModelPricing = ModelPricing::new(
+    UsdPerMTok::from_micros(28_000),
+    UsdPerMTok::from_micros(280_000),
+    UsdPerMTok::from_micros(420_000),
+);
+
+pub fn lines_terminal(lines: Vec<Line<'static>>, width: u16) -> Terminal<TestBackend> {
+    let h = lines.len().max(1) as u16;
+    let mut t = Terminal::new(TestBackend::new(width, h)).unwrap();
+    t.draw(|f| f.render_widget(Paragraph::new(lines), f.area()))
+        .unwrap();
+    t
+}
+
+pub fn app(theme: Theme) -> App {
+    let mut app = App::new(
+        theme,
+        Transcript::new(theme, Box::new(|_| Some(PRICES))),
+        Composer::new(None),
+    );
+    app.model = "deepseek-flash".into();
+    app.effort = Some("high".into());
+    app.context_window = Some(1_000_000);
+    app.priced = true;
+    app
+}
+
+pub fn draw(app: &App, width: u16, height: u16) -> Terminal<TestBackend> {
+    let mut t = Terminal::new(TestBackend::new(width, height)).unwrap();
+    t.draw(|f| app.draw(f)).unwrap();
+    t
+}
+
+pub fn key(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+
+pub fn question(
+    id: &str,
+    tool: &str,
+    args: serde_json::Value,
+) -> dsh_tui::approval::ApprovalPrompt {
+    dsh_tui::approval::ApprovalPrompt::new(dsh_tui::approval::Question::from_request(
+        &dsh_approval::ApprovalRequest {
+            id: id.into(),
+            session_id: "s".into(),
+            call_id: "c".into(),
+            tool_name: tool.into(),
+            arguments: args,
+            reason: format!(
+                "tool \"{tool}\" is not read-only and the approval policy is untrusted"
+            ),
+            escalation: None,
+        },
+    ))
+}
+
+/// Each span of rendered lines as `text` plus its colour (`-` for none).
+pub fn spans_with_colours(lines: &[Line<'static>]) -> String {
+    let mut out = String::new();
+    for line in lines {
+        for s in &line.spans {
+            if s.content.trim().is_empty() {
+                continue;
+            }
+            let fg = s.style.fg.map_or("-".to_owned(), |c| format!("{c:?}"));
+            let dim = if s.style.add_modifier.contains(ratatui::style::Modifier::DIM) {
+                " dim"
+            } else {
+                ""
+            };
+            out.push_str(&format!("{:?} {fg}{dim}\n", s.content));
+        }
+        out.push_str("⏎\n");
+    }
+    out
+}
+
+pub fn event(seq: u64, kind: &str, data: serde_json::Value) -> dsh_session::Event {
+    dsh_session::Event::from_json(
+        json!({"type": kind, "data": data, "seq": seq, "time": 1_790_000_000_000i64}),
+        seq,
+    )
+    .unwrap()
+}
