@@ -7,6 +7,10 @@
 //!   `allowPrivateNetwork` is configured, checked before each hop and enforced by the client's
 //!   own resolver on every connection.
 //! - [`WebSearchTool`]: declared only when `search` is configured and its key variable is set.
+//!
+//! Both follow the sandbox's network policy (refused, `WEB_NETWORK_DISABLED` / a
+//! `tools/pre-execute` denial, when the call's policy has no network) and go through the
+//! approval seam like other side-effecting tools.
 
 mod fetch;
 pub mod guard;
