@@ -27,6 +27,10 @@ use crate::rules::{RuleMatcher, RuleStore, rules_for};
 /// Tools that only read: never asked about under `untrusted`.
 pub const READ_ONLY_TOOLS: [&str; 3] = ["read", "glob", "grep"];
 
+/// Tools judged by the host they reach (`rules::Rule::Host`): asked about per host under
+/// `untrusted`, "allow always" stores the host.
+pub const NETWORK_TOOLS: [&str; 1] = ["web_fetch"];
+
 /// Config of the `approval` plugin.
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -220,10 +224,17 @@ impl Engine {
         if self.rules_allow(call) {
             return None;
         }
-        let reason = format!(
-            "tool \"{}\" is not read-only and the approval policy is untrusted",
-            call.name
-        );
+        let reason = match crate::rules::url_host(&call.args) {
+            Some(host) if NETWORK_TOOLS.contains(&call.name.as_str()) => format!(
+                "tool \"{}\" reaches the network (host {host}) and the approval policy is \
+                 untrusted",
+                call.name
+            ),
+            _ => format!(
+                "tool \"{}\" is not read-only and the approval policy is untrusted",
+                call.name
+            ),
+        };
         match self.ask(call, reason, None).await {
             Asked::Allowed => None,
             Asked::Denied(reason) => Some(PreDecision::Deny { reason }),

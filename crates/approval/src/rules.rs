@@ -24,7 +24,15 @@ pub enum Rule {
         /// An absolute glob, e.g. `/work/proj/src/**`.
         glob: String,
     },
-    /// Every call of a tool that has neither commands nor paths.
+    /// A network tool (`web_fetch`) reaching `host` (a URL's host, lowercase; any scheme
+    /// and port).
+    Host {
+        /// The tool.
+        tool: String,
+        /// The host name or IP literal, e.g. `docs.rs`.
+        host: String,
+    },
+    /// Every call of a tool that has neither commands, paths nor hosts.
     Tool {
         /// The tool.
         tool: String,
@@ -36,6 +44,7 @@ impl std::fmt::Display for Rule {
         match self {
             Rule::CommandPrefix { prefix } => write!(f, "bash: {} ...", prefix.join(" ")),
             Rule::PathGlob { tool, glob } => write!(f, "{tool}: {glob}"),
+            Rule::Host { tool, host } => write!(f, "{tool}: host {host}"),
             Rule::Tool { tool } => write!(f, "{tool}: every call"),
         }
     }
@@ -180,6 +189,7 @@ fn key(project: &Path) -> String {
 pub struct RuleMatcher {
     prefixes: Vec<Vec<String>>,
     globs: Vec<(String, globset::GlobMatcher)>,
+    hosts: Vec<(String, String)>,
     tools: Vec<String>,
 }
 
@@ -197,6 +207,7 @@ impl RuleMatcher {
                     Ok(g) => m.globs.push((tool.clone(), g.compile_matcher())),
                     Err(error) => tracing::warn!(%glob, %error, "permission rule skipped"),
                 },
+                Rule::Host { tool, host } => m.hosts.push((tool.clone(), host.clone())),
                 Rule::Tool { tool } => m.tools.push(tool.clone()),
             }
         }
@@ -216,6 +227,8 @@ impl RuleMatcher {
                 .globs
                 .iter()
                 .any(|(t, g)| t == tool && g.is_match(&path)),
+            Subject::Host(Some(host)) => self.hosts.iter().any(|(t, h)| t == tool && *h == host),
+            Subject::Host(None) => false,
             Subject::Tool => self.tools.iter().any(|t| t == tool),
         }
     }
@@ -225,6 +238,8 @@ impl RuleMatcher {
 enum Subject {
     Commands(Result<Vec<Argv>, crate::command::Unjudgeable>),
     Path(PathBuf),
+    /// The host a network tool reaches; `None` when the URL has none (never allowed by a rule).
+    Host(Option<String>),
     Tool,
 }
 
@@ -237,8 +252,18 @@ fn subject(tool: &str, args: &Value, cwd: &Path) -> Subject {
             Some(p) => Subject::Path(normalize(&cwd.join(p))),
             None => Subject::Tool,
         },
+        t if crate::plugin::NETWORK_TOOLS.contains(&t) => Subject::Host(url_host(args)),
         _ => Subject::Tool,
     }
+}
+
+/// The host of a `web_fetch` call's `url` (lowercase), if it parses as a URL with one.
+pub fn url_host(args: &Value) -> Option<String> {
+    let raw = args.get("url").and_then(Value::as_str)?.trim();
+    let url = url::Url::parse(raw).ok()?;
+    url.host_str()
+        .filter(|h| !h.is_empty())
+        .map(str::to_ascii_lowercase)
 }
 
 fn normalize(path: &Path) -> PathBuf {
@@ -257,8 +282,9 @@ fn normalize(path: &Path) -> PathBuf {
 
 /// The rules an "allow always" answer stores for this call: per simple command its name and,
 /// when the next word is a subcommand (not an option or a path), that word; the parent
-/// directory (recursively) for a file tool; the tool itself otherwise. Empty when the command
-/// cannot be judged (the answer then allows this call once).
+/// directory (recursively) for a file tool; the URL's host for `web_fetch`; the tool itself
+/// otherwise. Empty when the command or URL cannot be judged (the answer then allows this call
+/// once).
 pub fn rules_for(tool: &str, args: &Value, cwd: &Path) -> Vec<Rule> {
     match subject(tool, args, cwd) {
         Subject::Commands(Ok(commands)) => {
@@ -291,6 +317,11 @@ pub fn rules_for(tool: &str, args: &Value, cwd: &Path) -> Vec<Rule> {
                 glob: format!("{escaped}/**"),
             }]
         }
+        Subject::Host(Some(host)) => vec![Rule::Host {
+            tool: tool.to_owned(),
+            host,
+        }],
+        Subject::Host(None) => Vec::new(),
         Subject::Tool => vec![Rule::Tool {
             tool: tool.to_owned(),
         }],

@@ -15,7 +15,8 @@ pub(crate) struct SandboxArgs {
     /// working directory and the temp dirs only) or danger-full-access (no sandbox).
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     pub(crate) sandbox: Option<SandboxMode>,
-    /// Network access of confined commands (default off in the restricted modes).
+    /// Network access of confined commands and of web_fetch / web_search (default off in the
+    /// restricted modes).
     #[arg(long, value_name = "on|off", value_parser = parse_network)]
     pub(crate) network: Option<NetworkAccess>,
     /// When to ask the user: untrusted (before anything not read-only), on-request (when the

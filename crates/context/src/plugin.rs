@@ -67,9 +67,8 @@ pub const WORKSPACE_SECTION: &str = "workspace";
 /// Name of the skill tool.
 pub const SKILL_TOOL: &str = "skill";
 /// The skill tool's description.
-pub const SKILL_DESCRIPTION: &str = "Load a skill by name (one listed in available_skills): \
-returns its instructions and the paths of its resource files. Load a skill before acting on a \
-task that matches its description. An unknown name, or a skill reserved for the user, is an error.";
+pub const SKILL_DESCRIPTION: &str = "Load a skill listed in available_skills: its instructions \
+and the paths of its resource files. Load one before acting on a task matching its description.";
 
 /// What one agent's model has seen, tracked between steps.
 #[derive(Default)]
@@ -304,7 +303,7 @@ impl Inner {
 fn skill_tool(inner: Arc<Inner>) -> FnTool {
     let params = json!({
         "type": "object",
-        "properties": {"name": {"type": "string", "description": "The skill's name, as listed in available_skills."}},
+        "properties": {"name": {"type": "string", "description": "Its name in available_skills."}},
         "required": ["name"]
     });
     FnTool::new(SKILL_TOOL, SKILL_DESCRIPTION, params, move |ctx, args| {

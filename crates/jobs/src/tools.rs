@@ -59,9 +59,9 @@ impl Tool for JobOutputTool {
     }
 
     fn description(&self) -> &str {
-        "Read a background job's new output, or its final result once it has finished. The \
-         result always ends with `[status: <status>]`. Set `wait` to block until the job \
-         finishes (up to `timeout_ms`). Do not poll in a loop: you are told when a job finishes."
+        "A background job's new output, or its final result once it has finished; ends with \
+         `[status: <status>]`. `wait` blocks until it finishes (up to `timeout_ms`). Do not \
+         poll: you are told when a job finishes."
     }
 
     fn parameters(&self) -> &Value {

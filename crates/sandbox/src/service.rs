@@ -145,14 +145,14 @@ pub fn escalation_properties() -> [(&'static str, serde_json::Value); 2] {
             serde_json::json!({
                 "type": "string",
                 "enum": ["workspace-write", "danger-full-access"],
-                "description": "Only to retry this exact call once outside the sandbox after it was denied: the wider sandbox mode to ask the user for. Requires justification."
+                "description": "To retry a sandbox-denied call once in this wider mode (asks the user; needs justification)."
             }),
         ),
         (
             "justification",
             serde_json::json!({
                 "type": "string",
-                "description": "Why this call needs the wider sandbox mode (shown to the user who approves it)."
+                "description": "Why it needs the wider mode (shown to the user)."
             }),
         ),
     ]

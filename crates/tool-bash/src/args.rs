@@ -19,19 +19,19 @@ fn base_parameters() -> Value {
         "properties": {
             "command": {
                 "type": "string",
-                "description": "The bash source to run with `bash -c`."
+                "description": "The bash source to run."
             },
             "description": {
                 "type": "string",
-                "description": "A 5-10 word active-voice summary of what the command does, shown to the user."
+                "description": "What it does in 5-10 words, shown to the user."
             },
             "timeoutMs": {
                 "type": "number",
-                "description": "Timeout in milliseconds (default 120000, at most 600000)."
+                "description": "Timeout in ms (default 120000, at most 600000)."
             },
             "workdir": {
                 "type": "string",
-                "description": "Working directory; relative paths resolve against the session's working directory (the default)."
+                "description": "Working directory (default: the session's; relative to it)."
             }
         },
         "required": ["command", "description"]

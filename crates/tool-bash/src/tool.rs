@@ -18,22 +18,18 @@ use crate::format::format_result;
 pub const NAME: &str = "bash";
 
 /// The description sent to the model. Part of the cached prompt prefix: keep it stable.
-pub const DESCRIPTION: &str = "Run a bash command and return its output.\n\
+pub const DESCRIPTION: &str = "Run a command with `bash -c` and return its output.\n\
 \n\
-Each call starts a fresh `bash -c` process (no rc files, no state kept between calls) in the \
-session's working directory: use `workdir` instead of `cd`, and chain dependent steps with `&&`. \
-stdin is /dev/null, so interactive programs cannot be used. Processes left running in the \
-background are stopped when the command finishes. Prefer the read, glob and grep tools over \
-cat, find and grep for looking at files.\n\
+Each call is a fresh process (no rc files, no state kept) in the session's working directory: \
+use `workdir`, not `cd`; chain dependent steps with `&&`. stdin is /dev/null (nothing \
+interactive); processes left in the background are stopped when the command ends. Prefer read, \
+glob and grep for files.\n\
 \n\
-The result is stdout, then stderr after a `[stderr]` line, or `(no output)`. A non-zero exit adds \
-`[exit code: N]`; a timeout adds `[timed out after <ms>ms]`; a process killed by a signal adds \
-`[killed by signal: <SIG>]`. Each stream keeps only its last 64000 bytes: when output is cut, a \
-note names a file holding the full output (use read with offset/limit, or grep, on that path).\n\
-\n\
-`timeoutMs` defaults to 120000 and is capped at 600000. The environment has DSH_SHELL=1 and \
-DSH_SESSION_ID set; secrets such as API keys are removed from it. A command that the sandbox, \
-an approval policy or a hook refuses is not run; the result is an `Error:` line saying why.";
+Result: stdout, then `[stderr]` and stderr, or `(no output)`; a failure adds `[exit code: N]`, \
+`[timed out after <ms>ms]` or `[killed by signal: <SIG>]`. Each stream keeps its last 64000 \
+bytes; cut output is saved to a file a note names (read or grep it). The environment has \
+DSH_SHELL=1 and DSH_SESSION_ID, without secrets. A call the sandbox, an approval policy or a \
+hook refuses is not run: the result is an `Error:` line saying why.";
 
 /// Code of a result whose shell process could not be started.
 pub const SPAWN_FAILED: ToolErrorCode = ToolErrorCode::tool_defined("BASH_SPAWN_FAILED");

@@ -21,19 +21,18 @@ pub fn schema() -> Value {
 
 fn base_schema() -> Value {
     json!({"type":"object","properties":{
-        "file_path":{"type":"string","description":"Path of the file to edit, absolute or relative to the working directory."},
-        "old_string":{"type":"string","description":"The exact text to replace (literal, not a regex)."},
-        "new_string":{"type":"string","description":"The replacement text (empty deletes old_string)."},
-        "replace_all":{"type":"boolean","description":"Replace every occurrence (default false: old_string must match exactly once)."}},
+        "file_path":{"type":"string","description":"The file, absolute or relative to the working directory."},
+        "old_string":{"type":"string","description":"The exact text to replace (literal)."},
+        "new_string":{"type":"string","description":"The replacement (empty deletes)."},
+        "replace_all":{"type":"boolean","description":"Replace every occurrence (default false)."}},
       "required":["file_path","old_string","new_string"]})
 }
 
 /// The description sent to the model.
-pub const DESCRIPTION: &str = "Replace text in a file. old_string is matched literally \
-and must occur exactly once unless replace_all is true: include enough surrounding lines to \
-make it unique. Refused when old_string is not found or is ambiguous, or when the file was not \
-read first or changed since (read it again). Line endings are normalised for matching; the file \
-keeps its own style.";
+pub const DESCRIPTION: &str = "Replace text in a file. old_string is literal and must match \
+exactly once unless replace_all is true (add surrounding lines to make it unique). Refused when \
+it is not found or ambiguous, or when the file was not read first or changed since (read it \
+again). Line endings are normalised for matching; the file keeps its own.";
 
 /// Run `edit`; with a `policy`, the write is fenced by it (`FS_SANDBOX_DENIED`).
 pub async fn run(

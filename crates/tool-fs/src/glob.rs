@@ -31,11 +31,10 @@ pub fn schema() -> Value {
 }
 
 /// The description sent to the model.
-pub const DESCRIPTION: &str = "Find files by glob pattern. Lists matching files (not \
-directories), hidden and git-ignored ones included, VCS directories excluded, oldest \
-modification first. At most 100 paths; when there are more, the full list is saved to a file \
-you can read or grep. Paths inside the working directory are relative to it. An invalid \
-pattern is an error.";
+pub const DESCRIPTION: &str = "Find files (not directories) by glob pattern, hidden and \
+git-ignored ones included, VCS directories excluded, oldest modification first. At most 100 \
+paths; more are saved to a file you can read or grep. Paths inside the working directory are \
+relative to it.";
 
 /// Run `glob`.
 pub async fn run(ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {

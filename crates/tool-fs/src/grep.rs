@@ -31,18 +31,17 @@ pub const TIMEOUT: Duration = Duration::from_secs(30);
 /// The JSON Schema of `grep`'s arguments.
 pub fn schema() -> Value {
     json!({"type":"object","properties":{
-        "pattern":{"type":"string","description":"Regular expression (ripgrep syntax) to search for in file contents."},
+        "pattern":{"type":"string","description":"Regular expression (ripgrep syntax)."},
         "path":{"type":"string","description":"File or directory to search (default: the working directory)."},
-        "include":{"type":"string","description":"One glob restricting the files searched, e.g. \"*.rs\" or \"*.{ts,tsx}\"."}},
+        "include":{"type":"string","description":"One glob of files to search, e.g. \"*.{ts,tsx}\"."}},
       "required":["pattern"]})
 }
 
 /// The description sent to the model.
 pub const DESCRIPTION: &str = "Search file contents with a regular expression (ripgrep \
-syntax). Respects .gitignore; skips hidden and binary files. Results are grouped by file \
-(sorted by path) as `Line <n>: <text>`. At most 250 matches; when there are more, the full \
-result is saved to a file you can read or grep. Narrow with path or include (one glob, e.g. \
-\"*.{ts,tsx}\"). An invalid regex is an error.";
+syntax), respecting .gitignore, skipping hidden and binary files. Matches are grouped by file \
+(sorted by path) as `Line <n>: <text>`. At most 250; more are saved to a file you can read or \
+grep. Narrow with path or include.";
 
 /// One file's matches.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -31,18 +31,17 @@ const CHUNK: usize = 64 * 1024;
 /// The JSON Schema of `read`'s arguments.
 pub fn schema() -> Value {
     json!({"type":"object","properties":{
-        "file_path":{"type":"string","description":"Path of the file to read, absolute or relative to the working directory."},
+        "file_path":{"type":"string","description":"The file, absolute or relative to the working directory."},
         "offset":{"type":"number","description":"1-based line number to start from (default 1)."},
-        "limit":{"type":"number","description":"Maximum number of lines to return (default and maximum 2000)."}},
+        "limit":{"type":"number","description":"Lines to return (default and at most 2000)."}},
       "required":["file_path"]})
 }
 
 /// The description sent to the model.
-pub const DESCRIPTION: &str = "Read a UTF-8 text file. Returns numbered lines (`<n>: <text>`) \
-inside a <content> envelope; the footer says whether the end of the file was reached or which \
-offset continues. At most 2000 lines per call (page with offset/limit); lines over 2000 \
-characters are cut. Fails with an `Error:` line for a missing path, a directory or a binary \
-file. Read a file before you write or edit it.";
+pub const DESCRIPTION: &str = "Read a UTF-8 text file as numbered lines (`<n>: <text>`) in a \
+<content> envelope; the footer says whether the file ended or which offset continues. At most \
+2000 lines per call (page with offset/limit); lines over 2000 characters are cut. A missing \
+path, a directory or a binary file is an `Error:`. Read a file before you write or edit it.";
 
 /// `read` is always parallel-safe.
 pub fn concurrency() -> Concurrency {

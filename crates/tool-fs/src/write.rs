@@ -18,16 +18,15 @@ pub fn schema() -> Value {
 
 fn base_schema() -> Value {
     json!({"type":"object","properties":{
-        "file_path":{"type":"string","description":"Path of the file to write, absolute or relative to the working directory."},
-        "content":{"type":"string","description":"The complete new content of the file (may be empty)."}},
+        "file_path":{"type":"string","description":"The file, absolute or relative to the working directory."},
+        "content":{"type":"string","description":"The whole new content (may be empty)."}},
       "required":["file_path","content"]})
 }
 
 /// The description sent to the model.
-pub const DESCRIPTION: &str = "Create a file or replace its whole content; parent \
-directories are created. Overwriting an existing file is refused unless you read it first and \
-it has not changed since (read it again). Prefer edit to change part of a file. The content is \
-not echoed back.";
+pub const DESCRIPTION: &str = "Create a file or replace its whole content (parent \
+directories are created). Overwriting is refused unless you read the file first and it has not \
+changed since (read it again). Prefer edit for partial changes. The content is not echoed.";
 
 /// Run `write`; with a `policy`, the write is fenced by it (`FS_SANDBOX_DENIED`).
 pub async fn run(

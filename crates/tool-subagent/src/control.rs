@@ -44,7 +44,7 @@ impl Tool for ListAgentsTool {
     }
 
     fn description(&self) -> &str {
-        "List the subagents this agent started that are still live, with their status."
+        "List your live subagents with their status."
     }
 
     fn parameters(&self) -> &Value {
@@ -110,7 +110,7 @@ impl InterruptAgentTool {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "agent_id": {"type": "string", "description": "The id of the subagent to stop."}
+                    "agent_id": {"type": "string", "description": "The subagent's id."}
                 },
                 "required": ["agent_id"]
             }),
@@ -124,7 +124,7 @@ impl Tool for InterruptAgentTool {
     }
 
     fn description(&self) -> &str {
-        "Ask a descendant subagent to stop its current work, without waiting for it."
+        "Ask a descendant subagent to stop, without waiting for it."
     }
 
     fn parameters(&self) -> &Value {
@@ -194,9 +194,8 @@ impl Tool for SendMessageTool {
     }
 
     fn description(&self) -> &str {
-        "Send a message to a subagent you started (it becomes that subagent's next turn; a \
-         continuable subagent that had finished resumes with it) or to the agent that started \
-         you (it sees it at its next step). Sending does not end your turn."
+        "Message a subagent you started (its next turn; a finished continuable one resumes) or \
+         the agent that started you (seen at its next step). Sending does not end your turn."
     }
 
     fn parameters(&self) -> &Value {

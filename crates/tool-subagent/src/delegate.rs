@@ -15,23 +15,20 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 /// Description of `subagent`. Part of the cached prompt prefix: keep it stable.
-pub const SPAWN_DESCRIPTION: &str = "Start an independent subagent with a fresh context to do a \
-self-contained task, and wait for its final answer.\n\
+pub const SPAWN_DESCRIPTION: &str = "Start an independent subagent with a fresh context for a \
+self-contained task, and wait for its final answer (this call's result).\n\
 \n\
-The subagent starts with no knowledge of this conversation: put everything it needs in `prompt` \
-(the goal, file paths, constraints, what to report back). It has the same tools as you, works in \
-this session's working directory (or `cwd`), and its final message is this call's result. \
-Independent tasks can be delegated together: several calls in one response run at the same time. \
-`description` is a 3-5 word label for the task.";
+It knows nothing of this conversation: put all it needs in `prompt` (goal, paths, constraints, \
+what to report). It has your tools and works in this session's working directory (or `cwd`). \
+Several calls in one response run at the same time.";
 
 /// Description of `subagent_fork`. Part of the cached prompt prefix: keep it stable.
 pub const FORK_DESCRIPTION: &str = "Start a subagent seeded with this conversation's completed \
-turns (not the current one), and wait for its final answer.\n\
+turns (not the current one), and wait for its final answer (this call's result).\n\
 \n\
-The subagent already knows what was said and done before this turn, so `prompt` only needs the \
-new task. It has the same tools as you, works in this session's working directory (or `cwd`), \
-and its final message is this call's result. Several calls in one response run at the same \
-time. `description` is a 3-5 word label for the task.";
+It knows what was said and done before this turn, so `prompt` only needs the new task. It has \
+your tools and works in this session's working directory (or `cwd`). Several calls in one \
+response run at the same time.";
 
 /// Description of `subagent` in `continuable` mode. Part of the cached prompt prefix.
 pub const SPAWN_CONTINUABLE_DESCRIPTION: &str = "Start an independent subagent with a fresh \
@@ -79,8 +76,8 @@ fn parameters_for(background: bool, mode: BackgroundMode) -> Value {
     let mut schema = json!({
         "type": "object",
         "properties": {
-            "cwd": {"type": "string", "description": "Working directory of the subagent (default: this session's)."},
-            "description": {"type": "string", "description": "A short (3-5 words) label for the task."},
+            "cwd": {"type": "string", "description": "Its working directory (default: this session's)."},
+            "description": {"type": "string", "description": "A 3-5 word label for the task."},
             "prompt": {"type": "string", "description": "The task for the subagent."}
         },
         "required": ["description", "prompt"]
@@ -89,7 +86,7 @@ fn parameters_for(background: bool, mode: BackgroundMode) -> Value {
         schema["properties"]["run_in_background"] = match mode {
             BackgroundMode::OneShot => json!({
                 "type": "boolean",
-                "description": "Run it as a background job and return its job id at once (default false); collect the result with job_output."
+                "description": "Run as a background job, returning its id at once (default false); get the result with job_output."
             }),
             BackgroundMode::Continuable => json!({
                 "type": "boolean",

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::guard::{GuardedResolver, check_host};
+use crate::network::NetworkPolicy;
 
 /// The URL is not an absolute http(s) URL.
 pub const WEB_FETCH_INVALID_URL: ToolErrorCode =
@@ -93,6 +94,7 @@ pub struct WebFetchTool {
     client: reqwest::Client,
     config: FetchConfig,
     parameters: Value,
+    network: NetworkPolicy,
 }
 
 impl std::fmt::Debug for WebFetchTool {
@@ -215,7 +217,15 @@ impl WebFetchTool {
                 },
                 "required": ["url"]
             }),
+            network: NetworkPolicy::default(),
         })
+    }
+
+    /// Builder: refuse calls whose sandbox policy (the `sandbox` service found through `ctx` at
+    /// call time) has no network access (the plugin sets this).
+    pub fn with_sandbox_lookup(mut self, ctx: dsh_kernel::Ctx) -> Self {
+        self.network = NetworkPolicy::from_ctx(ctx);
+        self
     }
 
     fn check_url(&self, url: &Url) -> Result<(), ToolError> {
@@ -409,6 +419,7 @@ impl Tool for WebFetchTool {
         args: Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
+            self.network.check(self.name(), &ctx)?;
             let raw = args.get("url").and_then(Value::as_str).unwrap_or("").trim();
             let url = Url::parse(raw).map_err(|e| {
                 ToolError::new(WEB_FETCH_INVALID_URL, format!("invalid URL {raw:?}: {e}"))

@@ -7,21 +7,27 @@
 //!   `allowPrivateNetwork` is configured, checked before each hop and enforced by the client's
 //!   own resolver on every connection.
 //! - [`WebSearchTool`]: declared only when `search` is configured and its key variable is set.
+//!
+//! Both follow the sandbox's network policy (refused, `WEB_NETWORK_DISABLED` / a
+//! `tools/pre-execute` denial, when the call's policy has no network) and go through the
+//! approval seam like other side-effecting tools.
 
 mod fetch;
 pub mod guard;
+mod network;
 mod search;
 
 pub use fetch::{
     FetchConfig, WEB_FETCH_BINARY, WEB_FETCH_FAILED, WEB_FETCH_HTTP, WEB_FETCH_INVALID_URL,
     WEB_FETCH_REFUSED, WebFetchTool, html_to_markdown,
 };
+pub use network::{WEB_NETWORK_DISABLED, refusal_text};
 pub use search::{SearchConfig, WEB_SEARCH_FAILED, WebSearchTool};
 
 use std::sync::Arc;
 
 use dsh_kernel::{BoxError, Ctx, Dep, Plugin};
-use dsh_tools::Tools;
+use dsh_tools::{Tool, Tools};
 use serde::Deserialize;
 
 /// Config of the `tool-web` plugin.
@@ -50,13 +56,21 @@ impl Plugin for WebToolsPlugin {
 
     async fn apply(ctx: Ctx, config: WebToolsConfig) -> Result<(), BoxError> {
         let tools = ctx.dep::<dyn Tools>()?;
+        let mut names = Vec::new();
         if config.fetch.enabled {
-            tools.register(&ctx, Arc::new(WebFetchTool::new(config.fetch.clone())?))?;
+            let tool = WebFetchTool::new(config.fetch.clone())?.with_sandbox_lookup(ctx.clone());
+            names.push(tool.name().to_owned());
+            tools.register(&ctx, Arc::new(tool))?;
         }
         if let Some(search) = config.search
             && let Some(tool) = WebSearchTool::from_env(search)?
         {
+            let tool = tool.with_sandbox_lookup(ctx.clone());
+            names.push(tool.name().to_owned());
             tools.register(&ctx, Arc::new(tool))?;
+        }
+        if !names.is_empty() {
+            network::hook(&ctx, names, network::NetworkPolicy::from_ctx(ctx.clone()))?;
         }
         Ok(())
     }

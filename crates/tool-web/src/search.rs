@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::fetch::install_crypto_provider;
+use crate::network::NetworkPolicy;
 
 /// The search API failed.
 pub const WEB_SEARCH_FAILED: ToolErrorCode = ToolErrorCode::tool_defined("WEB_SEARCH_FAILED");
@@ -77,6 +78,7 @@ pub struct WebSearchTool {
     config: SearchConfig,
     key: SecretString,
     parameters: Value,
+    network: NetworkPolicy,
 }
 
 impl std::fmt::Debug for WebSearchTool {
@@ -116,7 +118,15 @@ impl WebSearchTool {
                 },
                 "required": ["queries"]
             }),
+            network: NetworkPolicy::default(),
         }))
+    }
+
+    /// Builder: refuse calls whose sandbox policy (the `sandbox` service found through `ctx` at
+    /// call time) has no network access (the plugin sets this).
+    pub fn with_sandbox_lookup(mut self, ctx: dsh_kernel::Ctx) -> Self {
+        self.network = NetworkPolicy::from_ctx(ctx);
+        self
     }
 
     fn redact(&self, text: String) -> String {
@@ -198,6 +208,7 @@ impl Tool for WebSearchTool {
         args: Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
+            self.network.check(self.name(), &ctx)?;
             let queries: Vec<String> = args
                 .get("queries")
                 .and_then(Value::as_array)

@@ -100,6 +100,34 @@ fn allow_always_derives_one_rule_per_command_and_path_globs() {
 }
 
 #[test]
+fn allow_always_on_web_fetch_stores_the_host_and_allows_that_host_only() {
+    let w = Path::new("/w");
+    let fetch = |url: &str| json!({ "url": url });
+    let rules = rules_for("web_fetch", &fetch("https://Docs.RS/serde/latest/?q=1"), w);
+    assert_eq!(
+        rules,
+        vec![Rule::Host {
+            tool: "web_fetch".into(),
+            host: "docs.rs".into()
+        }]
+    );
+    assert_eq!(rules[0].to_string(), "web_fetch: host docs.rs");
+    let m = RuleMatcher::new(&rules);
+    assert!(m.allows("web_fetch", &fetch("http://docs.rs:8080/other"), w));
+    assert!(!m.allows("web_fetch", &fetch("https://docs.rs.evil.example/"), w));
+    assert!(!m.allows("web_fetch", &fetch("https://evil.example/?docs.rs"), w));
+    assert!(!m.allows("web_fetch", &fetch("not a url"), w));
+    // A URL without a host stores nothing (the answer allows that call once).
+    assert!(rules_for("web_fetch", &fetch("nope"), w).is_empty());
+    // A stored host rule survives the file and round-trips.
+    let home = tempfile::tempdir().unwrap();
+    let store = RuleStore::in_home(home.path());
+    let project = tempfile::tempdir().unwrap();
+    store.add(project.path(), rules[0].clone()).unwrap();
+    assert_eq!(store.rules(project.path()).unwrap(), rules);
+}
+
+#[test]
 fn the_rules_file_is_per_project_and_a_corrupt_one_is_never_overwritten() {
     let home = tempfile::tempdir().unwrap();
     let store = RuleStore::in_home(home.path());

@@ -242,3 +242,87 @@ fn files_read_before_a_resume_can_be_edited_after_it() {
         "{results:?}"
     );
 }
+
+/// A session written by a dsh whose tool descriptions differed (as before the tool set was
+/// tightened) is resumed with today's schemas: one `resume` header records them, no
+/// `developer/message` is written (only the descriptions changed, not the names), the history
+/// is kept, and the request declares the current tools; the next resume is byte-stable again.
+#[test]
+fn resuming_a_log_with_other_tool_descriptions_redeclares_them_once() {
+    let env = Env::new();
+    for text in ["first", "second", "third"] {
+        env.server().push(Completion::new().text(text).reply());
+    }
+    let out = env.exec(&["--session", "old-tools", "one"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let current_tools = env.server().request(0).unwrap().body_json().unwrap()["tools"].clone();
+    assert!(current_tools.as_array().is_some_and(|t| !t.is_empty()));
+
+    // Rewrite the log's header as an older dsh wrote it: another bash description.
+    const OLD: &str = "Run a bash command and return its output (an older, longer description).";
+    let files = session_files(&env.home.path().join("sessions"));
+    let text = log_text(&files[0]);
+    let mut rewritten = String::new();
+    let mut edited = 0;
+    for line in text.lines() {
+        let mut row: Value = serde_json::from_str(line).unwrap();
+        if row["type"] == "request/header" {
+            for tool in row["data"]["header"]["tools"].as_array_mut().unwrap() {
+                if tool["name"] == "bash" {
+                    tool["description"] = Value::from(OLD);
+                    edited += 1;
+                }
+            }
+        }
+        rewritten.push_str(&serde_json::to_string(&row).unwrap());
+        rewritten.push('\n');
+    }
+    assert_eq!(edited, 1, "the first run logged one header declaring bash");
+    replace_log(&files[0], rewritten);
+
+    let out = env.exec(&["--resume", "old-tools", "two"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = env.stored_events();
+    let headers: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "request/header")
+        .collect();
+    assert_eq!(headers.len(), 2, "{headers:?}");
+    assert_eq!(headers[1]["data"]["reason"], "resume");
+    let logged: Vec<Value> = headers[1]["data"]["header"]["tools"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let bash = logged.iter().find(|t| t["name"] == "bash").unwrap();
+    assert_ne!(bash["description"], OLD);
+    assert!(
+        !events.iter().any(|e| e["type"] == "developer/message"),
+        "same tool names: no developer message"
+    );
+    // The request declares today's tools (as the first run did), after the same history.
+    let second = env.server().request(1).unwrap().body_json().unwrap();
+    assert_eq!(second["tools"], current_tools);
+    let texts: Vec<String> = request_messages(env.server(), 1)
+        .iter()
+        .filter(|m| m["role"] != "system" && !is_runtime_context(m))
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(texts, vec!["one", "first", "two"]);
+
+    // Resumed again with the same tools: the request's tools are byte-identical.
+    let out = env.exec(&["--resume", "old-tools", "three"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (a, b) = (
+        env.server().request(1).unwrap().body_json().unwrap(),
+        env.server().request(2).unwrap().body_json().unwrap(),
+    );
+    assert_eq!(
+        serde_json::to_string(&a["tools"]).unwrap(),
+        serde_json::to_string(&b["tools"]).unwrap()
+    );
+    assert!(
+        !env.stored_events()
+            .iter()
+            .any(|e| e["type"] == "developer/message")
+    );
+}

@@ -301,6 +301,7 @@ fn web_fetch_refuses_loopback_by_default_and_converts_html_when_allowed() {
     ]);
     let url = |p: &str| format!(r#"{{"url":"http://127.0.0.1:{port}{p}"}}"#);
     let env = Env::new();
+    // The default sandbox (workspace-write, network off) refuses the fetch itself.
     env.server().push(
         Completion::new()
             .tool_call("web_fetch", &url("/page"))
@@ -310,6 +311,25 @@ fn web_fetch_refuses_loopback_by_default_and_converts_html_when_allowed() {
     let out = env.exec(&["Read the notes"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let refused = tool_text(&env, 1);
+    assert!(
+        refused.starts_with(
+            "Error: refused: network access is off in this session's sandbox (mode \
+             workspace-write, network off), so web_fetch was not run. The user can allow it by \
+             starting dsh with `--network on`"
+        ),
+        "{refused}"
+    );
+
+    // With the network on, the SSRF guard still refuses loopback.
+    env.server().push(
+        Completion::new()
+            .tool_call("web_fetch", &url("/page"))
+            .reply(),
+    );
+    env.server().push(Completion::new().text("DONE").reply());
+    let out = env.exec(&["--network", "on", "Read the notes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let refused = tool_text(&env, 3);
     assert!(
         refused.starts_with("Error: refused: 127.0.0.1 is a loopback address"),
         "{refused}"
@@ -330,18 +350,86 @@ fn web_fetch_refuses_loopback_by_default_and_converts_html_when_allowed() {
             .reply(),
     );
     env.server().push(Completion::new().text("DONE").reply());
-    let out = env.exec(&["--patch", allow.to_str().unwrap(), "Read the notes"]);
+    let out = env.exec(&[
+        "--network",
+        "on",
+        "--patch",
+        allow.to_str().unwrap(),
+        "Read the notes",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
-        tool_text(&env, 3),
+        tool_text(&env, 5),
         format!(
             "URL: http://127.0.0.1:{port}/page\nContent-Type: text/html; charset=utf-8\n\n# Release notes\n\nVersion **2** is out."
         )
     );
-    let looped = tool_text(&env, 4);
+    let looped = tool_text(&env, 6);
     assert!(
         looped.starts_with("Error: redirect loop:") && looped.contains("/loop-a"),
         "{looped}"
+    );
+}
+
+#[test]
+fn web_fetch_goes_through_approvals_per_host() {
+    let port = web_server(vec![
+        ("/page", html("<p>Fetched page.</p>")),
+        ("/other", html("<p>Another page.</p>")),
+    ]);
+    let url = |p: &str| format!(r#"{{"url":"http://127.0.0.1:{port}{p}"}}"#);
+    let env = Env::new();
+    let patch = env.patch(
+        "web-approvals.yaml",
+        "plugins:\n  - id: tool-web\n    name: tool-web\n    config:\n      fetch:\n        allowPrivateNetwork: true\n  - id: approval-scripted\n    name: approval-scripted\n    config:\n      answers:\n        - decision: deny\n          reason: not that site\n        - decision: allow-always\n",
+    );
+    for p in ["/page", "/page", "/other"] {
+        env.server()
+            .push(Completion::new().tool_call("web_fetch", &url(p)).reply());
+    }
+    env.server().push(Completion::new().text("DONE").reply());
+    let out = env.exec(&[
+        "--network",
+        "on",
+        "--ask-for-approval",
+        "untrusted",
+        "--patch",
+        patch.to_str().unwrap(),
+        "Read the page",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Denied with a reason: the model reads it.
+    assert_eq!(
+        tool_text(&env, 1),
+        "Error: the user rejected tool \"web_fetch\": not that site; it was not run"
+    );
+    // Allowed always: fetched.
+    let fetched = format!(
+        "URL: http://127.0.0.1:{port}/page\nContent-Type: text/html; charset=utf-8\n\nFetched page."
+    );
+    assert_eq!(tool_text(&env, 2), fetched);
+    // The same host again: the stored rule allows it, nobody is asked.
+    assert!(
+        tool_text(&env, 3).starts_with(&format!("URL: http://127.0.0.1:{port}/other")),
+        "{}",
+        tool_text(&env, 3)
+    );
+    let asked: Vec<Value> = env
+        .stored_events()
+        .into_iter()
+        .filter(|e| e["type"] == "approval/asked")
+        .map(|e| e["data"].clone())
+        .collect();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_eq!(
+        asked[0]["reason"],
+        "tool \"web_fetch\" reaches the network (host 127.0.0.1) and the approval policy is untrusted"
+    );
+    let list = env.dsh().args(["permissions", "list"]).output().unwrap();
+    assert!(
+        stdout(&list).contains("web_fetch: host 127.0.0.1"),
+        "{}",
+        stdout(&list)
     );
 }
 

@@ -11,6 +11,8 @@ use dsh_tools::{ToolRequest, ToolResult, Tools, ToolsPlugin};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+mod policy;
+
 /// One canned answer: status line, headers, body.
 #[derive(Clone)]
 struct Page {
