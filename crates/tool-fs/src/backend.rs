@@ -4,8 +4,10 @@
 //! By default every session uses the local file system (the streaming, sandbox-fenced code paths
 //! of the tools). A front end whose client owns the files — an editor speaking ACP, whose
 //! unsaved buffers are the truth — sets a [`FileBackend`] for its session in the
-//! [`FileBackends`] service; the tools then read and write whole texts through it, with the same
-//! texts, limits and error codes. `glob` and `grep` always search the local file system.
+//! [`FileBackends`] service; the tools then read and write whole texts of the paths inside the
+//! session's working directory through it, with the same texts, limits and error codes. Paths
+//! outside it stay local (and under the sandbox policy); `glob` and `grep` always search the
+//! local file system.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -85,6 +87,16 @@ impl FileBackends {
     /// The backend of `session`; `None`: the local file system.
     pub fn get(&self, session: &str) -> Option<Arc<dyn FileBackend>> {
         self.by_session.lock().get(session).cloned()
+    }
+
+    /// The backend serving `path` for `session`: its backend for a path inside the session's
+    /// working directory `cwd` (the workspace whose files the client holds), `None` (the local
+    /// file system) for any other path.
+    pub fn for_path(&self, session: &str, cwd: &Path, path: &Path) -> Option<Arc<dyn FileBackend>> {
+        if !path.starts_with(cwd) {
+            return None;
+        }
+        self.get(session)
     }
 }
 

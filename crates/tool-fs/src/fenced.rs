@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::backend::FileBackends;
-use crate::paths::io_error;
+use crate::paths::{io_error, resolve_path};
 use crate::plugin::FsTool;
 use crate::{edit, read, write};
 
@@ -67,7 +67,10 @@ impl Tool for SandboxedFsTool {
         args: Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         if matches!(self.tool, FsTool::Read | FsTool::Write | FsTool::Edit)
-            && let Some(backend) = self.backends.get(ctx.session_id())
+            && let Some(raw) = args.get("file_path").and_then(Value::as_str)
+            && let Some(backend) =
+                self.backends
+                    .for_path(ctx.session_id(), ctx.cwd(), &resolve_path(ctx.cwd(), raw))
         {
             let policy = match self.tool {
                 FsTool::Read => None,

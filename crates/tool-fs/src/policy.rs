@@ -207,13 +207,11 @@ impl ObservationGuard {
 impl Guard for ObservationGuard {
     fn check<'a>(&'a self, call: &'a CallInfo) -> BoxFuture<'a, Result<(), ToolError>> {
         Box::pin(async move {
-            let backend = if matches!(call.name.as_str(), "write" | "edit") {
+            let backend = Observations::target(call).and_then(|(_, path)| {
                 self.ctx
                     .get::<FileBackends>()
-                    .and_then(|b| b.get(&call.session_id))
-            } else {
-                None
-            };
+                    .and_then(|b| b.for_path(&call.session_id, &call.cwd, &path))
+            });
             match backend {
                 // A path dsh's sandbox refuses is not asked of the backend: the tool reports
                 // the denial.
