@@ -25,12 +25,15 @@ use crate::support::{Env, request_messages};
 
 const BOUND: Duration = Duration::from_secs(60);
 
+/// One fs request the editor was sent: `(method, path, line, limit)`.
+type Asked = (String, PathBuf, Option<u32>, Option<u32>);
+
 /// The editor's side: buffers by absolute path, and every fs request it was sent.
 #[derive(Default)]
 struct Editor {
     buffers: Mutex<HashMap<PathBuf, String>>,
-    /// `(method, path, line, limit)` in arrival order.
-    requests: Mutex<Vec<(String, PathBuf, Option<u32>, Option<u32>)>>,
+    /// In arrival order.
+    requests: Mutex<Vec<Asked>>,
 }
 
 impl Editor {
