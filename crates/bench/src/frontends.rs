@@ -213,10 +213,9 @@ fn until_serving(
     }
 }
 
-/// ACP turns that `read` and then `edit` a file (three model requests each), with the files
-/// on the local disk or served by the client's `fs/*` (in-memory buffers): prompt → `end_turn`,
-/// ms.
-fn acp_file_turns(dsh: &Path, warm: usize, client_fs: bool) -> Result<Vec<f64>> {
+/// ACP turns that `read` a file (and then `edit` it, when `edit`), with the files on the local
+/// disk or served by the client's `fs/*` (in-memory buffers): prompt → `end_turn`, ms.
+fn acp_file_turns(dsh: &Path, warm: usize, client_fs: bool, edit: bool) -> Result<Vec<f64>> {
     let world = World::new()?;
     let file = world.work.join("probe.txt");
     let path = file.display().to_string();
@@ -224,14 +223,16 @@ fn acp_file_turns(dsh: &Path, warm: usize, client_fs: bool) -> Result<Vec<f64>> 
     let mut buffers = std::collections::HashMap::from([(path.clone(), "v0\n".to_owned())]);
     for i in 0..warm {
         let read = json!({"file_path": path}).to_string();
-        let edit = json!({"file_path": path, "old_string": format!("v{i}"), "new_string": format!("v{}", i + 1)})
+        let edit_args = json!({"file_path": path, "old_string": format!("v{i}"), "new_string": format!("v{}", i + 1)})
             .to_string();
         world
             .server
             .push(Completion::new().tool_call("read", &read).reply());
-        world
-            .server
-            .push(Completion::new().tool_call("edit", &edit).reply());
+        if edit {
+            world
+                .server
+                .push(Completion::new().tool_call("edit", &edit_args).reply());
+        }
         world.server.push(Completion::new().text("Edited.").reply());
     }
     let mut peer = Peer::start(dsh, &world, &["acp"])?;
@@ -263,7 +264,7 @@ fn acp_file_turns(dsh: &Path, warm: usize, client_fs: bool) -> Result<Vec<f64>> 
         }
         times.push(ms(started.elapsed()));
     }
-    let expected = format!("v{warm}\n");
+    let expected = format!("v{}\n", if edit { warm } else { 0 });
     let (where_, text) = if client_fs {
         (
             "the client's buffer",
@@ -290,6 +291,8 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
     let mut sdk_warm = Vec::new();
     let mut acp_new = Vec::new();
     let mut acp_warm = Vec::new();
+    let mut read_local = Vec::new();
+    let mut read_client = Vec::new();
     let mut file_local = Vec::new();
     let mut file_client = Vec::new();
     for _ in 0..runs {
@@ -299,8 +302,10 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
         let (n, w) = acp_turns(dsh, warm)?;
         acp_new.push(n);
         acp_warm.extend(w);
-        file_local.extend(acp_file_turns(dsh, warm, false)?);
-        file_client.extend(acp_file_turns(dsh, warm, true)?);
+        read_local.extend(acp_file_turns(dsh, warm, false, false)?);
+        read_client.extend(acp_file_turns(dsh, warm, true, false)?);
+        file_local.extend(acp_file_turns(dsh, warm, false, true)?);
+        file_client.extend(acp_file_turns(dsh, warm, true, true)?);
     }
     let mut g = Group::new(
         rows,
@@ -316,6 +321,18 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
     g.info("SDK runtime: warm prompt → idle", &sdk_warm, "ms", 2);
     g.info("ACP: session/new", &acp_new, "ms", 2);
     g.info("ACP: warm session/prompt → end_turn", &acp_warm, "ms", 2);
+    g.info(
+        "ACP: read turn, file on the local disk",
+        &read_local,
+        "ms",
+        2,
+    );
+    g.info(
+        "ACP: read turn, file through the client's fs/read_text_file",
+        &read_client,
+        "ms",
+        2,
+    );
     g.info(
         "ACP: read + edit turn, files on the local disk",
         &file_local,
