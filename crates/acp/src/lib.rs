@@ -358,7 +358,7 @@ impl State {
                 .register(agent.ctx(), terminal::bash_tool(connection.clone(), &id))
                 .map_err(|e| internal(format!("cannot route bash to the client: {e}")))?;
         }
-        let files = self.client_files(&connection, &id)?;
+        let files = self.client_files(&connection, &id);
         let c1 = connection.clone();
         let i1 = id.clone();
         let chunks = self
@@ -422,20 +422,18 @@ impl State {
         &self,
         connection: &ConnectionTo<Client>,
         id: &str,
-    ) -> Result<Option<dsh_tool_fs::BackendRegistration>, Error> {
+    ) -> Option<dsh_tool_fs::BackendRegistration> {
         if !self.options.client_fs || !self.client_has_fs.load(std::sync::atomic::Ordering::SeqCst)
         {
-            return Ok(None);
+            return None;
         }
-        let Some(backends) = self.root.get::<dsh_tool_fs::FileBackends>() else {
-            // No file tools mounted: nothing to route.
-            return Ok(None);
-        };
+        // No file tools mounted: nothing to route.
+        let backends = self.root.get::<dsh_tool_fs::FileBackends>()?;
         let files = Arc::new(files::ClientFiles {
             connection: connection.clone(),
             session: id.to_owned(),
         });
-        Ok(Some(backends.set(id, files)))
+        Some(backends.set(id, files))
     }
 
     async fn prompt(&self, req: PromptRequest) -> Result<PromptResponse, Error> {
