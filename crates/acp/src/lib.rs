@@ -4,6 +4,7 @@
 //! committed session events (tool cards and results), permission questions go through the
 //! approval seam (`ApprovalAnswerer`) as `session/request_permission`.
 
+mod files;
 mod mcp;
 mod terminal;
 mod updates;
@@ -53,6 +54,9 @@ pub struct AcpOptions {
     pub version: String,
     /// Run `bash` through the client's terminal (`terminal/*`) when the client offers it.
     pub client_terminal: bool,
+    /// Serve `read`, `write` and `edit` from the client's files (`fs/read_text_file`,
+    /// `fs/write_text_file`) when the client offers both (on unless `dsh acp --local-fs`).
+    pub client_fs: bool,
 }
 
 /// One open session.
@@ -60,6 +64,8 @@ struct Open {
     agent: Arc<dyn DshAgent>,
     /// Listeners forwarding its updates; dropped with the entry.
     _registrations: Vec<Registration>,
+    /// The session's files served by the client (`fs/*`); dropped with the entry.
+    _files: Option<dsh_tool_fs::BackendRegistration>,
     /// Set by `session/cancel` while a prompt runs.
     cancelled: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -73,6 +79,8 @@ struct State {
     connection: Mutex<Option<ConnectionTo<Client>>>,
     /// The client said `clientCapabilities.terminal: true`.
     client_has_terminal: std::sync::atomic::AtomicBool,
+    /// The client said `clientCapabilities.fs.readTextFile` and `.writeTextFile: true`.
+    client_has_fs: std::sync::atomic::AtomicBool,
 }
 
 fn internal(message: impl Into<String>) -> Error {
@@ -100,6 +108,7 @@ pub async fn serve(
         open: Mutex::new(HashMap::new()),
         connection: Mutex::new(None),
         client_has_terminal: std::sync::atomic::AtomicBool::new(false),
+        client_has_fs: std::sync::atomic::AtomicBool::new(false),
     });
     // Permission questions of this runtime's agents go to the client.
     let answerer: Arc<dyn ApprovalAnswerer> = Arc::new(ClientAnswerer {
@@ -121,6 +130,11 @@ pub async fn serve(
                 *s1.connection.lock() = Some(connection);
                 s1.client_has_terminal.store(
                     req.client_capabilities.terminal,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
+                let fs = &req.client_capabilities.fs;
+                s1.client_has_fs.store(
+                    fs.read_text_file && fs.write_text_file,
                     std::sync::atomic::Ordering::SeqCst,
                 );
                 responder.respond(
@@ -344,6 +358,7 @@ impl State {
                 .register(agent.ctx(), terminal::bash_tool(connection.clone(), &id))
                 .map_err(|e| internal(format!("cannot route bash to the client: {e}")))?;
         }
+        let files = self.client_files(&connection, &id);
         let c1 = connection.clone();
         let i1 = id.clone();
         let chunks = self
@@ -394,10 +409,31 @@ impl State {
             Open {
                 agent,
                 _registrations: vec![chunks, events],
+                _files: files,
                 cancelled: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             },
         );
         Ok(())
+    }
+
+    /// Routes the session's `read`/`write`/`edit` through the client's `fs/*` when it offers
+    /// both methods and the server was not told to keep them local.
+    fn client_files(
+        &self,
+        connection: &ConnectionTo<Client>,
+        id: &str,
+    ) -> Option<dsh_tool_fs::BackendRegistration> {
+        if !self.options.client_fs || !self.client_has_fs.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return None;
+        }
+        // No file tools mounted: nothing to route.
+        let backends = self.root.get::<dsh_tool_fs::FileBackends>()?;
+        let files = Arc::new(files::ClientFiles {
+            connection: connection.clone(),
+            session: id.to_owned(),
+        });
+        Some(backends.set(id, files))
     }
 
     async fn prompt(&self, req: PromptRequest) -> Result<PromptResponse, Error> {

@@ -173,6 +173,115 @@ fn acp_turns(dsh: &Path, warm: usize) -> Result<(f64, Vec<f64>)> {
     Ok((new, times))
 }
 
+/// Answers the agent's `fs/*` requests from in-memory buffers (as an editor does) until the
+/// response to `id` arrives.
+fn until_serving(
+    peer: &mut Peer,
+    id: u64,
+    buffers: &mut std::collections::HashMap<String, String>,
+) -> Result<Value> {
+    loop {
+        let f = peer
+            .frames
+            .recv_timeout(BOUND)
+            .context("the front end sent nothing")?;
+        let path = f["params"]["path"].as_str().unwrap_or_default().to_owned();
+        match f["method"].as_str() {
+            Some("fs/read_text_file") => {
+                let answer = match buffers.get(&path) {
+                    Some(text) => json!({"jsonrpc":"2.0","id":f["id"],"result":{"content":text}}),
+                    None => {
+                        json!({"jsonrpc":"2.0","id":f["id"],"error":{"code":-32002,"message":"Resource not found"}})
+                    }
+                };
+                peer.send(&answer)?;
+            }
+            Some("fs/write_text_file") => {
+                let content = f["params"]["content"].as_str().unwrap_or_default();
+                buffers.insert(path, content.to_owned());
+                peer.send(&json!({"jsonrpc":"2.0","id":f["id"],"result":{}}))?;
+            }
+            Some(_) => {}
+            None if f["id"] == id => {
+                if f.get("error").is_some() {
+                    bail!("the front end answered an error: {f}");
+                }
+                return Ok(f);
+            }
+            None => {}
+        }
+    }
+}
+
+/// ACP turns that `read` a file (and then `edit` it, when `edit`), with the files on the local
+/// disk or served by the client's `fs/*` (in-memory buffers): prompt → `end_turn`, ms.
+fn acp_file_turns(dsh: &Path, warm: usize, client_fs: bool, edit: bool) -> Result<Vec<f64>> {
+    let world = World::new()?;
+    let file = world.work.join("probe.txt");
+    let path = file.display().to_string();
+    std::fs::write(&file, "v0\n").context("writing the probe file")?;
+    let mut buffers = std::collections::HashMap::from([(path.clone(), "v0\n".to_owned())]);
+    for i in 0..warm {
+        let read = json!({"file_path": path}).to_string();
+        let edit_args = json!({"file_path": path, "old_string": format!("v{i}"), "new_string": format!("v{}", i + 1)})
+            .to_string();
+        world
+            .server
+            .push(Completion::new().tool_call("read", &read).reply());
+        if edit {
+            world
+                .server
+                .push(Completion::new().tool_call("edit", &edit_args).reply());
+        }
+        world.server.push(Completion::new().text("Edited.").reply());
+    }
+    let mut peer = Peer::start(dsh, &world, &["acp"])?;
+    let caps = if client_fs {
+        json!({"fs": {"readTextFile": true, "writeTextFile": true}})
+    } else {
+        json!({})
+    };
+    peer.request(
+        0,
+        "initialize",
+        json!({"protocolVersion":1,"clientCapabilities": caps}),
+    )?;
+    let cwd = world.work.display().to_string();
+    let r = peer.request(1, "session/new", json!({"cwd": cwd, "mcpServers": []}))?;
+    let session = r["result"]["sessionId"]
+        .as_str()
+        .context("session/new gave no id")?
+        .to_owned();
+    let mut times = Vec::with_capacity(warm);
+    for i in 0..warm {
+        let id = u64::try_from(i + 2).unwrap_or(u64::MAX);
+        let started = Instant::now();
+        peer.send(&json!({"jsonrpc":"2.0","id":id,"method":"session/prompt",
+            "params":{"sessionId": session, "prompt":[{"type":"text","text":"Edit it"}]}}))?;
+        let r = until_serving(&mut peer, id, &mut buffers)?;
+        if r["result"]["stopReason"] != "end_turn" {
+            bail!("the ACP turn ended with {r}");
+        }
+        times.push(ms(started.elapsed()));
+    }
+    let expected = format!("v{}\n", if edit { warm } else { 0 });
+    let (where_, text) = if client_fs {
+        (
+            "the client's buffer",
+            buffers.get(&path).cloned().unwrap_or_default(),
+        )
+    } else {
+        (
+            "the disk",
+            std::fs::read_to_string(&file).unwrap_or_default(),
+        )
+    };
+    if text != expected {
+        bail!("after {warm} edits {where_} holds {text:?}, not {expected:?}");
+    }
+    Ok(times)
+}
+
 /// The rows of the scenario.
 pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Result<()> {
     let runs = if quick { 3 } else { iterations.max(5) as usize };
@@ -182,6 +291,10 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
     let mut sdk_warm = Vec::new();
     let mut acp_new = Vec::new();
     let mut acp_warm = Vec::new();
+    let mut read_local = Vec::new();
+    let mut read_client = Vec::new();
+    let mut file_local = Vec::new();
+    let mut file_client = Vec::new();
     for _ in 0..runs {
         let (f, w) = sdk_turns(dsh, warm)?;
         sdk_first.push(f);
@@ -189,6 +302,10 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
         let (n, w) = acp_turns(dsh, warm)?;
         acp_new.push(n);
         acp_warm.extend(w);
+        read_local.extend(acp_file_turns(dsh, warm, false, false)?);
+        read_client.extend(acp_file_turns(dsh, warm, true, false)?);
+        file_local.extend(acp_file_turns(dsh, warm, false, true)?);
+        file_client.extend(acp_file_turns(dsh, warm, true, true)?);
     }
     let mut g = Group::new(
         rows,
@@ -204,5 +321,29 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
     g.info("SDK runtime: warm prompt → idle", &sdk_warm, "ms", 2);
     g.info("ACP: session/new", &acp_new, "ms", 2);
     g.info("ACP: warm session/prompt → end_turn", &acp_warm, "ms", 2);
+    g.info(
+        "ACP: read turn, file on the local disk",
+        &read_local,
+        "ms",
+        2,
+    );
+    g.info(
+        "ACP: read turn, file through the client's fs/read_text_file",
+        &read_client,
+        "ms",
+        2,
+    );
+    g.info(
+        "ACP: read + edit turn, files on the local disk",
+        &file_local,
+        "ms",
+        2,
+    );
+    g.info(
+        "ACP: read + edit turn, files through the client's fs/* (4 round trips)",
+        &file_client,
+        "ms",
+        2,
+    );
     Ok(())
 }

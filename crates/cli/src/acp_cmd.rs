@@ -24,6 +24,10 @@ pub(crate) struct AcpArgs {
     /// commands then run outside dsh's sandbox.
     #[arg(long)]
     pub(crate) client_terminal: bool,
+    /// Keep `read`, `write` and `edit` on the local disk even when the client offers its files
+    /// (`fs/read_text_file`, `fs/write_text_file`; used by default).
+    #[arg(long)]
+    pub(crate) local_fs: bool,
     #[command(flatten)]
     pub(crate) compose: ComposeArgs,
 }
@@ -52,6 +56,7 @@ async fn serve(args: AcpArgs) -> Result<u8, Failure> {
         model: args.model,
         version: env!("CARGO_PKG_VERSION").into(),
         client_terminal: args.client_terminal,
+        client_fs: !args.local_fs,
     };
     let served = dsh_acp::serve(kernel.root(), options, agent_client_protocol::Stdio::new()).await;
     kernel.dispose().await;

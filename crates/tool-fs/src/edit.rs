@@ -1,12 +1,13 @@
 //! The `edit` tool: literal string replacement in a text file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use dsh_sandbox::SandboxPolicy;
 use dsh_tools::{ToolContext, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
 use crate::args::{opt_bool, required_path};
+use crate::backend::{FileBackend, backend_error, bounded, text_version};
 use crate::fenced::fenced_write;
 use crate::paths::{codes, current_version, io_error};
 use crate::write::write_target;
@@ -34,13 +35,15 @@ exactly once unless replace_all is true (add surrounding lines to make it unique
 it is not found or ambiguous, or when the file was not read first or changed since (read it \
 again). Line endings are normalised for matching; the file keeps its own.";
 
-/// Run `edit`; with a `policy`, the write is fenced by it (`FS_SANDBOX_DENIED`).
-pub async fn run(
-    ctx: ToolContext,
-    args: Value,
-    policy: Option<SandboxPolicy>,
-) -> Result<ToolOutput, ToolError> {
-    let path = required_path(&ctx, &args, "file_path")?;
+struct EditArgs {
+    path: PathBuf,
+    old: String,
+    new: String,
+    replace_all: bool,
+}
+
+fn edit_args(ctx: &ToolContext, args: &Value) -> Result<EditArgs, ToolError> {
+    let path = required_path(ctx, args, "file_path")?;
     let old = match args.get("old_string").and_then(Value::as_str) {
         Some(s) if !s.is_empty() => s.to_owned(),
         _ => {
@@ -59,10 +62,66 @@ pub async fn run(
             "old_string and new_string must differ",
         ));
     }
-    let replace_all = opt_bool(&args, "replace_all");
-    tokio::task::spawn_blocking(move || edit_file(&path, &old, &new, replace_all, policy.as_ref()))
-        .await
-        .map_err(|e| ToolError::failed(format!("edit task failed: {e}")))?
+    let replace_all = opt_bool(args, "replace_all");
+    Ok(EditArgs {
+        path,
+        old,
+        new,
+        replace_all,
+    })
+}
+
+/// Run `edit`; with a `policy`, the write is fenced by it (`FS_SANDBOX_DENIED`).
+pub async fn run(
+    ctx: ToolContext,
+    args: Value,
+    policy: Option<SandboxPolicy>,
+) -> Result<ToolOutput, ToolError> {
+    let a = edit_args(&ctx, &args)?;
+    tokio::task::spawn_blocking(move || {
+        edit_file(&a.path, &a.old, &a.new, a.replace_all, policy.as_ref())
+    })
+    .await
+    .map_err(|e| ToolError::failed(format!("edit task failed: {e}")))?
+}
+
+/// Run `edit` through `backend` (the client owns the file): its text is read and written
+/// whole; the sandbox `policy` is checked by dsh before the backend is asked.
+pub async fn run_via(
+    ctx: ToolContext,
+    args: Value,
+    policy: Option<SandboxPolicy>,
+    backend: &dyn FileBackend,
+) -> Result<ToolOutput, ToolError> {
+    let a = edit_args(&ctx, &args)?;
+    let path = &a.path;
+    if let Some(policy) = &policy {
+        policy.check_write(&write_target(path))?;
+    }
+    let text = bounded(&ctx, backend.read_text(path))
+        .await?
+        .map_err(|e| backend_error(backend, "edit", path, &e))?;
+    let p = path.display();
+    if text.len() as u64 > MAX_EDIT_BYTES {
+        return Err(ToolError::new(
+            codes::FS_TOO_LARGE,
+            format!(
+                "cannot edit \"{p}\": file too large ({} bytes; the limit is {MAX_EDIT_BYTES})",
+                text.len()
+            ),
+        ));
+    }
+    if text.as_bytes().contains(&0) {
+        return Err(ToolError::new(
+            codes::FS_NOT_TEXT,
+            format!("cannot edit \"{p}\": binary file"),
+        ));
+    }
+    let (out, count) = apply(path, &text, &a.old, &a.new, a.replace_all)?;
+    bounded(&ctx, backend.write_text(path, &out))
+        .await?
+        .map_err(|e| backend_error(backend, "edit", path, &e))?;
+    Ok(edited(path, count, a.replace_all, text_version(&out)))
 }
 
 fn edit_file(
@@ -106,7 +165,24 @@ fn edit_file(
             format!("cannot edit \"{p}\": invalid UTF-8 text"),
         )
     })?;
-    let crlf = prefers_crlf(&text);
+    let (out, count) = apply(path, &text, old, new, replace_all)?;
+    fenced_write(policy, "edit", path, &target, out.as_bytes())?;
+    let version = current_version(&target)
+        .map_err(|e| io_error("edit", path, &e))?
+        .unwrap_or_default();
+    Ok(edited(path, count, replace_all, version))
+}
+
+/// The edited text and the number of replacements, or the not-found / ambiguous errors.
+fn apply(
+    path: &Path,
+    text: &str,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+) -> Result<(String, usize), ToolError> {
+    let p = path.display();
+    let crlf = prefers_crlf(text);
     let normalized = text.replace("\r\n", "\n");
     let old_n = old.replace("\r\n", "\n");
     let new_n = new.replace("\r\n", "\n");
@@ -135,20 +211,21 @@ fn edit_file(
     } else {
         replaced
     };
-    fenced_write(policy, "edit", path, &target, out.as_bytes())?;
-    let version = current_version(&target)
-        .map_err(|e| io_error("edit", path, &e))?
-        .unwrap_or_default();
+    Ok((out, count))
+}
+
+fn edited(path: &Path, count: usize, replace_all: bool, version: String) -> ToolOutput {
+    let p = path.display();
     let text = if replace_all {
         format!("The file {p} has been updated. All occurrences were successfully replaced.")
     } else {
         format!("The file {p} has been updated successfully.")
     };
-    Ok(ToolOutput::text(text).with_meta(json!({
+    ToolOutput::text(text).with_meta(json!({
         "path": path.to_string_lossy(),
         "replacements": count,
         "version": version,
-    })))
+    }))
 }
 
 /// CRLF style when CRLF pairs outnumber bare LFs in the first 4096 characters.

@@ -1,5 +1,7 @@
 //! The sandbox fence of `write` and `edit`: the policy of the call, looked up softly from the
-//! `sandbox` service at call time, and the fenced atomic write.
+//! `sandbox` service at call time, and the fenced atomic write. A session with a
+//! [`FileBackend`](crate::FileBackend) set has its `read`/`write`/`edit` served by it (the
+//! policy still checked by dsh first).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,9 +13,10 @@ use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use crate::paths::io_error;
+use crate::backend::FileBackends;
+use crate::paths::{io_error, resolve_path};
 use crate::plugin::FsTool;
-use crate::{edit, write};
+use crate::{edit, read, write};
 
 /// Writes `bytes` to `target` (the resolved target of `path`), fenced by `policy` when given.
 pub(crate) fn fenced_write(
@@ -34,6 +37,8 @@ pub(crate) fn fenced_write(
 pub(crate) struct SandboxedFsTool {
     pub(crate) tool: FsTool,
     pub(crate) ctx: Ctx,
+    /// Sessions whose `read`/`write`/`edit` go through another backend than the local disk.
+    pub(crate) backends: Arc<FileBackends>,
 }
 
 impl SandboxedFsTool {
@@ -61,6 +66,25 @@ impl Tool for SandboxedFsTool {
         ctx: ToolContext,
         args: Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        if matches!(self.tool, FsTool::Read | FsTool::Write | FsTool::Edit)
+            && let Some(raw) = args.get("file_path").and_then(Value::as_str)
+            && let Some(backend) =
+                self.backends
+                    .for_path(ctx.session_id(), ctx.cwd(), &resolve_path(ctx.cwd(), raw))
+        {
+            let policy = match self.tool {
+                FsTool::Read => None,
+                _ => self.policy(&ctx),
+            };
+            let tool = self.tool;
+            return Box::pin(async move {
+                match tool {
+                    FsTool::Read => read::run_via(ctx, args, &*backend).await,
+                    FsTool::Write => write::run_via(ctx, args, policy, &*backend).await,
+                    _ => edit::run_via(ctx, args, policy, &*backend).await,
+                }
+            });
+        }
         match self.tool {
             FsTool::Write => {
                 let policy = self.policy(&ctx);

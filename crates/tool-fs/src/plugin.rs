@@ -8,6 +8,7 @@ use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput, Tools};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+use crate::backend::FileBackends;
 use crate::fenced::SandboxedFsTool;
 use crate::{edit, glob, grep, read, write};
 
@@ -108,7 +109,9 @@ impl Tool for FsTool {
 }
 
 /// Registers `read`, `write`, `edit`, `glob` and `grep` on the `Tools` service; `write` and
-/// `edit` are fenced by the `sandbox` service's policy when one is mounted.
+/// `edit` are fenced by the `sandbox` service's policy when one is mounted. Provides the
+/// `fs-backends` service ([`FileBackends`]): a front end routes a session's `read`, `write` and
+/// `edit` through its client's files with it.
 #[derive(Debug)]
 pub struct FsToolsPlugin;
 
@@ -122,10 +125,13 @@ impl Plugin for FsToolsPlugin {
 
     async fn apply(ctx: Ctx, _config: EmptyConfig) -> Result<(), BoxError> {
         let tools = ctx.dep::<dyn Tools>()?;
+        let backends = Arc::new(FileBackends::default());
+        ctx.provide::<FileBackends>(backends.clone())?;
         for tool in FsTool::ALL {
             let fenced = SandboxedFsTool {
                 tool,
                 ctx: ctx.clone(),
+                backends: backends.clone(),
             };
             tools.register(&ctx, Arc::new(fenced))?;
         }

@@ -6,7 +6,7 @@
 //! in a guard before `write` and `edit` run.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dsh_agent::Agents;
@@ -18,6 +18,7 @@ use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use serde_json::Value;
 
+use crate::backend::{BackendError, FileBackend, FileBackends, text_version};
 use crate::paths::{codes, resolve_path};
 
 /// File versions last observed, per session and absolute path. In memory only.
@@ -98,26 +99,60 @@ impl Observations {
         }
     }
 
-    /// The policy decision for a `write` or `edit` call.
-    pub fn check(&self, call: &CallInfo) -> Result<(), ToolError> {
+    /// The path a `write`/`edit` call targets (`None`: another tool, or arguments the tool
+    /// itself rejects).
+    fn target(call: &CallInfo) -> Option<(&'static str, PathBuf)> {
         let verb = match call.name.as_str() {
             "write" => "write",
             "edit" => "edit",
-            _ => return Ok(()),
+            _ => return None,
         };
-        let Some(raw) = call.args.get("file_path").and_then(Value::as_str) else {
-            return Ok(());
-        };
+        let raw = call.args.get("file_path").and_then(Value::as_str)?;
         if raw.trim().is_empty() {
-            return Ok(());
+            return None;
         }
-        let path = resolve_path(&call.cwd, raw);
+        Some((verb, resolve_path(&call.cwd, raw)))
+    }
+
+    /// The policy decision for a `write` or `edit` call on the local file system.
+    pub fn check(&self, call: &CallInfo) -> Result<(), ToolError> {
+        let Some((verb, path)) = Self::target(call) else {
+            return Ok(());
+        };
         let current = match std::fs::metadata(&path) {
             Ok(m) if !m.is_file() => return Ok(()), // the tool reports "not a regular file"
             Ok(m) => Some(crate::paths::file_version(&m)),
             Err(_) => None,
         };
-        let observed = self.get(&call.session_id, &path);
+        self.decide(call, verb, &path, current)
+    }
+
+    /// The policy decision for a `write` or `edit` call whose session's files are served by
+    /// `backend`: the current version is that of the text the backend serves now.
+    pub async fn check_via(
+        &self,
+        call: &CallInfo,
+        backend: &dyn FileBackend,
+    ) -> Result<(), ToolError> {
+        let Some((verb, path)) = Self::target(call) else {
+            return Ok(());
+        };
+        let current = match backend.read_text(&path).await {
+            Ok(text) => Some(text_version(&text)),
+            Err(BackendError::NotFound) => None,
+            Err(_) => return Ok(()), // the tool reports the backend's error
+        };
+        self.decide(call, verb, &path, current)
+    }
+
+    fn decide(
+        &self,
+        call: &CallInfo,
+        verb: &str,
+        path: &Path,
+        current: Option<String>,
+    ) -> Result<(), ToolError> {
+        let observed = self.get(&call.session_id, path);
         let p = path.display();
         let stale = |what: &str| {
             Err(ToolError::new(
@@ -148,11 +183,43 @@ impl Service for Observations {
     const NAME: &'static str = "fs-observations";
 }
 
-struct ObservationGuard(Arc<Observations>);
+struct ObservationGuard {
+    store: Arc<Observations>,
+    /// Looks up the `fs-backends` service at call time (soft: absent means local).
+    ctx: Ctx,
+}
+
+impl ObservationGuard {
+    fn sandbox_refuses(&self, call: &CallInfo) -> bool {
+        let (Some(sandbox), Some((_, path))) = (
+            self.ctx.get::<dyn dsh_sandbox::Sandbox>(),
+            Observations::target(call),
+        ) else {
+            return false;
+        };
+        let policy = sandbox.policy(&call.session_id, &call.cwd, Some(&call.call_id));
+        policy
+            .check_write(&crate::write::write_target(&path))
+            .is_err()
+    }
+}
 
 impl Guard for ObservationGuard {
     fn check<'a>(&'a self, call: &'a CallInfo) -> BoxFuture<'a, Result<(), ToolError>> {
-        Box::pin(async move { self.0.check(call) })
+        Box::pin(async move {
+            let backend = Observations::target(call).and_then(|(_, path)| {
+                self.ctx
+                    .get::<FileBackends>()
+                    .and_then(|b| b.for_path(&call.session_id, &call.cwd, &path))
+            });
+            match backend {
+                // A path dsh's sandbox refuses is not asked of the backend: the tool reports
+                // the denial.
+                Some(_) if self.sandbox_refuses(call) => Ok(()),
+                Some(backend) => self.store.check_via(call, &*backend).await,
+                None => self.store.check(call),
+            }
+        })
     }
 }
 
@@ -173,7 +240,13 @@ impl Plugin for ReadBeforeWritePlugin {
         let tools = ctx.dep::<dyn Tools>()?;
         let store = Arc::new(Observations::default());
         ctx.provide::<Observations>(store.clone())?;
-        tools.guard(&ctx, Arc::new(ObservationGuard(store.clone())))?;
+        tools.guard(
+            &ctx,
+            Arc::new(ObservationGuard {
+                store: store.clone(),
+                ctx: ctx.clone(),
+            }),
+        )?;
         let results = store.clone();
         ctx.on::<ToolsResultEvent>(move |ev| {
             results.record_result(ev);

@@ -5,13 +5,14 @@
 //! chunk, not 10 MB.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use dsh_tools::{Concurrency, ToolContext, ToolError, ToolOutput};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{opt_positive_int, required_path};
+use crate::backend::{FileBackend, backend_error, bounded, text_version};
 use crate::paths::{codes, file_version, io_error};
 
 /// Maximum (and default) lines per call.
@@ -48,21 +49,49 @@ pub fn concurrency() -> Concurrency {
     Concurrency::ParallelSafe
 }
 
-/// Run `read`.
-pub async fn run(ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-    let path = required_path(&ctx, &args, "file_path")?;
-    let offset = opt_positive_int(&args, "offset")?.unwrap_or(1);
-    let limit = opt_positive_int(&args, "limit")?.unwrap_or(MAX_LINES);
+fn window_args(ctx: &ToolContext, args: &Value) -> Result<(PathBuf, u64, u64), ToolError> {
+    let path = required_path(ctx, args, "file_path")?;
+    let offset = opt_positive_int(args, "offset")?.unwrap_or(1);
+    let limit = opt_positive_int(args, "limit")?.unwrap_or(MAX_LINES);
     if limit > MAX_LINES {
         return Err(ToolError::invalid_args(
             "limit must be less than or equal to 2000",
         ));
     }
+    Ok((path, offset, limit))
+}
+
+/// Run `read` on the local file system.
+pub async fn run(ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+    let (path, offset, limit) = window_args(&ctx, &args)?;
     let cancel = ctx.cancel_token().clone();
     let task_path = path.clone();
     tokio::task::spawn_blocking(move || read_window(&task_path, offset, limit, &cancel))
         .await
         .map_err(|e| ToolError::failed(format!("read task failed: {e}")))?
+}
+
+/// Run `read` through `backend`: the whole text is fetched (the footer needs the total line
+/// count and the version covers the whole text) and windowed here, so texts, limits and errors
+/// are those of a local read.
+pub async fn run_via(
+    ctx: ToolContext,
+    args: Value,
+    backend: &dyn FileBackend,
+) -> Result<ToolOutput, ToolError> {
+    let (path, offset, limit) = window_args(&ctx, &args)?;
+    let text = bounded(&ctx, backend.read_text(&path))
+        .await?
+        .map_err(|e| backend_error(backend, "read", &path, &e))?;
+    let bytes = text.as_bytes();
+    if bytes[..bytes.len().min(BINARY_SNIFF)].contains(&0) {
+        return Err(not_text(&path, "binary file"));
+    }
+    let mut scan = Scan::new(offset, limit);
+    for chunk in bytes.chunks(CHUNK) {
+        scan.feed(chunk);
+    }
+    conclude(&path, offset, scan, text_version(&text))
 }
 
 /// Read lines `offset..offset+limit` of `path` and format the result.
@@ -110,6 +139,16 @@ pub fn read_window(
             return Err(not_text(path, "invalid UTF-8 text"));
         }
     }
+    conclude(path, offset, scan, version)
+}
+
+/// The result of a finished scan: the window, or the not-text / offset errors.
+fn conclude(
+    path: &Path,
+    offset: u64,
+    mut scan: Scan,
+    version: String,
+) -> Result<ToolOutput, ToolError> {
     let total = scan.finish();
     if scan.invalid_utf8 {
         return Err(not_text(path, "invalid UTF-8 text"));

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use dsh_sandbox::SandboxPolicy;
 
 use crate::args::required_path;
+use crate::backend::{BackendError, FileBackend, backend_error, bounded, text_version};
 use crate::fenced::fenced_write;
 use crate::paths::{codes, current_version, io_error};
 
@@ -45,6 +46,38 @@ pub async fn run(
         .map_err(|e| ToolError::failed(format!("write task failed: {e}")))?
 }
 
+/// Run `write` through `backend` (the client owns the file). The sandbox `policy` is checked
+/// by dsh before the backend is asked; whether the file existed is asked of the backend.
+pub async fn run_via(
+    ctx: ToolContext,
+    args: Value,
+    policy: Option<SandboxPolicy>,
+    backend: &dyn FileBackend,
+) -> Result<ToolOutput, ToolError> {
+    let path = required_path(&ctx, &args, "file_path")?;
+    let content = args
+        .get("content")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ToolError::invalid_args("content must be a string"))?;
+    if let Some(policy) = &policy {
+        policy.check_write(&write_target(&path))?;
+    }
+    let existed = match bounded(&ctx, backend.read_text(&path)).await? {
+        Ok(_) => true,
+        Err(BackendError::NotFound) => false,
+        Err(e) => return Err(backend_error(backend, "write", &path, &e)),
+    };
+    bounded(&ctx, backend.write_text(&path, content))
+        .await?
+        .map_err(|e| backend_error(backend, "write", &path, &e))?;
+    Ok(written(
+        &path,
+        existed,
+        content.len(),
+        text_version(content),
+    ))
+}
+
 /// Resolve a final-component symlink so the link's target is replaced, not the link.
 pub(crate) fn write_target(path: &Path) -> PathBuf {
     match std::fs::symlink_metadata(path) {
@@ -79,21 +112,25 @@ fn write_file(
     let version = current_version(&target)
         .map_err(|e| io_error("write", path, &e))?
         .unwrap_or_default();
+    Ok(written(path, existed, bytes.len(), version))
+}
+
+fn written(path: &Path, existed: bool, bytes: usize, version: String) -> ToolOutput {
     let verb = if existed {
         "Updated file"
     } else {
         "Created file"
     };
-    Ok(ToolOutput::text(format!(
+    ToolOutput::text(format!(
         "<path>{}</path>\n<type>file</type>\n<content>\n{verb}\n</content>",
         path.display()
     ))
     .with_meta(json!({
         "path": path.to_string_lossy(),
         "created": !existed,
-        "bytes": bytes.len(),
+        "bytes": bytes,
         "version": version,
-    })))
+    }))
 }
 
 /// Adds the sandbox escalation arguments (`sandbox_permissions`, `justification`).

@@ -331,3 +331,76 @@ fn acpx_runs_bash_in_its_own_terminal_with_client_terminal() {
     assert!(!text.contains("parent=dsh"), "{text}");
     assert!(!text.contains("parent=bwrap"), "{text}");
 }
+
+#[test]
+fn acpx_serves_the_file_tools_through_its_fs_methods() {
+    let Some(acpx) = acpx() else { return };
+    let env = Env::new();
+    let notes = env.cwd().join("notes.txt");
+    std::fs::write(&notes, "alpha\nbeta\n").unwrap();
+    let outside = tempfile::Builder::new()
+        .prefix("dsh-acpx-fs-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let foreign = outside.path().canonicalize().unwrap().join("foreign.txt");
+    std::fs::write(&foreign, "not yours\n").unwrap();
+    let s = env.server();
+    s.push(
+        Completion::new()
+            .tool_call_with_id("r1", "read", r#"{"file_path":"notes.txt"}"#)
+            .reply(),
+    );
+    s.push(
+        Completion::new()
+            .tool_call_with_id(
+                "e1",
+                "edit",
+                r#"{"file_path":"notes.txt","old_string":"beta","new_string":"gamma"}"#,
+            )
+            .reply(),
+    );
+    s.push(
+        Completion::new()
+            .tool_call_with_id(
+                "r2",
+                "read",
+                &serde_json::json!({"file_path": foreign.display().to_string()}).to_string(),
+            )
+            .reply(),
+    );
+    s.push(Completion::new().text("edited").reply());
+    let (code, frames, stderr) = run_acpx(&acpx, &env, &["--approve-all", "exec", "Edit it"]);
+    assert_eq!(code, Some(0), "{stderr}\n{frames:#?}");
+    // The tools asked acpx, which read and wrote the file in its workspace.
+    let asked = |method: &str| {
+        frames
+            .iter()
+            .filter(|f| f["method"] == method)
+            .map(|f| f["params"]["path"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let notes_path = notes.display().to_string();
+    assert!(
+        asked("fs/read_text_file").contains(&notes_path),
+        "{frames:#?}"
+    );
+    assert_eq!(asked("fs/write_text_file"), vec![notes_path], "{frames:#?}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "alpha\ngamma\n");
+    let tool_text = |i: usize, id: &str| {
+        request_messages(env.server(), i)
+            .iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+            .and_then(|m| m["content"].as_str())
+            .unwrap()
+            .to_owned()
+    };
+    assert!(tool_text(1, "r1").contains("1: alpha\n2: beta"));
+    assert!(tool_text(2, "e1").contains("has been updated successfully"));
+    // A path outside the session's cwd is read by dsh itself (acpx would refuse it: its
+    // workspace is the cwd); acpx is not asked.
+    assert!(tool_text(3, "r2").contains("1: not yours"));
+    assert!(
+        !asked("fs/read_text_file").contains(&foreign.display().to_string()),
+        "{frames:#?}"
+    );
+}

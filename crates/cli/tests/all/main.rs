@@ -5,6 +5,7 @@
 mod support;
 
 mod acp_acpx;
+mod acp_fs;
 mod acp_wire;
 mod approval;
 mod basics;

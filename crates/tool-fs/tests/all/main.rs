@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod backend;
 mod common;
 mod glob;
 mod grep;
