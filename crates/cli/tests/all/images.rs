@@ -13,7 +13,9 @@ use crate::support::{Env, stderr};
 /// A `w`x`h` PNG with a pattern that compresses poorly (so a downscale is visible in bytes).
 pub fn png(w: u32, h: u32) -> Vec<u8> {
     let img = image::RgbImage::from_fn(w, h, |x, y| {
-        let v = x.wrapping_mul(2_654_435_761).wrapping_add(y.wrapping_mul(40_503));
+        let v = x
+            .wrapping_mul(2_654_435_761)
+            .wrapping_add(y.wrapping_mul(40_503));
         image::Rgb([(v >> 8) as u8, (v >> 16) as u8, (x ^ y) as u8])
     });
     let mut out = Cursor::new(Vec::new());
@@ -75,7 +77,8 @@ fn read_image_sends_the_downscaled_bytes_on_deepseek_flash_and_resume_rebuilds_t
             .tool_call_with_id("c1", "read_image", r#"{"file_path":"big.png"}"#)
             .reply(),
     );
-    env.server().push(Completion::new().text("A pattern.").reply());
+    env.server()
+        .push(Completion::new().text("A pattern.").reply());
     let out = env.exec(&[
         "--model",
         "deepseek-flash",
@@ -89,8 +92,14 @@ fn read_image_sends_the_downscaled_bytes_on_deepseek_flash_and_resume_rebuilds_t
     let refs = tool_result_images(&env.stored_events());
     assert_eq!(refs.len(), 1, "{refs:?}");
     let id = refs[0]["attachmentId"].as_str().unwrap();
-    assert_eq!((refs[0]["width"].as_u64(), refs[0]["height"].as_u64()), (Some(256), Some(128)));
-    assert_eq!(refs[0]["originalDimensions"], serde_json::json!({"width": 1024, "height": 512}));
+    assert_eq!(
+        (refs[0]["width"].as_u64(), refs[0]["height"].as_u64()),
+        (Some(256), Some(128))
+    );
+    assert_eq!(
+        refs[0]["originalDimensions"],
+        serde_json::json!({"width": 1024, "height": 512})
+    );
     let bytes = stored(&env, id);
     assert_eq!(
         format!(
@@ -104,7 +113,12 @@ fn read_image_sends_the_downscaled_bytes_on_deepseek_flash_and_resume_rebuilds_t
         "content-addressed"
     );
     assert_eq!(dimensions(&bytes), (256, 128));
-    assert!(bytes.len() < source.len() / 4, "{} vs {}", bytes.len(), source.len());
+    assert!(
+        bytes.len() < source.len() / 4,
+        "{} vs {}",
+        bytes.len(),
+        source.len()
+    );
 
     // The second request carries them as an image part right after the tool message.
     let req = env.server().request(1).unwrap();
@@ -137,7 +151,8 @@ fn read_image_sends_the_downscaled_bytes_on_deepseek_flash_and_resume_rebuilds_t
 
     // Resume in a new process: the request rebuilt from the log extends the last one sent,
     // image bytes included, byte for byte.
-    env.server().push(Completion::new().text("Still a pattern.").reply());
+    env.server()
+        .push(Completion::new().text("Still a pattern.").reply());
     let id = env.session_id();
     let out = env.exec(&["--resume", &id, "--model", "deepseek-flash", "And now?"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -172,4 +187,67 @@ fn read_image_is_refused_on_a_text_only_route_and_no_bytes_are_sent() {
     );
     assert!(tool_result_images(&env.stored_events()).is_empty());
     assert!(!env.home.path().join("attachments/v1/objects").exists());
+}
+
+fn mcp_image_run(model: &str) -> Env {
+    let env = Env::new();
+    std::fs::write(
+        env.work.path().join(".mcp.json"),
+        serde_json::json!({"mcpServers": {"t": {"command": crate::mcp::test_server()}}})
+            .to_string(),
+    )
+    .unwrap();
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id("call_img", "mcp__t__image", "{}")
+            .reply(),
+    );
+    env.server().push(Completion::new().text("DONE").reply());
+    let out = env.exec(&["--model", model, "Show me the image"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    env
+}
+
+#[test]
+fn an_mcp_image_reaches_deepseek_flash_as_an_image_part_and_a_text_only_route_as_text() {
+    use base64::Engine as _;
+    let env = mcp_image_run("deepseek-flash");
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(dsh_mcp_testserver::PNG_1X1)
+        .unwrap();
+    let refs = tool_result_images(&env.stored_events());
+    assert_eq!(refs.len(), 1, "{refs:?}");
+    assert_eq!(refs[0]["mediaType"], "image/png");
+    assert_eq!(
+        (refs[0]["width"].as_u64(), refs[0]["height"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(stored(&env, refs[0]["attachmentId"].as_str().unwrap()), png);
+    let req = env.server().request(1).unwrap();
+    let images = req.image_parts();
+    assert_eq!(images.len(), 1, "{}", req.body_text());
+    assert!(images[0].after_tool);
+    assert_eq!(images[0].bytes.as_deref(), Some(&png[..]));
+    assert_eq!(images[0].texts, ["[images returned by tool call call_img]"]);
+    assert!(env.server().dsh_rule_violations().is_empty());
+
+    let env = mcp_image_run("deepseek-v4-pro");
+    let req = env.server().request(1).unwrap();
+    assert!(req.image_parts().is_empty());
+    let body = req.body_json().unwrap();
+    let tool = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        tool["content"],
+        format!(
+            "a pixel:\n[image image/png ({} bytes base64) not shown: the current model deepseek-v4-pro accepts text only]",
+            dsh_mcp_testserver::PNG_1X1.len()
+        )
+    );
+    assert!(tool_result_images(&env.stored_events()).is_empty());
 }
