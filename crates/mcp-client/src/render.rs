@@ -139,3 +139,55 @@ mod tests {
         assert!(is_error(&r));
     }
 }
+
+#[cfg(test)]
+mod image_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use serde_json::json;
+
+    const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+
+    #[test]
+    fn a_storing_sink_turns_images_into_references_and_describes_bad_ones() {
+        let dir = std::env::temp_dir().join(format!("dsh-mcp-images-{}", std::process::id()));
+        let store = Arc::new(dsh_llm::LocalAttachments::new(&dir));
+        let sink = ImageSink::storing(store.clone());
+        let r: CallToolResult = serde_json::from_value(json!({"content":[
+            {"type":"text","text":"two:"},
+            {"type":"image","data":PNG_1X1,"mimeType":"image/png"},
+            {"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"},
+            {"type":"image","data":"not base64!","mimeType":"image/png"}
+        ]}))
+        .unwrap();
+        let (text, images) = render_with("t", &r, &sink);
+        assert_eq!(images.len(), 1);
+        assert_eq!((images[0].width, images[0].height), (1, 1));
+        assert_eq!(images[0].media_type, "image/png");
+        use dsh_llm::AttachmentStore as _;
+        assert_eq!(
+            store.read(&images[0].attachment_id).unwrap().len() as u64,
+            images[0].bytes
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "two:");
+        assert!(
+            lines[1]
+                .starts_with("[image image/png (12 bytes base64) not shown: it does not decode"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("not shown: its data is not valid base64"),
+            "{text}"
+        );
+        // An image-only result is not "no model-visible content".
+        let r: CallToolResult = serde_json::from_value(
+            json!({"content":[{"type":"image","data":PNG_1X1,"mimeType":"image/png"}]}),
+        )
+        .unwrap();
+        let (text, images) = render_with("t", &r, &sink);
+        assert_eq!((text.as_str(), images.len()), ("", 1));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -200,6 +200,11 @@ fn mcp_image_run(model: &str) -> Env {
     env.server().push(
         Completion::new()
             .tool_call_with_id("call_img", "mcp__t__image", "{}")
+            .tool_call_with_id(
+                "call_res",
+                "read_mcp_resource",
+                r#"{"server":"t","uri":"mem://logo.png"}"#,
+            )
             .reply(),
     );
     env.server().push(Completion::new().text("DONE").reply());
@@ -216,7 +221,8 @@ fn an_mcp_image_reaches_deepseek_flash_as_an_image_part_and_a_text_only_route_as
         .decode(dsh_mcp_testserver::PNG_1X1)
         .unwrap();
     let refs = tool_result_images(&env.stored_events());
-    assert_eq!(refs.len(), 1, "{refs:?}");
+    assert_eq!(refs.len(), 2, "{refs:?}");
+    assert_eq!(refs[0], refs[1], "the same bytes, one object");
     assert_eq!(refs[0]["mediaType"], "image/png");
     assert_eq!(
         (refs[0]["width"].as_u64(), refs[0]["height"].as_u64()),
@@ -225,10 +231,31 @@ fn an_mcp_image_reaches_deepseek_flash_as_an_image_part_and_a_text_only_route_as
     assert_eq!(stored(&env, refs[0]["attachmentId"].as_str().unwrap()), png);
     let req = env.server().request(1).unwrap();
     let images = req.image_parts();
-    assert_eq!(images.len(), 1, "{}", req.body_text());
-    assert!(images[0].after_tool);
-    assert_eq!(images[0].bytes.as_deref(), Some(&png[..]));
-    assert_eq!(images[0].texts, ["[images returned by tool call call_img]"]);
+    assert_eq!(images.len(), 2, "{}", req.body_text());
+    assert!(
+        images
+            .iter()
+            .all(|i| i.after_tool && i.bytes.as_deref() == Some(&png[..]))
+    );
+    assert_eq!(
+        images[0].texts,
+        [
+            "[images returned by tool call call_img]",
+            "[images returned by tool call call_res]"
+        ]
+    );
+    let tools: Vec<Value> = req.body_json().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .cloned()
+        .collect();
+    assert_eq!(tools[0]["content"], "a pixel:");
+    assert_eq!(
+        tools[1]["content"],
+        "[image mem://logo.png (image/png) attached]"
+    );
     assert!(env.server().dsh_rule_violations().is_empty());
 
     let env = mcp_image_run("deepseek-v4-pro");
@@ -246,6 +273,21 @@ fn an_mcp_image_reaches_deepseek_flash_as_an_image_part_and_a_text_only_route_as
         tool["content"],
         format!(
             "a pixel:\n[image image/png ({} bytes base64) not shown: the current model deepseek-v4-pro accepts text only]",
+            dsh_mcp_testserver::PNG_1X1.len()
+        )
+    );
+    let read = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .nth(1)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        read["content"],
+        format!(
+            "[binary resource (image/png, {} bytes base64) not shown: the current model deepseek-v4-pro accepts text only]",
             dsh_mcp_testserver::PNG_1X1.len()
         )
     );
