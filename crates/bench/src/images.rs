@@ -19,7 +19,7 @@ use crate::run::{World, run_dsh};
 /// A 4000x2000 PNG of about 1 MB: a flat canvas (which compresses to almost nothing) with a
 /// block of noise (which does not) sized for the target.
 pub fn png_about_1mb() -> Result<Vec<u8>> {
-    let (w, h, k) = (4000u32, 2000u32, 580u32);
+    let (w, h, k) = (4000u32, 2000u32, 470u32);
     let img = image::RgbImage::from_fn(w, h, |x, y| {
         if x < k && y < k {
             let v = x
