@@ -46,10 +46,16 @@ fn end_to_end(dsh: &Path, png: &[u8]) -> Result<(usize, usize, f64)> {
     std::fs::write(world.work.join("big.png"), png).context("writing big.png")?;
     world.server.push(
         Completion::new()
-            .tool_call_with_id("call_00_benchimage", "read_image", r#"{"file_path":"big.png"}"#)
+            .tool_call_with_id(
+                "call_00_benchimage",
+                "read_image",
+                r#"{"file_path":"big.png"}"#,
+            )
             .reply(),
     );
-    world.server.push(Completion::new().text("A picture.").reply());
+    world
+        .server
+        .push(Completion::new().text("A picture.").reply());
     run_dsh(
         dsh,
         &world,
@@ -62,11 +68,15 @@ fn end_to_end(dsh: &Path, png: &[u8]) -> Result<(usize, usize, f64)> {
         .wait_for_finished_blocking(2, Duration::from_secs(30))
         .context("the read_image run: fewer than 2 responses ended")?;
     let parts = reqs[1].image_parts();
-    ensure!(parts.len() == 1, "the second request carries {} images", parts.len());
+    ensure!(
+        parts.len() == 1,
+        "the second request carries {} images",
+        parts.len()
+    );
     let sent = parts[0].bytes.as_ref().map_or(0, Vec::len);
-    let step = reqs[0]
-        .finished_at
-        .map_or(0.0, |f| reqs[1].arrived_at.duration_since(f).as_secs_f64() * 1e3);
+    let step = reqs[0].finished_at.map_or(0.0, |f| {
+        reqs[1].arrived_at.duration_since(f).as_secs_f64() * 1e3
+    });
     Ok((sent, reqs[1].body.len(), step))
 }
 
@@ -91,7 +101,7 @@ fn build_times(image: &[u8], iterations: usize) -> Result<(f64, f64)> {
         "attachmentId": id, "mediaType": "image/png", "width": 2048, "height": 1024,
         "bytes": image.len()
     }))?;
-    let messages = vec![
+    let messages = [
         Message::system("s", "You are dsh."),
         Message::user_text("u", "Look at big.png"),
         Message::new(
@@ -171,8 +181,18 @@ pub fn rows(dsh: &Path, iterations: u32, rows: &mut Vec<Row>) -> Result<()> {
         "B",
         0,
     );
-    g.info("request body with the image (base64 data URL)", &bodies, "B", 0);
-    g.info("read_image step: tool-call response end → next request", &steps, "ms", 1);
+    g.info(
+        "request body with the image (base64 data URL)",
+        &bodies,
+        "B",
+        0,
+    );
+    g.info(
+        "read_image step: tool-call response end → next request",
+        &steps,
+        "ms",
+        1,
+    );
     let downscaled = {
         let img = image::load_from_memory(&png).context("decoding the benchmark PNG")?;
         let small = img.resize(2048, 2048, image::imageops::FilterType::Triangle);
@@ -183,7 +203,12 @@ pub fn rows(dsh: &Path, iterations: u32, rows: &mut Vec<Row>) -> Result<()> {
         out.into_inner()
     };
     let (with_image, text_only) = build_times(&downscaled, 50)?;
-    g.info("DeepSeek body build, one image (median of 50)", &[with_image], "ms", 3);
+    g.info(
+        "DeepSeek body build, one image (median of 50)",
+        &[with_image],
+        "ms",
+        3,
+    );
     g.info(
         "DeepSeek body build, same history on a text-only model (median of 50)",
         &[text_only],
