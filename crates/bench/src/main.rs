@@ -11,6 +11,7 @@ mod confine;
 mod context;
 mod figures;
 mod frontends;
+mod images;
 mod mcp;
 mod payload;
 mod providers;
@@ -91,6 +92,8 @@ enum Only {
     Resume,
     /// One step with a 5 MB `write`: peak RSS and log size.
     Payload,
+    /// A ~1 MB PNG through `read_image` on `deepseek-flash`: bytes sent, body build time.
+    Images,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -152,6 +155,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Context => context::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Frontends => frontends::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Tools => tool_set::rows(&dsh, &mut rows)?,
+                Only::Images => images::rows(&dsh, cli.iterations, &mut rows)?,
                 Only::Tui => tui::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Sandbox => {
                     let runs = confine::runs(&dsh, cli.iterations, cli.quick)?;

@@ -19,6 +19,7 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_session_jsonl::JsonlPlugin>()
         .register::<dsh_session_title::SessionTitlePlugin>()
         .register::<dsh_llm::service::LlmPlugin>()
+        .register::<dsh_llm::AttachmentLocalPlugin>()
         .register::<dsh_llm_deepseek::DeepSeekPlugin>()
         .register::<dsh_llm_anthropic::AnthropicPlugin>()
         .register::<dsh_llm_openai::OpenAiPlugin>()

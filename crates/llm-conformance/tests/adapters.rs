@@ -75,6 +75,40 @@ impl Dialect for DeepSeek {
     fn sent_arguments(body: &str, args: &str) -> bool {
         body.contains(&serde_json::to_string(args).unwrap())
     }
+    fn image_adapter(base_url: &str, images: AttachmentLookup) -> Option<Arc<dyn LlmAdapter>> {
+        let config = dsh_llm_deepseek::DeepSeekConfig {
+            base_url: Some(base_url.to_owned()),
+            ..Default::default()
+        };
+        Some(Arc::new(
+            dsh_llm_deepseek::DeepSeekAdapter::with_env(&config, env_with_key())
+                .unwrap()
+                .with_attachments(images),
+        ))
+    }
+    fn sent_image(body: &Value, media_type: &str, data: &str, in_tool_result: bool) -> bool {
+        chat_completions_image(body, media_type, data, in_tool_result)
+    }
+}
+
+/// Whether a chat-completions body carries the image as an `image_url` part of a user message
+/// (right after the tool messages when it is a tool result's).
+fn chat_completions_image(
+    body: &Value,
+    media_type: &str,
+    data: &str,
+    in_tool_result: bool,
+) -> bool {
+    let url = format!("data:{media_type};base64,{data}");
+    let msgs = body["messages"].as_array().cloned().unwrap_or_default();
+    msgs.iter().enumerate().any(|(i, m)| {
+        let has = m["role"] == "user"
+            && m["content"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|p| p["type"] == "image_url" && p["image_url"]["url"] == url)
+            });
+        has && (i > 0 && msgs[i - 1]["role"] == "tool") == in_tool_result
+    })
 }
 
 /// The library twin of the DeepSeek adapter (async-openai), same dialect and replies.

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use dsh_llm::attachments::{AttachmentLookup, no_attachments};
 use dsh_llm::{
     ChunkStream, LlmAdapter, LlmFailure, LlmRequest, Modality, ModelInfo, ReasoningEffort,
     SseEvent, StreamChunk,
@@ -21,7 +22,7 @@ use crate::config::{
     API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL, DEFAULT_MODEL, DeepSeekConfig, ModelEntry,
     ThinkingMode, default_catalog,
 };
-use crate::request::{BodyCache, BodyOptions, body_extending};
+use crate::request::{BodyCache, BodyOptions, Images, body_extending};
 use crate::translate::{Progress, Translator};
 
 /// Why an adapter cannot be built from a config snapshot (nothing changes then).
@@ -71,6 +72,8 @@ struct Shared {
     current: Mutex<Arc<Inner>>,
     env: EnvFn,
     updates: Option<Mutex<watch::Receiver<DeepSeekConfig>>>,
+    /// Where image bytes come from on image routes.
+    attachments: AttachmentLookup,
 }
 
 /// The DeepSeek chat-completions adapter (route `deepseek`).
@@ -111,6 +114,7 @@ impl DeepSeekAdapter {
                 current: Mutex::new(Arc::new(inner)),
                 env,
                 updates: None,
+                attachments: no_attachments(),
             }),
         })
     }
@@ -122,6 +126,25 @@ impl DeepSeekAdapter {
             current: Mutex::new(self.shared.current.lock().clone()),
             env: self.shared.env.clone(),
             updates: Some(Mutex::new(updates)),
+            attachments: self.shared.attachments.clone(),
+        };
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// Reads image bytes through `lookup` (the plugin gives the `attachments` service's soft
+    /// lookup); without it, an image on an image route fails the request.
+    pub fn with_attachments(self, lookup: AttachmentLookup) -> Self {
+        let shared = Shared {
+            current: Mutex::new(self.shared.current.lock().clone()),
+            env: self.shared.env.clone(),
+            updates: self
+                .shared
+                .updates
+                .as_ref()
+                .map(|u| Mutex::new(u.lock().clone())),
+            attachments: lookup,
         };
         Self {
             shared: Arc::new(shared),
@@ -214,7 +237,7 @@ impl Inner {
 
     /// Everything before I/O: the key (config, else the environment, read now), the body
     /// (extending the previous one where the messages extend), the headers.
-    fn prepare(&self, req: &LlmRequest) -> Result<Attempt, LlmFailure> {
+    fn prepare(&self, req: &LlmRequest, images: Images<'_>) -> Result<Attempt, LlmFailure> {
         let key = resolve_key(
             self.key.as_ref(),
             &self.key_env,
@@ -225,7 +248,13 @@ impl Inner {
         )?;
         let hint = self.last_body.load(Ordering::Relaxed);
         let mut cache = std::mem::take(&mut *self.body_cache.lock());
-        let body = body_extending(req, self.options, &mut cache, hint + hint / 16 + 16 * 1024);
+        let body = body_extending(
+            req,
+            self.options,
+            images,
+            &mut cache,
+            hint + hint / 16 + 16 * 1024,
+        );
         *self.body_cache.lock() = cache;
         let body = body?;
         self.last_body.store(body.len(), Ordering::Relaxed);
@@ -333,7 +362,10 @@ impl LlmAdapter for DeepSeekAdapter {
     fn stream(&self, req: LlmRequest) -> BoxFuture<'static, Result<ChunkStream, LlmFailure>> {
         // Everything that can fail without I/O fails first. The effort was validated once,
         // against this route's list, by `Llm::prepare_call`.
-        let prepared = self.inner().prepare(&req);
+        let images = Images {
+            lookup: &self.shared.attachments,
+        };
+        let prepared = self.inner().prepare(&req, images);
         let cancel = req.cancel.clone();
         Box::pin(async move {
             dsh_llm_http::start(prepared?, DeepSeekDecoder(Translator::new()), cancel).await

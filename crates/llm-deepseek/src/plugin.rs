@@ -29,6 +29,7 @@ impl Plugin for DeepSeekPlugin {
         if let Some(updates) = ctx.config_watch::<DeepSeekConfig>() {
             adapter = adapter.follow(updates);
         }
+        let adapter = adapter.with_attachments(dsh_llm::attachments::service_lookup(&ctx));
         let route = config.route.as_deref().unwrap_or(DEFAULT_ROUTE);
         let aliases: Vec<String> = match (&config.aliases, &config.route) {
             (Some(a), _) => a.clone(),

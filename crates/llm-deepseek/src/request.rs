@@ -8,8 +8,10 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use dsh_llm::attachments::{file_placeholder, image_placeholder};
-use dsh_llm::{ContentBlock, LlmFailure, LlmRequest, Message, ReasoningEffort, Role, codes};
+use dsh_llm::attachments::{AttachmentLookup, file_placeholder, image_data_url, image_placeholder};
+use dsh_llm::{
+    ContentBlock, ImageRef, LlmFailure, LlmRequest, Message, Modality, ReasoningEffort, Role, codes,
+};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -72,12 +74,50 @@ struct WireFunctionDecl<'a> {
     parameters: &'a Value,
 }
 
+/// A user or system message's `content`: a string, or parts when it carries images.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+/// One user content part (`deepseek-wire.md` §3 rule 5).
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part {
+    Text { text: String },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
+}
+
+/// Where image bytes come from: the attachment store, read on routes whose model accepts
+/// images (the catalog's `vision`, [`Modality::Image`]).
+#[derive(Clone, Copy)]
+pub struct Images<'a> {
+    /// The attachment store lookup.
+    pub lookup: &'a AttachmentLookup,
+}
+
+/// What one body's messages are written with.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    thinking_enabled: bool,
+    opts: BodyOptions,
+    /// `Some` when the model accepts images.
+    vision: Option<Images<'a>>,
+}
+
 #[derive(Serialize)]
 #[serde(untagged)]
 enum WireMessage<'a> {
     Plain {
         role: &'static str,
-        content: String,
+        content: Content,
     },
     Assistant {
         role: &'static str,
@@ -137,17 +177,118 @@ fn tool_content(text: String) -> String {
     }
 }
 
+/// The image of `block` when it is sent (not offloaded).
+fn sent_image(block: &ContentBlock) -> Option<&ImageRef> {
+    match block {
+        ContentBlock::Image {
+            attachment,
+            offloaded,
+        } if *offloaded != Some(true) => Some(attachment),
+        _ => None,
+    }
+}
+
+fn image_part(images: Images<'_>, image: &ImageRef) -> Result<Part, LlmFailure> {
+    Ok(Part::ImageUrl {
+        image_url: ImageUrl {
+            url: image_data_url(images.lookup, image, "DeepSeek")?,
+        },
+    })
+}
+
+/// A user message's content: the string of rule 2, or (images on an image route) its blocks
+/// as parts, in order.
+fn user_content(blocks: &[ContentBlock], cx: Ctx<'_>) -> Result<Content, LlmFailure> {
+    let Some(images) = cx
+        .vision
+        .filter(|_| blocks.iter().any(|b| sent_image(b).is_some()))
+    else {
+        let mut s = String::new();
+        for b in blocks {
+            push_block_text(&mut s, b);
+        }
+        return Ok(Content::Text(s));
+    };
+    let mut parts = Vec::with_capacity(blocks.len());
+    for b in blocks {
+        if let Some(image) = sent_image(b) {
+            parts.push(image_part(images, image)?);
+            continue;
+        }
+        let mut text = String::new();
+        push_block_text(&mut text, b);
+        if !text.is_empty() {
+            parts.push(Part::Text { text });
+        }
+    }
+    Ok(Content::Parts(parts))
+}
+
+/// A tool result's message text, and (on an image route) its images as the parts the user
+/// message after the run of tool messages carries: `[images returned by tool call <id>]`, then
+/// the images. Chat completions cannot put images in a `tool` message.
+fn tool_result(
+    id: &str,
+    blocks: &[ContentBlock],
+    cx: Ctx<'_>,
+    pending: &mut Vec<Part>,
+) -> Result<String, LlmFailure> {
+    let mut s = String::new();
+    let images = cx
+        .vision
+        .filter(|_| blocks.iter().any(|b| sent_image(b).is_some()));
+    let Some(images) = images else {
+        for b in blocks {
+            push_block_text(&mut s, b);
+        }
+        return Ok(tool_content(s));
+    };
+    pending.push(Part::Text {
+        text: format!("[images returned by tool call {id}]"),
+    });
+    for b in blocks {
+        match sent_image(b) {
+            Some(image) => pending.push(image_part(images, image)?),
+            None => push_block_text(&mut s, b),
+        }
+    }
+    Ok(if s.is_empty() {
+        "(see attached image)".to_owned()
+    } else {
+        s
+    })
+}
+
+/// Appends the user message of the images the run of tool messages before it returned.
+fn flush_images<'a>(pending: &mut Vec<Part>, out: &mut Vec<WireMessage<'a>>) {
+    if !pending.is_empty() {
+        out.push(WireMessage::Plain {
+            role: "user",
+            content: Content::Parts(std::mem::take(pending)),
+        });
+    }
+}
+
+/// The wire messages of `m`. Tool results' images wait in `pending` until the run of tool
+/// messages ends (the server wants the tool messages right after the assistant's calls): they
+/// go out as one user message before the next message that is not a tool message, or after
+/// the last message of the body.
 fn push_messages<'a>(
     m: &'a Message,
-    thinking_enabled: bool,
-    opts: BodyOptions,
+    cx: Ctx<'_>,
+    pending: &mut Vec<Part>,
     out: &mut Vec<WireMessage<'a>>,
-) {
+) -> Result<(), LlmFailure> {
+    let thinking_enabled = cx.thinking_enabled;
+    let opts = cx.opts;
     match m.role {
-        Role::System => out.push(WireMessage::Plain {
-            role: "system",
-            content: text_of(m),
-        }),
+        Role::System => {
+            flush_images(pending, out);
+            out.push(WireMessage::Plain {
+                role: "system",
+                content: Content::Text(text_of(m)),
+            });
+        }
         Role::Developer => {} // No tool-update capability on this route: dropped (§9.7).
         Role::User => {
             let results: Vec<_> = m
@@ -158,22 +299,21 @@ fn push_messages<'a>(
                     _ => None,
                 })
                 .collect();
-            let text = text_of(m);
-            if results.is_empty() || !text.is_empty() {
+            let content = user_content(&m.content, cx)?;
+            let empty = matches!(&content, Content::Text(t) if t.is_empty());
+            if results.is_empty() || !empty {
+                flush_images(pending, out);
                 out.push(WireMessage::Plain {
                     role: "user",
-                    content: text,
+                    content,
                 });
             }
             for r in results {
-                let mut s = String::new();
-                for b in &r.content {
-                    push_block_text(&mut s, b);
-                }
+                let content = tool_result(&r.tool_call_id, &r.content, cx, pending)?;
                 out.push(WireMessage::Tool {
                     role: "tool",
                     tool_call_id: &r.tool_call_id,
-                    content: tool_content(s),
+                    content,
                 });
             }
         }
@@ -203,6 +343,7 @@ fn push_messages<'a>(
             } else {
                 None
             };
+            flush_images(pending, out);
             out.push(WireMessage::Assistant {
                 role: "assistant",
                 content,
@@ -216,12 +357,59 @@ fn push_messages<'a>(
                 .as_deref()
                 .or_else(|| m.source.call_id())
                 .unwrap_or("");
+            let content = tool_result(id, &m.content, cx, pending)?;
             out.push(WireMessage::Tool {
                 role: "tool",
                 tool_call_id: id,
-                content: tool_content(text_of(m)),
+                content,
             });
         }
+    }
+    Ok(())
+}
+
+/// The images still waiting after `kept` (the trailing run of tool messages, whose user
+/// message an extended body writes after the messages that follow, or at the end).
+fn pending_after(kept: &[Arc<Message>], cx: Ctx<'_>) -> Result<Vec<Part>, LlmFailure> {
+    let mut pending = Vec::new();
+    if cx.vision.is_none() {
+        return Ok(pending);
+    }
+    let mut start = kept.len();
+    while start > 0 {
+        let m = &kept[start - 1];
+        let results = m
+            .content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolResult(_)));
+        match m.role {
+            Role::Tool | Role::Developer => start -= 1,
+            Role::User if results => {
+                start -= 1;
+                if !text_of(m).is_empty() || m.content.iter().any(|b| sent_image(b).is_some()) {
+                    break;
+                }
+            }
+            _ => break,
+        }
+    }
+    let mut scratch = Vec::new();
+    for m in &kept[start..] {
+        push_messages(m, cx, &mut pending, &mut scratch)?;
+    }
+    Ok(pending)
+}
+
+fn context<'a>(req: &LlmRequest, opts: BodyOptions, images: Images<'a>) -> Ctx<'a> {
+    Ctx {
+        thinking_enabled: thinking_enabled(req) == Some(true),
+        opts,
+        vision: req
+            .call
+            .model
+            .input_modalities
+            .contains(&Modality::Image)
+            .then_some(images),
     }
 }
 
@@ -278,9 +466,20 @@ fn wire_effort(effort: &ReasoningEffort) -> Option<&str> {
     }
 }
 
-/// Serialises the request body. Fails (before any I/O) only for values JSON cannot carry.
-pub fn body(req: &LlmRequest, opts: BodyOptions) -> Result<Vec<u8>, LlmFailure> {
-    body_with_capacity(req, opts, 0)
+/// Serialises the request body. Fails (before any I/O) for values JSON cannot carry, and on an
+/// image route for an image whose bytes `images` cannot give (`UNSUPPORTED_CONTENT`).
+///
+/// Images: on a model that accepts them, a user message's images are `image_url` parts with
+/// `data:` URLs (its text blocks as `text` parts around them); a tool result's images follow
+/// the run of tool messages as one user message (`[images returned by tool call <id>]` and the
+/// images), its tool message keeping the text (`(see attached image)` when it has none).
+/// Offloaded images, and every image on a text-only model, are the §9.7 placeholder text.
+pub fn body(
+    req: &LlmRequest,
+    opts: BodyOptions,
+    images: Images<'_>,
+) -> Result<Vec<u8>, LlmFailure> {
+    body_with_capacity(req, opts, images, 0)
 }
 
 /// [`body`] into a buffer of `capacity` bytes: with the size of the previous request as the
@@ -289,6 +488,7 @@ pub fn body(req: &LlmRequest, opts: BodyOptions) -> Result<Vec<u8>, LlmFailure> 
 pub fn body_with_capacity(
     req: &LlmRequest,
     opts: BodyOptions,
+    images: Images<'_>,
     capacity: usize,
 ) -> Result<Vec<u8>, LlmFailure> {
     if req.call.temperature.is_some_and(|t| !t.is_finite()) {
@@ -298,10 +498,13 @@ pub fn body_with_capacity(
         ));
     }
     let thinking = thinking_enabled(req);
+    let cx = context(req, opts, images);
     let mut messages = Vec::with_capacity(req.messages.len() + 2);
+    let mut pending = Vec::new();
     for m in &req.messages {
-        push_messages(m, thinking == Some(true), opts, &mut messages);
+        push_messages(m, cx, &mut pending, &mut messages)?;
     }
+    flush_images(&mut pending, &mut messages);
     let body = Body {
         model: &req.call.model.id,
         messages,
@@ -343,6 +546,7 @@ struct CacheKey {
     model: String,
     thinking: Option<bool>,
     opts: BodyOptions,
+    vision: bool,
 }
 
 fn serialise_failure(e: impl std::fmt::Display) -> LlmFailure {
@@ -357,11 +561,12 @@ fn serialise_failure(e: impl std::fmt::Display) -> LlmFailure {
 pub fn body_extending(
     req: &LlmRequest,
     opts: BodyOptions,
+    images: Images<'_>,
     cache: &mut BodyCache,
     capacity: usize,
 ) -> Result<Bytes, LlmFailure> {
     let taken = std::mem::take(cache);
-    let result = extend(req, opts, taken, capacity);
+    let result = extend(req, opts, images, taken, capacity);
     match result {
         Ok((bytes, next)) => {
             *cache = next;
@@ -374,6 +579,7 @@ pub fn body_extending(
 fn extend(
     req: &LlmRequest,
     opts: BodyOptions,
+    images: Images<'_>,
     mut cache: BodyCache,
     capacity: usize,
 ) -> Result<(Bytes, BodyCache), LlmFailure> {
@@ -384,10 +590,12 @@ fn extend(
         ));
     }
     let thinking = thinking_enabled(req);
+    let cx = context(req, opts, images);
     let key = CacheKey {
         model: req.call.model.id.clone(),
         thinking,
         opts,
+        vision: cx.vision.is_some(),
     };
     let kept = if cache.key.as_ref() == Some(&key) {
         cache
@@ -426,9 +634,10 @@ fn extend(
         buf.reserve(buf.len() / 16 + SLACK);
     }
     let mut wire = Vec::new();
+    let mut pending = pending_after(&cache.messages, cx)?;
     for m in &req.messages[kept..] {
         wire.clear();
-        push_messages(m, thinking == Some(true), opts, &mut wire);
+        push_messages(m, cx, &mut pending, &mut wire)?;
         for w in &wire {
             if count > 0 {
                 buf.put_u8(b',');
@@ -439,6 +648,16 @@ fn extend(
         cache.messages.push(m.clone());
         cache.ends.push(buf.len());
         cache.counts.push(count);
+    }
+    // The images of a trailing run of tool messages: after the last recorded end, so the next
+    // body of the series writes them again after whatever follows the run.
+    wire.clear();
+    flush_images(&mut pending, &mut wire);
+    for w in &wire {
+        if count > 0 {
+            buf.put_u8(b',');
+        }
+        serde_json::to_writer((&mut buf).writer(), w).map_err(serialise_failure)?;
     }
     drop(wire);
     let tail = serde_json::to_vec(&tail(req, thinking)).map_err(serialise_failure)?;

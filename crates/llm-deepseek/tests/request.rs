@@ -2,9 +2,65 @@
 
 use std::sync::Arc;
 
+use dsh_llm::attachments::AttachmentLookup;
 use dsh_llm::{ContentBlock, LlmRequest, Message, MessageSource, Role, ToolSpec};
 use dsh_llm_deepseek::BodyOptions;
-use dsh_llm_deepseek::request::{BodyCache, body, body_extending, body_with_capacity};
+use dsh_llm_deepseek::request::{self as rq, BodyCache, Images};
+
+/// The store of the tests: [`IMAGE`]'s bytes under its id.
+struct OneImage;
+
+impl dsh_llm::AttachmentStore for OneImage {
+    fn read(&self, id: &str) -> Result<Vec<u8>, dsh_llm::AttachmentError> {
+        if id == IMAGE {
+            Ok(b"\x89PNG-test".to_vec())
+        } else {
+            Err(dsh_llm::AttachmentError::NotFound(id.to_owned()))
+        }
+    }
+}
+
+const IMAGE: &str = "sha256:b1ff9c8ea3a780bad09b346c423d2d0e46815926879b18e841d928376a946640";
+const IMAGE_URL: &str = "data:image/png;base64,iVBORy10ZXN0";
+
+static STORE: std::sync::LazyLock<AttachmentLookup> =
+    std::sync::LazyLock::new(|| dsh_llm::fixed_attachments(Arc::new(OneImage)));
+
+fn image(offloaded: bool) -> ContentBlock {
+    ContentBlock::Image {
+        attachment: serde_json::from_value(json!({
+            "attachmentId": IMAGE, "mediaType": "image/png", "width": 3, "height": 2, "bytes": 9
+        }))
+        .unwrap(),
+        offloaded: offloaded.then_some(true),
+    }
+}
+
+fn vision(mut r: LlmRequest) -> LlmRequest {
+    r.call.model.input_modalities = vec![dsh_llm::Modality::Text, dsh_llm::Modality::Image];
+    r
+}
+
+fn body(r: &LlmRequest, o: BodyOptions) -> Result<Vec<u8>, dsh_llm::LlmFailure> {
+    rq::body(r, o, Images { lookup: &STORE })
+}
+
+fn body_with_capacity(
+    r: &LlmRequest,
+    o: BodyOptions,
+    capacity: usize,
+) -> Result<Vec<u8>, dsh_llm::LlmFailure> {
+    rq::body_with_capacity(r, o, Images { lookup: &STORE }, capacity)
+}
+
+fn body_extending(
+    r: &LlmRequest,
+    o: BodyOptions,
+    cache: &mut BodyCache,
+    capacity: usize,
+) -> Result<bytes::Bytes, dsh_llm::LlmFailure> {
+    rq::body_extending(r, o, Images { lookup: &STORE }, cache, capacity)
+}
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -236,12 +292,14 @@ mod props {
                     );
                     assistant("a", content)
                 }),
-            ("call_[0-9]{2}", prop::option::of(text())).prop_map(|(id, t)| Message::tool_result(
-                "t",
-                id,
-                t.into_iter().map(ContentBlock::text).collect(),
-                false
-            )),
+            ("call_[0-9]{2}", prop::option::of(text()), 0u8..3).prop_map(|(id, t, img)| {
+                let mut content: Vec<ContentBlock> =
+                    t.into_iter().map(ContentBlock::text).collect();
+                if img > 0 {
+                    content.push(image(img == 2));
+                }
+                Message::tool_result("t", id, content, false)
+            }),
         ]
     }
 
@@ -258,6 +316,8 @@ mod props {
         Placeholder(bool),
         /// Keep the previous body alive, as a request still in flight would.
         Hold,
+        /// Switch the model's image input on or off.
+        Vision(bool),
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -267,6 +327,7 @@ mod props {
             1 => prop::sample::select(vec!["off", "low", "high"]).prop_map(Step::Effort),
             1 => any::<bool>().prop_map(Step::Placeholder),
             1 => Just(Step::Hold),
+            1 => any::<bool>().prop_map(Step::Vision),
         ]
     }
 
@@ -278,6 +339,7 @@ mod props {
             let mut effort = "high";
             let mut opts = BodyOptions::default();
             let mut held = Vec::new();
+            let mut images = true;
             for s in steps {
                 match s {
                     Step::Append(ms) => history.extend(ms.into_iter().map(Arc::new)),
@@ -288,8 +350,12 @@ mod props {
                     Step::Effort(e) => effort = e,
                     Step::Placeholder(p) => opts.reasoning_placeholder = p,
                     Step::Hold => {}
+                    Step::Vision(v) => images = v,
                 }
                 let mut req = request(Vec::new(), Some(effort));
+                if images {
+                    req = vision(req);
+                }
                 req.messages = history.clone();
                 let extended = body_extending(&req, opts, &mut cache, 0).unwrap();
                 prop_assert_eq!(&extended[..], &body(&req, opts).unwrap()[..]);
@@ -360,4 +426,121 @@ fn a_sized_buffer_gives_the_same_bytes_without_growing() {
         body_with_capacity(&r, BodyOptions::default(), 1).unwrap(),
         plain
     );
+}
+
+#[test]
+fn images_become_parts_on_an_image_model_and_placeholders_elsewhere() {
+    let msgs = vec![
+        Message::system("s", "sys"),
+        Message::new(
+            "u",
+            Role::User,
+            vec![ContentBlock::text("Look:"), image(false)],
+            MessageSource::user(),
+        ),
+        assistant(
+            "a",
+            vec![
+                ContentBlock::tool_call("c1", "read_image", "{}"),
+                ContentBlock::tool_call("c2", "read", "{}"),
+                ContentBlock::tool_call("c3", "read_image", "{}"),
+            ],
+        ),
+        Message::tool_result(
+            "t1",
+            "c1",
+            vec![ContentBlock::text("Image a.png"), image(false)],
+            false,
+        ),
+        Message::tool_result("t2", "c2", vec![ContentBlock::text("text")], false),
+        Message::tool_result("t3", "c3", vec![image(false), image(true)], false),
+    ];
+    let r = vision(request(msgs.clone(), Some("high")));
+    let v: serde_json::Value =
+        serde_json::from_slice(&body(&r, BodyOptions::default()).unwrap()).unwrap();
+    let m = v["messages"].as_array().unwrap();
+    assert_eq!(
+        m[1]["content"],
+        json!([{"type":"text","text":"Look:"},{"type":"image_url","image_url":{"url":IMAGE_URL}}])
+    );
+    // The tool messages follow the calls directly; the images come after the run.
+    let roles: Vec<&str> = m.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "tool",
+            "user"
+        ]
+    );
+    assert_eq!(m[3]["content"], "Image a.png");
+    assert_eq!(m[4]["content"], "text");
+    assert!(
+        m[5]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("[image omitted to fit request image limits;"),
+        "{}",
+        m[5]
+    );
+    assert_eq!(
+        m[6]["content"],
+        json!([
+            {"type":"text","text":"[images returned by tool call c1]"},
+            {"type":"image_url","image_url":{"url":IMAGE_URL}},
+            {"type":"text","text":"[images returned by tool call c3]"},
+            {"type":"image_url","image_url":{"url":IMAGE_URL}}
+        ])
+    );
+    // The next step extends the bytes: the images' user message stays where it was.
+    let mut longer = msgs.clone();
+    longer.push(assistant("a2", vec![ContentBlock::text("Two images.")]));
+    let first = body(&r, BodyOptions::default()).unwrap();
+    let second = body(
+        &vision(request(longer, Some("high"))),
+        BodyOptions::default(),
+    )
+    .unwrap();
+    let cut = |b: &[u8]| {
+        String::from_utf8(b.to_vec())
+            .unwrap()
+            .split("],\"stream\":")
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(cut(&second).starts_with(&cut(&first)));
+    // A text-only model: the placeholders, never the bytes.
+    let t = body(&request(msgs.clone(), Some("high")), BodyOptions::default()).unwrap();
+    let t = String::from_utf8(t).unwrap();
+    assert!(!t.contains("iVBORy10ZXN0"), "{t}");
+    assert!(t.contains(
+        "[image omitted because this model accepts text only; attachment sha256:b1ff9c8e]"
+    ));
+    // Bytes the store does not have: a typed refusal.
+    let mut missing = msgs;
+    missing[1] = Message::new(
+        "u",
+        Role::User,
+        vec![ContentBlock::Image {
+            attachment: serde_json::from_value(json!({
+                "attachmentId": format!("sha256:{}", "0".repeat(64)), "mediaType": "image/png",
+                "width": 1, "height": 1, "bytes": 1
+            }))
+            .unwrap(),
+            offloaded: None,
+        }],
+        MessageSource::user(),
+    );
+    let f = body(
+        &vision(request(missing, Some("high"))),
+        BodyOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(f.code, "UNSUPPORTED_CONTENT");
+    assert!(f.message.contains("not in the store"), "{}", f.message);
 }

@@ -24,6 +24,18 @@ pub enum AttachmentError {
     /// Nothing is stored under the id.
     #[error("attachment {0} is not in the store")]
     NotFound(String),
+    /// This store only reads.
+    #[error("this attachment store is read-only")]
+    ReadOnly,
+    /// The bytes cannot be stored.
+    #[error("cannot store an attachment under {path}: {source}")]
+    Write {
+        /// Where the store tried to write.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The stored bytes cannot be read.
     #[error("attachment {id} cannot be read: {source}")]
     Io {
@@ -39,6 +51,25 @@ pub enum AttachmentError {
 pub trait AttachmentStore: Send + Sync + 'static {
     /// The bytes stored under `attachment_id`.
     fn read(&self, attachment_id: &str) -> Result<Vec<u8>, AttachmentError>;
+
+    /// Stores `bytes` under their content address and returns it (`sha256:<64 hex>`). Storing
+    /// the same bytes twice is one object. The default refuses ([`AttachmentError::ReadOnly`]).
+    fn put(&self, bytes: &[u8]) -> Result<String, AttachmentError> {
+        let _ = bytes;
+        Err(AttachmentError::ReadOnly)
+    }
+}
+
+/// The content address of `bytes`: `sha256:<64 lowercase hex>`.
+pub fn content_id(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(bytes);
+    let mut id = String::with_capacity(71);
+    id.push_str("sha256:");
+    for b in digest {
+        id.push_str(&format!("{b:02x}"));
+    }
+    id
 }
 
 impl Service for dyn AttachmentStore {
@@ -105,6 +136,8 @@ impl AttachmentStore for DirAttachments {
         })
     }
 }
+
+pub use crate::attachment_local::{AttachmentLocalConfig, AttachmentLocalPlugin, LocalAttachments};
 
 /// The media types every image route takes.
 pub const IMAGE_MEDIA_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", "image/gif"];

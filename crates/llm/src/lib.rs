@@ -19,6 +19,7 @@
 
 pub mod adapter;
 pub mod assemble;
+mod attachment_local;
 pub mod attachments;
 pub mod chunk;
 pub mod message;
@@ -33,8 +34,8 @@ pub use adapter::{
 };
 pub use assemble::{Assembled, BlockAssembler, ProtocolViolation};
 pub use attachments::{
-    AttachmentError, AttachmentLookup, AttachmentStore, DirAttachments, fixed_attachments,
-    no_attachments,
+    AttachmentError, AttachmentLocalPlugin, AttachmentLookup, AttachmentStore, DirAttachments,
+    LocalAttachments, fixed_attachments, no_attachments,
 };
 pub use chunk::{
     BlockKind, FailureCode, FinishReason, LlmFailure, StreamChunk, StreamNote, TokenUsage, codes,

@@ -13,6 +13,7 @@
 pub mod config;
 pub mod connect;
 pub mod env;
+pub mod images;
 pub mod json_config;
 pub mod names;
 mod plugin;

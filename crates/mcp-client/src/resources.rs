@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin, Registration, Service};
+use dsh_llm::ImageRef;
 use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput, Tools};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
@@ -21,6 +22,7 @@ use rmcp::model::{PaginatedRequestParams, ReadResourceRequestParams, ResourceCon
 use rmcp::service::Peer;
 use serde_json::{Map, Value, json};
 
+use crate::images::{ImageSink, NO_STORE};
 use crate::server::Server;
 use crate::tool::{CALL_FAILED, SERVER_UNAVAILABLE, unavailable_message};
 
@@ -93,7 +95,7 @@ impl McpResources for Hub {
             return;
         }
         for kind in [Kind::List, Kind::Templates, Kind::Read] {
-            let tool = BridgeTool::new(kind, self.servers.clone());
+            let tool = BridgeTool::new(kind, self.servers.clone(), self.ctx.clone());
             match self.tools.register_removable(&self.ctx, Arc::new(tool)) {
                 Ok(r) => regs.push(r),
                 Err(e) => {
@@ -186,14 +188,17 @@ struct BridgeTool {
     kind: Kind,
     schema: Value,
     servers: Servers,
+    /// The plugin's context: the `attachments`, `agents` and `llm` services for images.
+    ctx: Ctx,
 }
 
 impl BridgeTool {
-    fn new(kind: Kind, servers: Servers) -> Self {
+    fn new(kind: Kind, servers: Servers, ctx: Ctx) -> Self {
         Self {
             kind,
             schema: kind.schema(),
             servers,
+            ctx,
         }
     }
 
@@ -234,7 +239,7 @@ impl BridgeTool {
                             "invalid arguments: `server` and `uri` are required strings",
                         ));
                     };
-                    self.read(&server, uri).await
+                    self.read(&server, uri, ctx.session_id()).await
                 }
             }
         };
@@ -331,22 +336,58 @@ impl BridgeTool {
         Ok((tagged, next))
     }
 
-    async fn read(&self, name: &str, uri: String) -> Result<ToolOutput, ToolError> {
+    async fn read(
+        &self,
+        name: &str,
+        uri: String,
+        session_id: &str,
+    ) -> Result<ToolOutput, ToolError> {
         let s = self.server(name)?;
         let peer = peer(&s)?;
         let timeout = s.config().call_timeout();
         let params = ReadResourceRequestParams::new(uri.clone());
         let result = bounded(&s, READ_RESOURCE, timeout, peer.read_resource(params)).await?;
-        Ok(ToolOutput::text(render_contents(&uri, &result.contents))
-            .with_meta(json!({"server": name, "uri": uri})))
+        let sink = ImageSink::for_call(Some(&self.ctx), session_id);
+        let (text, images) = render_contents_with(&uri, &result.contents, &sink);
+        let meta = json!({"server": name, "uri": uri});
+        if images.is_empty() {
+            return Ok(ToolOutput::text(text).with_meta(meta));
+        }
+        Ok(ToolOutput::json(json!({"text": text, "images": images})).with_meta(meta))
     }
 }
 
 /// The model-visible text of a resource's contents: one text content as itself; several each
 /// under a `[resource <uri>]` line; binary contents as a bracketed diagnostic.
 pub fn render_contents(uri: &str, contents: &[ResourceContents]) -> String {
+    render_contents_with(uri, contents, &ImageSink::refusing(NO_STORE)).0
+}
+
+/// [`render_contents`], with the image contents `images` admits as images (their text is
+/// `[image <uri> (<type>) attached]`; the images follow the text as image blocks).
+pub fn render_contents_with(
+    uri: &str,
+    contents: &[ResourceContents],
+    images: &ImageSink,
+) -> (String, Vec<ImageRef>) {
+    let sent = std::cell::RefCell::new(Vec::new());
     let one = |c: &ResourceContents| match c {
         ResourceContents::TextResourceContents { text, .. } => text.clone(),
+        ResourceContents::BlobResourceContents {
+            uri,
+            mime_type: Some(mime),
+            blob,
+            ..
+        } if mime.starts_with("image/") => match images.admit(mime, blob) {
+            Ok(r) => {
+                sent.borrow_mut().push(r);
+                format!("[image {uri} ({mime}) attached]")
+            }
+            Err(why) => format!(
+                "[binary resource ({mime}, {} bytes base64) not shown: {why}]",
+                blob.len()
+            ),
+        },
         ResourceContents::BlobResourceContents {
             mime_type, blob, ..
         } => format!(
@@ -356,7 +397,7 @@ pub fn render_contents(uri: &str, contents: &[ResourceContents]) -> String {
         ),
         _ => "[resource content of an unknown kind not shown]".to_owned(),
     };
-    match contents {
+    let text = match contents {
         [] => format!("(resource {uri} has no contents)"),
         [c] => one(c),
         many => many
@@ -371,7 +412,8 @@ pub fn render_contents(uri: &str, contents: &[ResourceContents]) -> String {
             })
             .collect::<Vec<_>>()
             .join("\n"),
-    }
+    };
+    (text, sent.into_inner())
 }
 
 fn to_values<T: serde::Serialize>(items: &[T]) -> Vec<Value> {
@@ -440,6 +482,11 @@ impl Tool for BridgeTool {
 
     fn concurrency(&self, _args: &Value) -> Concurrency {
         Concurrency::ParallelSafe
+    }
+
+    /// The text, then the images a read stored.
+    fn render(&self, output: &ToolOutput) -> Vec<dsh_llm::ContentBlock> {
+        crate::tool::render_output(output)
     }
 }
 

@@ -120,6 +120,11 @@ impl Server {
         })
     }
 
+    /// The plugin's context (services such as `attachments` are looked up in it).
+    pub(crate) fn ctx(&self) -> Option<&Ctx> {
+        self.emitter.as_ref()
+    }
+
     /// Its configuration.
     pub fn config(&self) -> &McpServerConfig {
         &self.config

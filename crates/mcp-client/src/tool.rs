@@ -9,7 +9,8 @@ use rmcp::model::{CallToolRequestParams, Tool as RawTool};
 use rmcp::service::ServiceError;
 use serde_json::{Value, json};
 
-use crate::render::{is_error, render_result};
+use crate::images::ImageSink;
+use crate::render::{is_error, render_with};
 use crate::server::{Server, Status};
 
 /// Code of a call to a server that is not connected (starting, reconnecting, given up).
@@ -79,11 +80,20 @@ impl McpTool {
             _ = ctx.cancel_token().cancelled() => return Err(ToolError::aborted()),
         };
         let result = outcome.map_err(|e| call_error(&server, &self.raw, e))?;
-        let text = render_result(&self.name, &result);
+        let sink = if is_error(&result) {
+            ImageSink::refusing("the call failed")
+        } else {
+            ImageSink::for_call(self.server.ctx(), ctx.session_id())
+        };
+        let (text, images) = render_with(&self.name, &result, &sink);
         if is_error(&result) {
             return Err(ToolError::failed(text));
         }
-        Ok(ToolOutput::text(text).with_meta(json!({ "server": server, "tool": self.raw })))
+        let meta = json!({ "server": server, "tool": self.raw });
+        if images.is_empty() {
+            return Ok(ToolOutput::text(text).with_meta(meta));
+        }
+        Ok(ToolOutput::json(json!({ "text": text, "images": images })).with_meta(meta))
     }
 }
 
@@ -152,4 +162,35 @@ impl Tool for McpTool {
     fn foreign_schema(&self) -> bool {
         true
     }
+
+    /// The text, then the images the call stored (an `image` block each).
+    fn render(&self, output: &ToolOutput) -> Vec<dsh_llm::ContentBlock> {
+        render_output(output)
+    }
+}
+
+/// A result with stored images (`{"text", "images": [ImageRef]}`) as a text block and image
+/// blocks; any other output as the default rendering.
+pub(crate) fn render_output(output: &ToolOutput) -> Vec<dsh_llm::ContentBlock> {
+    let images = output
+        .value
+        .get("images")
+        .and_then(|v| serde_json::from_value::<Vec<dsh_llm::ImageRef>>(v.clone()).ok());
+    let (Some(text), Some(images)) = (output.value.get("text").and_then(Value::as_str), images)
+    else {
+        return dsh_tools::render_default(output);
+    };
+    let mut blocks = Vec::with_capacity(images.len() + 1);
+    if !text.is_empty() {
+        blocks.push(dsh_llm::ContentBlock::text(text));
+    }
+    blocks.extend(
+        images
+            .into_iter()
+            .map(|attachment| dsh_llm::ContentBlock::Image {
+                attachment,
+                offloaded: None,
+            }),
+    );
+    blocks
 }

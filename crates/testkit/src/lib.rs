@@ -40,7 +40,7 @@ mod server;
 mod sse;
 pub mod validate;
 
-pub use record::{Outcome, RecordedRequest};
+pub use record::{ImagePart, Outcome, RecordedRequest};
 pub use reply::{
     Gate, KEEP_ALIVE, Reply, SSE_CONTENT_TYPE, Split, Step, random_sizes, split_events,
     split_every, split_sizes,

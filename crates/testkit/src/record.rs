@@ -18,6 +18,23 @@ pub enum Outcome {
     Dropped,
 }
 
+/// An image a chat-completions body carries: a `data:` URL in a user message's
+/// `image_url` part (`deepseek-wire.md` §3 rule 5).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImagePart {
+    /// Index of the message in `messages`.
+    pub message: usize,
+    /// Whether the message directly follows a `tool` message (a tool result's images).
+    pub after_tool: bool,
+    /// The media type of the URL.
+    pub media_type: String,
+    /// The decoded bytes (`None` when the URL is not valid base64 `data:`).
+    pub bytes: Option<Vec<u8>>,
+    /// The text parts of the same message, in order (labels such as
+    /// `[images returned by tool call <id>]`).
+    pub texts: Vec<String>,
+}
+
 /// One request as received, with its timings.
 #[derive(Clone, Debug)]
 pub struct RecordedRequest {
@@ -68,6 +85,42 @@ impl RecordedRequest {
     /// The body parsed as JSON.
     pub fn body_json(&self) -> Result<serde_json::Value, serde_json::Error> {
         serde_json::from_slice(&self.body)
+    }
+
+    /// The images of a chat-completions body, in message order (empty when the body is not
+    /// JSON or carries none).
+    pub fn image_parts(&self) -> Vec<ImagePart> {
+        use base64::Engine as _;
+        let Ok(body) = self.body_json() else {
+            return Vec::new();
+        };
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let mut out = Vec::new();
+        for (i, m) in messages.iter().enumerate() {
+            let Some(parts) = m["content"].as_array() else {
+                continue;
+            };
+            let texts: Vec<String> = parts
+                .iter()
+                .filter(|p| p["type"] == "text")
+                .filter_map(|p| p["text"].as_str().map(str::to_owned))
+                .collect();
+            for p in parts.iter().filter(|p| p["type"] == "image_url") {
+                let url = p["image_url"]["url"].as_str().unwrap_or("");
+                let (media_type, data) = url
+                    .strip_prefix("data:")
+                    .and_then(|u| u.split_once(";base64,"))
+                    .unwrap_or(("", ""));
+                out.push(ImagePart {
+                    message: i,
+                    after_tool: i > 0 && messages[i - 1]["role"] == "tool",
+                    media_type: media_type.to_owned(),
+                    bytes: base64::engine::general_purpose::STANDARD.decode(data).ok(),
+                    texts: texts.clone(),
+                });
+            }
+        }
+        out
     }
 
     /// Whether this is a `POST` to one of the chat-completions paths.

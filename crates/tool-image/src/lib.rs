@@ -4,8 +4,8 @@
 //! its name), refuses it clearly when the calling agent's route does not accept images (the
 //! route's catalog entry, `ModelInfo::input_modalities`), downscales it when its longer side
 //! passes `maxDimension` or its size passes `maxBytes` (re-encoded as PNG, JPEG for JPEG
-//! sources), stores the normalised copy content-addressed in the session's artefact directory
-//! (`images/<sha256>.<ext>`), and answers an `image` content block (`ImageRef`: `sha256:` id,
+//! sources), puts the normalised bytes in the `attachments` service (content-addressed; without
+//! one, a copy goes to the session's artefact directory, `images/<sha256>.<ext>`), and answers an `image` content block (`ImageRef`: `sha256:` id,
 //! media type, dimensions, bytes, name, original dimensions when downscaled) after a one-line
 //! text description.
 
@@ -16,6 +16,7 @@ use std::sync::Arc;
 use dsh_agent::Agents;
 use dsh_kernel::{BoxError, Ctx, Dep, Plugin};
 use dsh_llm::Modality;
+use dsh_llm::attachments::AttachmentStore;
 use dsh_llm::service::Llm;
 use dsh_llm::{ContentBlock, Dimensions, ImageRef};
 use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolErrorCode, ToolOutput, Tools};
@@ -301,7 +302,17 @@ impl Tool for ReadImageTool {
                 .map_err(|e| ToolError::failed(format!("image decoding failed: {e}")))?
                 .map_err(|m| ToolError::new(IMAGE_INVALID, format!("{}: {m}", path.display())))?;
             let id_hex = hex(&Sha256::digest(&n.bytes));
-            let stored = store(ctx.scratch_dir(), &id_hex, &n);
+            // The attachment store (where adapters read the bytes from) when one is mounted;
+            // else a copy in the session's artefact directory.
+            let stored = match self.ctx.get::<dyn AttachmentStore>() {
+                Some(attachments) => {
+                    attachments.put(&n.bytes).map_err(|e| {
+                        ToolError::new(IMAGE_UNREADABLE, format!("cannot store the image: {e}"))
+                    })?;
+                    None
+                }
+                None => store(ctx.scratch_dir(), &id_hex, &n),
+            };
             let name = path.file_name().map(|f| f.to_string_lossy().into_owned());
             let attachment = ImageRef {
                 attachment_id: format!("sha256:{id_hex}"),

@@ -14,6 +14,7 @@ mod context;
 mod exec;
 mod failures;
 mod hooks;
+mod images;
 mod mcp;
 mod mcp_interop;
 mod original;

@@ -1,0 +1,119 @@
+//! MCP images to the model: on a route whose model accepts images, with an attachment store
+//! mounted, an image a server returns is put in the store and becomes an `image` block (its
+//! `ImageRef`); anywhere else it stays a bracketed description (upstream §4.5).
+
+use std::io::Cursor;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use dsh_agent::Agents;
+use dsh_kernel::Ctx;
+use dsh_llm::attachments::{AttachmentStore, IMAGE_MEDIA_TYPES};
+use dsh_llm::service::Llm;
+use dsh_llm::{ImageRef, Modality};
+use image::ImageFormat;
+
+/// Why images of a call are not sent, when there is no store.
+pub const NO_STORE: &str = "this route has no image attachment store";
+
+/// Where a call's images go: the store, or the reason they are described instead.
+#[derive(Clone)]
+pub struct ImageSink {
+    store: Result<Arc<dyn AttachmentStore>, String>,
+}
+
+impl std::fmt::Debug for ImageSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImageSink")
+            .field("refusal", &self.store.as_ref().err())
+            .finish()
+    }
+}
+
+impl ImageSink {
+    /// A sink that describes every image for `why`.
+    pub fn refusing(why: impl Into<String>) -> Self {
+        Self {
+            store: Err(why.into()),
+        }
+    }
+
+    /// A sink that stores every well-formed image in `store`.
+    pub fn storing(store: Arc<dyn AttachmentStore>) -> Self {
+        Self { store: Ok(store) }
+    }
+
+    /// The sink of a call in `session_id`: the `attachments` service of `ctx` when the calling
+    /// agent's model accepts images (its route's catalog entry), else the reason it does not.
+    pub fn for_call(ctx: Option<&Ctx>, session_id: &str) -> Self {
+        let Some(ctx) = ctx else {
+            return Self::refusing(NO_STORE);
+        };
+        let Some(store) = ctx.get::<dyn AttachmentStore>() else {
+            return Self::refusing(NO_STORE);
+        };
+        let Some(agent) = ctx.get::<dyn Agents>().and_then(|a| a.get(session_id)) else {
+            return Self::refusing("no agent session to check the model's image input");
+        };
+        let options = agent.options();
+        let route = options.provider.clone().unwrap_or_default();
+        let Some(adapter) = ctx.get::<dyn Llm>().and_then(|l| l.adapter(&route)) else {
+            return Self::refusing(format!("no model route `{route}` to check"));
+        };
+        let model = options.model.unwrap_or_else(|| adapter.default_model());
+        if !adapter
+            .resolve_model(&model)
+            .input_modalities
+            .contains(&Modality::Image)
+        {
+            return Self::refusing(format!("the current model {model} accepts text only"));
+        }
+        Self::storing(store)
+    }
+
+    /// Stores the base64 image `data` (declared `mime_type`) and gives its reference, or why it
+    /// is not sent (a text-only route, no store, not a PNG/JPEG/WebP/GIF, bad base64, a store
+    /// that cannot write).
+    pub fn admit(&self, mime_type: &str, data: &str) -> Result<ImageRef, String> {
+        let store = self.store.as_ref().map_err(Clone::clone)?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|e| format!("its data is not valid base64 ({e})"))?;
+        let format = image::guess_format(&bytes)
+            .map_err(|_| "its bytes are not a PNG, JPEG, WebP or GIF image".to_owned())?;
+        let media_type = match format {
+            ImageFormat::Png => "image/png",
+            ImageFormat::Jpeg => "image/jpeg",
+            ImageFormat::WebP => "image/webp",
+            ImageFormat::Gif => "image/gif",
+            other => return Err(format!("{other:?} images are not supported")),
+        };
+        debug_assert!(IMAGE_MEDIA_TYPES.contains(&media_type));
+        if media_type != mime_type {
+            tracing::debug!(
+                declared = mime_type,
+                sniffed = media_type,
+                "MCP image type corrected from its bytes"
+            );
+        }
+        let (width, height) = image::ImageReader::with_format(Cursor::new(&bytes), format)
+            .into_dimensions()
+            .map_err(|e| format!("it does not decode ({e})"))?;
+        if width == 0 || height == 0 {
+            return Err("it has no pixels".to_owned());
+        }
+        let attachment_id = store
+            .put(&bytes)
+            .map_err(|e| format!("it cannot be stored ({e})"))?;
+        Ok(ImageRef {
+            attachment_id,
+            media_type: media_type.to_owned(),
+            width: u64::from(width),
+            height: u64::from(height),
+            bytes: bytes.len() as u64,
+            name: None,
+            original_dimensions: None,
+            extra: Default::default(),
+        })
+    }
+}
