@@ -196,6 +196,7 @@ pub(crate) async fn run(mut args: ExecArgs) -> Result<u8, Failure> {
         let mut c = composer.lock().await;
         c.apply(&composition).await.map_err(Failure::usage)?;
         c.ready().await.map_err(Failure::usage)?;
+        tracing::debug!("composition ready");
     }
     let _watcher = crate::watch::watch(
         crate::home::user_file(),
@@ -246,6 +247,7 @@ async fn run_agent(
         options,
     )
     .await?;
+    tracing::debug!(resumed = !new_session, "agent opened");
     let id: Arc<str> = Arc::from(agent.id());
     // Acquire and test the write path before any token is spent: a read-only or full home, or
     // a concurrent creator of the same id, fails here with nothing sent to the model. A new

@@ -33,13 +33,13 @@ struct Pending {
 
 enum State {
     Reading(JoinHandle<Option<Fetched>>),
-    Done(Option<Fetched>),
+    Done(Option<Box<Fetched>>),
 }
 
 impl State {
-    fn finish(self) -> Option<Fetched> {
+    fn finish(self) -> Option<Box<Fetched>> {
         match self {
-            State::Reading(handle) => handle.join().ok().flatten(),
+            State::Reading(handle) => handle.join().ok().flatten().map(Box::new),
             State::Done(fetched) => fetched,
         }
     }
@@ -83,9 +83,16 @@ pub fn start(root: PathBuf, id: &str) {
     let spawned = std::thread::Builder::new()
         .name("dsh-prefetch".into())
         .spawn(move || {
+            let started = std::time::Instant::now();
             let (_, sel) = store.locate(&owned).ok()?;
             let before = stamp(&sel.path)?;
             let read = store.read_selected(&owned, &sel).ok()?;
+            tracing::debug!(
+                id = %owned,
+                events = read.0.events.len(),
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "resume prefetch read"
+            );
             (stamp(&sel.path)? == before).then_some(Fetched {
                 path: sel.path,
                 stamp: before,
@@ -113,7 +120,9 @@ pub(crate) fn take(root: &Path, id: &str, sel: &Selected) -> Option<Read> {
     }
     let pending = slot.take()?;
     drop(slot);
+    let waited = std::time::Instant::now();
     let fetched = pending.state.finish()?;
+    tracing::debug!(%id, waited_ms = waited.elapsed().as_secs_f64() * 1e3, "resume prefetch joined");
     if fetched.path != sel.path || stamp(&sel.path)? != fetched.stamp {
         tracing::debug!(%id, "resume prefetch discarded: the log changed");
         return None;

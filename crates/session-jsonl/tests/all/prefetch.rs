@@ -20,9 +20,15 @@ fn turn(s: &dsh_session::Session, t: u64) {
     for (kind, data) in [
         ("turn/start", json!({"turn": t})),
         ("step/start", json!({"turn": t, "step": 1})),
-        ("user/message", json!({"content": [{"type": "text", "text": format!("q{t}")}], "source": {"kind": "user"}, "role": "user", "id": format!("u{t}")})),
+        (
+            "user/message",
+            json!({"content": [{"type": "text", "text": format!("q{t}")}], "source": {"kind": "user"}, "role": "user", "id": format!("u{t}")}),
+        ),
         ("step/end", json!({"turn": t, "step": 1})),
-        ("turn/end", json!({"turn": t, "reason": {"kind": "completed"}})),
+        (
+            "turn/end",
+            json!({"turn": t, "reason": {"kind": "completed"}}),
+        ),
     ] {
         s.append(NewEvent::new(kind, data)).unwrap();
     }
@@ -58,7 +64,11 @@ fn a_prefetched_read_is_adopted_only_while_the_log_is_unchanged() {
     prefetch::settle();
     let reader = sessions(root);
     let s = reader.open("pf").unwrap();
-    assert_eq!(prefetch::adopted(), before + 1, "the prefetch was not adopted");
+    assert_eq!(
+        prefetch::adopted(),
+        before + 1,
+        "the prefetch was not adopted"
+    );
     assert_eq!(texts(&s).len(), 2);
     turn(&s, 3);
     block_on(reader.close("pf")).unwrap();
@@ -75,7 +85,11 @@ fn a_prefetched_read_is_adopted_only_while_the_log_is_unchanged() {
     block_on(writer.close("pf")).unwrap();
     let reader = sessions(root);
     let s = reader.open("pf").unwrap();
-    assert_eq!(prefetch::adopted(), before + 1, "a stale prefetch was adopted");
+    assert_eq!(
+        prefetch::adopted(),
+        before + 1,
+        "a stale prefetch was adopted"
+    );
     assert_eq!(texts(&s).len(), 4, "the open lost the other writer's turn");
     block_on(reader.close("pf")).unwrap();
     std::fs::remove_file(&link).unwrap();
