@@ -19,7 +19,11 @@ fn a_text_turn_prints_the_answer_and_stores_the_session() {
     assert_eq!(stdout(&out), "Hello from the mock.\n");
     let events = env.stored_events();
     let k = kinds(&events);
-    assert_eq!(events[1]["data"], serde_json::json!({"policy": "never"}));
+    let policy = events
+        .iter()
+        .find(|e| e["type"] == "approval/policy")
+        .expect("an approval/policy event");
+    assert_eq!(policy["data"], serde_json::json!({"policy": "never"}));
     // The session's sandbox mode and approval policy are logged first, as the original does
     // (their relative order follows plugin activation, which is concurrent: see the approval
     // README's Known limitations).
