@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use dsh_testkit::Completion;
 
 use crate::report::{Group, Row};
@@ -37,21 +37,8 @@ fn bytes_per_step(dsh: &Path, config: Option<&str>) -> Result<(f64, bool)> {
 fn to_zstd(g: &Generated) -> Result<PathBuf> {
     g.restore()?;
     let text = std::fs::read_to_string(&g.log)?;
-    let mut out = Vec::new();
-    let mut batch = String::new();
-    let mut lines = text.split_inclusive('\n');
-    let header = lines.next().context("empty generated log")?;
-    dsh_session_jsonl::zstd::encode_frame(header.as_bytes(), &mut out);
-    for line in lines {
-        batch.push_str(line);
-        if line.starts_with("{\"type\":\"step/end\"") {
-            dsh_session_jsonl::zstd::encode_frame(batch.as_bytes(), &mut out);
-            batch.clear();
-        }
-    }
-    if !batch.is_empty() {
-        dsh_session_jsonl::zstd::encode_frame(batch.as_bytes(), &mut out);
-    }
+    ensure!(!text.is_empty(), "empty generated log");
+    let out = dsh_session_jsonl::zstd::encode_per_step(&text);
     let path = PathBuf::from(format!("{}.zstd", g.log.display()));
     std::fs::write(&path, &out)?;
     std::fs::remove_file(&g.log)?;

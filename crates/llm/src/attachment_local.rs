@@ -107,14 +107,7 @@ fn private_dir(dir: &Path) -> Result<(), AttachmentError> {
 
 impl AttachmentStore for LocalAttachments {
     fn read(&self, attachment_id: &str) -> Result<Vec<u8>, AttachmentError> {
-        let path = self.path_of(attachment_id)?;
-        std::fs::read(&path).map_err(|source| match source.kind() {
-            std::io::ErrorKind::NotFound => AttachmentError::NotFound(attachment_id.to_owned()),
-            _ => AttachmentError::Io {
-                id: attachment_id.to_owned(),
-                source,
-            },
-        })
+        crate::attachments::read_object(&self.path_of(attachment_id)?, attachment_id)
     }
 
     fn put(&self, bytes: &[u8]) -> Result<String, AttachmentError> {

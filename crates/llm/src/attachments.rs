@@ -124,16 +124,24 @@ impl DirAttachments {
     }
 }
 
+/// Reads the stored object of `attachment_id` at `path` (a missing file is
+/// [`AttachmentError::NotFound`]): the read of every file-backed store.
+pub(crate) fn read_object(
+    path: &std::path::Path,
+    attachment_id: &str,
+) -> Result<Vec<u8>, AttachmentError> {
+    std::fs::read(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => AttachmentError::NotFound(attachment_id.to_owned()),
+        _ => AttachmentError::Io {
+            id: attachment_id.to_owned(),
+            source,
+        },
+    })
+}
+
 impl AttachmentStore for DirAttachments {
     fn read(&self, attachment_id: &str) -> Result<Vec<u8>, AttachmentError> {
-        let path = self.path_of(attachment_id)?;
-        std::fs::read(&path).map_err(|source| match source.kind() {
-            std::io::ErrorKind::NotFound => AttachmentError::NotFound(attachment_id.to_owned()),
-            _ => AttachmentError::Io {
-                id: attachment_id.to_owned(),
-                source,
-            },
-        })
+        read_object(&self.path_of(attachment_id)?, attachment_id)
     }
 }
 

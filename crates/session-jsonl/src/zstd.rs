@@ -149,6 +149,28 @@ fn frame_len(bytes: &[u8]) -> Option<usize> {
     (at <= bytes.len()).then_some(at)
 }
 
+/// Encodes a plain log as dsh's flushes frame it: the header line alone, then one frame per
+/// step (cut after each `step/end` line). Fixtures for benchmarks and profiling.
+pub fn encode_per_step(text: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut batch = String::new();
+    let mut lines = text.split_inclusive('\n');
+    if let Some(header) = lines.next() {
+        encode_frame(header.as_bytes(), &mut out);
+    }
+    for line in lines {
+        batch.push_str(line);
+        if line.starts_with("{\"type\":\"step/end\"") {
+            encode_frame(batch.as_bytes(), &mut out);
+            batch.clear();
+        }
+    }
+    if !batch.is_empty() {
+        encode_frame(batch.as_bytes(), &mut out);
+    }
+    out
+}
+
 /// Decodes complete frames `bytes` (whose boundaries [`frame_len`] found) with one reused
 /// decoder: `None` on any problem (the caller falls back to the sequential path for its
 /// error).

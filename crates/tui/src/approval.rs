@@ -214,23 +214,14 @@ impl ApprovalPrompt {
                 Span::raw(" deny"),
                 Span::styled(format!("{more} · Esc interrupts"), theme.dim()),
             ])),
-            PromptMode::Reason(text) => {
-                let head = "  deny · reason for the model › ";
-                let room = w.saturating_sub(head.chars().count() + 1);
-                let shown: String = {
-                    let chars: Vec<char> = text.chars().collect();
-                    chars[chars.len().saturating_sub(room)..].iter().collect()
-                };
-                out.push(Line::from(vec![
-                    Span::styled(head, theme.warn()),
-                    Span::raw(shown),
-                    Span::styled("▏", theme.dim()),
-                ]));
-                out.push(Line::from(Span::styled(
-                    format!("  Enter denies (the reason is optional) · Esc back{more}"),
-                    theme.dim(),
-                )));
-            }
+            PromptMode::Reason(text) => out.extend(reason_lines(
+                "  deny · reason for the model › ",
+                "  Enter denies (the reason is optional) · Esc back",
+                text,
+                &more,
+                w,
+                theme,
+            )),
         }
         out
     }
@@ -263,26 +254,40 @@ impl ApprovalPrompt {
                 Span::raw(" reject with feedback"),
                 Span::styled(format!("{more} · Esc interrupts"), theme.dim()),
             ])),
-            PromptMode::Reason(text) => {
-                let head = "  reject · feedback for the model › ";
-                let room = w.saturating_sub(head.chars().count() + 1);
-                let shown: String = {
-                    let chars: Vec<char> = text.chars().collect();
-                    chars[chars.len().saturating_sub(room)..].iter().collect()
-                };
-                out.push(Line::from(vec![
-                    Span::styled(head, theme.warn()),
-                    Span::raw(shown),
-                    Span::styled("▏", theme.dim()),
-                ]));
-                out.push(Line::from(Span::styled(
-                    format!("  Enter rejects (plan mode stays on) · Esc back{more}"),
-                    theme.dim(),
-                )));
-            }
+            PromptMode::Reason(text) => out.extend(reason_lines(
+                "  reject · feedback for the model › ",
+                "  Enter rejects (plan mode stays on) · Esc back",
+                text,
+                &more,
+                w,
+                theme,
+            )),
         }
         out
     }
+}
+
+/// The two lines of a prompt's free-text answer: `head` and the tail of `text` that fits `w`
+/// columns, then `footer` and the `more` notice.
+fn reason_lines(
+    head: &'static str,
+    footer: &str,
+    text: &str,
+    more: &str,
+    w: usize,
+    theme: Theme,
+) -> [Line<'static>; 2] {
+    let room = w.saturating_sub(head.chars().count() + 1);
+    let chars: Vec<char> = text.chars().collect();
+    let shown: String = chars[chars.len().saturating_sub(room)..].iter().collect();
+    [
+        Line::from(vec![
+            Span::styled(head, theme.warn()),
+            Span::raw(shown),
+            Span::styled("▏", theme.dim()),
+        ]),
+        Line::from(Span::styled(format!("{footer}{more}"), theme.dim())),
+    ]
 }
 
 /// A question handed to the UI, with the way back.
