@@ -44,12 +44,10 @@ pub(crate) async fn run_attempt(
     let mut packer = StreamPacker::new();
     let mut assembler = BlockAssembler::new();
     let session = &agent.session;
-    let attempt = |packer: StreamPacker| -> Result<(), SessionError> {
-        session.append(NewEvent::core(AssistantAttempt {
-            turn,
-            step,
-            stream: packer.finish(),
-        }))?;
+    // Deltas the assembler accepted are packed by length only (`push_folded`): the stream
+    // record shares the assembled text, so megabyte arguments are not held twice.
+    let attempt = |stream: dsh_session::data::StreamRecords| -> Result<(), SessionError> {
+        session.append(NewEvent::core(AssistantAttempt { turn, step, stream }))?;
         Ok(())
     };
 
@@ -66,7 +64,7 @@ pub(crate) async fn run_attempt(
                     failure: LlmFailure::new(codes::ABORTED, "request cancelled"),
                 }),
             );
-            attempt(packer)?;
+            attempt(packer.finish())?;
             return Ok(AttemptOutcome::Cancelled);
         }
         Some(Err(failure)) => {
@@ -74,7 +72,7 @@ pub(crate) async fn run_attempt(
                 now_ms(),
                 &StreamChunk::finish(FinishReason::error(failure.clone())),
             );
-            attempt(packer)?;
+            attempt(packer.finish())?;
             return Ok(AttemptOutcome::Failed(failure));
         }
         Some(Ok(s)) => s,
@@ -95,16 +93,18 @@ pub(crate) async fn run_attempt(
             cancelled = true;
             break;
         }
-        packer.push(now_ms(), &chunk);
+        let received = now_ms();
         if let Err(violation) = assembler.push(&chunk) {
+            packer.push(received, &chunk);
             let failure = violation.to_failure();
             packer.push(
                 now_ms(),
                 &StreamChunk::finish(FinishReason::error(failure.clone())),
             );
-            attempt(packer)?;
+            attempt(packer.finish_with(&assembler))?;
             return Ok(AttemptOutcome::Failed(failure));
         }
+        packer.push_folded(received, &chunk);
         if !visible
             && matches!(
                 chunk,
@@ -130,8 +130,9 @@ pub(crate) async fn run_attempt(
 
     if cancelled {
         let prefix = assembler.interrupted_prefix();
+        let stream = packer.finish_with(&assembler);
         if prefix.is_empty() {
-            attempt(packer)?;
+            attempt(stream)?;
         } else {
             let mut message = Message::new(
                 new_id(),
@@ -146,7 +147,7 @@ pub(crate) async fn run_attempt(
                 message: message.into(),
                 usage: None,
                 interrupted: Some(true),
-                stream: packer.finish(),
+                stream,
             };
             session.append(NewEvent::core(data))?;
         }
@@ -158,18 +159,19 @@ pub(crate) async fn run_attempt(
             now_ms(),
             &StreamChunk::finish(FinishReason::error(failure.clone())),
         );
-        attempt(packer)?;
+        attempt(packer.finish_with(&assembler))?;
         return Ok(AttemptOutcome::Failed(failure));
     }
+    let stream = packer.finish_with(&assembler);
     let assembled = match assembler.finish() {
         Ok(a) => a,
         Err(violation) => {
-            attempt(packer)?;
+            attempt(stream)?;
             return Ok(AttemptOutcome::Failed(violation.to_failure()));
         }
     };
     if let Some(failure) = assembled.finish.failure().cloned() {
-        attempt(packer)?;
+        attempt(stream)?;
         return Ok(AttemptOutcome::Failed(failure));
     }
     let finish = assembled.finish.clone();
@@ -183,7 +185,7 @@ pub(crate) async fn run_attempt(
         message: message.into(),
         usage,
         interrupted: None,
-        stream: packer.finish(),
+        stream,
     };
     session.append(NewEvent::core(data))?;
     Ok(AttemptOutcome::Done { finish, tool_calls })

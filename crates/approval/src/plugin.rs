@@ -297,7 +297,7 @@ impl Engine {
                 if let Some(s) = self.sandbox() {
                     s.grant_once(&call.call_id, SandboxMode::DangerFullAccess);
                 }
-                tool.execute(input.ctx, call.args.clone()).await
+                tool.execute(input.ctx, Value::clone(&call.args)).await
             }
             Asked::Denied(_) => out,
         }
@@ -343,7 +343,7 @@ impl Engine {
                     session_id: call.session_id.clone(),
                     call_id: call.call_id.clone(),
                     tool_name: call.name.clone(),
-                    arguments: call.args.clone(),
+                    arguments: Value::clone(&call.args),
                     reason: reason.clone(),
                     escalation,
                 };

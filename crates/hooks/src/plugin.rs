@@ -326,7 +326,7 @@ impl Inner {
         let names: Vec<&str> = std::iter::once(call.name.as_str()).chain(alias).collect();
         let mut extra = Map::new();
         extra.insert("tool_name".into(), Value::from(alias.unwrap_or(&call.name)));
-        extra.insert("tool_input".into(), call.args.clone());
+        extra.insert("tool_input".into(), Value::clone(&call.args));
         extra.insert("tool_use_id".into(), Value::from(call.call_id.clone()));
         let base = Base {
             session_id: &call.session_id,
@@ -357,7 +357,7 @@ impl Inner {
         let names: Vec<&str> = std::iter::once(call.name.as_str()).chain(alias).collect();
         let mut extra = Map::new();
         extra.insert("tool_name".into(), Value::from(alias.unwrap_or(&call.name)));
-        extra.insert("tool_input".into(), call.args.clone());
+        extra.insert("tool_input".into(), Value::clone(&call.args));
         extra.insert("tool_use_id".into(), Value::from(call.call_id.clone()));
         extra.insert("tool_response".into(), Value::from(input.result.text()));
         let base = Base {
@@ -576,8 +576,8 @@ impl Plugin for HooksPlugin {
                         Some(d @ (PreDecision::Deny { .. } | PreDecision::Ask { .. })) => d,
                         Some(PreDecision::Rewrite { args }) => {
                             let mut rewritten = (*call).clone();
-                            rewritten.arguments = args.to_string();
-                            rewritten.args = args.clone();
+                            rewritten.arguments = args.to_string().into();
+                            rewritten.args = Arc::new(args.clone());
                             match next.run(Arc::new(rewritten)).await {
                                 PreDecision::Allow => PreDecision::Rewrite { args },
                                 other => other,

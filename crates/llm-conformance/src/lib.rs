@@ -118,7 +118,7 @@ pub fn image_history() -> Vec<Message> {
     let call = dsh_llm::ToolCall {
         id: "call_img".to_owned(),
         name: "read_image".to_owned(),
-        arguments: "{\"path\":\"a.png\"}".to_owned(),
+        arguments: "{\"path\":\"a.png\"}".into(),
     };
     vec![
         Message::system("sys", "You are a test."),

@@ -230,17 +230,17 @@ impl BlockAssembler {
                 if !consistent {
                     return Err(ProtocolViolation::EndMismatch(*index));
                 }
-                // The streamed text equals the block's: move it instead of copying the block
-                // (tool arguments can be megabytes; one owned copy is kept, not two).
+                // The streamed text equals the block's: move it instead of copying the block,
+                // and share a tool call's arguments with the block (they can be megabytes; one
+                // copy is kept, not two).
                 let text = std::mem::take(&mut slot.text);
                 slot.ended = Some(match block {
                     ContentBlock::Text { .. } => ContentBlock::Text { text },
                     ContentBlock::Reasoning { .. } => ContentBlock::Reasoning { text },
-                    ContentBlock::ToolCall(c) => ContentBlock::ToolCall(ToolCall {
-                        id: c.id.clone(),
-                        name: c.name.clone(),
-                        arguments: text,
-                    }),
+                    ContentBlock::ToolCall(c) => {
+                        drop(text);
+                        ContentBlock::ToolCall(c.clone())
+                    }
                     other => {
                         slot.text = text;
                         other.clone()
@@ -277,6 +277,15 @@ impl BlockAssembler {
     /// The last usage seen.
     pub fn usage(&self) -> Option<&TokenUsage> {
         self.usage.as_ref()
+    }
+
+    /// Block `index`, if started: the text streamed into it and not yet moved into its ended
+    /// block, and the ended block (text and reasoning move there at `block-end`; a tool call's
+    /// arguments are shared with the `block-end` chunk).
+    pub fn block(&self, index: u32) -> Option<(&str, Option<&ContentBlock>)> {
+        self.blocks
+            .get(&index)
+            .map(|s| (s.text.as_str(), s.ended.as_ref()))
     }
 
     /// Whether any block was started.
@@ -324,7 +333,7 @@ impl BlockAssembler {
                         dropped_tool_calls.push(ToolCall {
                             id: slot.id,
                             name: slot.name.unwrap_or_default(),
-                            arguments: slot.text,
+                            arguments: slot.text.into(),
                         });
                     }
                 }

@@ -18,6 +18,7 @@
 //! The vocabulary modules (`message`, `chunk`, `assemble`, `sse`) do not use the kernel.
 
 pub mod adapter;
+pub mod arguments;
 pub mod assemble;
 mod attachment_local;
 pub mod attachments;
@@ -32,6 +33,7 @@ pub use adapter::{
     ChunkStream, LlmAdapter, LlmRequest, Modality, ModelInfo, ReasoningEffort, SystemPromptUpdate,
     ToolSpec, ToolUpdate,
 };
+pub use arguments::ToolArguments;
 pub use assemble::{Assembled, BlockAssembler, ProtocolViolation};
 pub use attachments::{
     AttachmentError, AttachmentLocalPlugin, AttachmentLookup, AttachmentStore, DirAttachments,

@@ -9,6 +9,8 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::arguments::ToolArguments;
+
 /// The closed set of message roles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -311,8 +313,8 @@ pub struct ToolCall {
     pub id: String,
     /// Tool name.
     pub name: String,
-    /// Raw argument string, verbatim.
-    pub arguments: String,
+    /// Raw argument string, verbatim (shared, not copied, when cloned).
+    pub arguments: ToolArguments,
 }
 
 /// The retired v3 `tool-result` wrapper block (read-only compatibility; refused in v4 logs).
@@ -386,7 +388,7 @@ impl ContentBlock {
     pub fn tool_call(
         id: impl Into<String>,
         name: impl Into<String>,
-        arguments: impl Into<String>,
+        arguments: impl Into<ToolArguments>,
     ) -> Self {
         ContentBlock::ToolCall(ToolCall {
             id: id.into(),
@@ -484,7 +486,7 @@ struct ToolCallRepr {
     _type: String,
     id: String,
     name: String,
-    arguments: String,
+    arguments: ToolArguments,
 }
 
 #[derive(Deserialize)]
@@ -657,7 +659,7 @@ impl<'de> de::Visitor<'de> for BlockVisitor {
             _ => ContentBlock::ToolCall(ToolCall {
                 id: need(id, "id")?,
                 name: need(name, "name")?,
-                arguments: need(arguments, "arguments")?,
+                arguments: need(arguments, "arguments")?.into(),
             }),
         })
     }

@@ -38,6 +38,26 @@ pub enum Compression {
     Zstd,
 }
 
+/// A pending batch's buffer larger than this is released after it is written.
+const BUFFER_KEEP: usize = 1 << 20;
+
+/// A writer that counts the bytes it passed on.
+struct Counted<W> {
+    inner: W,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// One session open for write in this process.
 #[derive(Debug)]
 pub(crate) struct Writer {
@@ -56,6 +76,8 @@ pub(crate) struct Writer {
     len: u64,
     /// Serialized, not yet durable lines.
     buffer: Vec<u8>,
+    /// Bytes written past the last `fdatasync` outside a batch (a streamed large line).
+    unsynced: bool,
     /// A torn tail to truncate away before the first append (deferred so that a log refused by
     /// admission is never modified).
     truncate_to: Option<u64>,
@@ -75,6 +97,7 @@ impl Writer {
             lock: None,
             len: 0,
             buffer: Vec::new(),
+            unsynced: false,
             truncate_to: None,
             successor: None,
         }
@@ -347,6 +370,13 @@ impl Writer {
     /// write truncates back to the committed length; the buffer stays for a retry.
     fn append_batch(&mut self, sync: bool) -> Result<(), StoreError> {
         if self.buffer.is_empty() && self.recovered.is_empty() {
+            if sync && self.unsynced {
+                if let Some(file) = self.file.as_ref() {
+                    let path = self.dir.join(self.file_name());
+                    file.sync_data().map_err(|e| io("appending to", &path, e))?;
+                }
+                self.unsynced = false;
+            }
             return Ok(());
         }
         let path = self.dir.join(self.file_name());
@@ -362,10 +392,77 @@ impl Writer {
             let _ = file.set_len(self.len);
             return Err(io(if sync { "appending to" } else { "writing" }, &path, e));
         }
-        self.len += batch.len() as u64;
-        self.buffer.clear();
+        let n = batch.len() as u64;
+        drop(batch);
+        self.len += n;
+        self.unsynced = !sync;
+        if self.buffer.capacity() > BUFFER_KEEP {
+            // A large batch does not stay resident for the rest of the session.
+            self.buffer = Vec::new();
+        } else {
+            self.buffer.clear();
+        }
         self.recovered.clear();
         Ok(())
+    }
+
+    /// Whether a large line can go straight to the published file (nothing deferred to the
+    /// first flush: no torn tail to cut, no v3 successor to publish).
+    fn can_stream(&self) -> bool {
+        self.file.is_some() && self.truncate_to.is_none() && self.successor.is_none()
+    }
+
+    /// Writes one large event straight through (after the pending batch), serialising it into
+    /// the file or, for zstd, into its own frame's compressor: its line is never held whole.
+    /// On failure the file is cut back and the event is buffered instead, so the next write
+    /// reports the error and nothing is skipped.
+    fn append_large(&mut self, event: &Event) -> Result<(), StoreError> {
+        self.append_batch(false)?;
+        let path = self.dir.join(self.file_name());
+        let Some(file) = self.file.as_ref() else {
+            return Ok(());
+        };
+        let line = |w: &mut dyn Write| -> std::io::Result<()> {
+            event.write_json_line(&mut *w)?;
+            w.write_all(b"\n")
+        };
+        let written = if self.zstd {
+            let mut frame = Vec::new();
+            crate::zstd::encode_frame_with(line, &mut frame)
+                .and_then(|()| (&*file).write_all(&frame))
+                .map(|()| frame.len() as u64)
+        } else {
+            let mut out = std::io::BufWriter::with_capacity(
+                64 * 1024,
+                Counted {
+                    inner: file,
+                    bytes: 0,
+                },
+            );
+            line(&mut out)
+                .and_then(|()| out.flush())
+                .map(|()| out.get_ref().bytes)
+        };
+        match written {
+            Ok(n) => {
+                self.len += n;
+                self.unsynced = true;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = file.set_len(self.len);
+                tracing::warn!(path = %path.display(), error = %e, "streaming a large event failed; it stays buffered");
+                self.buffer_event(event);
+                Ok(())
+            }
+        }
+    }
+
+    /// Serialises `event` into the pending batch.
+    fn buffer_event(&mut self, event: &Event) {
+        // Writing into a `Vec` cannot fail.
+        let _ = event.write_json_line(&mut self.buffer);
+        self.buffer.push(b'\n');
     }
 
     /// Writes the buffer to the published file without syncing (process-crash safe). Before the
@@ -573,8 +670,11 @@ impl SessionPersistence for JsonlStore {
     fn append(&self, id: &str, events: &[Arc<Event>]) -> Result<(), SessionError> {
         self.with_writer(id, |w| {
             for e in events {
-                w.buffer.extend_from_slice(e.to_json_line().as_bytes());
-                w.buffer.push(b'\n');
+                if e.is_large() && w.can_stream() {
+                    w.append_large(e)?;
+                } else {
+                    w.buffer_event(e);
+                }
             }
             Ok(())
         })

@@ -15,6 +15,82 @@ pub fn encode_frame(plain: &[u8], out: &mut Vec<u8>) {
     compress(plain, &mut *out, CompressionLevel::Fastest);
 }
 
+/// Bytes per piece between a streamed frame's writer and its compressor.
+const PIPE_CHUNK: usize = 64 * 1024;
+
+/// One frame of the lines `write` produces, compressed while they are written: the plain text
+/// is never held whole (a megabyte event is one line). The writer runs on a scoped thread and
+/// feeds the compressor through a bounded pipe of [`PIPE_CHUNK`]-byte pieces. On a writer error
+/// nothing is added to `out`.
+pub fn encode_frame_with<F>(write: F, out: &mut Vec<u8>) -> std::io::Result<()>
+where
+    F: FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send,
+{
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+    let mut frame = Vec::new();
+    std::thread::scope(|scope| {
+        let producer = scope.spawn(move || {
+            let mut w = std::io::BufWriter::with_capacity(PIPE_CHUNK, PipeWriter { tx });
+            write(&mut w)?;
+            std::io::Write::flush(&mut w)
+        });
+        let reader = PipeReader {
+            rx,
+            piece: Vec::new(),
+            at: 0,
+        };
+        compress(reader, &mut frame, CompressionLevel::Fastest);
+        producer
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the log line writer panicked")))
+    })?;
+    out.extend_from_slice(&frame);
+    Ok(())
+}
+
+/// The writing end of [`encode_frame_with`]'s pipe.
+struct PipeWriter {
+    tx: std::sync::mpsc::SyncSender<Vec<u8>>,
+}
+
+impl std::io::Write for PipeWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(PIPE_CHUNK);
+        self.tx
+            .send(buf[..n].to_vec())
+            .map_err(|_| std::io::Error::other("the frame compressor stopped reading"))?;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The reading end: EOF when the writer is done (or failed and dropped its end).
+struct PipeReader {
+    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    piece: Vec<u8>,
+    at: usize,
+}
+
+impl std::io::Read for PipeReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.piece.len() {
+            match self.rx.recv() {
+                Ok(piece) => {
+                    self.piece = piece;
+                    self.at = 0;
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.piece.len() - self.at);
+        buf[..n].copy_from_slice(&self.piece[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
 /// The decompressed frames of a log.
 #[derive(Debug, Default)]
 pub struct Frames {
@@ -397,5 +473,35 @@ mod tests {
         let first_len = frames(&["{\"a\":\"0123456789abcdef\"}\n"]).len();
         bytes[first_len - 6] ^= 0x55; // inside the first frame's content, before its checksum
         assert!(decompress_frames(&bytes).is_err());
+    }
+
+    #[test]
+    fn a_streamed_frame_is_the_frame_of_its_text() {
+        let text: String = (0..40_000).map(|i| format!("{{\"n\":{i}}}\n")).collect();
+        let mut streamed = Vec::new();
+        encode_frame_with(
+            |w| {
+                for line in text.split_inclusive('\n') {
+                    w.write_all(line.as_bytes())?;
+                }
+                Ok(())
+            },
+            &mut streamed,
+        )
+        .unwrap();
+        let (plain, torn) = decompress_frames(&streamed).unwrap();
+        assert!(!torn);
+        assert_eq!(plain, text.as_bytes());
+        let mut failed = vec![1u8];
+        let e = encode_frame_with(
+            |w| {
+                w.write_all(&[b'x'; 200_000])?;
+                Err(std::io::Error::other("boom"))
+            },
+            &mut failed,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "boom");
+        assert_eq!(failed, vec![1u8]);
     }
 }

@@ -6,14 +6,16 @@
 //! [`crate::Session::append_core`] / [`crate::NewEvent::core`]; readers match on the variants.
 //! A plugin declares its own typed event with [`PluginEvent`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
-use dsh_llm::{Message, TokenUsage};
+use dsh_llm::{Message, TokenUsage, ToolArguments};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::packed::PackedStream;
 use crate::vocab::{self, EventKind};
 
 pub use crate::wire::{AbortCause, InboxOutcome, RequestReason, SourceKind, Target, TurnEndReason};
@@ -87,14 +89,22 @@ mod arc_message {
     }
 }
 
-/// The packed stream records of one attempt (format §3.4), kept as their exact JSON text: a
-/// stream is written once, validated once and rarely read, so no JSON tree is kept per event.
+/// The packed stream records of one attempt (format §3.4). Read from a log, they are kept as
+/// their exact JSON text (a stream is written once, validated once and rarely read, so no JSON
+/// tree is kept per event); packed live, they are the typed [`PackedStream`], whose tool-call
+/// runs share the message's arguments instead of holding a second copy.
 #[derive(Clone)]
-pub struct StreamRecords(Box<RawValue>);
+pub struct StreamRecords(StreamRepr);
+
+#[derive(Clone)]
+enum StreamRepr {
+    Raw(Box<RawValue>),
+    Packed(Arc<PackedStream>),
+}
 
 impl PartialEq for StreamRecords {
     fn eq(&self, other: &Self) -> bool {
-        self.0.get() == other.0.get()
+        self.json() == other.json()
     }
 }
 
@@ -106,33 +116,60 @@ impl StreamRecords {
         StreamRecords::from_records(&[])
     }
 
-    /// Records from JSON values (what [`crate::stream::StreamPacker`] builds).
+    /// Records from JSON values.
     pub fn from_records(records: &[Value]) -> Self {
         // Serialising a slice of `Value`s cannot fail (all map keys are strings).
         let text = serde_json::to_string(records).unwrap_or_else(|_| "[]".to_owned());
         StreamRecords::from_raw(text)
     }
 
+    /// Records a [`crate::stream::StreamPacker`] built.
+    pub fn from_packed(packed: PackedStream) -> Self {
+        StreamRecords(StreamRepr::Packed(Arc::new(packed)))
+    }
+
     fn from_raw(text: String) -> Self {
         match RawValue::from_string(text) {
-            Ok(raw) => StreamRecords(raw),
-            Err(_) => StreamRecords(Box::default()),
+            Ok(raw) => StreamRecords(StreamRepr::Raw(raw)),
+            Err(_) => StreamRecords(StreamRepr::Raw(Box::default())),
         }
     }
 
-    /// The exact JSON text (an array).
-    pub fn json(&self) -> &str {
-        self.0.get()
+    /// The exact JSON text (an array); serialised on demand for a packed stream.
+    pub fn json(&self) -> Cow<'_, str> {
+        match &self.0 {
+            StreamRepr::Raw(raw) => Cow::Borrowed(raw.get()),
+            StreamRepr::Packed(p) => {
+                Cow::Owned(serde_json::to_string(&**p).unwrap_or_else(|_| "[]".to_owned()))
+            }
+        }
     }
 
-    /// Decodes the records into JSON values (a copy; the event keeps the text).
+    /// The typed records, when packed by this process.
+    pub fn packed(&self) -> Option<&PackedStream> {
+        match &self.0 {
+            StreamRepr::Raw(_) => None,
+            StreamRepr::Packed(p) => Some(p),
+        }
+    }
+
+    /// Decodes the records into JSON values (a copy; the event keeps its form).
     pub fn records(&self) -> Result<Vec<Value>, serde_json::Error> {
-        serde_json::from_str(self.0.get())
+        match &self.0 {
+            StreamRepr::Raw(raw) => serde_json::from_str(raw.get()),
+            StreamRepr::Packed(p) => match serde_json::to_value(&**p)? {
+                Value::Array(records) => Ok(records),
+                _ => Ok(Vec::new()),
+            },
+        }
     }
 
     /// Whether there is no record.
     pub fn is_empty(&self) -> bool {
-        self.0.get().trim() == "[]"
+        match &self.0 {
+            StreamRepr::Raw(raw) => raw.get().trim() == "[]",
+            StreamRepr::Packed(p) => p.is_empty(),
+        }
     }
 }
 
@@ -144,7 +181,7 @@ impl Default for StreamRecords {
 
 impl std::fmt::Debug for StreamRecords {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("StreamRecords").field(&self.0.get()).finish()
+        f.debug_tuple("StreamRecords").field(&self.json()).finish()
     }
 }
 
@@ -156,13 +193,16 @@ impl From<Vec<Value>> for StreamRecords {
 
 impl Serialize for StreamRecords {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
+        match &self.0 {
+            StreamRepr::Raw(raw) => raw.serialize(s),
+            StreamRepr::Packed(p) => p.serialize(s),
+        }
     }
 }
 
 impl<'de> Deserialize<'de> for StreamRecords {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Box::<RawValue>::deserialize(d).map(StreamRecords)
+        Box::<RawValue>::deserialize(d).map(|raw| StreamRecords(StreamRepr::Raw(raw)))
     }
 }
 
@@ -285,8 +325,8 @@ pub struct ToolCallEvent {
     pub call_id: String,
     /// Tool name (as in the tool-call block).
     pub name: String,
-    /// Raw argument string (as in the tool-call block).
-    pub arguments: String,
+    /// Raw argument string (as in the tool-call block; shared with it, not copied).
+    pub arguments: ToolArguments,
 }
 event_data!(boxed ToolCallEvent, vocab::TOOL_CALL);
 
@@ -777,6 +817,11 @@ impl CoreEvent {
     /// The payload as compact JSON text.
     pub fn to_json(&self) -> Result<String, serde_json::Error> {
         each_core!(self, v => serde_json::to_string(v))
+    }
+
+    /// Writes the payload's JSON text to `w` (no intermediate string).
+    pub fn write_json<W: std::io::Write>(&self, w: W) -> Result<(), serde_json::Error> {
+        each_core!(self, v => serde_json::to_writer(w, v))
     }
 
     /// Whether the payload serialises to exactly `json` (compared while writing, no copy).

@@ -107,11 +107,23 @@ impl Payload {
     /// filled in when a check had to find out.
     fn check(
         kind: &EventKind,
-        json: &str,
+        json: Option<&str>,
         given: Option<CoreEvent>,
         canonical: &mut Option<bool>,
     ) -> Payload {
         // `given`: the typed payload already decoded from (or serialised to) `json`.
+        let Some(json) = json else {
+            // A typed append whose serialisation was scanned as it was written (no text).
+            return match given {
+                Some(core) => match crate::validate::check_core(&core, "", canonical) {
+                    Ok(()) => Payload::Core(core),
+                    Err(e) => Payload::Invalid(Box::new(e)),
+                },
+                None => Payload::Invalid(Box::new(Rejection::Metadata(
+                    "an event without payload text must be typed".into(),
+                ))),
+            };
+        };
         if let Err(e) = crate::json::validate_lossless_str(json, "data") {
             return Payload::Invalid(Box::new(Rejection::NotLossless(e)));
         }
@@ -166,6 +178,11 @@ pub struct Event {
 
 const IGNORABLE: u8 = 1;
 const APPEND: u8 = 2;
+/// [`Event::is_large`].
+const LARGE: u8 = 4;
+
+/// Payload text length from which an event counts as large ([`Event::is_large`]).
+pub const LARGE_PAYLOAD: usize = 1 << 20;
 
 /// The rarer parts of an event.
 #[derive(Debug, Clone, Default)]
@@ -356,6 +373,11 @@ impl Event {
     pub fn ignorable(&self) -> bool {
         self.flags & IGNORABLE != 0
     }
+    /// Whether the payload's JSON text is at least [`LARGE_PAYLOAD`] bytes (known for appended
+    /// events): writers stream such a line instead of buffering a copy of it.
+    pub fn is_large(&self) -> bool {
+        self.flags & LARGE != 0
+    }
 
     /// Deserializes `data` into a typed view (from the committed JSON text).
     pub fn data_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
@@ -399,6 +421,34 @@ impl Event {
         )
     }
 
+    /// [`Event::build`] for an append: without text, the typed payload is the text.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn build_appended(
+        kind: EventKind,
+        seq: u64,
+        time: i64,
+        (data, len): (Option<Box<RawValue>>, usize),
+        typed: Typed,
+        surface_op: Option<SurfaceOp>,
+        source_event_seqs: Option<Vec<u64>>,
+        ignorable: bool,
+    ) -> Self {
+        let mut ev = Event::build_from(
+            kind,
+            seq,
+            time,
+            data.map_or(DataText::Typed, DataText::Owned),
+            typed,
+            surface_op,
+            source_event_seqs,
+            ignorable,
+        );
+        if len >= LARGE_PAYLOAD {
+            ev.flags |= LARGE;
+        }
+        ev
+    }
+
     /// [`Event::build`] from the payload text in either form: a borrowed text (valid JSON,
     /// already parsed by the caller) is copied into a `RawValue` only when the event keeps it.
     #[allow(clippy::too_many_arguments)]
@@ -423,7 +473,9 @@ impl Event {
         let data = match &payload {
             _ if keep => data.into_raw(),
             // Read: keep the text only if the typed payload does not give the same bytes.
-            Payload::Core(core) if canonical.unwrap_or_else(|| core.serialises_to(data.text())) => {
+            Payload::Core(core)
+                if canonical.unwrap_or_else(|| core.serialises_to(data.text().unwrap_or(""))) =>
+            {
                 None
             }
             _ => data.into_raw(),
@@ -518,26 +570,45 @@ impl Event {
     /// Serializes the row as one JSON line (without the trailing `\n`), in the writer key order
     /// `type, data, sourceEventSeqs?, surfaceOp?, ignorable?, seq, time`.
     pub fn to_json_line(&self) -> String {
-        use std::fmt::Write as _;
-        let data = self.data_json();
-        let mut out = String::with_capacity(data.len() + 96);
-        out.push_str("{\"type\":");
-        push_str_json(&mut out, self.kind.as_str());
-        out.push_str(",\"data\":");
-        out.push_str(&data);
+        let mut out = Vec::new();
+        // Writing to a `Vec` cannot fail, and the serialiser writes UTF-8 only.
+        let _ = self.write_json_line(&mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// Writes [`Event::to_json_line`]'s text to `w`, serialising a typed payload straight into
+    /// it (a megabyte payload is never held as a second string).
+    pub fn write_json_line<W: std::io::Write + ?Sized>(&self, w: &mut W) -> std::io::Result<()> {
+        let mut head = String::with_capacity(48);
+        head.push_str("{\"type\":");
+        push_str_json(&mut head, self.kind.as_str());
+        head.push_str(",\"data\":");
+        w.write_all(head.as_bytes())?;
+        match (
+            self.extra.as_ref().and_then(|x| x.data.as_ref()),
+            &self.payload,
+        ) {
+            (Some(raw), _) => w.write_all(raw.get().as_bytes())?,
+            (None, Payload::Core(core)) => {
+                core.write_json(&mut *w).map_err(std::io::Error::from)?
+            }
+            (None, _) => w.write_all(b"null")?,
+        }
+        let mut tail = String::with_capacity(64);
         if let Some(seqs) = self.source_event_seqs() {
-            out.push_str(",\"sourceEventSeqs\":");
-            out.push_str(&encode_runs(seqs).to_string());
+            tail.push_str(",\"sourceEventSeqs\":");
+            tail.push_str(&encode_runs(seqs).to_string());
         }
         if let Some(op) = self.surface_op() {
-            out.push_str(",\"surfaceOp\":");
-            op.push_json(&mut out);
+            tail.push_str(",\"surfaceOp\":");
+            op.push_json(&mut tail);
         }
         if self.ignorable() {
-            out.push_str(",\"ignorable\":true");
+            tail.push_str(",\"ignorable\":true");
         }
-        let _ = write!(out, ",\"seq\":{},\"time\":{}}}", self.seq, self.time);
-        out
+        use std::fmt::Write as _;
+        let _ = write!(tail, ",\"seq\":{},\"time\":{}}}", self.seq, self.time);
+        w.write_all(tail.as_bytes())
     }
 
     /// The physical row as a JSON value (same content as [`Event::to_json_line`]).
@@ -740,13 +811,17 @@ enum DataText<'a> {
     Owned(Box<RawValue>),
     /// A text the caller has parsed as JSON (a writer line's `data`).
     Parsed(&'a str),
+    /// No text: a typed append, checked as it was serialised (large payloads are never held
+    /// twice).
+    Typed,
 }
 
 impl DataText<'_> {
-    fn text(&self) -> &str {
+    fn text(&self) -> Option<&str> {
         match self {
-            DataText::Owned(raw) => raw.get(),
-            DataText::Parsed(text) => text,
+            DataText::Owned(raw) => Some(raw.get()),
+            DataText::Parsed(text) => Some(text),
+            DataText::Typed => None,
         }
     }
 
@@ -756,6 +831,7 @@ impl DataText<'_> {
         match self {
             DataText::Owned(raw) => Some(raw),
             DataText::Parsed(text) => RawValue::from_string(text.to_owned()).ok(),
+            DataText::Typed => None,
         }
     }
 }
@@ -874,18 +950,34 @@ impl NewEvent {
     }
 
     /// The payload as exact JSON text, plus the typed payload when there is one.
-    pub(crate) fn into_payload(self) -> Result<(Box<RawValue>, Typed), Rejection> {
+    /// `None` text: a typed payload whose serialisation passed the lossless scan as it was
+    /// written (its text is not built; `end/seed`, whose check reads the text, always has one).
+    /// The length is the text's, in bytes.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_payload(self) -> Result<((Option<Box<RawValue>>, usize), Typed), Rejection> {
+        let sized = |raw: Box<RawValue>| {
+            let len = raw.get().len();
+            (Some(raw), len)
+        };
         match self.data {
             NewData::Core(core) => {
+                if !matches!(core, CoreEvent::EndSeed(_)) {
+                    let mut scan = crate::json::LossScan::default();
+                    core.write_json(&mut scan)
+                        .map_err(|e| Rejection::Serialize(Arc::new(e)))?;
+                    if !scan.may_be_lossy() {
+                        return Ok(((None, scan.len()), Typed::Canonical(core)));
+                    }
+                }
                 let text = core
                     .to_json()
                     .map_err(|e| Rejection::Serialize(Arc::new(e)))?;
                 let raw =
                     RawValue::from_string(text).map_err(|e| Rejection::Serialize(Arc::new(e)))?;
-                Ok((raw, Typed::Canonical(core)))
+                Ok((sized(raw), Typed::Canonical(core)))
             }
-            NewData::Json(v) => Ok((raw_of(&v), Typed::KeepText)),
-            NewData::Raw(raw) => Ok((raw, Typed::No)),
+            NewData::Json(v) => Ok((sized(raw_of(&v)), Typed::KeepText)),
+            NewData::Raw(raw) => Ok((sized(raw), Typed::No)),
         }
     }
 

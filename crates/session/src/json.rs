@@ -147,6 +147,86 @@ fn may_be_lossy(bytes: &[u8]) -> bool {
     false
 }
 
+/// [`may_be_lossy`] over a text written in pieces (a serialiser's output): a typed payload is
+/// checked as it is serialised, without its text being built or kept. Same rules, same
+/// conservatism (an unterminated string counts as possibly lossy).
+#[derive(Debug, Default)]
+pub(crate) struct LossScan {
+    in_string: bool,
+    escaped: bool,
+    run: usize,
+    prev: u8,
+    hit: bool,
+    len: usize,
+}
+
+impl LossScan {
+    /// Bytes scanned.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        self.len += bytes.len();
+        let mut i = 0;
+        while i < bytes.len() && !self.hit {
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                    i += 1;
+                    continue;
+                }
+                let Some(k) = memchr::memchr2(b'"', b'\\', &bytes[i..]) else {
+                    return;
+                };
+                i += k;
+                if bytes[i] == b'"' {
+                    self.in_string = false;
+                    self.run = 0;
+                    self.prev = b'"';
+                } else {
+                    self.escaped = true;
+                }
+                i += 1;
+                continue;
+            }
+            let b = bytes[i];
+            i += 1;
+            if b == b'"' {
+                self.in_string = true;
+                continue;
+            }
+            if b.is_ascii_digit() {
+                self.run += 1;
+                if self.run >= 16 || (b == b'0' && self.prev == b'-') {
+                    self.hit = true;
+                }
+            } else {
+                if (b == b'e' || b == b'E') && self.run > 0 {
+                    self.hit = true;
+                }
+                self.run = 0;
+            }
+            self.prev = b;
+        }
+    }
+
+    /// Whether the text written so far may break the lossless rules (then check it fully).
+    pub(crate) fn may_be_lossy(&self) -> bool {
+        self.hit || self.in_string || self.escaped
+    }
+}
+
+impl std::io::Write for LossScan {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.feed(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A visitor that checks every number and records the first problem.
 struct Check<'p> {
     problem: &'p mut Option<&'static str>,
@@ -350,5 +430,29 @@ mod tests {
         assert_eq!(as_safe_u64(&json!(1.5)), None);
         assert_eq!(as_safe_i64(&json!(-5)), Some(-5));
         assert_eq!(as_positive(&json!(0)), None);
+    }
+
+    #[test]
+    fn the_piecewise_scan_agrees_with_the_byte_scan() {
+        let texts = [
+            r#"{"a":"x\"1234567890123456\\","b":12}"#,
+            r#"{"a":12345678901234567}"#,
+            r#"{"a":-0}"#,
+            r#"{"a":1e5,"s":"e1"}"#,
+            r#"{"id":"m-01a2e3","n":[1,2,3]}"#,
+            r#"{"a":"unterminated"#,
+        ];
+        for text in texts {
+            for cut in 1..text.len() {
+                let mut scan = super::LossScan::default();
+                std::io::Write::write_all(&mut scan, &text.as_bytes()[..cut]).unwrap();
+                std::io::Write::write_all(&mut scan, &text.as_bytes()[cut..]).unwrap();
+                assert_eq!(
+                    scan.may_be_lossy(),
+                    super::may_be_lossy(text.as_bytes()),
+                    "{text} cut at {cut}"
+                );
+            }
+        }
     }
 }

@@ -23,6 +23,7 @@ pub mod ids;
 pub mod json;
 pub mod log;
 pub mod migrate;
+pub mod packed;
 pub mod persist;
 pub mod plugin;
 pub mod seqs;

@@ -3,12 +3,10 @@
 
 use std::borrow::Cow;
 
-use dsh_llm::StreamChunk;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value, json};
 
-use crate::data::StreamRecords;
 use crate::json::{
     MAX_SAFE_INTEGER, as_safe_i64, as_safe_u64, number_as_safe_i64, number_as_safe_u64,
 };
@@ -30,107 +28,7 @@ impl From<&str> for StreamError {
     }
 }
 
-/// Packs timed chunks into stream records incrementally (one packer per attempt).
-#[derive(Debug, Default, Clone)]
-pub struct StreamPacker {
-    records: Vec<Value>,
-    last_time: i64,
-}
-
-impl StreamPacker {
-    /// An empty packer.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds one chunk received at `time` (epoch ms).
-    pub fn push(&mut self, time: i64, chunk: &StreamChunk) {
-        let dt = time - self.last_time;
-        match chunk {
-            StreamChunk::TextDelta { index, text } => {
-                self.push_run("text-chunks", *index, time, dt, text)
-            }
-            StreamChunk::ReasoningDelta { index, text } => {
-                self.push_run("reasoning-chunks", *index, time, dt, text)
-            }
-            StreamChunk::ToolCallDelta {
-                index,
-                id,
-                name,
-                arguments_delta,
-            } if !id.is_empty() && name.as_deref() != Some("") => {
-                let extends = self
-                    .records
-                    .last()
-                    .and_then(Value::as_object)
-                    .is_some_and(|prev| {
-                        prev.get("type").and_then(Value::as_str) == Some("tool-call-chunks")
-                            && prev.get("index").and_then(Value::as_u64) == Some(u64::from(*index))
-                            && prev.get("id").and_then(Value::as_str) == Some(id)
-                            && prev.get("name").and_then(Value::as_str) == name.as_deref()
-                    });
-                if extends {
-                    if let Some(Value::Object(prev)) = self.records.last_mut() {
-                        push_to(prev, "dt", dt.into());
-                        push_to(prev, "args", arguments_delta.clone().into());
-                    }
-                } else {
-                    let mut m = Map::new();
-                    m.insert("type".into(), "tool-call-chunks".into());
-                    m.insert("time0".into(), time.into());
-                    m.insert("index".into(), (*index).into());
-                    m.insert("dt".into(), json!([]));
-                    m.insert("id".into(), id.clone().into());
-                    if let Some(n) = name {
-                        m.insert("name".into(), n.clone().into());
-                    }
-                    m.insert("args".into(), json!([arguments_delta]));
-                    self.records.push(Value::Object(m));
-                }
-            }
-            other => {
-                let chunk = serde_json::to_value(other).unwrap_or(Value::Null);
-                self.records
-                    .push(json!({"type": "chunk", "time": time, "chunk": chunk}));
-            }
-        }
-        self.last_time = time;
-    }
-
-    fn push_run(&mut self, kind: &str, index: u32, time: i64, dt: i64, text: &str) {
-        if let Some(Value::Object(prev)) = self.records.last_mut()
-            && prev.get("type").and_then(Value::as_str) == Some(kind)
-            && prev.get("index").and_then(Value::as_u64) == Some(u64::from(index))
-        {
-            push_to(prev, "dt", dt.into());
-            push_to(prev, "texts", text.into());
-            return;
-        }
-        self.records
-            .push(json!({"type": kind, "time0": time, "index": index, "dt": [], "texts": [text]}));
-    }
-
-    /// The records so far.
-    pub fn records(&self) -> &[Value] {
-        &self.records
-    }
-
-    /// Takes the records, as the payload's [`StreamRecords`].
-    pub fn finish(self) -> StreamRecords {
-        StreamRecords::from_records(&self.records)
-    }
-
-    /// Takes the records as JSON values.
-    pub fn into_records(self) -> Vec<Value> {
-        self.records
-    }
-}
-
-fn push_to(m: &mut Map<String, Value>, key: &str, v: Value) {
-    if let Some(Value::Array(a)) = m.get_mut(key) {
-        a.push(v);
-    }
-}
+pub use crate::packed::{PackedStream, StreamPacker};
 
 /// Expands stream records into `(time, chunk JSON)` pairs (the chunks as JSON, so plugin block
 /// tags survive). Fails on invalid records.
@@ -541,7 +439,7 @@ fn check_views(records: &[RecordView<'_>]) -> Result<(), StreamError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dsh_llm::{FinishReason, TokenUsage};
+    use dsh_llm::{FinishReason, StreamChunk, TokenUsage};
 
     #[test]
     fn packs_like_the_recorded_two_run_tool_call() {

@@ -82,8 +82,11 @@ fn check_block(block: &ContentBlock, developer: bool) -> Result<(), &'static str
 }
 
 fn check_stream(stream: &StreamRecords, what: &str) -> Result<(), Rejection> {
-    crate::stream::validate_stream_json(stream.json())
-        .map_err(|e| payload(format!("{what} data.stream: {e}")))
+    match stream.packed() {
+        Some(packed) => packed.validate(),
+        None => crate::stream::validate_stream_json(&stream.json()).map_err(|e| e.0),
+    }
+    .map_err(|e| payload(format!("{what} data.stream: {e}")))
 }
 
 /// Stateless checks of a typed core payload (format §4.5, §4.6). `json` is the payload's JSON

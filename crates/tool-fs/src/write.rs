@@ -36,11 +36,15 @@ pub async fn run(
     policy: Option<SandboxPolicy>,
 ) -> Result<ToolOutput, ToolError> {
     let path = required_path(&ctx, &args, "file_path")?;
-    let content = args
-        .get("content")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ToolError::invalid_args("content must be a string"))?
-        .to_owned();
+    // Moved out of the arguments, not copied: it can be megabytes.
+    let content = match args {
+        Value::Object(mut m) => match m.remove("content") {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        },
+        _ => None,
+    }
+    .ok_or_else(|| ToolError::invalid_args("content must be a string"))?;
     tokio::task::spawn_blocking(move || write_file(&path, content.as_bytes(), policy.as_ref()))
         .await
         .map_err(|e| ToolError::failed(format!("write task failed: {e}")))?

@@ -37,7 +37,7 @@ pub(crate) async fn run_call(ctx: Ctx, registry: Arc<Registry>, req: ToolRequest
         call_id: req.call_id.clone(),
         name: req.name.clone(),
         arguments: req.arguments.clone(),
-        args: Value::Null,
+        args: Arc::new(Value::Null),
         session_id: req.session_id.clone(),
         cwd: req.cwd.clone(),
         scope: scope.clone(),
@@ -85,7 +85,7 @@ async fn prepare(
             &violations,
         )));
     }
-    call.args = args;
+    call.args = Arc::new(args);
     let mut shared = Arc::new(call.clone());
     let decision = contained(
         ToolsPreExecute::NAME,
@@ -107,8 +107,8 @@ async fn prepare(
                 )));
             }
             tracing::info!(tool = %req.name, call = %req.call_id, "arguments rewritten before execution");
-            call.arguments = args.to_string();
-            call.args = args;
+            call.arguments = args.to_string().into();
+            call.args = Arc::new(args);
             shared = Arc::new(call.clone());
         }
     }
@@ -180,7 +180,8 @@ async fn dispatch(
         ctx.call_in::<ToolsExecute, _, _>(req.scope.as_ref(), input, move |input| async move {
             body_started.store(true, Ordering::SeqCst);
             let ExecuteInput { call, ctx, .. } = input;
-            let args = call.args.clone();
+            // The body owns its arguments; the call keeps the shared parse for the hooks.
+            let args = Value::clone(&call.args);
             match contain(body_tool.execute(ctx, args)).await {
                 Ok(r) => r,
                 Err(panicked) => Err(ToolError::failed(format!(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_kernel::{Hook, Notify, ScopeKey, Service};
-use dsh_llm::ContentBlock;
+use dsh_llm::{ContentBlock, ToolArguments};
 use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -25,8 +25,8 @@ pub struct ToolRequest {
     pub call_id: String,
     /// The tool name as called.
     pub name: String,
-    /// The raw argument string exactly as streamed (`""` means `{}`).
-    pub arguments: String,
+    /// The raw argument string exactly as streamed (`""` means `{}`), shared with the message.
+    pub arguments: ToolArguments,
     /// The session the call belongs to.
     pub session_id: String,
     /// The working directory of the session or agent.
@@ -50,7 +50,7 @@ impl ToolRequest {
     pub fn new(
         call_id: impl Into<String>,
         name: impl Into<String>,
-        arguments: impl Into<String>,
+        arguments: impl Into<ToolArguments>,
         session_id: impl Into<String>,
         cwd: impl Into<PathBuf>,
     ) -> Self {
@@ -82,10 +82,11 @@ pub struct CallInfo {
     pub call_id: String,
     /// The tool name.
     pub name: String,
-    /// The raw argument string.
-    pub arguments: String,
-    /// The parsed, schema-valid arguments.
-    pub args: Value,
+    /// The raw argument string (shared with the message).
+    pub arguments: ToolArguments,
+    /// The parsed, schema-valid arguments (shared by every stage: a clone of the call copies
+    /// no argument bytes).
+    pub args: Arc<Value>,
     /// The session id.
     pub session_id: String,
     /// The working directory.

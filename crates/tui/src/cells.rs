@@ -66,8 +66,8 @@ pub enum Cell {
 pub struct ToolCard {
     /// Tool name.
     pub name: String,
-    /// Raw argument string.
-    pub arguments: String,
+    /// Raw argument string (shared with the logged call).
+    pub arguments: dsh_llm::ToolArguments,
     /// The result (`None` while running).
     pub result: Option<ToolOutcome>,
 }

@@ -279,7 +279,7 @@ impl Transcript {
                     Some(i) => self.calls.remove(i).1,
                     None => ToolCard {
                         name: "tool".into(),
-                        arguments: String::new(),
+                        arguments: Default::default(),
                         result: None,
                     },
                 };

@@ -55,7 +55,7 @@ fn plan_prompt_shows_the_plan_and_takes_accept_or_feedback() {
     let card = |accepted: bool, text: &str| {
         Cell::Tool(ToolCard {
             name: "exit_plan_mode".into(),
-            arguments: json!({ "plan": plan }).to_string(),
+            arguments: json!({ "plan": plan }).to_string().into(),
             result: Some(ToolOutcome {
                 text: text.into(),
                 is_error: false,

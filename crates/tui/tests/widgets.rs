@@ -24,7 +24,7 @@ fn cell(c: &Cell, width: u16) -> Terminal<TestBackend> {
 fn card(name: &str, args: serde_json::Value, result: Option<ToolOutcome>) -> Cell {
     Cell::Tool(ToolCard {
         name: name.into(),
-        arguments: args.to_string(),
+        arguments: args.to_string().into(),
         result,
     })
 }
@@ -663,7 +663,7 @@ fn the_file_index_honours_gitignore() {
 fn usage_chunk_records(u: TokenUsage) -> serde_json::Value {
     let mut p = dsh_session::stream::StreamPacker::new();
     p.push(1_790_000_000_000, &StreamChunk::Usage { usage: u });
-    serde_json::Value::Array(p.into_records())
+    serde_json::Value::Array(p.finish().records().unwrap())
 }
 
 #[test]

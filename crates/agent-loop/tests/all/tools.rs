@@ -138,3 +138,94 @@ async fn unknown_tools_and_invalid_arguments_become_error_results() {
     );
     h.kernel.dispose().await;
 }
+
+/// A tool call's arguments are held once: the logged message, its stream record, the
+/// `tool/call` event and the tool body's request all share the assembled string (a megabyte
+/// `write` must not cost a copy per holder, nor one string per streamed delta).
+#[tokio::test]
+async fn tool_call_arguments_are_shared_not_copied() {
+    use dsh_llm::{BlockKind, ContentBlock, FinishReason, StreamChunk, ToolArguments};
+    use dsh_session::data::CoreEvent;
+    let h = Harness::new().await;
+    let seen = Arc::new(Mutex::new(None::<usize>));
+    let sink = seen.clone();
+    h.register_tool(FnTool::new(
+        "w",
+        "Probe.",
+        json!({"type": "object", "properties": {"content": {"type": "string"}}}),
+        move |_c, args| {
+            let sink = sink.clone();
+            async move {
+                *sink.lock() = args["content"].as_str().map(str::len);
+                Ok(ToolOutput::text("ok"))
+            }
+        },
+    ));
+    let content = "x\"y\\z ".repeat(20_000);
+    let args = json!({ "content": content }).to_string();
+    let mut chunks = vec![StreamChunk::BlockStart {
+        index: 0,
+        block_type: BlockKind::ToolCall,
+    }];
+    for piece in args.as_bytes().chunks(256) {
+        chunks.push(StreamChunk::ToolCallDelta {
+            index: 0,
+            id: "c1".into(),
+            name: Some("w".into()),
+            arguments_delta: String::from_utf8(piece.to_vec()).unwrap(),
+        });
+    }
+    chunks.push(StreamChunk::BlockEnd {
+        index: 0,
+        block: ContentBlock::tool_call("c1", "w", args.clone()),
+    });
+    chunks.push(StreamChunk::finish(FinishReason::ToolCalls));
+    h.llm.push(Script::Chunks(chunks));
+    h.llm.push(Script::Chunks(text("done")));
+    let agent = h.agent().await;
+    agent.followup(user("go")).unwrap();
+    idle(&agent).await;
+    assert_eq!(*seen.lock(), Some(content.len()));
+
+    let events = agent.session().events();
+    let (message, stream) = events
+        .iter()
+        .find_map(|e| match e.core() {
+            Some(CoreEvent::AssistantMessage(m)) if m.message.tool_calls().count() == 1 => {
+                Some((m.message.clone(), m.stream.clone()))
+            }
+            _ => None,
+        })
+        .expect("the assistant message with the call");
+    let in_message = &message.tool_calls().next().unwrap().arguments;
+    assert_eq!(*in_message, args);
+    let in_stream = stream
+        .packed()
+        .and_then(|p| p.arguments(0))
+        .expect("a packed stream");
+    assert!(ToolArguments::ptr_eq(in_message, in_stream));
+    let in_call = events
+        .iter()
+        .find_map(|e| match e.core() {
+            Some(CoreEvent::ToolCallEvent(c)) => Some(c.arguments.clone()),
+            _ => None,
+        })
+        .expect("the tool/call event");
+    assert!(ToolArguments::ptr_eq(in_message, &in_call));
+    // The stream still records every delta, exactly.
+    let records = stream.records().unwrap();
+    let deltas: Vec<&str> = records
+        .iter()
+        .filter(|r| r["type"] == "tool-call-chunks")
+        .flat_map(|r| {
+            r["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(deltas.len(), args.len().div_ceil(256));
+    assert_eq!(deltas.concat(), args);
+    h.kernel.dispose().await;
+}

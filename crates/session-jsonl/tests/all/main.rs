@@ -3,6 +3,7 @@
 
 mod corrupt;
 mod kernel;
+mod large;
 mod prefetch;
 mod prop;
 mod spill;

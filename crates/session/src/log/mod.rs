@@ -255,7 +255,7 @@ impl SessionLog {
         let (surface_op, sources, ignorable) =
             (new.surface_op, new.source_event_seqs.clone(), new.ignorable);
         let (data, typed) = new.into_payload().map_err(reject)?;
-        let ev = Arc::new(Event::build(
+        let ev = Arc::new(Event::build_appended(
             kind.clone(),
             seq,
             time,

@@ -21,8 +21,8 @@ pub struct PendingCall {
     pub call_seq: Option<u64>,
     /// Tool name (from the block).
     pub name: String,
-    /// Raw arguments (from the block).
-    pub arguments: String,
+    /// Raw arguments (from the block; shared with it).
+    pub arguments: dsh_llm::ToolArguments,
 }
 
 /// Turn/step/tool-call state folded over the log.

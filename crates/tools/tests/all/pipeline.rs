@@ -297,7 +297,7 @@ async fn tools_result_is_notified_for_every_call() {
             sink.lock().push((
                 ev.call.name.clone(),
                 ev.result.is_error,
-                ev.call.args.clone(),
+                serde_json::Value::clone(&ev.call.args),
             ));
             Ok(())
         })

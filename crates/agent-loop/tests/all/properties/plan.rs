@@ -236,7 +236,7 @@ pub(super) fn script_step(
             block: ContentBlock::ToolCall(ToolCall {
                 id,
                 name,
-                arguments,
+                arguments: arguments.into(),
             }),
         });
         index += 1;
