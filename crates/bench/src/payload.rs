@@ -34,6 +34,9 @@ pub struct PayloadRun {
     pub second_request_bytes: usize,
     /// Whether the file on disk is the content, byte for byte.
     pub file_matches: bool,
+    /// Peak RSS of a fresh one-turn text session of the same binary, MiB (the base the
+    /// payload's memory comes on top of: code pages, runtime, composition).
+    pub fresh_rss_mib: f64,
 }
 
 /// `bytes` bytes of numbered text lines.
@@ -76,6 +79,10 @@ pub fn run(dsh: &Path, bytes: usize) -> Result<PayloadRun> {
         reqs.len()
     );
     let written = std::fs::read(world.work.join(FILE)).unwrap_or_default();
+    let fresh = World::new()?;
+    fresh.server.push(Completion::new().text("Hello.").reply());
+    let base = run_dsh(dsh, &fresh, &["exec", "Say hello"], true)
+        .context("the large-payload run's fresh session")?;
     let log = session_log(world.home.path())?;
     let log_bytes = std::fs::metadata(&log)?.len();
     let session_dir_bytes = log.parent().map_or(log_bytes, |d| {
@@ -96,6 +103,9 @@ pub fn run(dsh: &Path, bytes: usize) -> Result<PayloadRun> {
         session_dir_bytes,
         second_request_bytes: reqs[1].body.len(),
         file_matches: written == text.as_bytes(),
+        fresh_rss_mib: base
+            .probe
+            .map_or(f64::NAN, |p| p.max_rss_kib as f64 / 1024.0),
     })
 }
 

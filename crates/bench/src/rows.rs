@@ -567,6 +567,18 @@ pub fn payload_rows(rows: &mut Vec<Row>, runs: &[PayloadRun]) {
         rss_limit,
         &format!("under 3 × payload + 15 MB = {rss_limit:.1} MB (median)"),
     );
+    g.info(
+        "peak RSS of a fresh one-turn session (same binary: the base)",
+        &per(&|r| r.fresh_rss_mib * MIB / MB),
+        "MB",
+        1,
+    );
+    g.info(
+        "peak RSS beyond that fresh session (what the payload costs)",
+        &per(&|r| (r.peak_rss_mib - r.fresh_rss_mib) * MIB / MB),
+        "MB",
+        1,
+    );
     let log_limit = 1.2 * payload / MB;
     g.limit_as(
         "session log size (zstd frames, the default)",

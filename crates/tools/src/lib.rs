@@ -12,6 +12,7 @@
 
 pub mod def;
 pub mod error;
+mod parse;
 mod pipeline;
 pub mod registry;
 pub mod schema;

@@ -42,15 +42,21 @@ pub(crate) async fn run_call(ctx: Ctx, registry: Arc<Registry>, req: ToolRequest
         cwd: req.cwd.clone(),
         scope: scope.clone(),
     };
-    let result = match prepare(&ctx, &registry, &req, &mut call).await {
-        Ok((tool, call)) => {
-            let result = dispatch(&ctx, &registry, &req, tool, call).await;
-            crate::spill::apply(&registry, &req, result)
+    let (result, call) = match prepare(&ctx, &registry, &req, &mut call).await {
+        Ok((tool, shared)) => {
+            // The shared call is the only holder of the parsed arguments now, so the body can
+            // own them without a copy (see `dispatch`).
+            drop(call);
+            let (result, call) = dispatch(&ctx, &registry, &req, tool, shared).await;
+            (crate::spill::apply(&registry, &req, result), call)
         }
-        Err(err) => ToolResult::failure(&req.call_id, &req.name, err),
+        Err(err) => (
+            ToolResult::failure(&req.call_id, &req.name, err),
+            Arc::new(call),
+        ),
     };
     let event = ToolsResultEvent {
-        call: Arc::new(call),
+        call,
         result: Arc::new(result.clone()),
     };
     ctx.emit_in(scope.as_ref(), &event);
@@ -149,14 +155,21 @@ async fn ask(ctx: &Ctx, call: &CallInfo, reason: Option<&str>) -> Result<(), Too
     Err(ToolError::new(codes::TOOL_DENIED, message))
 }
 
-/// `tools/execute` around the body, then render and `tools/post-execute`.
+/// `tools/execute` around the body, then render and `tools/post-execute`. Returns the call as
+/// the later stages see it.
+///
+/// The body owns its parsed arguments: when nothing else holds the call (no hook kept it), they
+/// are moved into the body, not copied (megabytes for a `write`), and the later stages get the
+/// call with its arguments parsed again from the raw string once the body is done.
 async fn dispatch(
     ctx: &Ctx,
     registry: &Registry,
     req: &ToolRequest,
     tool: Arc<dyn Tool>,
     call: Arc<CallInfo>,
-) -> ToolResult {
+) -> (ToolResult, Arc<CallInfo>) {
+    let mut after = CallInfo::clone(&call);
+    after.args = Arc::new(Value::Null);
     let body_token = req.cancel.child_token();
     let mut tctx = ToolContext::new(&req.call_id, &req.session_id, &req.cwd)
         .with_tool_name(&req.name)
@@ -168,7 +181,7 @@ async fn dispatch(
     tctx = tctx.with_scratch_cap(req.scratch_cap);
     let timeout = contain_sync(|| tool.timeout()).unwrap_or(None);
     let input = ExecuteInput {
-        call: call.clone(),
+        call,
         ctx: tctx,
         timeout,
     };
@@ -180,13 +193,16 @@ async fn dispatch(
         ctx.call_in::<ToolsExecute, _, _>(req.scope.as_ref(), input, move |input| async move {
             body_started.store(true, Ordering::SeqCst);
             let ExecuteInput { call, ctx, .. } = input;
-            // The body owns its arguments; the call keeps the shared parse for the hooks.
-            let args = Value::clone(&call.args);
+            let name = call.name.clone();
+            let args = match Arc::try_unwrap(call) {
+                Ok(info) => Arc::try_unwrap(info.args).unwrap_or_else(|a| Value::clone(&a)),
+                Err(shared) => Value::clone(&shared.args),
+            };
             match contain(body_tool.execute(ctx, args)).await {
                 Ok(r) => r,
                 Err(panicked) => Err(ToolError::failed(format!(
-                    "tool \"{}\" panicked: {}",
-                    call.name, panicked.message
+                    "tool \"{name}\" panicked: {}",
+                    panicked.message
                 ))),
             }
         }),
@@ -201,15 +217,21 @@ async fn dispatch(
         }),
         other => other,
     };
+    // The later stages see the call with its arguments again (the body may have owned them).
+    after.args = Arc::new(schema::parse_arguments(&after.arguments));
+    let call = Arc::new(after);
     let output = match outcome {
         Ok(output) => output,
-        Err(err) => return ToolResult::failure(&req.call_id, &req.name, err),
+        Err(err) => return (ToolResult::failure(&req.call_id, &req.name, err), call),
     };
     let result = match render(&*tool, &req.call_id, &req.name, output) {
         Ok(r) => r,
-        Err(err) => return ToolResult::failure(&req.call_id, &req.name, err),
+        Err(err) => return (ToolResult::failure(&req.call_id, &req.name, err), call),
     };
-    post_execute(ctx, req, &*tool, call, result).await
+    (
+        post_execute(ctx, req, &*tool, Arc::clone(&call), result).await,
+        call,
+    )
 }
 
 fn render(

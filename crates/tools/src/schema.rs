@@ -352,8 +352,17 @@ pub fn parse_arguments(raw: &str) -> Value {
     if raw.trim().is_empty() {
         return Value::Object(Map::new());
     }
+    if raw.len() > LARGE_ARGUMENTS
+        && let Some(v) = crate::parse::large_object(raw)
+    {
+        return v;
+    }
     serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
 }
+
+/// Arguments longer than this are parsed member by member ([`crate::parse`]): no string scratch
+/// of the size of the largest member.
+const LARGE_ARGUMENTS: usize = 64 * 1024;
 
 #[cfg(test)]
 mod tests {

@@ -19,6 +19,10 @@ use crate::registry::{
 use crate::schema;
 use crate::vocab::{ExecuteInput, Guard, ToolRequest, ToolsExecute};
 
+/// Arguments longer than this are not parsed to classify a call: it runs exclusive (its
+/// arguments are parsed once, by the pipeline).
+pub const MAX_CLASSIFIED_ARGUMENTS: usize = 64 * 1024;
+
 /// The tool registry and execution pipeline, as a kernel service.
 ///
 /// Every registration takes the caller's `&Ctx` and is an effect of the caller's fiber: it is
@@ -52,7 +56,8 @@ pub trait Tools: Send + Sync + 'static {
     fn lookup(&self, scope: Option<&ScopeKey>, name: &str) -> Option<Arc<dyn Tool>>;
 
     /// Whether a call may run in parallel: only when the tool says so for these arguments;
-    /// unknown tools, invalid arguments and panics give `Exclusive`.
+    /// unknown tools, invalid arguments, arguments over [`MAX_CLASSIFIED_ARGUMENTS`] bytes and
+    /// panics give `Exclusive`.
     fn concurrency(&self, scope: Option<&ScopeKey>, name: &str, arguments: &str) -> Concurrency;
 
     /// Run one call through the pipeline. Never fails: failures are error results.
@@ -194,6 +199,10 @@ impl Tools for ToolsService {
         let Some(tool) = self.registry.resolve(scope, name) else {
             return Concurrency::Exclusive;
         };
+        if arguments.len() > MAX_CLASSIFIED_ARGUMENTS {
+            // Exclusive is always safe, and megabyte arguments are not parsed twice.
+            return Concurrency::Exclusive;
+        }
         let args = schema::parse_arguments(arguments);
         if !tool.foreign_schema() && !schema::validate(tool.parameters(), &args).is_empty() {
             return Concurrency::Exclusive;

@@ -232,6 +232,10 @@ async fn concurrency_is_parallel_only_when_the_tool_says_so() {
     assert_eq!(c("classify", r#"{"mode":1}"#), Concurrency::Exclusive);
     assert_eq!(c("classify", "not json"), Concurrency::Exclusive);
     assert_eq!(c("missing", "{}"), Concurrency::Exclusive);
+    // Megabyte arguments are not parsed to classify the call: it runs exclusive.
+    let big =
+        json!({"mode": "read", "pad": "x".repeat(dsh_tools::service::MAX_CLASSIFIED_ARGUMENTS)});
+    assert_eq!(c("classify", &big.to_string()), Concurrency::Exclusive);
     assert_eq!(c("plain", r#"{"text":"x"}"#), Concurrency::Exclusive);
 }
 
