@@ -321,9 +321,18 @@ impl Inner {
             .map(|a| a.session())
     }
 
+    /// Whether any hook of `event` matches `names` in `cwd` (without one, the payload, which
+    /// copies the tool's arguments, is not built).
+    fn has_handlers(&self, event: HookEvent, names: &[&str], cwd: &Path) -> bool {
+        !self.set_for(cwd).1.handlers(event, names).is_empty()
+    }
+
     async fn pre_tool(&self, call: &CallInfo) -> Option<PreDecision> {
         let alias = claude_tool_name(&call.name);
         let names: Vec<&str> = std::iter::once(call.name.as_str()).chain(alias).collect();
+        if !self.has_handlers(HookEvent::PreToolUse, &names, &call.cwd) {
+            return None;
+        }
         let mut extra = Map::new();
         extra.insert("tool_name".into(), Value::from(alias.unwrap_or(&call.name)));
         extra.insert("tool_input".into(), Value::clone(&call.args));
@@ -355,6 +364,9 @@ impl Inner {
         let call = &input.call;
         let alias = claude_tool_name(&call.name);
         let names: Vec<&str> = std::iter::once(call.name.as_str()).chain(alias).collect();
+        if !self.has_handlers(HookEvent::PostToolUse, &names, &call.cwd) {
+            return HookReply::default();
+        }
         let mut extra = Map::new();
         extra.insert("tool_name".into(), Value::from(alias.unwrap_or(&call.name)));
         extra.insert("tool_input".into(), Value::clone(&call.args));

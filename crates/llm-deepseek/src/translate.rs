@@ -595,7 +595,13 @@ impl Translator {
                     name,
                     arguments,
                     ..
-                } => ContentBlock::tool_call(id.clone(), name.clone(), std::mem::take(arguments)),
+                } => {
+                    // Held for the rest of the session (shared, never copied): give back the
+                    // growth slack of a large argument string.
+                    let mut arguments = std::mem::take(arguments);
+                    arguments.shrink_to_fit();
+                    ContentBlock::tool_call(id.clone(), name.clone(), arguments)
+                }
             };
             out.push(StreamChunk::BlockEnd {
                 index: idx(i),
