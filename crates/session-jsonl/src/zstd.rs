@@ -1,17 +1,37 @@
 //! zstd-compressed logs (`session.vN.jsonl.zstd`, the original harness's default encoding;
 //! format §1.7–§1.8, `original-0.2.1.md` §1.3): concatenated, checksummed frames, one per durable
 //! write batch, each decompressing to complete lines; the first frame is exactly the header
-//! line. Pure Rust both ways (`ruzstd`): its encoder writes the same frame form as the original
-//! (descriptor `0x04`: no content size, not single-segment, content checksum) at its only
-//! implemented level, "fastest" (about zstd level 1; the original uses level 3).
+//! line. Every frame has the original's form: descriptor `0x04` (no content size, not
+//! single-segment, content checksum, no dictionary).
+//!
+//! Two backends:
+//! - with the `c-zstd` feature (the default), C libzstd (the `zstd` crate) encodes every frame
+//!   at level 3, the original's level, and decodes the run of whole frames of a log (found from
+//!   the frame headers alone; on two threads for large logs). Decoding is several times faster
+//!   than `ruzstd`'s on the many small frames of a log (`ruzstd` rebuilds its predefined FSE
+//!   tables for every block), which is what keeps a zstd resume within the plain one's budget.
+//! - pure Rust (`ruzstd`) always: it decodes a torn final frame (partial decoding keeps its
+//!   complete lines), re-reads any log the fast path refuses so that errors name the frame and
+//!   the problem exactly as without the feature, and reads the header frame for listings.
+//!   Without `c-zstd` it is the whole implementation: its encoder writes the same frame form at
+//!   its only implemented level, "fastest" (about zstd level 1).
 
 use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
 use ruzstd::encoding::{CompressionLevel, compress};
 
 use crate::error::ZstdError;
 
-/// One frame holding `plain` (complete lines), with a content checksum.
+/// One frame holding `plain` (complete lines), with a content checksum and no content size.
+/// With `c-zstd`, libzstd at level 3 (should it fail — it only can on allocation — the frame is
+/// written by `ruzstd` instead, in the same form).
 pub fn encode_frame(plain: &[u8], out: &mut Vec<u8>) {
+    #[cfg(feature = "c-zstd")]
+    match c::encode_frame(plain, out) {
+        Ok(()) => return,
+        Err(error) => {
+            tracing::warn!(%error, "libzstd could not encode a frame; ruzstd encodes it");
+        }
+    }
     compress(plain, &mut *out, CompressionLevel::Fastest);
 }
 
@@ -19,10 +39,23 @@ pub fn encode_frame(plain: &[u8], out: &mut Vec<u8>) {
 const PIPE_CHUNK: usize = 64 * 1024;
 
 /// One frame of the lines `write` produces, compressed while they are written: the plain text
-/// is never held whole (a megabyte event is one line). The writer runs on a scoped thread and
-/// feeds the compressor through a bounded pipe of [`PIPE_CHUNK`]-byte pieces. On a writer error
-/// nothing is added to `out`.
+/// is never held whole (a megabyte event is one line). With `c-zstd`, libzstd's streaming
+/// encoder (level 3); without, `ruzstd` fed through a pipe (see [`encode_frame_piped`]). On a
+/// writer error nothing is added to `out`.
 pub fn encode_frame_with<F>(write: F, out: &mut Vec<u8>) -> std::io::Result<()>
+where
+    F: FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send,
+{
+    #[cfg(feature = "c-zstd")]
+    return c::encode_frame_with(write, out);
+    #[cfg(not(feature = "c-zstd"))]
+    return encode_frame_piped(write, out);
+}
+
+/// [`encode_frame_with`] on `ruzstd`, whose compressor pulls from a reader: the writer runs on a
+/// scoped thread and feeds it through a bounded pipe of [`PIPE_CHUNK`]-byte pieces.
+#[cfg(any(test, not(feature = "c-zstd")))]
+fn encode_frame_piped<F>(write: F, out: &mut Vec<u8>) -> std::io::Result<()>
 where
     F: FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send,
 {
@@ -48,11 +81,13 @@ where
     Ok(())
 }
 
-/// The writing end of [`encode_frame_with`]'s pipe.
+/// The writing end of [`encode_frame_piped`]'s pipe.
+#[cfg(any(test, not(feature = "c-zstd")))]
 struct PipeWriter {
     tx: std::sync::mpsc::SyncSender<Vec<u8>>,
 }
 
+#[cfg(any(test, not(feature = "c-zstd")))]
 impl std::io::Write for PipeWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = buf.len().min(PIPE_CHUNK);
@@ -67,12 +102,14 @@ impl std::io::Write for PipeWriter {
 }
 
 /// The reading end: EOF when the writer is done (or failed and dropped its end).
+#[cfg(any(test, not(feature = "c-zstd")))]
 struct PipeReader {
     rx: std::sync::mpsc::Receiver<Vec<u8>>,
     piece: Vec<u8>,
     at: usize,
 }
 
+#[cfg(any(test, not(feature = "c-zstd")))]
 impl std::io::Read for PipeReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         while self.at == self.piece.len() {
@@ -188,9 +225,15 @@ pub fn decode_prefix(bytes: &[u8], max_plain: usize) -> Result<Vec<u8>, ZstdErro
 const PARALLEL_BYTES: usize = 256 * 1024;
 
 /// The length of the zstd frame at the start of `bytes`, read from its headers alone (no
-/// decoding): `None` unless a whole, well-formed frame is there. Lets [`decode_frames`] split a
-/// log between threads; anything unusual takes the sequential path, which names the problem.
+/// decoding): `None` unless a whole, well-formed frame is there. Lets [`decode_frames`] find the
+/// run of whole frames (and split a large one between threads); anything unusual takes the
+/// sequential path, which names the problem.
 fn frame_len(bytes: &[u8]) -> Option<usize> {
+    frame_extent(bytes).map(|(len, _)| len)
+}
+
+/// [`frame_len`] and the frame's number of blocks.
+fn frame_extent(bytes: &[u8]) -> Option<(usize, usize)> {
     if bytes.get(..4)? != [0x28, 0xb5, 0x2f, 0xfd] {
         return None;
     }
@@ -205,6 +248,7 @@ fn frame_len(bytes: &[u8]) -> Option<usize> {
         _ => 8,
     };
     let mut at = 5 + usize::from(!single_segment) + dict_bytes + fcs_bytes;
+    let mut blocks = 0usize;
     loop {
         let h = bytes.get(at..at + 3)?;
         let header = u32::from(h[0]) | u32::from(h[1]) << 8 | u32::from(h[2]) << 16;
@@ -215,6 +259,7 @@ fn frame_len(bytes: &[u8]) -> Option<usize> {
             1 => 1,
             _ => return None,
         };
+        blocks += 1;
         if last {
             break;
         }
@@ -222,7 +267,19 @@ fn frame_len(bytes: &[u8]) -> Option<usize> {
     if checksum {
         at += 4;
     }
-    (at <= bytes.len()).then_some(at)
+    (at <= bytes.len()).then_some((at, blocks))
+}
+
+/// The end offsets of the whole frames at the start of `bytes` (see [`frame_len`]), up to the
+/// first frame that is not whole.
+fn whole_frame_ends(bytes: &[u8]) -> Vec<usize> {
+    let mut ends = Vec::new();
+    let mut at = 0;
+    while let Some(len) = bytes.get(at..).and_then(frame_len) {
+        at += len;
+        ends.push(at);
+    }
+    ends
 }
 
 /// Encodes a plain log as dsh's flushes frame it: the header line alone, then one frame per
@@ -247,10 +304,25 @@ pub fn encode_per_step(text: &str) -> Vec<u8> {
     out
 }
 
-/// Decodes complete frames `bytes` (whose boundaries [`frame_len`] found) with one reused
-/// decoder: `None` on any problem (the caller falls back to the sequential path for its
-/// error).
+/// Decodes complete frames `bytes` (whose boundaries [`frame_len`] found): `None` on any
+/// problem (the caller falls back to the sequential path for its error). Every frame must
+/// verify its checksum and hold complete lines.
+#[cfg(feature = "c-zstd")]
 fn decode_run(bytes: &[u8]) -> Option<Vec<u8>> {
+    c::decode_run(bytes)
+}
+
+/// Decodes complete frames `bytes` (whose boundaries [`frame_len`] found): `None` on any
+/// problem (the caller falls back to the sequential path for its error). Every frame must
+/// verify its checksum and hold complete lines.
+#[cfg(not(feature = "c-zstd"))]
+fn decode_run(bytes: &[u8]) -> Option<Vec<u8>> {
+    decode_run_pure(bytes)
+}
+
+/// [`decode_run`] with one reused `ruzstd` decoder.
+#[cfg(any(test, not(feature = "c-zstd")))]
+fn decode_run_pure(bytes: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(bytes.len() * 4);
     let mut dec = FrameDecoder::new();
     let mut src = bytes;
@@ -275,43 +347,57 @@ fn decode_run(bytes: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The whole log on two threads when it is large and every frame is whole: the frames are
-/// independent, so each half is decoded on its own. `None`: use the sequential path.
-fn decode_parallel(bytes: &[u8]) -> Option<Vec<u8>> {
-    if bytes.len() < PARALLEL_BYTES
-        || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2
-    {
+/// Decodes `bytes`, exactly the whole frames ending at `ends` (from [`whole_frame_ends`]), on
+/// two threads when they are large: the frames are independent, so each half is decoded on its
+/// own. `None` on any problem: use the sequential path.
+fn decode_whole(bytes: &[u8], ends: &[usize]) -> Option<Vec<u8>> {
+    if ends.last() != Some(&bytes.len()) {
         return None;
     }
-    // The first frame boundary at or after the middle.
-    let mut at = 0;
-    let mut split = None;
-    while at < bytes.len() {
-        at += frame_len(&bytes[at..])?;
-        if split.is_none() && at >= bytes.len() / 2 {
-            split = Some(at);
+    if bytes.len() >= PARALLEL_BYTES
+        && std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
+    {
+        // The first frame boundary at or after the middle.
+        let split = ends[ends.partition_point(|end| *end < bytes.len() / 2)];
+        if split < bytes.len() {
+            let (a, b) = bytes.split_at(split);
+            let (first, second) = std::thread::scope(|scope| {
+                let second = scope.spawn(|| decode_run(b));
+                let first = decode_run(a);
+                (first, second.join().ok().flatten())
+            });
+            let mut out = first?;
+            out.extend_from_slice(&second?);
+            return Some(out);
         }
     }
-    let split = split?;
-    let (a, b) = bytes.split_at(split);
-    let (first, second) = std::thread::scope(|scope| {
-        let second = scope.spawn(|| decode_run(b));
-        let first = decode_run(a);
-        (first, second.join().ok().flatten())
-    });
-    let mut out = first?;
-    out.extend_from_slice(&second?);
-    Some(out)
+    decode_run(bytes)
 }
 
 /// Decompresses every frame, keeping where a torn final frame starts (see [`Frames`]).
+///
+/// The run of whole frames at the start (usually the whole log) is decoded first on the fast
+/// path ([`decode_whole`]); the rest, if any — a torn final frame, or damage — is read frame by
+/// frame with `ruzstd`. Should the fast path refuse the run, the whole log is read that way, so
+/// errors name the same frame and problem with either backend.
 pub fn decode_frames(bytes: &[u8]) -> Result<Frames, ZstdError> {
-    if let Some(plain) = decode_parallel(bytes) {
-        return Ok(Frames { plain, torn: None });
+    let ends = whole_frame_ends(bytes);
+    let whole = ends.last().copied().unwrap_or(0);
+    match decode_whole(&bytes[..whole], &ends) {
+        Some(plain) => decode_sequential(bytes, whole, ends.len(), plain),
+        None => decode_sequential(bytes, 0, 0, Vec::new()),
     }
-    let mut out = Vec::new();
-    let mut rest = bytes;
-    let mut frame = 0usize;
+}
+
+/// The sequential path of [`decode_frames`]: decodes the frames of `bytes` from offset `from`
+/// (frame index `frame`) with `ruzstd`, after `out` (the frames before `from`).
+fn decode_sequential(
+    bytes: &[u8],
+    from: usize,
+    mut frame: usize,
+    mut out: Vec<u8>,
+) -> Result<Frames, ZstdError> {
+    let mut rest = &bytes[from..];
     while !rest.is_empty() {
         let start = bytes.len() - rest.len();
         match next_frame(rest) {
@@ -351,6 +437,115 @@ pub fn decode_frames(bytes: &[u8]) -> Result<Frames, ZstdError> {
         plain: out,
         torn: None,
     })
+}
+
+/// C libzstd (the `zstd` crate): level-3 encoding and the fast decoding of whole frames.
+#[cfg(feature = "c-zstd")]
+mod c {
+    use std::io::Cursor;
+
+    use ::zstd::zstd_safe::{self, CCtx, CParameter, DCtx, ErrorCode};
+
+    /// The original harness's compression level.
+    pub(super) const LEVEL: i32 = 3;
+
+    /// The largest block content (zstd's `ZSTD_BLOCKSIZE_MAX`): a frame of `n` blocks decodes
+    /// to at most `n` times this.
+    const BLOCK_MAX: usize = 128 * 1024;
+
+    /// libzstd refused to encode.
+    #[derive(Debug, thiserror::Error)]
+    pub(super) enum EncodeError {
+        /// No compression context could be allocated.
+        #[error("libzstd could not allocate a compression context")]
+        Context,
+        /// libzstd returned an error code.
+        #[error("libzstd: {0}")]
+        Zstd(&'static str),
+    }
+
+    impl From<ErrorCode> for EncodeError {
+        fn from(code: ErrorCode) -> Self {
+            Self::Zstd(zstd_safe::get_error_name(code))
+        }
+    }
+
+    /// Appends one frame holding `plain` to `out`: level 3, content checksum, no content size
+    /// (hence not single-segment), no dictionary id: descriptor `0x04`. On error `out` is left
+    /// as it was.
+    pub(super) fn encode_frame(plain: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        let start = out.len();
+        let encoded = encode_into(plain, out);
+        if encoded.is_err() {
+            out.truncate(start);
+        }
+        encoded
+    }
+
+    fn encode_into(plain: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        let mut cctx = CCtx::try_create().ok_or(EncodeError::Context)?;
+        cctx.set_parameter(CParameter::CompressionLevel(LEVEL))?;
+        cctx.set_parameter(CParameter::ChecksumFlag(true))?;
+        cctx.set_parameter(CParameter::ContentSizeFlag(false))?;
+        cctx.set_parameter(CParameter::DictIdFlag(false))?;
+        let start = out.len();
+        out.reserve(zstd_safe::compress_bound(plain.len()));
+        // One-shot, in place after what `out` holds (the bound is reserved).
+        let mut cursor = Cursor::new(out);
+        cursor.set_position(start as u64);
+        cctx.compress2(&mut cursor, plain)?;
+        Ok(())
+    }
+
+    /// [`super::encode_frame_with`] with libzstd's streaming encoder, same parameters as
+    /// [`encode_frame`]. On error `out` is left as it was.
+    pub(super) fn encode_frame_with<F>(write: F, out: &mut Vec<u8>) -> std::io::Result<()>
+    where
+        F: FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+    {
+        let start = out.len();
+        let encoded = (|| {
+            let mut enc = ::zstd::stream::write::Encoder::new(&mut *out, LEVEL)?;
+            enc.include_checksum(true)?;
+            enc.include_contentsize(false)?;
+            enc.include_dictid(false)?;
+            {
+                let mut w = std::io::BufWriter::with_capacity(super::PIPE_CHUNK, &mut enc);
+                write(&mut w)?;
+                std::io::Write::flush(&mut w)?;
+            }
+            enc.finish()?;
+            Ok(())
+        })();
+        if encoded.is_err() {
+            out.truncate(start);
+        }
+        encoded
+    }
+
+    /// Decodes the whole frames `bytes` into one buffer with one reused context, each frame
+    /// written in place (one-shot: it needs the output room up front, which the block count
+    /// bounds). `None` on any problem: a checksum mismatch (libzstd verifies it), a decoding
+    /// error, an empty frame or one not ending in `\n`.
+    pub(super) fn decode_run(bytes: &[u8]) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(bytes.len() * 6);
+        let mut dctx = DCtx::try_create()?;
+        let mut src = bytes;
+        while !src.is_empty() {
+            let (len, blocks) = super::frame_extent(src)?;
+            let (frame, rest) = src.split_at(len);
+            let start = out.len();
+            out.reserve(blocks.checked_mul(BLOCK_MAX)?);
+            let mut cursor = Cursor::new(&mut out);
+            cursor.set_position(start as u64);
+            dctx.decompress(&mut cursor, frame).ok()?;
+            if out.len() == start || out.last() != Some(&b'\n') {
+                return None;
+            }
+            src = rest;
+        }
+        Some(out)
+    }
 }
 
 #[cfg(test)]
@@ -394,7 +589,7 @@ mod tests {
     /// Lines that compress poorly, so the log is large enough for the two-thread path.
     fn big_log() -> (Vec<String>, Vec<u8>) {
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let parts: Vec<String> = (0..400)
+        let parts: Vec<String> = (0..600)
             .map(|f| {
                 (0..20)
                     .map(|l| {
@@ -426,8 +621,9 @@ mod tests {
             n += 1;
         }
         assert_eq!((at, n), (bytes.len(), parts.len()));
-        let parallel = decode_parallel(&bytes).unwrap();
+        let parallel = decode_whole(&bytes, &whole_frame_ends(&bytes)).unwrap();
         assert_eq!(parallel, parts.concat().into_bytes());
+        assert_eq!(decode_run_pure(&bytes).unwrap(), parallel);
         let f = decode_frames(&bytes).unwrap();
         assert_eq!(f.plain, parallel);
         assert!(f.torn.is_none());
@@ -443,16 +639,23 @@ mod tests {
         }
         let mut bad = bytes.clone();
         bad[at - 1] ^= 0xff;
-        assert!(decode_parallel(&bad).is_none());
+        assert!(decode_whole(&bad, &whole_frame_ends(&bad)).is_none());
         assert!(matches!(
             decode_frames(&bad),
             Err(ZstdError::Checksum { frame: 150 })
         ));
         // A torn tail: the whole log up to the cut, the torn frame's lines kept.
         let cut = &bytes[..bytes.len() - 7];
-        assert!(decode_parallel(cut).is_none());
+        assert!(decode_whole(cut, &whole_frame_ends(cut)).is_none());
         let f = decode_frames(cut).unwrap();
         assert!(f.torn.is_some());
+        let seq = sequential(cut).unwrap();
+        assert_eq!(
+            (f.plain.len(), &f.torn),
+            (seq.plain.len(), &seq.torn),
+            "as the sequential reader"
+        );
+        assert!(f.plain == seq.plain);
     }
 
     #[test]
@@ -477,31 +680,124 @@ mod tests {
 
     #[test]
     fn a_streamed_frame_is_the_frame_of_its_text() {
+        streamed_frames_with(|w, out| encode_frame_with(w, out));
+        streamed_frames_with(|w, out| encode_frame_piped(w, out));
+    }
+
+    type LineWriter<'a> =
+        Box<dyn FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send + 'a>;
+
+    fn streamed_frames_with(encode: fn(LineWriter<'_>, &mut Vec<u8>) -> std::io::Result<()>) {
         let text: String = (0..40_000).map(|i| format!("{{\"n\":{i}}}\n")).collect();
         let mut streamed = Vec::new();
-        encode_frame_with(
-            |w| {
+        encode(
+            Box::new(|w| {
                 for line in text.split_inclusive('\n') {
                     w.write_all(line.as_bytes())?;
                 }
                 Ok(())
-            },
+            }),
             &mut streamed,
         )
         .unwrap();
+        assert_eq!(streamed[4], 0x04, "the original's frame form");
         let (plain, torn) = decompress_frames(&streamed).unwrap();
         assert!(!torn);
         assert_eq!(plain, text.as_bytes());
         let mut failed = vec![1u8];
-        let e = encode_frame_with(
-            |w| {
+        let e = encode(
+            Box::new(|w| {
                 w.write_all(&[b'x'; 200_000])?;
                 Err(std::io::Error::other("boom"))
-            },
+            }),
             &mut failed,
         )
         .unwrap_err();
         assert_eq!(e.to_string(), "boom");
         assert_eq!(failed, vec![1u8]);
+    }
+
+    /// The pure-`ruzstd` reading of `bytes`, frame by frame from the start: what
+    /// [`decode_frames`] must return with either backend.
+    fn sequential(bytes: &[u8]) -> Result<Frames, ZstdError> {
+        decode_sequential(bytes, 0, 0, Vec::new())
+    }
+
+    fn small_log() -> Vec<u8> {
+        frames(&[
+            "{\"type\":\"session\"}\n",
+            "{\"a\":\"0123456789abcdef0123456789abcdef\"}\n{\"b\":2}\n",
+            "{\"c\":\"0123456789abcdef0123456789abcdef\"}\n",
+            "{\"d\":4}\n{\"e\":\"0123456789abcdef\"}\n",
+        ])
+    }
+
+    #[test]
+    fn every_cut_reads_as_the_pure_rust_sequential_reader_reads_it() {
+        let bytes = small_log();
+        for cut in 0..=bytes.len() {
+            let got = format!("{:?}", decode_frames(&bytes[..cut]));
+            assert_eq!(got, format!("{:?}", sequential(&bytes[..cut])), "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn every_damaged_byte_reads_as_the_pure_rust_sequential_reader_reads_it() {
+        let bytes = small_log();
+        for at in 0..bytes.len() {
+            for flip in [0x01, 0x80, 0xff] {
+                let mut bad = bytes.clone();
+                bad[at] ^= flip;
+                let got = format!("{:?}", decode_frames(&bad));
+                assert_eq!(
+                    got,
+                    format!("{:?}", sequential(&bad)),
+                    "byte {at} ^ {flip:#x}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_multi_block_frame_keeps_the_form_and_decodes_with_ruzstd() {
+        // Over 128 KiB: more than one block.
+        let plain: String = (0..6000)
+            .map(|i| format!("{{\"i\":{i},\"s\":\"{:x}\"}}\n", i * 7919))
+            .collect();
+        let mut bytes = Vec::new();
+        encode_frame(plain.as_bytes(), &mut bytes);
+        assert_eq!(bytes[4], 0x04);
+        assert_eq!(frame_len(&bytes), Some(bytes.len()));
+        assert_eq!(decode_run_pure(&bytes).unwrap(), plain.as_bytes());
+        assert_eq!(decode_run(&bytes).unwrap(), plain.as_bytes());
+        assert_eq!(
+            sequential(&bytes).unwrap().plain,
+            plain.as_bytes(),
+            "ruzstd reads the frame"
+        );
+    }
+
+    /// libzstd writes level-3 frames of the original's form that `ruzstd` reads, and reads the
+    /// frames `ruzstd` writes.
+    #[cfg(feature = "c-zstd")]
+    #[test]
+    fn libzstd_and_ruzstd_read_each_others_frames() {
+        let (parts, _) = big_log();
+        let plain = parts.concat();
+        let mut pure = Vec::new();
+        for p in &parts {
+            compress(p.as_bytes(), &mut pure, CompressionLevel::Fastest);
+        }
+        assert_eq!(c::decode_run(&pure).unwrap(), plain.as_bytes());
+        let mut native = Vec::new();
+        for p in &parts {
+            c::encode_frame(p.as_bytes(), &mut native).unwrap();
+        }
+        assert_eq!(decode_run_pure(&native).unwrap(), plain.as_bytes());
+        let mut at = 0;
+        while at < native.len() {
+            assert_eq!(native[at + 4], 0x04);
+            at += frame_len(&native[at..]).unwrap();
+        }
     }
 }
