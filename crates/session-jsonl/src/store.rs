@@ -232,6 +232,14 @@ impl JsonlStore {
     ) -> Result<(DecodedLog, u64, Vec<u8>), StoreError> {
         let shown = sel.path.display().to_string();
         let bytes = fs::read(&sel.path).map_err(|e| io("reading", &sel.path, e))?;
+        // Whole frames (no torn tail): parse while decoding, one frame at a time. Any problem
+        // is read again below, which names it exactly.
+        #[cfg(feature = "c-zstd")]
+        if let Some(Ok(decoded)) = crate::zstd::whole_frames_reader(&bytes)
+            .map(|reader| read_jsonl(reader, sel.version, &shown, id))
+        {
+            return Ok((decoded, bytes.len() as u64, Vec::new()));
+        }
         let frames = crate::zstd::decode_frames(&bytes).map_err(|source| StoreError::Zstd {
             path: sel.path.clone(),
             source,

@@ -374,6 +374,18 @@ fn decode_whole(bytes: &[u8], ends: &[usize]) -> Option<Vec<u8>> {
     decode_run(bytes)
 }
 
+/// The plain lines of `bytes` as a reader that decodes one frame at a time (libzstd), when the
+/// log is whole frames only (the common case: no torn tail): a reader of the lines can parse
+/// while later frames are still compressed, and the plain log is never held whole. The reader
+/// fails (an I/O error) on a frame that does not decode, fails its checksum, is empty or does
+/// not end in `\n`; the caller then reads with [`decode_frames`] for the precise error.
+#[cfg(feature = "c-zstd")]
+pub fn whole_frames_reader(bytes: &[u8]) -> Option<impl std::io::BufRead + '_> {
+    let ends = whole_frame_ends(bytes);
+    (!bytes.is_empty() && ends.last() == Some(&bytes.len())).then_some(())?;
+    c::FrameReader::new(bytes)
+}
+
 /// Decompresses every frame, keeping where a torn final frame starts (see [`Frames`]).
 ///
 /// The run of whole frames at the start (usually the whole log) is decoded first on the fast
@@ -521,6 +533,67 @@ mod c {
             out.truncate(start);
         }
         encoded
+    }
+
+    /// The lines of whole frames, decoded one frame at a time (see
+    /// [`super::whole_frames_reader`]).
+    pub(super) struct FrameReader<'a> {
+        rest: &'a [u8],
+        dctx: DCtx<'static>,
+        buf: Vec<u8>,
+        at: usize,
+    }
+
+    impl<'a> FrameReader<'a> {
+        pub(super) fn new(bytes: &'a [u8]) -> Option<Self> {
+            Some(FrameReader {
+                rest: bytes,
+                dctx: DCtx::try_create()?,
+                buf: Vec::new(),
+                at: 0,
+            })
+        }
+    }
+
+    impl std::io::BufRead for FrameReader<'_> {
+        fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+            if self.at == self.buf.len() && !self.rest.is_empty() {
+                let bad = |what: &str| std::io::Error::other(format!("zstd frame {what}"));
+                let (len, blocks) =
+                    super::frame_extent(self.rest).ok_or_else(|| bad("is not whole"))?;
+                let (frame, rest) = self.rest.split_at(len);
+                self.buf.clear();
+                self.at = 0;
+                self.buf.reserve(
+                    blocks
+                        .checked_mul(BLOCK_MAX)
+                        .ok_or_else(|| bad("is too large"))?,
+                );
+                let mut cursor = Cursor::new(&mut self.buf);
+                self.dctx
+                    .decompress(&mut cursor, frame)
+                    .map_err(|code| bad(zstd_safe::get_error_name(code)))?;
+                if self.buf.last() != Some(&b'\n') {
+                    return Err(bad("does not end a line"));
+                }
+                self.rest = rest;
+            }
+            Ok(&self.buf[self.at..])
+        }
+
+        fn consume(&mut self, n: usize) {
+            self.at = (self.at + n).min(self.buf.len());
+        }
+    }
+
+    impl std::io::Read for FrameReader<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let avail = std::io::BufRead::fill_buf(self)?;
+            let n = avail.len().min(out.len());
+            out[..n].copy_from_slice(&avail[..n]);
+            std::io::BufRead::consume(self, n);
+            Ok(n)
+        }
     }
 
     /// Decodes the whole frames `bytes` into one buffer with one reused context, each frame
@@ -799,5 +872,32 @@ mod tests {
             assert_eq!(native[at + 4], 0x04);
             at += frame_len(&native[at..]).unwrap();
         }
+    }
+
+    #[cfg(feature = "c-zstd")]
+    #[test]
+    fn the_frame_reader_reads_the_lines_of_whole_frames_only() {
+        use std::io::Read as _;
+        let parts = ["{\"a\":1}\n", "{\"b\":2}\n{\"c\":3}\n", "{\"d\":4}\n"];
+        let bytes = frames(&parts);
+        let mut plain = String::new();
+        whole_frames_reader(&bytes)
+            .unwrap()
+            .read_to_string(&mut plain)
+            .unwrap();
+        assert_eq!(plain, parts.concat());
+        // A torn tail: not whole frames, no reader (the sequential path handles it).
+        assert!(whole_frames_reader(&bytes[..bytes.len() - 1]).is_none());
+        // A damaged frame: the reader fails instead of returning other lines.
+        let mut bad = bytes.clone();
+        let first = frames(&parts[..1]).len();
+        bad[first + 6] ^= 0x55;
+        let mut out = Vec::new();
+        assert!(
+            whole_frames_reader(&bad)
+                .unwrap()
+                .read_to_end(&mut out)
+                .is_err()
+        );
     }
 }
