@@ -212,7 +212,8 @@ impl JsonlStore {
     }
 
     /// Reads the selected generation. Plain logs are streamed line by line (never read whole);
-    /// zstd logs are decompressed in memory.
+    /// zstd logs are read into memory, then decoded frame by frame as they are parsed (whole
+    /// frames) or decompressed whole (a torn tail, damage, no `c-zstd`).
     fn read_log(&self, id: &str, sel: &Selected) -> Result<DecodedLog, StoreError> {
         let shown = sel.path.display().to_string();
         if !sel.zstd {
