@@ -6,19 +6,8 @@ use std::sync::Arc;
 
 use dsh_llm::Message;
 use dsh_session::data::UserMessage;
-use dsh_session::{
-    CreateOptions, DirectSink, NewEvent, SessionPersistence, SessionStore, Sessions,
-};
-use dsh_session_jsonl::{Compression, JsonlStore};
-
-fn store(root: &std::path::Path, compression: Compression) -> (Arc<JsonlStore>, SessionStore) {
-    let backend = Arc::new(JsonlStore::new(root).with_compression(compression));
-    let p: Arc<dyn SessionPersistence> = backend.clone();
-    (
-        backend,
-        SessionStore::new(Some(p.clone()), Arc::new(DirectSink::new(p))),
-    )
-}
+use dsh_session::{CreateOptions, NewEvent, SessionPersistence, Sessions};
+use dsh_session_jsonl::Compression;
 
 /// 3 MB of text with characters to escape.
 fn big_text() -> String {
@@ -35,7 +24,7 @@ fn user(id: &str, text: String) -> NewEvent {
 fn a_large_event_is_written_while_it_is_appended_and_reads_back_exactly() {
     for compression in [Compression::None, Compression::Zstd] {
         let tmp = tempfile::tempdir().unwrap();
-        let (backend, sessions) = store(tmp.path(), compression);
+        let (backend, sessions) = crate::support::store_with(tmp.path(), compression);
         let s = sessions
             .create(CreateOptions {
                 id: Some("big".into()),

@@ -8,5 +8,6 @@ mod prefetch;
 mod prop;
 mod spill;
 mod store;
+mod support;
 mod v3;
 mod zstd;

@@ -3,21 +3,13 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 
-use dsh_session::{
-    CreateOptions, DirectSink, NewEvent, SessionError, SessionPersistence, SessionStore, Sessions,
-};
+use dsh_session::{CreateOptions, NewEvent, SessionError, SessionPersistence, Sessions};
 use dsh_session_jsonl::JsonlStore;
 use futures::executor::block_on;
 use serde_json::json;
 
-fn store(root: &Path) -> (Arc<JsonlStore>, SessionStore) {
-    let backend = Arc::new(JsonlStore::new(root));
-    let p: Arc<dyn SessionPersistence> = backend.clone();
-    let sessions = SessionStore::new(Some(p.clone()), Arc::new(DirectSink::new(p)));
-    (backend, sessions)
-}
+use crate::support::store;
 
 fn opts(id: &str) -> CreateOptions {
     CreateOptions {

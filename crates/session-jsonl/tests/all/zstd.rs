@@ -7,14 +7,7 @@ use dsh_session::{CreateOptions, DirectSink, SessionPersistence, SessionStore, S
 use dsh_session_jsonl::{Compression, JsonlStore};
 use ruzstd::encoding::{CompressionLevel, compress_to_vec};
 
-fn store(root: &std::path::Path) -> (Arc<JsonlStore>, SessionStore) {
-    let backend = Arc::new(JsonlStore::new(root));
-    let p: Arc<dyn SessionPersistence> = backend.clone();
-    (
-        backend,
-        SessionStore::new(Some(p.clone()), Arc::new(DirectSink::new(p))),
-    )
-}
+use crate::support::store;
 
 fn frame(bytes: &[u8]) -> Vec<u8> {
     compress_to_vec(bytes, CompressionLevel::Fastest)
