@@ -48,16 +48,13 @@ impl SurfaceOp {
         }
     }
 
-    fn push_json(&self, out: &mut String) {
+    fn write_json<W: std::io::Write + ?Sized>(&self, w: &mut W) -> std::io::Result<()> {
         match self {
-            SurfaceOp::Append => out.push_str("\"append\""),
-            SurfaceOp::Replace { start_seq, end_seq } => {
-                use std::fmt::Write as _;
-                let _ = write!(
-                    out,
-                    "{{\"op\":\"replace\",\"startSeq\":{start_seq},\"endSeq\":{end_seq}}}"
-                );
-            }
+            SurfaceOp::Append => w.write_all(b"\"append\""),
+            SurfaceOp::Replace { start_seq, end_seq } => write!(
+                w,
+                "{{\"op\":\"replace\",\"startSeq\":{start_seq},\"endSeq\":{end_seq}}}"
+            ),
         }
     }
 
@@ -579,36 +576,29 @@ impl Event {
     /// Writes [`Event::to_json_line`]'s text to `w`, serialising a typed payload straight into
     /// it (a megabyte payload is never held as a second string).
     pub fn write_json_line<W: std::io::Write + ?Sized>(&self, w: &mut W) -> std::io::Result<()> {
-        let mut head = String::with_capacity(48);
-        head.push_str("{\"type\":");
-        push_str_json(&mut head, self.kind.as_str());
-        head.push_str(",\"data\":");
-        w.write_all(head.as_bytes())?;
+        w.write_all(b"{\"type\":")?;
+        serde_json::to_writer(&mut *w, self.kind.as_str())?;
+        w.write_all(b",\"data\":")?;
         match (
             self.extra.as_ref().and_then(|x| x.data.as_ref()),
             &self.payload,
         ) {
             (Some(raw), _) => w.write_all(raw.get().as_bytes())?,
-            (None, Payload::Core(core)) => {
-                core.write_json(&mut *w).map_err(std::io::Error::from)?
-            }
+            (None, Payload::Core(core)) => core.write_json(&mut *w)?,
             (None, _) => w.write_all(b"null")?,
         }
-        let mut tail = String::with_capacity(64);
         if let Some(seqs) = self.source_event_seqs() {
-            tail.push_str(",\"sourceEventSeqs\":");
-            tail.push_str(&encode_runs(seqs).to_string());
+            w.write_all(b",\"sourceEventSeqs\":")?;
+            serde_json::to_writer(&mut *w, &encode_runs(seqs))?;
         }
         if let Some(op) = self.surface_op() {
-            tail.push_str(",\"surfaceOp\":");
-            op.push_json(&mut tail);
+            w.write_all(b",\"surfaceOp\":")?;
+            op.write_json(&mut *w)?;
         }
         if self.ignorable() {
-            tail.push_str(",\"ignorable\":true");
+            w.write_all(b",\"ignorable\":true")?;
         }
-        use std::fmt::Write as _;
-        let _ = write!(tail, ",\"seq\":{},\"time\":{}}}", self.seq, self.time);
-        w.write_all(tail.as_bytes())
+        write!(w, ",\"seq\":{},\"time\":{}}}", self.seq, self.time)
     }
 
     /// The physical row as a JSON value (same content as [`Event::to_json_line`]).
@@ -790,19 +780,6 @@ impl Event {
 /// Compact JSON text of a value. Serialising a `Value` cannot fail (all keys are strings).
 fn raw_of(data: &Value) -> Box<RawValue> {
     serde_json::value::to_raw_value(data).unwrap_or_default()
-}
-
-/// Appends `s` as a JSON string.
-fn push_str_json(out: &mut String, s: &str) {
-    if s.bytes()
-        .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b < 0x7f)
-    {
-        out.push('"');
-        out.push_str(s);
-        out.push('"');
-    } else if let Ok(text) = serde_json::to_string(s) {
-        out.push_str(&text);
-    }
 }
 
 /// The payload text an event is built from.

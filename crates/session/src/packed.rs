@@ -162,21 +162,21 @@ impl StreamPacker {
         let dt = time - self.last_time;
         self.last_time = time;
         let Some(d) = delta(chunk) else {
-            let chunk = match chunk {
-                // A folded delta that is recorded raw still advances its block's offset.
+            // A folded delta that is recorded raw still advances its block's offset.
+            if let (
+                true,
                 StreamChunk::ToolCallDelta {
                     index,
                     arguments_delta,
                     ..
-                } if folded => {
-                    *self.folded.entry(*index).or_default() += arguments_delta.len();
-                    chunk.clone()
-                }
-                _ => chunk.clone(),
-            };
+                },
+            ) = (folded, chunk)
+            {
+                *self.folded.entry(*index).or_default() += arguments_delta.len();
+            }
             self.records.push(Rec::Chunk {
                 time,
-                chunk: Box::new(chunk),
+                chunk: Box::new(chunk.clone()),
             });
             return;
         };

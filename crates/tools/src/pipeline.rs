@@ -158,9 +158,10 @@ async fn ask(ctx: &Ctx, call: &CallInfo, reason: Option<&str>) -> Result<(), Too
 /// `tools/execute` around the body, then render and `tools/post-execute`. Returns the call as
 /// the later stages see it.
 ///
-/// The body owns its parsed arguments: when nothing else holds the call (no hook kept it), they
-/// are moved into the body, not copied (megabytes for a `write`), and the later stages get the
-/// call with its arguments parsed again from the raw string once the body is done.
+/// Large arguments ([`schema::LARGE_ARGUMENTS`]): the body owns the parse when nothing else
+/// holds the call (no hook kept it), moved, not copied (megabytes for a `write`), and the later
+/// stages get the call with its arguments parsed again from the raw string once the body is
+/// done. Small ones are shared with the later stages and copied into the body (no second parse).
 async fn dispatch(
     ctx: &Ctx,
     registry: &Registry,
@@ -169,7 +170,10 @@ async fn dispatch(
     call: Arc<CallInfo>,
 ) -> (ToolResult, Arc<CallInfo>) {
     let mut after = CallInfo::clone(&call);
-    after.args = Arc::new(Value::Null);
+    let large = after.arguments.len() > schema::LARGE_ARGUMENTS;
+    if large {
+        after.args = Arc::new(Value::Null);
+    }
     let body_token = req.cancel.child_token();
     let mut tctx = ToolContext::new(&req.call_id, &req.session_id, &req.cwd)
         .with_tool_name(&req.name)
@@ -217,8 +221,10 @@ async fn dispatch(
         }),
         other => other,
     };
-    // The later stages see the call with its arguments again (the body may have owned them).
-    after.args = Arc::new(schema::parse_arguments(&after.arguments));
+    if large {
+        // The later stages see the call with its arguments again (the body may have owned them).
+        after.args = Arc::new(schema::parse_arguments(&after.arguments));
+    }
     let call = Arc::new(after);
     let output = match outcome {
         Ok(output) => output,

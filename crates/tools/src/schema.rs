@@ -360,9 +360,10 @@ pub fn parse_arguments(raw: &str) -> Value {
     serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
 }
 
-/// Arguments longer than this are parsed member by member ([`crate::parse`]): no string scratch
-/// of the size of the largest member.
-const LARGE_ARGUMENTS: usize = 64 * 1024;
+/// Arguments longer than this are large: parsed member by member ([`crate::parse`], no string
+/// scratch of the size of the largest member), never parsed to classify a call's concurrency,
+/// and moved into the tool body rather than copied.
+pub const LARGE_ARGUMENTS: usize = 64 * 1024;
 
 #[cfg(test)]
 mod tests {

@@ -20,8 +20,8 @@ use crate::schema;
 use crate::vocab::{ExecuteInput, Guard, ToolRequest, ToolsExecute};
 
 /// Arguments longer than this are not parsed to classify a call: it runs exclusive (its
-/// arguments are parsed once, by the pipeline).
-pub const MAX_CLASSIFIED_ARGUMENTS: usize = 64 * 1024;
+/// arguments are parsed once, by the pipeline). The pipeline's [`schema::LARGE_ARGUMENTS`].
+pub const MAX_CLASSIFIED_ARGUMENTS: usize = schema::LARGE_ARGUMENTS;
 
 /// The tool registry and execution pipeline, as a kernel service.
 ///
