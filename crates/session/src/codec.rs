@@ -665,30 +665,47 @@ fn parse_row(line: &[u8], seq: u64) -> Result<Event, LoadProblem> {
     })
 }
 
-/// Parses a batch of lines, on up to 4 threads for large batches.
+/// Below this many bytes a batch is parsed on the calling thread (a thread costs more).
+const PARALLEL_BATCH_BYTES: usize = 64 << 10;
+
+/// Parses a batch of lines, on up to 4 threads for large batches (a full batch is one:
+/// [`BATCH_BYTES`] holds about a thousand typical rows).
 fn parse_batch(arena: &[u8], lines: &[RawLine], first_seq: u64) -> Vec<Result<Event, LoadProblem>> {
     let parse = |i: usize, l: &RawLine| parse_row(&arena[l.start..l.end], first_seq + i as u64);
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(4);
-    if threads < 2 || lines.len() < 1024 {
+    if threads < 2 || lines.len() < 2 || arena.len() < PARALLEL_BATCH_BYTES {
         return lines.iter().enumerate().map(|(i, l)| parse(i, l)).collect();
     }
-    let chunk = lines.len().div_ceil(threads);
-    let part = |c: usize, part: &[RawLine]| -> Vec<Result<Event, LoadProblem>> {
+    // Parts of about equal bytes (rows range from 80 bytes to kilobytes), in order.
+    let bytes = arena.len();
+    let mut cuts: Vec<usize> = (1..threads)
+        .map(|k| lines.partition_point(|l| l.start < bytes * k / threads))
+        .collect();
+    cuts.dedup();
+    let mut parts = Vec::with_capacity(threads);
+    let mut from = 0;
+    for cut in cuts.into_iter().chain([lines.len()]) {
+        if cut > from {
+            parts.push((from, &lines[from..cut]));
+            from = cut;
+        }
+    }
+    let part = |at: usize, part: &[RawLine]| -> Vec<Result<Event, LoadProblem>> {
         part.iter()
             .enumerate()
-            .map(|(i, l)| parse(c * chunk + i, l))
+            .map(|(i, l)| parse(at + i, l))
             .collect()
     };
     std::thread::scope(|scope| {
-        let mut chunks = lines.chunks(chunk).enumerate();
-        let first = chunks.next();
-        // The other chunks on helper threads, the first on this one.
-        let handles: Vec<_> = chunks
-            .map(|(c, p)| (p.len(), scope.spawn(move || part(c, p))))
+        let mut parts = parts.into_iter();
+        let first = parts.next();
+        // The other parts on helper threads, the first on this one.
+        let handles: Vec<_> = parts
+            .map(|(at, p)| (p.len(), scope.spawn(move || part(at, p))))
             .collect();
-        let mut out = first.map_or_else(Vec::new, |(c, p)| part(c, p));
+        let mut out = first.map_or_else(Vec::new, |(at, p)| part(at, p));
         for (n, h) in handles {
             out.extend(h.join().unwrap_or_else(|_| {
                 vec![
@@ -877,6 +894,34 @@ mod tests {
                 "{shown}"
             );
         }
+    }
+
+    /// Batches of at least [`PARALLEL_BATCH_BYTES`] are split over threads by bytes: every row
+    /// comes back, in file order, across several batches, with rows of very different sizes.
+    #[test]
+    fn parallel_parsing_keeps_every_row_in_order() {
+        let mut b = format!("{H}\n");
+        let pad = "x".repeat(4000);
+        for i in 0..20_000u64 {
+            if i % 7 == 0 {
+                b.push_str(&format!(
+                    "{{\"type\":\"dsh/x\",\"data\":{{\"pad\":\"{pad}\"}},\"ignorable\":true,\"seq\":{i},\"time\":0}}"
+                ));
+            } else {
+                b.push_str(&row(i));
+            }
+            b.push('\n');
+        }
+        assert!(b.len() > 4 * BATCH_BYTES);
+        let d = read(&b).unwrap();
+        assert_eq!(d.events.len(), 20_000);
+        assert!(
+            d.events
+                .iter()
+                .enumerate()
+                .all(|(i, e)| e.seq() == i as u64)
+        );
+        assert_eq!(d.committed_len, b.len());
     }
 
     #[test]
