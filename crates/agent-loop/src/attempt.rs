@@ -87,7 +87,7 @@ pub(crate) async fn run_attempt(
             _ = token.cancelled() => { cancelled = true; break; }
             n = stream.next() => n,
         };
-        let Some(chunk) = next else { break };
+        let Some(mut chunk) = next else { break };
         let is_finish = matches!(chunk, StreamChunk::Finish { .. });
         if is_finish && token.is_cancelled() {
             cancelled = true;
@@ -104,6 +104,8 @@ pub(crate) async fn run_attempt(
             attempt(packer.finish_with(&assembler))?;
             return Ok(AttemptOutcome::Failed(failure));
         }
+        // A tool call's arguments left "as streamed" by the adapter are the assembler's text.
+        assembler.fill(&mut chunk);
         packer.push_folded(received, &chunk);
         if !visible
             && matches!(

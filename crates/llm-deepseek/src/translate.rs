@@ -3,7 +3,9 @@
 //! Pure and synchronous: feed each SSE `data:` payload to [`Translator::event`]; it appends the
 //! chunks to emit. Block indexes are assigned in first-seen order across reasoning, text and tool
 //! calls; `finish_reason` and usage are held until `[DONE]`, which emits every `block-end`, then
-//! `usage`, then `finish`.
+//! `usage`, then `finish`. A tool call's arguments are streamed, not kept: its `block-end` leaves
+//! them [`ToolArguments::streamed`] for the loop's assembler, which holds the one copy (a
+//! `write` of a whole file streams megabytes).
 //!
 //! One bad field does not sink an answer: a usage count that is not a token count (negative,
 //! fractional, beyond `u64`) is dropped with a warning, unpaired UTF-16 surrogate escapes are
@@ -16,7 +18,7 @@ use std::collections::BTreeMap;
 
 use dsh_llm::{
     BlockKind, ContentBlock, FailureCode, FinishReason, LlmFailure, StreamChunk, StreamNote,
-    TokenUsage,
+    TokenUsage, ToolArguments,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -73,11 +75,12 @@ struct WireFunction<'a> {
 enum Block {
     Reasoning(String),
     Text(String),
+    /// A tool call: its arguments are not kept here, only streamed (the block-end leaves them
+    /// "as streamed" for the loop's assembler, which holds the one copy).
     Tool {
         wire_index: u32,
         id: String,
         name: String,
-        arguments: String,
     },
 }
 
@@ -530,7 +533,6 @@ impl Translator {
                     wire_index: wire,
                     id,
                     name: String::new(),
-                    arguments: String::new(),
                 });
                 self.tool_blocks.insert(wire, p);
                 out.push(StreamChunk::BlockStart {
@@ -540,13 +542,7 @@ impl Translator {
                 p
             }
         };
-        let Some(Block::Tool {
-            id,
-            name,
-            arguments,
-            ..
-        }) = self.blocks.get_mut(pos)
-        else {
+        let Some(Block::Tool { id, name, .. }) = self.blocks.get_mut(pos) else {
             return;
         };
         // The name comes on the first fragment; later empty (or repeated) values are ignored.
@@ -559,7 +555,6 @@ impl Translator {
             n.clone_into(name);
         }
         let frag = func.and_then(|f| f.arguments.as_deref()).unwrap_or("");
-        arguments.push_str(frag);
         out.push(StreamChunk::ToolCallDelta {
             index: idx(pos),
             id: id.clone(),
@@ -590,17 +585,8 @@ impl Translator {
             let block = match b {
                 Block::Reasoning(s) => ContentBlock::reasoning(std::mem::take(s)),
                 Block::Text(s) => ContentBlock::text(std::mem::take(s)),
-                Block::Tool {
-                    id,
-                    name,
-                    arguments,
-                    ..
-                } => {
-                    // Held for the rest of the session (shared, never copied): give back the
-                    // growth slack of a large argument string.
-                    let mut arguments = std::mem::take(arguments);
-                    arguments.shrink_to_fit();
-                    ContentBlock::tool_call(id.clone(), name.clone(), arguments)
+                Block::Tool { id, name, .. } => {
+                    ContentBlock::tool_call(id.clone(), name.clone(), ToolArguments::streamed())
                 }
             };
             out.push(StreamChunk::BlockEnd {

@@ -77,7 +77,7 @@ pub async fn run(a: &DeepSeekAdapter) -> Result<Vec<StreamChunk>, LlmFailure> {
     let s = tokio::time::timeout(SAFETY, a.stream(request(CancellationToken::new())))
         .await
         .expect("stream() did not return")?;
-    Ok(collect(s).await)
+    Ok(crate::common::filled(collect(s).await))
 }
 
 fn finish_failure(chunks: &[StreamChunk]) -> LlmFailure {

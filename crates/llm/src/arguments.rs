@@ -32,6 +32,23 @@ impl ToolArguments {
     pub fn into_string(self) -> String {
         Arc::try_unwrap(self.0).unwrap_or_else(|shared| shared.as_str().to_owned())
     }
+
+    /// "As streamed": in an adapter's `block-end` of a tool call, the arguments are the
+    /// concatenation of the block's deltas, which the receiving [`crate::BlockAssembler`]
+    /// holds. The adapter then keeps no copy of its own (arguments can be megabytes), and the
+    /// assembler puts its text in their place ([`crate::BlockAssembler::fill`]), so nothing
+    /// after it (the loop's subscribers, the log, the message) sees the marker. It reads as
+    /// `""` if it ever escapes.
+    pub fn streamed() -> Self {
+        static STREAMED: std::sync::LazyLock<Arc<String>> =
+            std::sync::LazyLock::new(|| Arc::new(String::new()));
+        ToolArguments(STREAMED.clone())
+    }
+
+    /// Whether this is the [`ToolArguments::streamed`] marker.
+    pub fn is_streamed(&self) -> bool {
+        ToolArguments::ptr_eq(self, &ToolArguments::streamed())
+    }
 }
 
 impl Deref for ToolArguments {

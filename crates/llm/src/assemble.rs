@@ -223,7 +223,9 @@ impl BlockAssembler {
                     | (BlockKind::Reasoning, ContentBlock::Reasoning { text }) => {
                         *text == slot.text
                     }
-                    (BlockKind::ToolCall, ContentBlock::ToolCall(c)) => c.arguments == slot.text,
+                    (BlockKind::ToolCall, ContentBlock::ToolCall(c)) => {
+                        c.arguments.is_streamed() || c.arguments == slot.text
+                    }
                     (BlockKind::Text | BlockKind::Reasoning | BlockKind::ToolCall, _) => false,
                     (BlockKind::Other(tag), b) => b.type_tag() == tag,
                 };
@@ -232,11 +234,20 @@ impl BlockAssembler {
                 }
                 // The streamed text equals the block's: move it instead of copying the block,
                 // and share a tool call's arguments with the block (they can be megabytes; one
-                // copy is kept, not two).
+                // copy is kept, not two). Arguments left "as streamed" are this text.
                 let text = std::mem::take(&mut slot.text);
                 slot.ended = Some(match block {
                     ContentBlock::Text { .. } => ContentBlock::Text { text },
                     ContentBlock::Reasoning { .. } => ContentBlock::Reasoning { text },
+                    ContentBlock::ToolCall(c) if c.arguments.is_streamed() => {
+                        let mut text = text;
+                        text.shrink_to_fit();
+                        ContentBlock::ToolCall(ToolCall {
+                            id: c.id.clone(),
+                            name: c.name.clone(),
+                            arguments: text.into(),
+                        })
+                    }
                     ContentBlock::ToolCall(c) => {
                         drop(text);
                         ContentBlock::ToolCall(c.clone())
@@ -262,6 +273,24 @@ impl BlockAssembler {
             }
         }
         Ok(())
+    }
+
+    /// Gives a tool call's `block-end` just pushed the assembled arguments in place of the
+    /// [`ToolArguments::streamed`](crate::ToolArguments::streamed) marker (shared, not copied),
+    /// so what is passed on after the assembler is the whole block. Other chunks are untouched.
+    pub fn fill(&self, chunk: &mut StreamChunk) {
+        if let StreamChunk::BlockEnd {
+            index,
+            block: ContentBlock::ToolCall(call),
+        } = chunk
+            && call.arguments.is_streamed()
+            && let Some(Slot {
+                ended: Some(ContentBlock::ToolCall(done)),
+                ..
+            }) = self.blocks.get(index)
+        {
+            call.arguments = done.arguments.clone();
+        }
     }
 
     /// Whether a `finish` chunk was folded.

@@ -2,7 +2,10 @@
 //!
 //! Contract (`architecture.md` §6): blocks open with `block-start`, receive deltas, close with
 //! `block-end` carrying the assembled block; `usage` comes before `finish`; nothing comes after
-//! `finish`. Errors are returned before streaming or carried in `finish {error|aborted}`.
+//! `finish`. Errors are returned before streaming or carried in `finish {error|aborted}`. A tool
+//! call's `block-end` may leave its arguments [`ToolArguments::streamed`](crate::ToolArguments::streamed)
+//! (the adapter keeps no copy of megabyte arguments): the loop's `BlockAssembler` fills them in
+//! before the chunk goes anywhere else, so subscribers and the log always see whole blocks.
 
 use std::fmt;
 

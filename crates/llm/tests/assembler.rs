@@ -2,7 +2,7 @@
 
 use dsh_llm::{
     BlockAssembler, BlockKind, ContentBlock, FinishReason, LlmFailure, ProtocolViolation,
-    StreamChunk, StreamNote, TokenUsage,
+    StreamChunk, StreamNote, TokenUsage, ToolArguments,
 };
 
 fn start(index: u32, kind: BlockKind) -> StreamChunk {
@@ -88,6 +88,45 @@ fn folds_blocks_in_index_order() {
     let msg = done.into_message("m1", "deepseek", "deepseek-flash");
     assert_eq!(msg.source.provider(), Some("deepseek"));
     assert_eq!(msg.reasoning(), "think");
+}
+
+/// An adapter may leave a tool call's arguments "as streamed": the assembler's own text becomes
+/// them (moved, not copied), in its result and, through `fill`, in the chunk passed on.
+#[test]
+fn arguments_left_as_streamed_are_the_streamed_text() {
+    let mut chunks = tool_stream();
+    chunks[10] = end(
+        2,
+        ContentBlock::tool_call("c0", "read", ToolArguments::streamed()),
+    );
+    chunks.push(StreamChunk::finish(FinishReason::ToolCalls));
+    let mut a = BlockAssembler::new();
+    let mut passed_on = Vec::new();
+    for mut c in chunks {
+        a.push(&c).unwrap();
+        a.fill(&mut c);
+        passed_on.push(c);
+    }
+    let StreamChunk::BlockEnd {
+        block: ContentBlock::ToolCall(sent),
+        ..
+    } = &passed_on[10]
+    else {
+        panic!("{:?}", passed_on[10]);
+    };
+    assert!(!sent.arguments.is_streamed());
+    assert_eq!(sent.arguments, "{\"a\": 1}");
+    let done = a.finish().unwrap();
+    let call = done.tool_calls().next().unwrap();
+    assert_eq!(call.arguments, "{\"a\": 1}");
+    assert!(ToolArguments::ptr_eq(&call.arguments, &sent.arguments));
+    // Real arguments are still checked against the deltas, and `fill` leaves them alone.
+    let mut bad = tool_stream();
+    bad[10] = end(2, ContentBlock::tool_call("c0", "read", "{\"a\": 2}"));
+    let mut a = BlockAssembler::new();
+    let refused = bad.iter().find_map(|c| a.push(c).err());
+    assert_eq!(refused, Some(ProtocolViolation::EndMismatch(2)));
+    assert!(!ToolArguments::from("").is_streamed() && ToolArguments::streamed().is_streamed());
 }
 
 #[test]
