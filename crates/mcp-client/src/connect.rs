@@ -8,17 +8,19 @@ use std::sync::Arc;
 use dsh_sandbox::Sandbox;
 
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool as McpTool,
+    ClientCapabilities, ClientConfig, Implementation, JsonRpcMessage, ProtocolVersion,
+    ServerNotification, Tool as McpTool,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{NotificationContext, RunningService, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess, Transport};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
 use crate::config::{McpServerConfig, TransportKind};
 use crate::env::server_env;
+use crate::server::ListRefresh;
 
 /// The live client service of one connection.
 pub type Service = RunningService<RoleClient, Handler>;
@@ -89,7 +91,8 @@ impl Handler {
 
 impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        // The runner may be gone (shutting down): nothing to re-sync then.
+        // Counted already, in arrival order, by `Watched`; this handler runs on a task of its
+        // own. The runner may be gone (shutting down): nothing to re-sync then.
         let _ = self.changed.send(());
     }
 
@@ -101,6 +104,47 @@ impl ClientHandler for Handler {
             Implementation::new("dsh", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+/// A transport that counts `notifications/tools/list_changed` as it receives them, before rmcp
+/// dispatches anything: rmcp runs notification handlers on tasks of their own, so a call's
+/// response can reach its caller before the handler of a notification sent ahead of it. The
+/// count is what [`ListRefresh::settled`] waits on.
+struct Watched<T> {
+    inner: T,
+    refresh: Arc<ListRefresh>,
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        let refresh = self.refresh.clone();
+        let next = self.inner.receive();
+        async move {
+            let message = next.await;
+            if let Some(JsonRpcMessage::Notification(n)) = &message
+                && matches!(
+                    n.notification,
+                    ServerNotification::ToolListChangedNotification(_)
+                )
+            {
+                refresh.ask();
+            }
+            message
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
     }
 }
 
@@ -156,6 +200,7 @@ impl std::fmt::Debug for Connection {
 pub async fn connect(
     config: &McpServerConfig,
     changed: mpsc::UnboundedSender<()>,
+    refresh: Arc<ListRefresh>,
     confinement: Option<&Confinement>,
 ) -> Result<Connection, ConnectError> {
     let budget = config.startup_timeout_ms;
@@ -167,14 +212,20 @@ pub async fn connect(
                 let confinement = confinement.filter(|_| config.sandbox);
                 let transport = spawn(config, confinement, &mut guard)?;
                 handler
-                    .serve(transport)
+                    .serve(Watched {
+                        inner: transport,
+                        refresh,
+                    })
                     .await
                     .map_err(|e| ConnectError::Initialize(e.to_string()))?
             }
             TransportKind::StreamableHttp => {
                 let transport = http_transport(config)?;
                 handler
-                    .serve(transport)
+                    .serve(Watched {
+                        inner: transport,
+                        refresh,
+                    })
                     .await
                     .map_err(|e| ConnectError::Initialize(e.to_string()))?
             }

@@ -66,7 +66,8 @@ pub async fn probe(config: McpServerConfig) -> crate::server::ServerInfo {
     use crate::server::{ServerInfo, Status};
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let name = config.server_name.clone();
-    match crate::connect::connect(&config, tx, None).await {
+    let refresh = crate::server::ListRefresh::new();
+    match crate::connect::connect(&config, tx, refresh, None).await {
         Ok(conn) => {
             let tools = conn.tools.len();
             let mut service = conn.service;

@@ -93,6 +93,70 @@ pub struct Server {
     inner: Mutex<Inner>,
     /// Bumped on every status change (for waiting on "settled").
     version: watch::Sender<u64>,
+    /// Tool-list refreshes asked for and applied.
+    refresh: Arc<ListRefresh>,
+}
+
+/// How long a tool call's result waits for a tool-list refresh its server asked for (a server
+/// that announces a change and then stalls on `tools/list` delays a result at most this long).
+pub const REFRESH_WAIT: Duration = Duration::from_secs(2);
+
+/// The refreshes of one server's tool list: asked for by each `notifications/tools/list_changed`
+/// (counted as it arrives), applied by the runner once the re-fetched list is registered. A
+/// tool call returns only after the refreshes asked for before its result, so a tool that
+/// changed the list (adding a tool, say) hands the model a result and a tool set that agree:
+/// the next request carries the new tools, whatever the scheduling of the runner.
+#[derive(Debug)]
+pub struct ListRefresh {
+    asked: std::sync::atomic::AtomicU64,
+    applied: watch::Sender<u64>,
+}
+
+impl ListRefresh {
+    /// No refresh asked for yet.
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            asked: std::sync::atomic::AtomicU64::new(0),
+            applied: watch::Sender::new(0),
+        })
+    }
+
+    /// A `list_changed` notification arrived.
+    pub fn ask(&self) {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn asked(&self) -> u64 {
+        self.asked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Every refresh asked for up to `n` is applied (or moot: the connection closed).
+    fn applied_up_to(&self, n: u64) {
+        self.applied.send_if_modified(|v| {
+            let newer = *v < n;
+            if newer {
+                *v = n;
+            }
+            newer
+        });
+    }
+
+    /// Waits, at most `limit`, until every refresh asked for so far is applied.
+    pub async fn settled(&self, limit: Duration) {
+        let want = self.asked();
+        let mut applied = self.applied.subscribe();
+        if *applied.borrow() >= want {
+            return;
+        }
+        if tokio::time::timeout(limit, applied.wait_for(|v| *v >= want))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "MCP tool-list refresh still pending after {limit:?}; the result is returned without it"
+            );
+        }
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -117,7 +181,13 @@ impl Server {
                 last_error: None,
             }),
             version: watch::Sender::new(0),
+            refresh: ListRefresh::new(),
         })
+    }
+
+    /// Its tool-list refreshes.
+    pub(crate) fn refresh(&self) -> &Arc<ListRefresh> {
+        &self.refresh
     }
 
     /// The plugin's context (services such as `attachments` are looked up in it).
@@ -246,7 +316,7 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
                 return;
             }
         };
-        match connect(&config, tx, confinement.as_ref()).await {
+        match connect(&config, tx, server.refresh.clone(), confinement.as_ref()).await {
             Ok(conn) => {
                 ever_connected = true;
                 let started = Instant::now();
@@ -269,6 +339,9 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
                     tokio::select! {
                         _ = &mut closed => break,
                         Some(()) = rx.recv() => {
+                            // One fetch answers every notification queued so far.
+                            while rx.try_recv().is_ok() {}
+                            let asked = server.refresh.asked();
                             match peer.list_all_tools().await {
                                 Ok(list) => sync(&ctx, &tools, &server, &mut registered, &list),
                                 Err(e) => {
@@ -277,9 +350,12 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
                                     server.update(|i| i.last_error = Some(format!("tools/list failed: {e}")));
                                 }
                             }
+                            server.refresh.applied_up_to(asked);
                         }
                     }
                 }
+                // Nothing more will be fetched on this connection: no call waits for it.
+                server.refresh.applied_up_to(server.refresh.asked());
                 tracing::warn!(server = %server.name(), "MCP server closed the connection");
                 server.update(|i| {
                     i.peer = None;
@@ -449,4 +525,40 @@ fn check_list(list: &[RawTool]) -> Result<(), ListError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_waits_for_the_refreshes_asked_before_its_result() {
+        let r = ListRefresh::new();
+        // Nothing asked: no wait.
+        r.settled(Duration::from_secs(60)).await;
+        r.ask();
+        r.ask();
+        let waiter = {
+            let r = r.clone();
+            tokio::spawn(async move { r.settled(Duration::from_secs(60)).await })
+        };
+        tokio::task::yield_now().await;
+        r.applied_up_to(1);
+        tokio::task::yield_now().await;
+        assert!(
+            !waiter.is_finished(),
+            "one of two refreshes is still pending"
+        );
+        r.applied_up_to(2);
+        waiter.await.unwrap();
+        // A refresh asked for later is not waited on by a call that already returned, and a
+        // stalled one is given up after the limit (paused clock: no real wait).
+        r.ask();
+        let started = tokio::time::Instant::now();
+        r.settled(Duration::from_secs(2)).await;
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        // Moot refreshes (the connection closed) release everyone.
+        r.applied_up_to(r.asked());
+        r.settled(Duration::from_secs(60)).await;
+    }
 }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::images::ImageSink;
 use crate::render::{is_error, render_with};
-use crate::server::{Server, Status};
+use crate::server::{REFRESH_WAIT, Server, Status};
 
 /// Code of a call to a server that is not connected (starting, reconnecting, given up).
 pub const SERVER_UNAVAILABLE: ToolErrorCode = ToolErrorCode::tool_defined("MCP_SERVER_UNAVAILABLE");
@@ -80,6 +80,8 @@ impl McpTool {
             _ = ctx.cancel_token().cancelled() => return Err(ToolError::aborted()),
         };
         let result = outcome.map_err(|e| call_error(&server, &self.raw, e))?;
+        // A list change announced during the call is registered before its result returns.
+        self.server.refresh().settled(REFRESH_WAIT).await;
         let sink = if is_error(&result) {
             ImageSink::refusing("the call failed")
         } else {

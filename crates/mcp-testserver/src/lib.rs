@@ -18,7 +18,8 @@
 //! `links` (a resource link and an image), `sleep {ms}` (answers after `ms`), `crash` (the
 //! process exits mid-call), `env {names}` (the named variables, `null` when unset), `pid`,
 //! `cancelled` (how many `notifications/cancelled` arrived), `add_tool {name}` (adds a tool
-//! `name` that echoes, then sends `notifications/tools/list_changed`), `get.thing` and a
+//! `name` that echoes, sends `notifications/tools/list_changed` and answers once `tools/list`
+//! was served again, at most 5 s later), `get.thing` and a
 //! tool with a 70-character name (name shortening), `wait_lists {count}` (answers once
 //! `tools/list` was served `count` times), `image` (a 1x1 PNG image block),
 //! `write_file {path, text}` (writes a file; a failure is an `isError` result).
@@ -196,11 +197,21 @@ impl TestServer {
             "pid" => text(std::process::id().to_string()),
             "cancelled" => text(self.state.cancelled.load(Ordering::SeqCst).to_string()),
             "add_tool" => {
+                // The list is re-read after the announcement, and this answer comes after that
+                // (at most 5 s later): a client sees the announcement before the answer.
+                let before = self.state.lists.load(Ordering::SeqCst);
                 self.state.extra.lock().await.push(str_arg("name"));
-                let peer = ctx.peer.clone();
-                tokio::spawn(async move {
-                    let _ = peer.notify_tool_list_changed().await;
-                });
+                let _ = ctx.peer.notify_tool_list_changed().await;
+                let relisted = async {
+                    loop {
+                        let notified = self.state.listed.notified();
+                        if self.state.lists.load(Ordering::SeqCst) > before {
+                            break;
+                        }
+                        notified.await;
+                    }
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(5), relisted).await;
                 text("added")
             }
             "get.thing" => text("thing"),

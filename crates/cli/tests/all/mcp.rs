@@ -296,7 +296,8 @@ fn a_late_tool_is_appended_at_the_end_of_the_tools() {
             test_server().display()
         ),
     );
-    // the server adds a tool and announces it; the next step waits until dsh re-listed
+    // the server adds a tool and announces it (answering once dsh re-listed); `wait_lists`
+    // then finds the list served twice
     env.server().push(
         Completion::new()
             .tool_call_with_id("call_add", "mcp__t__add_tool", r#"{"name":"aaa_late"}"#)
@@ -315,10 +316,11 @@ fn a_late_tool_is_appended_at_the_end_of_the_tools() {
     let before = names(0);
     assert!(before.contains(&"mcp__t__echo".to_owned()), "{before:?}");
     assert!(!before.contains(&"mcp__t__aaa_late".to_owned()));
-    let after = names(2);
     let mut expected = before.clone();
     expected.push("mcp__t__aaa_late".to_owned());
-    assert_eq!(after, expected, "the late tool goes at the end");
+    // The call that added it returned once it was registered: the very next request has it.
+    assert_eq!(names(1), expected, "the late tool goes at the end");
+    assert_eq!(names(2), expected);
     // the request rules hold across the change: messages extend, tools only grow at the end
     let violations = env.server().dsh_rule_violations();
     assert!(violations.is_empty(), "{violations:#?}");
