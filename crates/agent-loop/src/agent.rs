@@ -154,16 +154,25 @@ impl LoopAgent {
             }
             self.set_status(AgentStatus::Running);
             crate::turn::run_turn(&self, &mut request).await;
+            let another = {
+                let mut st = self.state.lock();
+                st.turn_cancel = None;
+                // Burst sends: each queued next-turn message gets its own turn. After a
+                // cancel, kept input stays parked until the next waking send (a send that
+                // arrived after the cancel has set `wake` again by itself).
+                if st.cancel_cause.is_none() && !st.inbox.next_turn.is_empty() {
+                    st.wake = true;
+                }
+                st.cancel_cause = None;
+                st.wake && !st.inbox.is_empty() && !st.disposing
+            };
+            // The status is idle before `when_idle` resolves, so a caller woken by it (a
+            // manual compaction, say) finds the agent idle.
+            if !another {
+                self.set_status(AgentStatus::Idle);
+            }
             let mut st = self.state.lock();
             st.running = false;
-            st.turn_cancel = None;
-            // Burst sends: each queued next-turn message gets its own turn. After a cancel,
-            // kept input stays parked until the next waking send (a send that arrived after the
-            // cancel has set `wake` again by itself).
-            if st.cancel_cause.is_none() && !st.inbox.next_turn.is_empty() {
-                st.wake = true;
-            }
-            st.cancel_cause = None;
             self.update_busy(&st);
         }
     }

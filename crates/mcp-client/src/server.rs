@@ -316,12 +316,15 @@ pub(crate) async fn run(ctx: Ctx, tools: Arc<dyn Tools>, server: Arc<Server>) {
                 return;
             }
         };
+        // Refreshes asked for before this connection are moot once its first list is in.
+        let before = server.refresh.asked();
         match connect(&config, tx, server.refresh.clone(), confinement.as_ref()).await {
             Ok(conn) => {
                 ever_connected = true;
                 let started = Instant::now();
                 let peer = conn.service.peer().clone();
                 sync(&ctx, &tools, &server, &mut registered, &conn.tools);
+                server.refresh.applied_up_to(before);
                 server.update(|i| {
                     i.status = Status::Ready;
                     i.peer = Some(peer.clone());
