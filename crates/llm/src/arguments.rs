@@ -10,6 +10,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// The one buffer behind [`ToolArguments::streamed`] (recognised by its address).
+static STREAMED: std::sync::LazyLock<Arc<String>> =
+    std::sync::LazyLock::new(|| Arc::new(String::new()));
+
 /// A tool call's raw argument string, verbatim (possibly invalid JSON), cheap to clone.
 ///
 /// It wraps `Arc<String>` rather than `Arc<str>` so that a streamed `String` becomes shared
@@ -40,14 +44,12 @@ impl ToolArguments {
     /// after it (the loop's subscribers, the log, the message) sees the marker. It reads as
     /// `""` if it ever escapes.
     pub fn streamed() -> Self {
-        static STREAMED: std::sync::LazyLock<Arc<String>> =
-            std::sync::LazyLock::new(|| Arc::new(String::new()));
         ToolArguments(STREAMED.clone())
     }
 
     /// Whether this is the [`ToolArguments::streamed`] marker.
     pub fn is_streamed(&self) -> bool {
-        ToolArguments::ptr_eq(self, &ToolArguments::streamed())
+        Arc::ptr_eq(&self.0, &STREAMED)
     }
 }
 

@@ -2,6 +2,7 @@
 //! re-syncs them on `tools/list_changed` and reconnects after the transport closes.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use dsh_kernel::{Ctx, Registration};
@@ -108,7 +109,7 @@ pub const REFRESH_WAIT: Duration = Duration::from_secs(2);
 /// the next request carries the new tools, whatever the scheduling of the runner.
 #[derive(Debug)]
 pub struct ListRefresh {
-    asked: std::sync::atomic::AtomicU64,
+    asked: AtomicU64,
     applied: watch::Sender<u64>,
 }
 
@@ -116,18 +117,18 @@ impl ListRefresh {
     /// No refresh asked for yet.
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
-            asked: std::sync::atomic::AtomicU64::new(0),
+            asked: AtomicU64::new(0),
             applied: watch::Sender::new(0),
         })
     }
 
     /// A `list_changed` notification arrived.
     pub fn ask(&self) {
-        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.asked.fetch_add(1, Ordering::SeqCst);
     }
 
     fn asked(&self) -> u64 {
-        self.asked.load(std::sync::atomic::Ordering::SeqCst)
+        self.asked.load(Ordering::SeqCst)
     }
 
     /// Every refresh asked for up to `n` is applied (or moot: the connection closed).

@@ -84,6 +84,17 @@ fn text(t: impl Into<String>) -> CallToolResult {
 }
 
 impl TestServer {
+    /// Returns once `tools/list` was served at least `n` times.
+    async fn listed(&self, n: u64) {
+        loop {
+            let notified = self.state.listed.notified();
+            if self.state.lists.load(Ordering::SeqCst) >= n {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     async fn tools(&self) -> Vec<Tool> {
         let none = || schema(json!({}), &[]);
         let mut tools = vec![
@@ -202,28 +213,13 @@ impl TestServer {
                 let before = self.state.lists.load(Ordering::SeqCst);
                 self.state.extra.lock().await.push(str_arg("name"));
                 let _ = ctx.peer.notify_tool_list_changed().await;
-                let relisted = async {
-                    loop {
-                        let notified = self.state.listed.notified();
-                        if self.state.lists.load(Ordering::SeqCst) > before {
-                            break;
-                        }
-                        notified.await;
-                    }
-                };
-                let _ = tokio::time::timeout(Duration::from_secs(5), relisted).await;
+                let _ = tokio::time::timeout(Duration::from_secs(5), self.listed(before + 1)).await;
                 text("added")
             }
             "get.thing" => text("thing"),
             "wait_lists" => {
                 let want = args.get("count").and_then(Value::as_u64).unwrap_or(1);
-                loop {
-                    let notified = self.state.listed.notified();
-                    if self.state.lists.load(Ordering::SeqCst) >= want {
-                        break;
-                    }
-                    notified.await;
-                }
+                self.listed(want).await;
                 text(format!("tools/list served {want} times"))
             }
             "write_file" => {
