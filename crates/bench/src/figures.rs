@@ -333,6 +333,7 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     }
     spawn_rows(&mut rows, &spawn_small, &spawn_large);
     payload_rows(&mut rows, &payload);
+    crate::layout::rows(&mut rows, dsh);
     mark("compaction: long session in a 32k window, overhead on a 1 MB history".into());
     crate::compaction::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     mark("adapters: per-step overhead of every provider route".into());
@@ -610,6 +611,11 @@ const METHOD: &str = "
   argument deltas, then a short answer. *Payload* = the bytes of the call's JSON arguments.
   Budgets: peak RSS under 3 × payload + 15 MB, the session log (zstd, the default encoding) at most 1.2 × payload;
   the file on disk must be the content byte for byte.
+- **Binary layout**: read from the measured binary's symbol table, no run. How many of the
+  functions in `crates/cli/hot-functions.txt` (the link order file of the release build, see
+  `crates/cli/build.rs`) the binary defines, and the span of `.text` they occupy: laid out by
+  the order they are a few contiguous megabytes; without it (another build shape, a stale file,
+  another linker) they are scattered over all of `.text`, and every fresh session's RSS doubles.
 ";
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod context;
 mod figures;
 mod frontends;
 mod images;
+mod layout;
 mod mcp;
 mod payload;
 mod providers;
@@ -175,6 +176,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                         .map(|_| payload::run(&dsh, bytes))
                         .collect::<Result<Vec<_>>>()?;
                     rows::payload_rows(&mut rows, &runs);
+                    layout::rows(&mut rows, &dsh);
                 }
             }
         }
