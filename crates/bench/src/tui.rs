@@ -442,12 +442,17 @@ pub fn rows(
         "ms",
         0,
     );
+    // A ratio of two timings is a timing budget, not an exact one: one noisy sample of each in
+    // a quick run (3.02 seen once in CI) must not fail the run; a quadratic renderer (≈ 4) is
+    // "over", and fails beyond the wide margin in a full run.
     let ratio = crate::stats::Stat::median_of(&full) / crate::stats::Stat::median_of(&half);
-    g.exact(
+    g.limit_as(
         "100 KB / 50 KB time (linear ≈ 2)",
-        "under 3",
-        &format!("{ratio:.2}"),
-        ratio < 3.0,
+        &[ratio],
+        "×",
+        2,
+        3.0,
+        "under 3 × (median)",
     );
 
     let (mut card, mut expand) = (Vec::new(), Vec::new());
