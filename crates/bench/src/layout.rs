@@ -15,15 +15,18 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
+use crate::figures::MB;
 use crate::report::{Group, Row};
 
 /// The order file, as the build links it.
 const ORDER: &str = include_str!("../../cli/hot-functions.txt");
 /// Below this share of listed names found, the file no longer matches the build.
-pub const MIN_FOUND: f64 = 0.75;
+const MIN_FOUND: f64 = 0.75;
+/// The figure of the first row, also when the binary cannot be read.
+const FOUND: &str = "functions of `crates/cli/hot-functions.txt` in this binary";
 
 /// What the binary's symbol table says of the order file.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug)]
 pub struct Layout {
     /// Function names the order file lists.
     pub listed: usize,
@@ -85,18 +88,14 @@ pub fn rows(rows: &mut Vec<Row>, dsh: &Path) {
     let mut g = Group::new(rows, "binary layout (link order file)");
     match measure(dsh) {
         Ok(layout) => layout_rows(&mut g, &layout),
-        Err(e) => g.text(
-            "functions of `crates/cli/hot-functions.txt` in this binary",
-            &format!("not measured: {e:#}"),
-        ),
+        Err(e) => g.text(FOUND, &format!("not measured: {e:#}")),
     }
 }
 
 fn layout_rows(g: &mut Group<'_>, layout: &Layout) {
-    const MB: f64 = 1e6;
     let share = layout.found as f64 / layout.listed.max(1) as f64;
     g.text(
-        "functions of `crates/cli/hot-functions.txt` in this binary",
+        FOUND,
         &format!(
             "{} of {} ({:.0} %){}",
             layout.found,
