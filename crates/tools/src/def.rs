@@ -13,7 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use dsh_llm::ToolErrorCode;
 
+use crate::display::{DisplayInput, generic_display};
 use crate::error::ToolError;
+use dsh_protocol::ToolDisplay;
 
 /// Whether a call may run concurrently with other parallel-safe calls of the same batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -334,6 +336,15 @@ pub trait Tool: Send + Sync + 'static {
     /// server validates its own arguments). Default `false`: the supported subset applies.
     fn foreign_schema(&self) -> bool {
         false
+    }
+
+    /// How a call of this tool looks to a person (its card in a front end, its ACP tool
+    /// call): the kind, a title, the subject (command, path, URL, pattern), a diff, an
+    /// output summary once it ended. Derived from `call` only (the logged arguments and
+    /// result), so a resumed session shows the same. Must be cheap and must not fail: a
+    /// malformed call gets what can be shown. Default: [`generic_display`].
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        generic_display(call)
     }
 }
 

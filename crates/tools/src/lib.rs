@@ -11,6 +11,7 @@
 //! [`ToolTimeoutPlugin`] enforces tool budgets on `tools/execute`.
 
 pub mod def;
+pub mod display;
 pub mod error;
 mod parse;
 mod pipeline;
@@ -21,8 +22,14 @@ mod spill;
 pub mod vocab;
 
 pub use def::{Concurrency, FnTool, Tool, ToolContext, ToolOutput, ToolResult, render_default};
+pub use display::{DisplayInput, DisplayResult, generic_display};
 pub use dsh_llm::ToolErrorCode;
 pub use dsh_llm::ToolSpec;
+/// The display vocabulary of `dsh-protocol`, re-exported for tool authors.
+pub use dsh_protocol::{
+    DisplayField, ExitStatus, FileDiff, Location, OutputSummary, TodoItem, TodoStatus, ToolDisplay,
+    ToolKind,
+};
 pub use error::{ToolError, codes};
 pub use registry::{ToolFilter, ToolsError, valid_tool_name};
 pub use service::{

@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::def::{Concurrency, Tool, ToolResult};
+use crate::display::{DisplayInput, generic_display};
 use crate::error::ToolError;
 use crate::pipeline::run_call;
 use crate::registry::{
@@ -18,6 +19,7 @@ use crate::registry::{
 };
 use crate::schema;
 use crate::vocab::{ExecuteInput, Guard, ToolRequest, ToolsExecute};
+use dsh_protocol::ToolDisplay;
 
 /// Arguments longer than this are not parsed to classify a call: it runs exclusive (its
 /// arguments are parsed once, by the pipeline). The pipeline's [`schema::LARGE_ARGUMENTS`].
@@ -62,6 +64,18 @@ pub trait Tools: Send + Sync + 'static {
 
     /// Run one call through the pipeline. Never fails: failures are error results.
     fn execute(&self, request: ToolRequest) -> BoxFuture<'static, ToolResult>;
+
+    /// How `call` looks to a person, as the tool `call.name` visible to `scope` describes it
+    /// ([`Tool::display`]); the [`generic_display`] for a tool not registered (a resumed
+    /// session whose MCP server is gone) or whose `display` panicked.
+    fn display(&self, scope: Option<&ScopeKey>, call: &DisplayInput<'_>) -> ToolDisplay {
+        match self.lookup(scope, call.name) {
+            Some(tool) => {
+                contain_sync(|| tool.display(call)).unwrap_or_else(|_| generic_display(call))
+            }
+            None => generic_display(call),
+        }
+    }
 }
 
 impl Service for dyn Tools {
