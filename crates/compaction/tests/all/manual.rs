@@ -2,108 +2,49 @@
 //! summary leaves behind.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use dsh_agent::{Agent, AgentOptions, Agents, AgentsPlugin, CreateAgent};
-use dsh_agent_loop::{AgentLoopConfig, AgentLoopPlugin};
+use dsh_agent::Agent;
 use dsh_compaction::summary::{INSTRUCTION_SOURCE, PREAMBLE};
 use dsh_compaction::{
     BasicConfig, Compaction, CompactionBasicPlugin, CompactionError, NOTHING_TO_COMPACT,
 };
-use dsh_kernel::{CancellationToken, EmptyConfig, Kernel, PluginRegistry};
-use dsh_llm::service::LlmPlugin;
+use dsh_kernel::CancellationToken;
 use dsh_llm::{Message, Role};
-use dsh_session::SessionsPlugin;
-use dsh_testkit::scripted::{Script, ScriptedAdapter, ScriptedRoute, ScriptedRouteConfig, text};
-use dsh_tools::ToolsPlugin;
+use dsh_test_harness::{Script, ScriptedAdapter, TestHarness, kinds, last_data, text};
 use serde_json::Value;
 
 struct Loop {
-    _kernel: Kernel,
+    h: TestHarness,
     llm: Arc<ScriptedAdapter>,
     agent: Arc<dyn Agent>,
     compaction: Arc<dyn Compaction>,
 }
 
 async fn start() -> Loop {
-    let llm = Arc::new(ScriptedAdapter::default());
-    let kernel = Kernel::new(PluginRegistry::new());
-    for h in [
-        kernel
-            .mount_plugin::<ScriptedRoute>(ScriptedRouteConfig {
-                route: None,
-                adapter: Some(llm.clone()),
-            })
-            .unwrap(),
-        kernel.mount_plugin::<LlmPlugin>(EmptyConfig {}).unwrap(),
-        kernel.mount_plugin::<AgentsPlugin>(EmptyConfig {}).unwrap(),
-        kernel
-            .mount_plugin::<SessionsPlugin>(EmptyConfig {})
-            .unwrap(),
-        kernel
-            .mount_plugin::<ToolsPlugin>(Default::default())
-            .unwrap(),
-        kernel
-            .mount_plugin::<AgentLoopPlugin>(AgentLoopConfig::default())
-            .unwrap(),
-        kernel
-            .mount_plugin::<CompactionBasicPlugin>(BasicConfig::default())
-            .unwrap(),
-    ] {
-        h.ready().await.unwrap();
-    }
-    let agents = kernel.root().get::<dyn Agents>().unwrap();
-    let agent = agents
-        .create(
-            &kernel.root(),
-            CreateAgent {
-                options: AgentOptions {
-                    provider: Some("mock".into()),
-                    cwd: std::env::temp_dir(),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    let compaction = kernel.root().get::<dyn Compaction>().unwrap();
+    let h = TestHarness::builder()
+        .plugin::<CompactionBasicPlugin>(BasicConfig::default())
+        .build()
+        .await;
+    let agent = h.agent().await;
     Loop {
-        _kernel: kernel,
-        llm,
+        llm: h.llm.clone(),
+        compaction: h.get::<dyn Compaction>(),
         agent,
-        compaction,
+        h,
     }
 }
 
 impl Loop {
     async fn turn(&self, prompt: &str, answer: &str) {
-        self.llm.push(Script::Chunks(text(answer)));
-        self.agent.followup(Message::user_text("", prompt)).unwrap();
-        tokio::time::timeout(Duration::from_secs(10), self.agent.when_idle())
-            .await
-            .expect("agent never went idle");
+        self.h.reply(&self.agent, prompt, answer).await;
     }
 
     fn kinds(&self) -> Vec<String> {
-        self.agent
-            .session()
-            .events()
-            .iter()
-            .map(|e| e.kind().to_owned())
-            .collect()
+        kinds(&self.agent)
     }
 
     fn data(&self, kind: &str) -> Value {
-        self.agent
-            .session()
-            .events()
-            .iter()
-            .rev()
-            .find(|e| e.kind() == kind)
-            .unwrap()
-            .data()
-            .clone()
+        last_data(&self.agent, kind)
     }
 }
 

@@ -2,17 +2,11 @@
 //! upstream `provider-retry` event order, the budget, and cancellation during the backoff.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use dsh_agent::{Agent, AgentOptions, Agents, AgentsPlugin, CancelCause, CreateAgent};
-use dsh_agent_loop::{AgentLoopConfig, AgentLoopPlugin};
-use dsh_kernel::{EmptyConfig, Kernel, PluginRegistry};
-use dsh_llm::service::LlmPlugin;
+use dsh_agent::{Agent, CancelCause};
 use dsh_llm::{FinishReason, LlmFailure, Message, StreamChunk, codes};
 use dsh_llm_retry::LlmRetryPlugin;
-use dsh_session::{SessionEvent, SessionsPlugin};
-use dsh_testkit::scripted::{Script, ScriptedAdapter, ScriptedRoute, ScriptedRouteConfig, text};
-use dsh_tools::ToolsPlugin;
+use dsh_test_harness::{Script, ScriptedAdapter, TestHarness, idle, next, text};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -24,7 +18,7 @@ fn empty_response() -> Vec<StreamChunk> {
 }
 
 struct Loop {
-    kernel: Kernel,
+    h: TestHarness,
     llm: Arc<ScriptedAdapter>,
     agent: Arc<dyn Agent>,
     /// Types of committed session events, as they are committed.
@@ -32,64 +26,19 @@ struct Loop {
 }
 
 async fn start(retry: Value, scripts: Vec<Result<Vec<StreamChunk>, LlmFailure>>) -> Loop {
-    let llm = Arc::new(ScriptedAdapter::default());
-    for s in scripts {
-        llm.push(match s {
+    let h = TestHarness::builder()
+        .scripts(scripts.into_iter().map(|s| match s {
             Ok(chunks) => Script::Chunks(chunks),
             Err(f) => Script::Fail(f),
-        });
-    }
-    let mut reg = PluginRegistry::new();
-    reg.register::<LlmRetryPlugin>();
-    let kernel = Kernel::new(reg);
-    for h in [
-        kernel
-            .mount_plugin::<ScriptedRoute>(ScriptedRouteConfig {
-                route: None,
-                adapter: Some(llm.clone()),
-            })
-            .unwrap(),
-        kernel.mount_plugin::<LlmPlugin>(EmptyConfig {}).unwrap(),
-        kernel.mount_plugin::<AgentsPlugin>(EmptyConfig {}).unwrap(),
-        kernel
-            .mount_plugin::<SessionsPlugin>(EmptyConfig {})
-            .unwrap(),
-        kernel
-            .mount_plugin::<ToolsPlugin>(Default::default())
-            .unwrap(),
-        kernel
-            .mount_plugin::<AgentLoopPlugin>(AgentLoopConfig::default())
-            .unwrap(),
-        kernel.mount("llm-retry", retry).unwrap(),
-    ] {
-        h.ready().await.unwrap();
-    }
-    let (tx, events) = mpsc::unbounded_channel();
-    kernel
-        .root()
-        .on::<SessionEvent>(move |e| {
-            let _ = tx.send(e.event.kind().to_owned());
-            Ok(())
-        })
-        .unwrap();
-    let agents = kernel.root().get::<dyn Agents>().unwrap();
-    let agent = agents
-        .create(
-            &kernel.root(),
-            CreateAgent {
-                options: AgentOptions {
-                    provider: Some("mock".into()),
-                    cwd: std::env::temp_dir(),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+        }))
+        .plugin_json::<LlmRetryPlugin>(retry)
+        .build()
+        .await;
+    let events = h.committed_kinds();
+    let agent = h.agent().await;
     Loop {
-        kernel,
-        llm,
+        llm: h.llm.clone(),
+        h,
         agent,
         events,
     }
@@ -97,10 +46,7 @@ async fn start(retry: Value, scripts: Vec<Result<Vec<StreamChunk>, LlmFailure>>)
 
 impl Loop {
     async fn run_turn(&self, prompt: &str) {
-        self.agent.followup(Message::user_text("", prompt)).unwrap();
-        tokio::time::timeout(Duration::from_secs(10), self.agent.when_idle())
-            .await
-            .expect("agent never went idle");
+        self.h.prompt(&self.agent, prompt).await;
     }
 
     /// The log from the first `assistant/attempt` on, as `(type, data)`.
@@ -156,7 +102,7 @@ async fn an_empty_response_is_retried_in_the_same_step_as_upstream_logs_it() {
     );
     assert_eq!(tail[5].1["reason"], json!({"kind": "completed"}));
     assert_eq!(l.llm.request_count(), 2);
-    l.kernel.dispose().await;
+    l.h.dispose().await;
 }
 
 #[tokio::test]
@@ -176,7 +122,7 @@ async fn a_spent_budget_ends_the_turn_with_the_failure() {
     l.run_turn("again").await;
     let end = l.agent.session().events().last().unwrap().data().clone();
     assert_eq!(end["reason"], json!({"kind": "completed"}));
-    l.kernel.dispose().await;
+    l.h.dispose().await;
 }
 
 #[tokio::test]
@@ -187,19 +133,9 @@ async fn cancelling_during_the_backoff_aborts_the_turn_without_retry_started() {
     )
     .await;
     l.agent.followup(Message::user_text("", "hello")).unwrap();
-    loop {
-        let kind = tokio::time::timeout(Duration::from_secs(10), l.events.recv())
-            .await
-            .expect("no llm/retry")
-            .unwrap();
-        if kind == "llm/retry" {
-            break;
-        }
-    }
+    while next(&mut l.events).await != "llm/retry" {}
     l.agent.cancel(CancelCause::User, false);
-    tokio::time::timeout(Duration::from_secs(10), l.agent.when_idle())
-        .await
-        .expect("agent never went idle");
+    idle(&l.agent).await;
     let tail = l.tail();
     let kinds: Vec<&str> = tail.iter().map(|(k, _)| k.as_str()).collect();
     assert!(!kinds.contains(&"llm/retry-started"), "{kinds:?}");
@@ -208,5 +144,5 @@ async fn cancelling_during_the_backoff_aborts_the_turn_without_retry_started() {
     assert_eq!(end.0, "turn/end");
     assert_eq!(end.1["reason"]["kind"], "aborted", "{}", end.1);
     assert_eq!(l.llm.request_count(), 1);
-    l.kernel.dispose().await;
+    l.h.dispose().await;
 }

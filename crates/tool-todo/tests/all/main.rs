@@ -4,89 +4,26 @@
 
 use std::sync::Arc;
 
-use dsh_agent::{Agent, AgentOptions, Agents, AgentsPlugin, CreateAgent};
-use dsh_agent_loop::{AgentLoopConfig, AgentLoopPlugin};
-use dsh_kernel::{EmptyConfig, Kernel, PluginRegistry};
-use dsh_llm::Message;
-use dsh_llm::service::LlmPlugin;
-use dsh_session::SessionsPlugin;
+use dsh_agent::Agent;
 use dsh_session::feature::{TodoStatus, TodoWrite};
-use dsh_testkit::scripted::{
-    Script, ScriptedAdapter, ScriptedRoute, ScriptedRouteConfig, calls, text,
-};
+use dsh_test_harness::TestHarness;
 use dsh_tool_todo::{TodoToolConfig, TodoToolPlugin, checklist, latest};
-use dsh_tools::{ToolRequest, Tools, ToolsPlugin};
+use dsh_tools::ToolRequest;
 use serde_json::json;
 
-struct Harness {
-    kernel: Kernel,
-    llm: Arc<ScriptedAdapter>,
+async fn harness(config: TodoToolConfig) -> TestHarness {
+    TestHarness::builder()
+        .plugin::<TodoToolPlugin>(config)
+        .build()
+        .await
 }
 
-async fn harness(config: TodoToolConfig) -> Harness {
-    let llm = Arc::new(ScriptedAdapter::default());
-    let kernel = Kernel::new(PluginRegistry::new());
-    let handles = vec![
-        kernel
-            .mount_plugin::<ScriptedRoute>(ScriptedRouteConfig {
-                route: None,
-                adapter: Some(llm.clone()),
-            })
-            .unwrap(),
-        kernel.mount_plugin::<LlmPlugin>(EmptyConfig {}).unwrap(),
-        kernel.mount_plugin::<AgentsPlugin>(EmptyConfig {}).unwrap(),
-        kernel
-            .mount_plugin::<SessionsPlugin>(EmptyConfig {})
-            .unwrap(),
-        kernel
-            .mount_plugin::<ToolsPlugin>(Default::default())
-            .unwrap(),
-        kernel
-            .mount_plugin::<AgentLoopPlugin>(AgentLoopConfig::default())
-            .unwrap(),
-        kernel.mount_plugin::<TodoToolPlugin>(config).unwrap(),
-    ];
-    for h in handles {
-        h.ready().await.unwrap();
-    }
-    Harness { kernel, llm }
-}
-
-impl Harness {
-    async fn agent(&self) -> Arc<dyn Agent> {
-        let agents = self.kernel.root().get::<dyn Agents>().unwrap();
-        agents
-            .create(
-                &self.kernel.root(),
-                CreateAgent {
-                    options: AgentOptions {
-                        provider: Some("mock".into()),
-                        cwd: std::env::temp_dir(),
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap()
-    }
-
-    /// One turn: the model calls `todo_write` with `args`, then answers "ok". Returns the
-    /// tool result's text as the second request carried it.
-    async fn write(&self, agent: &Arc<dyn Agent>, args: serde_json::Value) -> String {
-        let before = self.llm.request_count();
-        self.llm.push(Script::Chunks(calls(&[(
-            "c1",
-            "todo_write",
-            &args.to_string(),
-        )])));
-        self.llm.push(Script::Chunks(text("ok")));
-        agent.followup(Message::user_text("", "go")).unwrap();
-        self.llm.wait_requests(before + 2).await;
-        agent.when_idle().await;
-        let msgs = self.llm.messages(before + 1);
-        msgs.last().unwrap().clone()
-    }
+/// One turn: the model calls `todo_write` with `args`, then answers "ok". Returns the tool
+/// result's text as the second request carried it.
+async fn write(h: &TestHarness, agent: &Arc<dyn Agent>, args: serde_json::Value) -> String {
+    let args = args.to_string();
+    let call: &[_] = &[("c1", "todo_write", args.as_str())];
+    h.tool_turn(agent, &[call], "ok").await.pop().unwrap()
 }
 
 fn todos(agent: &Arc<dyn Agent>) -> Option<TodoWrite> {
@@ -97,23 +34,24 @@ fn todos(agent: &Arc<dyn Agent>) -> Option<TodoWrite> {
 async fn a_list_updated_over_three_calls_is_logged_and_latest_wins() {
     let h = harness(TodoToolConfig::default()).await;
     let agent = h.agent().await;
-    let r = h
-        .write(
-            &agent,
-            json!({"todos": [
-                {"content": "read the code", "status": "in_progress"},
-                {"content": "  fix the bug ", "status": "pending"},
-                {"content": "run the tests", "status": "pending"}
-            ]}),
-        )
-        .await;
+    let r = write(
+        &h,
+        &agent,
+        json!({"todos": [
+            {"content": "read the code", "status": "in_progress"},
+            {"content": "  fix the bug ", "status": "pending"},
+            {"content": "run the tests", "status": "pending"}
+        ]}),
+    )
+    .await;
     assert!(
         r.contains("Updated todo list: 2 pending, 1 in progress, 0 completed."),
         "{r}"
     );
     let first = todos(&agent).unwrap();
     assert_eq!(first.todos[1].content, "fix the bug", "content is trimmed");
-    h.write(
+    write(
+        &h,
         &agent,
         json!({"todos": [
             {"content": "read the code", "status": "completed"},
@@ -122,16 +60,16 @@ async fn a_list_updated_over_three_calls_is_logged_and_latest_wins() {
         ]}),
     )
     .await;
-    let r = h
-        .write(
-            &agent,
-            json!({"todos": [
-                {"content": "read the code", "status": "completed"},
-                {"content": "fix the bug", "status": "completed"},
-                {"content": "run the tests", "status": "completed"}
-            ]}),
-        )
-        .await;
+    let r = write(
+        &h,
+        &agent,
+        json!({"todos": [
+            {"content": "read the code", "status": "completed"},
+            {"content": "fix the bug", "status": "completed"},
+            {"content": "run the tests", "status": "completed"}
+        ]}),
+    )
+    .await;
     assert!(
         r.contains("Updated todo list: 0 pending, 0 in progress, 3 completed."),
         "{r}"
@@ -169,7 +107,8 @@ async fn invalid_lists_are_refused_and_keep_the_previous_one() {
     })
     .await;
     let agent = h.agent().await;
-    h.write(
+    write(
+        &h,
         &agent,
         json!({"todos": [{"content": "a", "status": "pending"}]}),
     )
@@ -198,7 +137,7 @@ async fn invalid_lists_are_refused_and_keep_the_previous_one() {
         (json!({}), "invalid arguments"),
     ];
     for (args, want) in cases {
-        let r = h.write(&agent, args.clone()).await;
+        let r = write(&h, &agent, args.clone()).await;
         assert!(r.contains(want), "{args}: {r}");
         assert!(r.contains("\"isError\":true"), "{r}");
     }
@@ -210,7 +149,7 @@ async fn invalid_lists_are_refused_and_keep_the_previous_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_without_an_agent_fails_clearly_and_the_schema_is_the_originals() {
     let h = harness(TodoToolConfig::default()).await;
-    let tools = h.kernel.root().get::<dyn Tools>().unwrap();
+    let tools = h.tools();
     let r = tools
         .execute(ToolRequest::new(
             "c",

@@ -2,111 +2,39 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-
-use dsh_agent::{Agent, AgentOptions, Agents, AgentsPlugin, CreateAgent};
-use dsh_agent_loop::{AgentLoopConfig, AgentLoopPlugin};
-use dsh_kernel::{EmptyConfig, Kernel, PluginRegistry};
-use dsh_llm::Message;
-use dsh_llm::service::LlmPlugin;
-use dsh_session::SessionsPlugin;
+use dsh_kernel::EmptyConfig;
 use dsh_session::feature::WorkingDirectoryChange;
-use dsh_testkit::scripted::{
-    Script, ScriptedAdapter, ScriptedRoute, ScriptedRouteConfig, calls, text,
-};
+use dsh_test_harness::TestHarness;
 use dsh_tool_fs::FsToolsPlugin;
 use dsh_tool_workdir::{WorkingDirectoryToolPlugin, resolve};
-use dsh_tools::{ToolRequest, Tools, ToolsPlugin};
+use dsh_tools::ToolRequest;
 
-struct Harness {
-    kernel: Kernel,
-    llm: Arc<ScriptedAdapter>,
-    dir: tempfile::TempDir,
-}
-
-async fn harness() -> Harness {
-    let llm = Arc::new(ScriptedAdapter::default());
-    let kernel = Kernel::new(PluginRegistry::new());
-    let handles = vec![
-        kernel
-            .mount_plugin::<ScriptedRoute>(ScriptedRouteConfig {
-                route: None,
-                adapter: Some(llm.clone()),
-            })
-            .unwrap(),
-        kernel.mount_plugin::<LlmPlugin>(EmptyConfig {}).unwrap(),
-        kernel.mount_plugin::<AgentsPlugin>(EmptyConfig {}).unwrap(),
-        kernel
-            .mount_plugin::<SessionsPlugin>(EmptyConfig {})
-            .unwrap(),
-        kernel
-            .mount_plugin::<ToolsPlugin>(Default::default())
-            .unwrap(),
-        kernel
-            .mount_plugin::<AgentLoopPlugin>(AgentLoopConfig::default())
-            .unwrap(),
-        kernel
-            .mount_plugin::<FsToolsPlugin>(Default::default())
-            .unwrap(),
-        kernel
-            .mount_plugin::<WorkingDirectoryToolPlugin>(EmptyConfig {})
-            .unwrap(),
-    ];
-    for h in handles {
-        h.ready().await.unwrap();
-    }
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("sub/deeper")).unwrap();
-    std::fs::write(dir.path().join("sub/note.txt"), "in sub\n").unwrap();
-    std::fs::write(dir.path().join("file.txt"), "top\n").unwrap();
-    Harness { kernel, llm, dir }
-}
-
-impl Harness {
-    async fn agent(&self) -> Arc<dyn Agent> {
-        let agents = self.kernel.root().get::<dyn Agents>().unwrap();
-        agents
-            .create(
-                &self.kernel.root(),
-                CreateAgent {
-                    options: AgentOptions {
-                        provider: Some("mock".into()),
-                        cwd: self.dir.path().canonicalize().unwrap(),
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap()
-    }
-
-    /// One turn with these calls in one step, then "ok"; the tool results of the second request.
-    async fn turn(&self, agent: &Arc<dyn Agent>, c: &[(&str, &str, &str)]) -> Vec<String> {
-        let before = self.llm.request_count();
-        self.llm.push(Script::Chunks(calls(c)));
-        self.llm.push(Script::Chunks(text("ok")));
-        agent.followup(Message::user_text("", "go")).unwrap();
-        self.llm.wait_requests(before + 2).await;
-        agent.when_idle().await;
-        let msgs = self.llm.messages(before + 1);
-        msgs[msgs.len() - c.len()..].to_vec()
-    }
+async fn harness() -> TestHarness {
+    let h = TestHarness::builder()
+        .plugin::<FsToolsPlugin>(Default::default())
+        .plugin::<WorkingDirectoryToolPlugin>(EmptyConfig {})
+        .build()
+        .await;
+    std::fs::create_dir_all(h.dir().join("sub/deeper")).unwrap();
+    std::fs::write(h.dir().join("sub/note.txt"), "in sub\n").unwrap();
+    std::fs::write(h.dir().join("file.txt"), "top\n").unwrap();
+    h
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cd_moves_the_agent_and_the_calls_after_it() {
     let h = harness().await;
     let agent = h.agent().await;
-    let root = h.dir.path().canonicalize().unwrap();
+    let root = h.dir().to_path_buf();
     let r = h
-        .turn(
+        .tool_turn(
             &agent,
-            &[
+            &[&[
                 ("c1", "working_directory", "{}"),
                 ("c2", "working_directory", r#"{"cd":"sub"}"#),
                 ("c3", "read", r#"{"file_path":"note.txt"}"#),
-            ],
+            ]],
+            "ok",
         )
         .await;
     assert!(
@@ -136,9 +64,10 @@ async fn cd_moves_the_agent_and_the_calls_after_it() {
     );
     // Relative to the current one, `..` included.
     let r = h
-        .turn(
+        .tool_turn(
             &agent,
-            &[("c4", "working_directory", r#"{"cd":"deeper/.."}"#)],
+            &[&[("c4", "working_directory", r#"{"cd":"deeper/.."}"#)]],
+            "ok",
         )
         .await;
     assert!(r[0].contains("changed to"), "{}", r[0]);
@@ -149,16 +78,17 @@ async fn cd_moves_the_agent_and_the_calls_after_it() {
 async fn bad_targets_are_refused_and_change_nothing() {
     let h = harness().await;
     let agent = h.agent().await;
-    let root = h.dir.path().canonicalize().unwrap();
+    let root = h.dir().to_path_buf();
     let r = h
-        .turn(
+        .tool_turn(
             &agent,
-            &[
+            &[&[
                 ("c1", "working_directory", r#"{"cd":"missing"}"#),
                 ("c2", "working_directory", r#"{"cd":"file.txt"}"#),
                 ("c3", "working_directory", r#"{"cd":"  "}"#),
                 ("c4", "working_directory", r#"{"cd":7}"#),
-            ],
+            ]],
+            "ok",
         )
         .await;
     assert!(
@@ -185,14 +115,14 @@ async fn bad_targets_are_refused_and_change_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn show_without_an_agent_works_and_cd_without_one_fails_clearly() {
     let h = harness().await;
-    let tools = h.kernel.root().get::<dyn Tools>().unwrap();
+    let tools = h.tools();
     let r = tools
         .execute(ToolRequest::new(
             "c",
             "working_directory",
             "",
             "nobody",
-            h.dir.path(),
+            h.dir(),
         ))
         .await;
     assert!(!r.is_error, "{}", r.text());
@@ -202,7 +132,7 @@ async fn show_without_an_agent_works_and_cd_without_one_fails_clearly() {
             "working_directory",
             r#"{"cd":"sub"}"#,
             "nobody",
-            h.dir.path(),
+            h.dir(),
         ))
         .await;
     assert_eq!(
