@@ -57,6 +57,8 @@ pub enum ErrorCode {
     Unauthorized,
     /// The host is shutting down.
     ShuttingDown,
+    /// A subscriber fell too far behind the live events; subscribe again from its last seq.
+    SubscriberLagged,
     /// A failure inside the host (a bug: it says what failed).
     Internal,
     /// Any other code, verbatim.

@@ -430,7 +430,7 @@ pub enum EventMsg {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ProtocolError>,
     },
-    /// A sub-agent started (its own session; subscribe to it to watch).
+    /// A sub-agent started (live; its own session: subscribe to it to watch).
     #[serde(rename_all = "camelCase")]
     SubagentStarted {
         /// The child's session id.
@@ -487,7 +487,8 @@ pub enum EventMsg {
         /// The text.
         text: String,
     },
-    /// A queued steer was delivered to the model.
+    /// A queued steer was delivered to the model (live: its text is committed as a user
+    /// message of the step it joined).
     #[serde(rename_all = "camelCase")]
     SteerDelivered {
         /// Its id.
@@ -540,7 +541,9 @@ impl EventMsg {
                 | EventMsg::ReasoningDelta { .. }
                 | EventMsg::ToolCallProgress { .. }
                 | EventMsg::SteerQueued { .. }
+                | EventMsg::SteerDelivered { .. }
                 | EventMsg::SteerWithdrawn { .. }
+                | EventMsg::SubagentStarted { .. }
                 | EventMsg::Notice { .. }
                 | EventMsg::Error(_)
         )

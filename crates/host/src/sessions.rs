@@ -1,0 +1,196 @@
+//! Stored sessions: listing, summaries, replay of a log no process serves here, and fork
+//! boundaries.
+
+use std::sync::Arc;
+
+use dsh_kernel::Ctx;
+use dsh_protocol::{
+    ErrorCode, Event, EventMsg, EventStream, ProtocolError, SessionQuery, SessionState,
+    SessionSummary, Snapshot,
+};
+use dsh_session::{CoreEvent, Sessions};
+use futures::StreamExt;
+
+use crate::hub::replay;
+use crate::{Inner, session_error};
+
+fn sessions_service(root: &Ctx) -> Result<Arc<dyn Sessions>, ProtocolError> {
+    root.get::<dyn Sessions>().ok_or_else(|| {
+        ProtocolError::new(
+            ErrorCode::Internal,
+            "the composition mounts no sessions service",
+        )
+    })
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ProtocolError> + Send + 'static,
+) -> Result<T, ProtocolError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        ProtocolError::new(ErrorCode::Internal, format!("a storage task failed: {e}"))
+    })?
+}
+
+/// The seq of the `turn/end` closing turn `n - 1` (a fork before turn `n`).
+pub(crate) fn turn_boundary(root: &Ctx, id: &str, n: u64) -> Result<u64, ProtocolError> {
+    if n < 2 {
+        return Err(ProtocolError::new(
+            ErrorCode::InvalidRequest,
+            "a fork keeps at least one turn: before_turn must be 2 or more (create a new \
+             session instead)",
+        ));
+    }
+    let sessions = sessions_service(root)?;
+    let log = match sessions.get(id) {
+        Some(s) => s.events(),
+        None => sessions
+            .read(id)
+            .map_err(|e| session_error(&e))?
+            .events()
+            .to_vec(),
+    };
+    log.iter()
+        .find_map(|e| match e.core() {
+            Some(CoreEvent::TurnEnd(t)) if t.turn == n - 1 => Some(e.seq()),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            ProtocolError::new(
+                ErrorCode::InvalidRequest,
+                format!("session `{id}` has no completed turn {}", n - 1),
+            )
+        })
+}
+
+fn stored(s: &dsh_session::persist::SessionSummary) -> SessionSummary {
+    let updated_ms = std::fs::metadata(&s.path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(s.created_at, |d| {
+            i64::try_from(d.as_millis()).unwrap_or(s.created_at)
+        });
+    SessionSummary {
+        id: s.id.clone(),
+        parent_id: s.parent_session.clone(),
+        title: s.title.clone(),
+        cwd: s.cwd.clone().unwrap_or_default(),
+        created_ms: s.created_at,
+        updated_ms,
+        state: SessionState::Ended,
+        ..Default::default()
+    }
+}
+
+/// Stored and open sessions, newest first.
+pub(crate) async fn list(
+    inner: &Inner,
+    query: SessionQuery,
+) -> Result<Vec<SessionSummary>, ProtocolError> {
+    let sessions = sessions_service(&inner.root)?;
+    let mut all: Vec<SessionSummary> = blocking(move || {
+        let list = sessions.list().map_err(|e| session_error(&e))?;
+        Ok(list.iter().map(stored).collect())
+    })
+    .await?;
+    let open: Vec<SessionSummary> = inner
+        .hubs
+        .lock()
+        .values()
+        .map(|h| {
+            let st = h.state.lock();
+            h.summary(&st)
+        })
+        .collect();
+    for s in open {
+        match all.iter_mut().find(|a| a.id == s.id) {
+            Some(a) => *a = s,
+            None => all.push(s),
+        }
+    }
+    if let Some(cwd) = &query.cwd {
+        all.retain(|s| &s.cwd == cwd);
+    }
+    if let Some(q) = &query.q {
+        let q = q.to_lowercase();
+        all.retain(|s| {
+            s.title
+                .as_deref()
+                .is_some_and(|t| t.to_lowercase().contains(&q))
+                || s.id.contains(&q)
+        });
+    }
+    all.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then(b.id.cmp(&a.id)));
+    if let Some(limit) = query.limit {
+        all.truncate(limit as usize);
+    }
+    Ok(all)
+}
+
+/// A stored session's summary, counted from its log.
+pub(crate) async fn stored_summary(
+    inner: &Inner,
+    id: &str,
+) -> Result<SessionSummary, ProtocolError> {
+    let (summary, _) = read_stored(inner, id, None).await?;
+    Ok(summary)
+}
+
+async fn read_stored(
+    inner: &Inner,
+    id: &str,
+    after: Option<u64>,
+) -> Result<(SessionSummary, Vec<Event>), ProtocolError> {
+    let sessions = sessions_service(&inner.root)?;
+    let fresh = inner.projector_factory(id, String::new(), None);
+    let id = id.to_owned();
+    blocking(move || {
+        let list = sessions.list().map_err(|e| session_error(&e))?;
+        let log = sessions.read(&id).map_err(|e| session_error(&e))?;
+        let mut projector = fresh();
+        let events = replay(&mut projector, log.events(), after);
+        let header = log.header();
+        let base = list.iter().find(|s| s.id == id).map(stored);
+        let summary = SessionSummary {
+            id: id.clone(),
+            parent_id: header.parent_session.clone(),
+            title: projector.title.clone(),
+            cwd: projector
+                .cwd
+                .clone()
+                .or_else(|| header.cwd.clone())
+                .unwrap_or_default(),
+            created_ms: header.created_at,
+            updated_ms: base.map_or(header.created_at, |b| b.updated_ms),
+            state: SessionState::Ended,
+            turns: projector.turns,
+            last_seq: log.events().last().map(|e| e.seq()),
+            settings: projector.settings.clone(),
+            usage: Some(projector.total),
+        };
+        Ok((summary, events))
+    })
+    .await
+}
+
+/// The events of a session no process serves here: its log, then a snapshot, then the end.
+pub(crate) async fn stored_stream(
+    inner: &Inner,
+    id: &str,
+    after: Option<u64>,
+) -> Result<EventStream, ProtocolError> {
+    let (summary, events) = read_stored(inner, id, after).await?;
+    let seq = summary.last_seq.unwrap_or(0);
+    let usage = summary.usage.unwrap_or_default();
+    let tail = Event::new(
+        seq,
+        EventMsg::Snapshot(Box::new(Snapshot {
+            session: summary,
+            usage,
+            ..Default::default()
+        })),
+    );
+    Ok(futures::stream::iter(events)
+        .chain(futures::stream::once(async move { tail }))
+        .boxed())
+}

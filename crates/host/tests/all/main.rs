@@ -1,0 +1,5 @@
+//! dsh-host's tests: a client that knows only `dsh-protocol` drives real sessions.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod client;
+mod compose;
