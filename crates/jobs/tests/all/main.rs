@@ -5,108 +5,34 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use dsh_agent::Target;
 use dsh_agent::events::InboxInserted;
-use dsh_agent::{Agent, AgentOptions, Agents, AgentsPlugin, CreateAgent, Target};
-use dsh_agent_loop::{AgentLoopConfig, AgentLoopPlugin};
 use dsh_jobs::{JobReport, JobSpec, Jobs, JobsConfig, JobsPlugin, ToolJobsPlugin};
-use dsh_kernel::{EmptyConfig, Kernel, PluginRegistry};
-use dsh_llm::Message;
-use dsh_llm::service::LlmPlugin;
-use dsh_session::SessionsPlugin;
 use dsh_session::wire::JobStatus;
-use dsh_testkit::scripted::{
-    Script, ScriptedAdapter, ScriptedRoute, ScriptedRouteConfig, calls, text,
-};
-use dsh_tools::{FnTool, ToolOutput, Tools, ToolsPlugin};
+use dsh_test_harness::{Script, TestHarness, calls, next, text, user};
+use dsh_tools::{FnTool, ToolOutput};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-struct Harness {
-    kernel: Kernel,
-    llm: Arc<ScriptedAdapter>,
-    inserted: mpsc::UnboundedReceiver<(Target, String)>,
+type Inserted = mpsc::UnboundedReceiver<(Target, String)>;
+
+/// The harness with the jobs plugins, and every inbox insertion.
+async fn harness() -> (TestHarness, Inserted) {
+    let h = TestHarness::builder()
+        .plugin::<JobsPlugin>(JobsConfig::default())
+        .plugin::<ToolJobsPlugin>(Default::default())
+        .build()
+        .await;
+    let inserted = h.on::<InboxInserted, _>(|ev| (ev.target, ev.message.text()));
+    (h, inserted)
 }
 
-async fn harness() -> Harness {
-    let llm = Arc::new(ScriptedAdapter::default());
-    let kernel = Kernel::new(PluginRegistry::new());
-    let handles = vec![
-        kernel
-            .mount_plugin::<ScriptedRoute>(ScriptedRouteConfig {
-                route: None,
-                adapter: Some(llm.clone()),
-            })
-            .unwrap(),
-        kernel.mount_plugin::<LlmPlugin>(EmptyConfig {}).unwrap(),
-        kernel.mount_plugin::<AgentsPlugin>(EmptyConfig {}).unwrap(),
-        kernel
-            .mount_plugin::<SessionsPlugin>(EmptyConfig {})
-            .unwrap(),
-        kernel
-            .mount_plugin::<ToolsPlugin>(Default::default())
-            .unwrap(),
-        kernel
-            .mount_plugin::<AgentLoopPlugin>(AgentLoopConfig::default())
-            .unwrap(),
-        kernel
-            .mount_plugin::<JobsPlugin>(JobsConfig::default())
-            .unwrap(),
-        kernel
-            .mount_plugin::<ToolJobsPlugin>(Default::default())
-            .unwrap(),
-    ];
-    for h in handles {
-        h.ready().await.unwrap();
-    }
-    let (tx, inserted) = mpsc::unbounded_channel();
-    kernel
-        .root()
-        .on::<InboxInserted>(move |ev| {
-            let _ = tx.send((ev.target, ev.message.text()));
-            Ok(())
-        })
-        .unwrap();
-    Harness {
-        kernel,
-        llm,
-        inserted,
-    }
-}
-
-impl Harness {
-    fn jobs(&self) -> Arc<dyn Jobs> {
-        self.kernel.root().get::<dyn Jobs>().unwrap()
-    }
-
-    async fn agent(&self) -> Arc<dyn Agent> {
-        let agents = self.kernel.root().get::<dyn Agents>().unwrap();
-        agents
-            .create(
-                &self.kernel.root(),
-                CreateAgent {
-                    options: AgentOptions {
-                        provider: Some("mock".into()),
-                        cwd: std::env::temp_dir(),
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap()
-    }
-
-    /// The next inbox insertion that is not the test's own prompt.
-    async fn next_notice(&mut self) -> (Target, String) {
-        loop {
-            let (target, text) =
-                tokio::time::timeout(Duration::from_secs(10), self.inserted.recv())
-                    .await
-                    .expect("no notice")
-                    .unwrap();
-            if text.starts_with("background job ") {
-                return (target, text);
-            }
+/// The next inbox insertion that is not the test's own prompt.
+async fn next_notice(inserted: &mut Inserted) -> (Target, String) {
+    loop {
+        let (target, text) = next(inserted).await;
+        if text.starts_with("background job ") {
+            return (target, text);
         }
     }
 }
@@ -148,13 +74,13 @@ fn notice(id: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_owner_gets_a_new_turn_with_the_notice() {
-    let mut h = harness().await;
+    let (h, mut inserted) = harness().await;
     let agent = h.agent().await;
     h.llm.push(Script::Chunks(text("hello")));
-    agent.followup(Message::user_text("", "hi")).unwrap();
+    agent.followup(user("hi")).unwrap();
     h.llm.wait_requests(1).await;
     agent.when_idle().await;
-    let jobs = h.jobs();
+    let jobs = h.get::<dyn Jobs>();
     let (id, done) = gated_job(&jobs, agent.id(), "the result");
     assert!(
         id.starts_with("subagent-") && id.len() == "subagent-".len() + 16,
@@ -162,7 +88,7 @@ async fn an_idle_owner_gets_a_new_turn_with_the_notice() {
     );
     h.llm.push(Script::Chunks(text("noted")));
     done.send(()).unwrap();
-    let (target, text) = h.next_notice().await;
+    let (target, text) = next_notice(&mut inserted).await;
     assert_eq!(target, Target::NextTurn);
     assert_eq!(text, notice(&id));
     h.llm.wait_requests(2).await;
@@ -204,7 +130,7 @@ async fn an_idle_owner_gets_a_new_turn_with_the_notice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_owner_gets_the_notice_as_a_steer_into_its_turn() {
-    let mut h = harness().await;
+    let (h, mut inserted) = harness().await;
     let agent = h.agent().await;
     let (entered_tx, mut entered) = mpsc::unbounded_channel::<()>();
     let release = Arc::new(tokio::sync::Notify::new());
@@ -223,16 +149,15 @@ async fn a_busy_owner_gets_the_notice_as_a_steer_into_its_turn() {
             }
         },
     );
-    let tools = h.kernel.root().get::<dyn Tools>().unwrap();
-    tools.register(&h.kernel.root(), Arc::new(tool)).unwrap();
-    let jobs = h.jobs();
+    h.register_tool(tool);
+    let jobs = h.get::<dyn Jobs>();
     let (id, done) = gated_job(&jobs, agent.id(), "busy result");
     h.llm.push(Script::Chunks(calls(&[("c1", "block", "{}")])));
     h.llm.push(Script::Chunks(text("done")));
-    agent.followup(Message::user_text("", "work")).unwrap();
+    agent.followup(user("work")).unwrap();
     entered.recv().await.unwrap();
     done.send(()).unwrap();
-    let (target, text) = h.next_notice().await;
+    let (target, text) = next_notice(&mut inserted).await;
     assert_eq!(target, Target::NextStep);
     assert_eq!(text, notice(&id));
     release.notify_one();
@@ -256,9 +181,9 @@ async fn a_busy_owner_gets_the_notice_as_a_steer_into_its_turn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_job_settles_killed_with_the_reason_and_sends_no_notice() {
-    let mut h = harness().await;
+    let (h, mut inserted) = harness().await;
     let agent = h.agent().await;
-    let jobs = h.jobs();
+    let jobs = h.get::<dyn Jobs>();
     let (id, _done) = gated_job(&jobs, agent.id(), "never");
     assert_eq!(jobs.list(agent.id())[0].status, "running");
     jobs.kill(agent.id(), &id, Some("not needed".into()))
@@ -279,15 +204,15 @@ async fn a_killed_job_settles_killed_with_the_reason_and_sends_no_notice() {
     assert_eq!(settled["status"], "killed");
     assert_eq!(settled["cause"], "kill");
     assert_eq!(settled["detail"], "stopped; not needed");
-    assert!(h.inserted.try_recv().is_err(), "no notice after a kill");
+    assert!(inserted.try_recv().is_err(), "no notice after a kill");
     assert_eq!(jobs.list(agent.id())[0].status, "killed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_torn_down_settles_its_running_jobs_with_cause_teardown() {
-    let h = harness().await;
+    let (h, _inserted) = harness().await;
     let agent = h.agent().await;
-    let jobs = h.jobs();
+    let jobs = h.get::<dyn Jobs>();
     let (id, _gate) = gated_job(&jobs, agent.id(), "never");
     assert_eq!(jobs.running(agent.id()), vec![id.clone()]);
     let session = agent.session();
@@ -310,5 +235,5 @@ async fn an_owner_torn_down_settles_its_running_jobs_with_cause_teardown() {
     tokio::time::timeout(Duration::from_secs(10), jobs.when_settled(agent.id()))
         .await
         .unwrap();
-    h.kernel.dispose().await;
+    h.dispose().await;
 }

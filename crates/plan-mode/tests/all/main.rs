@@ -4,120 +4,35 @@
 
 use std::sync::Arc;
 
-use dsh_agent::{Agent, AgentOptions, Agents, AgentsPlugin, CreateAgent};
-use dsh_agent_loop::{AgentLoopConfig, AgentLoopPlugin};
 use dsh_approval::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
-use dsh_kernel::{EmptyConfig, Kernel, PluginRegistry};
-use dsh_llm::Message;
-use dsh_llm::service::LlmPlugin;
 use dsh_plan_mode::{PlanAccept, PlanMode, PlanModeConfig, PlanModePlugin};
-use dsh_session::SessionsPlugin;
 use dsh_session::feature::PlanModeChange;
-use dsh_testkit::scripted::{
-    Script, ScriptedAdapter, ScriptedRoute, ScriptedRouteConfig, calls, text,
-};
+use dsh_test_harness::TestHarness;
 use dsh_tool_fs::FsToolsPlugin;
-use dsh_tools::{FnTool, ToolOutput, Tools, ToolsPlugin};
+use dsh_tools::{FnTool, ToolOutput};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use serde_json::json;
 
-struct Harness {
-    kernel: Kernel,
-    llm: Arc<ScriptedAdapter>,
-    dir: tempfile::TempDir,
+async fn harness(config: PlanModeConfig) -> TestHarness {
+    let h = TestHarness::builder()
+        .plugin::<FsToolsPlugin>(Default::default())
+        .plugin::<PlanModePlugin>(config)
+        // A stand-in `bash` that records what it was allowed to run.
+        .tool(FnTool::new(
+            "bash",
+            "Runs a command.",
+            json!({"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}),
+            |_ctx, args| async move { Ok(ToolOutput::text(format!("ran {}", args["command"]))) },
+        ))
+        .build()
+        .await;
+    std::fs::write(h.dir().join("a.txt"), "old\n").unwrap();
+    h
 }
 
-async fn harness(config: PlanModeConfig) -> Harness {
-    let llm = Arc::new(ScriptedAdapter::default());
-    let kernel = Kernel::new(PluginRegistry::new());
-    let handles = vec![
-        kernel
-            .mount_plugin::<ScriptedRoute>(ScriptedRouteConfig {
-                route: None,
-                adapter: Some(llm.clone()),
-            })
-            .unwrap(),
-        kernel.mount_plugin::<LlmPlugin>(EmptyConfig {}).unwrap(),
-        kernel.mount_plugin::<AgentsPlugin>(EmptyConfig {}).unwrap(),
-        kernel
-            .mount_plugin::<SessionsPlugin>(EmptyConfig {})
-            .unwrap(),
-        kernel
-            .mount_plugin::<ToolsPlugin>(Default::default())
-            .unwrap(),
-        kernel
-            .mount_plugin::<AgentLoopPlugin>(AgentLoopConfig::default())
-            .unwrap(),
-        kernel
-            .mount_plugin::<FsToolsPlugin>(Default::default())
-            .unwrap(),
-        kernel.mount_plugin::<PlanModePlugin>(config).unwrap(),
-    ];
-    for h in handles {
-        h.ready().await.unwrap();
-    }
-    // A stand-in `bash` that records what it was allowed to run.
-    let tools = kernel.root().get::<dyn Tools>().unwrap();
-    tools
-        .register(
-            &kernel.root(),
-            Arc::new(FnTool::new(
-                "bash",
-                "Runs a command.",
-                json!({"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}),
-                |_ctx, args| async move {
-                    Ok(ToolOutput::text(format!("ran {}", args["command"])))
-                },
-            )),
-        )
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("a.txt"), "old\n").unwrap();
-    Harness { kernel, llm, dir }
-}
-
-impl Harness {
-    async fn agent(&self) -> Arc<dyn Agent> {
-        let agents = self.kernel.root().get::<dyn Agents>().unwrap();
-        agents
-            .create(
-                &self.kernel.root(),
-                CreateAgent {
-                    options: AgentOptions {
-                        provider: Some("mock".into()),
-                        cwd: self.dir.path().to_path_buf(),
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap()
-    }
-
-    fn plan_mode(&self) -> Arc<dyn PlanMode> {
-        self.kernel.root().get::<dyn PlanMode>().unwrap()
-    }
-
-    /// Runs one turn of scripted steps (each a list of calls), then "done"; returns the tool
-    /// results of each step as the following request carried them.
-    async fn turn(&self, agent: &Arc<dyn Agent>, steps: &[&[(&str, &str, &str)]]) -> Vec<String> {
-        let before = self.llm.request_count();
-        for s in steps {
-            self.llm.push(Script::Chunks(calls(s)));
-        }
-        self.llm.push(Script::Chunks(text("done")));
-        agent.followup(Message::user_text("", "go")).unwrap();
-        self.llm.wait_requests(before + steps.len() + 1).await;
-        agent.when_idle().await;
-        let mut out = Vec::new();
-        for (i, s) in steps.iter().enumerate() {
-            let msgs = self.llm.messages(before + i + 1);
-            out.extend(msgs[msgs.len() - s.len()..].iter().cloned());
-        }
-        out
-    }
+fn plan_mode(h: &TestHarness) -> Arc<dyn PlanMode> {
+    h.get::<dyn PlanMode>()
 }
 
 const EDIT: &str = r#"{"file_path":"a.txt","old_string":"old","new_string":"new"}"#;
@@ -131,9 +46,9 @@ async fn an_edit_is_refused_until_the_plan_is_accepted() {
     })
     .await;
     let agent = h.agent().await;
-    assert!(h.plan_mode().is_active(agent.id()));
+    assert!(plan_mode(&h).is_active(agent.id()));
     let r = h
-        .turn(
+        .tool_turn(
             &agent,
             &[
                 &[
@@ -149,6 +64,7 @@ async fn an_edit_is_refused_until_the_plan_is_accepted() {
                 )],
                 &[("c6", "edit", EDIT)],
             ],
+            "done",
         )
         .await;
     assert!(r[0].contains("1: old"), "read runs: {}", r[0]);
@@ -166,10 +82,10 @@ async fn an_edit_is_refused_until_the_plan_is_accepted() {
     assert!(r[4].contains("The user accepted the plan"), "{}", r[4]);
     assert!(!r[5].contains("\"isError\":true"), "{}", r[5]);
     assert_eq!(
-        std::fs::read_to_string(h.dir.path().join("a.txt")).unwrap(),
+        std::fs::read_to_string(h.dir().join("a.txt")).unwrap(),
         "new\n"
     );
-    assert!(!h.plan_mode().is_active(agent.id()));
+    assert!(!plan_mode(&h).is_active(agent.id()));
     // The model was told at the start; the log holds on, then off.
     let first = h.llm.messages(0).join("\n");
     assert!(first.contains("[plan mode on"), "{first}");
@@ -193,21 +109,26 @@ async fn stop_keeps_plan_mode_and_exit_outside_it_is_an_error() {
     .await;
     let agent = h.agent().await;
     let r = h
-        .turn(&agent, &[&[("c1", "exit_plan_mode", r#"{"plan":"x"}"#)]])
+        .tool_turn(
+            &agent,
+            &[&[("c1", "exit_plan_mode", r#"{"plan":"x"}"#)]],
+            "done",
+        )
         .await;
     assert!(r[0].contains("not in plan mode"), "{}", r[0]);
     assert!(r[0].contains("\"isError\":true"), "{}", r[0]);
     // The user turns it on: logged, and the model is told in the next request.
-    assert!(h.plan_mode().set(&agent, true, true).unwrap());
-    assert!(!h.plan_mode().set(&agent, true, true).unwrap(), "no change");
+    assert!(plan_mode(&h).set(&agent, true, true).unwrap());
+    assert!(!plan_mode(&h).set(&agent, true, true).unwrap(), "no change");
     let r = h
-        .turn(
+        .tool_turn(
             &agent,
             &[
                 &[("c2", "exit_plan_mode", r#"{"plan":"  "}"#)],
                 &[("c3", "exit_plan_mode", r#"{"plan":"the plan"}"#)],
                 &[("c4", "edit", EDIT)],
             ],
+            "done",
         )
         .await;
     assert!(
@@ -217,7 +138,7 @@ async fn stop_keeps_plan_mode_and_exit_outside_it_is_an_error() {
     );
     assert!(r[1].contains("recorded for the user to review"), "{}", r[1]);
     assert!(r[2].contains("plan mode: `edit` is refused"), "{}", r[2]);
-    assert!(h.plan_mode().is_active(agent.id()));
+    assert!(plan_mode(&h).is_active(agent.id()));
     let second_turn = h.llm.messages(2).join("\n");
     assert!(second_turn.contains("[plan mode on"), "{second_turn}");
 }
@@ -248,19 +169,19 @@ async fn ask_goes_to_the_user_and_a_rejection_keeps_plan_mode() {
         ]),
         Mutex::new(Vec::new()),
     ));
-    h.kernel
-        .root()
+    h.root()
         .provide::<dyn ApprovalAnswerer>(answers.clone())
         .unwrap();
     let agent = h.agent().await;
     let r = h
-        .turn(
+        .tool_turn(
             &agent,
             &[
                 &[("c1", "exit_plan_mode", r#"{"plan":"v1"}"#)],
                 &[("c2", "exit_plan_mode", r#"{"plan":"v2"}"#)],
                 &[("c3", "edit", EDIT)],
             ],
+            "done",
         )
         .await;
     assert!(
