@@ -38,7 +38,7 @@ pub enum AdapterError {
 /// The Anthropic Messages adapter.
 pub struct AnthropicAdapter {
     flavor: Flavor,
-    client: reqwest::Client,
+    client: dsh_llm_http::HttpClient,
     endpoint: String,
     headers: HeaderMap,
     key: Option<SecretString>,

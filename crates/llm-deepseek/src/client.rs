@@ -45,7 +45,7 @@ pub enum AdapterError {
 const REQUEST_ID_HEADERS: &[&str] = &["x-ds-trace-id", "x-request-id", "x-deepseek-request-id"];
 
 struct Inner {
-    client: reqwest::Client,
+    client: dsh_llm_http::HttpClient,
     base_url: String,
     endpoint: String,
     /// Content type, accept and user agent (the key is added per request).

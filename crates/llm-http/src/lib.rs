@@ -14,11 +14,12 @@
 
 pub mod credential;
 pub mod errors;
+pub mod pool;
 pub mod transport;
 
 pub use credential::{ApiKey, EnvFn, KeyStyle, process_env, resolve_key};
 pub use errors::{classify, parse_retry_after};
 pub use transport::{
-    Attempt, Decoder, Progress, Timeouts, base_headers, build_client, install_crypto_provider,
-    malformed, start,
+    Attempt, Decoder, HttpClient, Progress, Timeouts, base_headers, build_client,
+    install_crypto_provider, malformed, start,
 };

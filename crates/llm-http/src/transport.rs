@@ -1,7 +1,8 @@
 //! One HTTP attempt of any SSE dialect: send, time budgets, cancellation, drain, contract.
 
 use std::collections::VecDeque;
-use std::sync::Once;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -10,12 +11,14 @@ use dsh_llm::{
     StreamChunk, codes,
 };
 use futures::StreamExt;
+use hyper_util::client::legacy::connect::HttpInfo;
 use reqwest::header::HeaderMap;
 use secrecy::{ExposeSecret, SecretString};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use crate::errors::classify;
+use crate::pool::{ConnectionReturns, ReturnLayer};
 
 /// The four time budgets of an attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,46 +72,64 @@ pub const MAX_DRAIN_BYTES: usize = 64 * 1024;
 /// Installs rustls' `ring` provider once per process (a provider installed by someone else is
 /// kept).
 pub fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+    dsh_tls::install_crypto_provider();
+}
+
+/// A client of the attempt engine: reqwest's client (its pool keeps one connection for a run)
+/// and the record of connections being returned to that pool ([`crate::pool`]).
+#[derive(Clone, Debug)]
+pub struct HttpClient {
+    http: reqwest::Client,
+    returns: Arc<ConnectionReturns>,
+}
+
+impl HttpClient {
+    /// reqwest's client.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
 }
 
 /// A client with the connect timeout and no redirects (a redirect would replay the key
-/// elsewhere; it is an error `HTTP_3xx`).
-pub fn build_client(timeouts: &Timeouts) -> Result<reqwest::Client, reqwest::Error> {
-    install_crypto_provider();
+/// elsewhere; it is an error `HTTP_3xx`). Its TLS configuration is the process's one
+/// ([`dsh_tls::client_config`]): building the client reads no certificate; the system's roots
+/// are loaded by the first TLS handshake of any client, once. Its connector waits for a
+/// connection being returned to the pool rather than opening a second one ([`crate::pool`]).
+pub fn build_client(timeouts: &Timeouts) -> Result<HttpClient, reqwest::Error> {
+    let returns = Arc::new(ConnectionReturns::default());
     let builder = reqwest::Client::builder()
         .connect_timeout(timeouts.connect)
-        .redirect(reqwest::redirect::Policy::none());
-    match shared_tls() {
+        .redirect(reqwest::redirect::Policy::none())
+        .connector_layer(ReturnLayer(returns.clone()));
+    let http = match dsh_tls::client_config() {
         Some(tls) => builder.tls_backend_preconfigured(tls),
-        None => builder,
+        None => {
+            install_crypto_provider();
+            builder
+        }
     }
-    .build()
+    .build()?;
+    Ok(HttpClient { http, returns })
 }
 
-/// One TLS configuration for every client of the process, as reqwest would build it (the
-/// platform's verifier, TLS 1.2 and 1.3, ALPN `h2` then `http/1.1`). Building the verifier
-/// loads and parses the system's root certificates, a few ms that every route registered at
-/// start paid again; the verifier is shared instead. `None` (no provider, no roots): reqwest
-/// builds its own, and reports the problem itself.
-fn shared_tls() -> Option<rustls::ClientConfig> {
-    static TLS: std::sync::OnceLock<Option<rustls::ClientConfig>> = std::sync::OnceLock::new();
-    TLS.get_or_init(|| {
-        let provider = rustls::crypto::CryptoProvider::get_default()?.clone();
-        let verifier = rustls_platform_verifier::Verifier::new(provider.clone()).ok()?;
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .ok()?
-            .dangerous()
-            .with_custom_certificate_verifier(std::sync::Arc::new(verifier))
-            .with_no_client_auth();
-        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Some(tls)
-    })
-    .clone()
+/// The local address of the HTTP/1.1 keep-alive connection `response` came on (`None` for
+/// HTTP/2, whose connection is shared rather than returned, and for `connection: close`).
+fn returning_connection(response: &reqwest::Response) -> Option<SocketAddr> {
+    if response.version() != reqwest::Version::HTTP_11 {
+        return None;
+    }
+    let close = response
+        .headers()
+        .get(reqwest::header::CONNECTION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+    if close {
+        return None;
+    }
+    response
+        .extensions()
+        .get::<HttpInfo>()
+        .map(HttpInfo::local_addr)
 }
 
 /// The headers every dialect sends: `content-type: application/json`,
@@ -168,7 +189,7 @@ pub fn malformed(what: &str) -> LlmFailure {
 /// One prepared request.
 pub struct Attempt {
     /// Client (shared: its pool is what keeps one connection for a run).
-    pub client: reqwest::Client,
+    pub client: HttpClient,
     /// Provider name for messages (`Anthropic`, `OpenAI-compatible`).
     pub label: String,
     /// Full URL.
@@ -279,8 +300,10 @@ pub async fn start<D: Decoder>(
         return Ok(one_chunk(clock.aborted()));
     }
     let base = attempt.origin.clone();
+    let returns = attempt.client.returns.clone();
     let send = attempt
         .client
+        .http
         .post(&attempt.endpoint)
         .headers(attempt.headers)
         .body(attempt.body)
@@ -313,6 +336,10 @@ pub async fn start<D: Decoder>(
         }
         Wait::Done(Ok(r)) => r,
     };
+    if let Some(info) = response.extensions().get::<HttpInfo>() {
+        returns.response_started(info.local_addr());
+    }
+    let conn = returning_connection(&response);
     let status = response.status().as_u16();
     let rid = attempt.request_id_headers.iter().find_map(|h| {
         response
@@ -338,7 +365,13 @@ pub async fn start<D: Decoder>(
                         break;
                     }
                 }
-                Wait::Done(Ok(None) | Err(_)) | Wait::Timeout(_) => break,
+                Wait::Done(Ok(None)) => {
+                    if let Some(local) = conn {
+                        returns.body_ended(local);
+                    }
+                    break;
+                }
+                Wait::Done(Err(_)) | Wait::Timeout(_) => break,
                 Wait::Cancelled => return Ok(one_chunk(clock.aborted())),
             }
         }
@@ -368,6 +401,8 @@ pub async fn start<D: Decoder>(
         request_id: rid,
         secret,
         origin: base,
+        returns,
+        conn,
     };
     Ok(futures::stream::unfold(state, Body::next).boxed())
 }
@@ -387,6 +422,9 @@ struct Body<D> {
     request_id: Option<String>,
     secret: Option<SecretString>,
     origin: String,
+    returns: Arc<ConnectionReturns>,
+    /// The keep-alive connection the response came on (HTTP/1.1).
+    conn: Option<SocketAddr>,
 }
 
 impl<D: Decoder> Body<D> {
@@ -426,13 +464,24 @@ impl<D: Decoder> Body<D> {
                             break;
                         }
                     }
-                    Ok(None) | Err(_) => break,
+                    Ok(None) => {
+                        self.body_ended();
+                        break;
+                    }
+                    Err(_) => break,
                 }
             }
         }
         self.finished = true;
         if let Some(finish) = self.held.take() {
             self.pending.push_back(finish);
+        }
+    }
+
+    /// The body was read to its end: its connection is on its way back to the pool.
+    fn body_ended(&self) {
+        if let Some(local) = self.conn {
+            self.returns.body_ended(local);
         }
     }
 
@@ -468,6 +517,7 @@ impl<D: Decoder> Body<D> {
                 ),
             ))),
             Wait::Done(Ok(None)) => {
+                self.body_ended();
                 if self.framer.is_idle() {
                     self.out.clear();
                     if self.decoder.end_without_done(&mut self.out) {
@@ -548,14 +598,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_client_shares_one_tls_configuration_with_http2_first() {
-        install_crypto_provider();
-        let tls = shared_tls().expect("the platform verifier loads on this machine");
-        assert_eq!(
-            tls.alpn_protocols,
-            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-        );
+    fn building_a_client_loads_no_root_certificate() {
         let timeouts = Timeouts::default();
         assert!(build_client(&timeouts).is_ok());
+        assert!(build_client(&timeouts).is_ok());
+        assert!(
+            !dsh_tls::roots_loaded(),
+            "no TLS handshake happened: the system's roots must not be read"
+        );
     }
 }

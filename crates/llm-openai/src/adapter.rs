@@ -39,7 +39,7 @@ pub enum AdapterError {
 /// The OpenAI-compatible chat-completions adapter (one per provider row).
 pub struct OpenAiAdapter {
     label: String,
-    client: reqwest::Client,
+    client: dsh_llm_http::HttpClient,
     endpoint: String,
     headers: HeaderMap,
     key: Option<SecretString>,

@@ -16,7 +16,7 @@
 pub mod translate;
 
 use std::fmt;
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_openai::Client;
@@ -93,13 +93,6 @@ impl fmt::Debug for TwinAdapter {
     }
 }
 
-fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
 impl TwinAdapter {
     /// Builds the adapter with the process environment.
     pub fn new(config: &TwinConfig) -> Result<Self, TwinError> {
@@ -108,8 +101,12 @@ impl TwinAdapter {
 
     /// Builds the adapter with an injected environment.
     pub fn with_env(config: &TwinConfig, env: EnvFn) -> Result<Self, TwinError> {
-        install_crypto_provider();
-        let http = reqwest::Client::builder()
+        dsh_tls::install_crypto_provider();
+        let builder = match dsh_tls::client_config() {
+            Some(tls) => reqwest::Client::builder().tls_backend_preconfigured(tls),
+            None => reqwest::Client::builder(),
+        };
+        let http = builder
             .connect_timeout(Duration::from_millis(
                 config.connect_timeout_ms.unwrap_or(10_000),
             ))

@@ -1,10 +1,13 @@
 //! `web_fetch {url}`: one HTTP(S) page as text, HTML converted to markdown.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolErrorCode, ToolOutput};
+use dsh_tools::{
+    Concurrency, DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolErrorCode, ToolKind,
+    ToolOutput,
+};
 use futures::future::BoxFuture;
 use reqwest::{StatusCode, Url};
 use serde::Deserialize;
@@ -81,12 +84,16 @@ impl Default for FetchConfig {
     }
 }
 
-/// Installs rustls' `ring` provider once per process (one installed by someone else is kept).
-pub(crate) fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+/// A client builder with the process's one TLS configuration ([`dsh_tls::client_config`]):
+/// building the client reads no certificate; the first TLS handshake of any client loads the
+/// system's roots, once for the process.
+pub(crate) fn client_builder() -> reqwest::ClientBuilder {
+    dsh_tls::install_crypto_provider();
+    let builder = reqwest::Client::builder();
+    match dsh_tls::client_config() {
+        Some(tls) => builder.tls_backend_preconfigured(tls),
+        None => builder,
+    }
 }
 
 /// The `web_fetch` tool.
@@ -197,8 +204,7 @@ pub fn html_to_markdown(html: &str) -> String {
 impl WebFetchTool {
     /// The tool with `config`'s limits and address policy.
     pub fn new(config: FetchConfig) -> Result<Self, reqwest::Error> {
-        install_crypto_provider();
-        let client = reqwest::Client::builder()
+        let client = client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .dns_resolver(Arc::new(GuardedResolver {
@@ -396,9 +402,38 @@ fn binary(url: &Url, content_type: &str) -> ToolError {
     )
 }
 
+/// The arguments of `web_fetch` (the schema checked their shape).
+#[derive(Default, serde::Deserialize)]
+struct FetchArgs {
+    #[serde(default)]
+    url: String,
+}
+
+/// The display of a `web_fetch` call: the URL, and once it ended the HTTP status.
+pub fn fetch_display(call: &DisplayInput<'_>) -> ToolDisplay {
+    let mut d = ToolDisplay::new(ToolKind::Fetch, "web_fetch");
+    if let Some(a) = call.parse::<FetchArgs>() {
+        d = d.with_subject(a.url.trim());
+    }
+    if call.succeeded().is_some() {
+        d = d.with_output(dsh_tools::OutputSummary {
+            headline: call
+                .meta_field("status")
+                .and_then(Value::as_u64)
+                .map(|s| format!("HTTP {s}")),
+            ..Default::default()
+        });
+    }
+    d
+}
+
 impl Tool for WebFetchTool {
     fn name(&self) -> &str {
         "web_fetch"
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        fetch_display(call)
     }
 
     fn description(&self) -> &str {
@@ -420,7 +455,8 @@ impl Tool for WebFetchTool {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             self.network.check(self.name(), &ctx)?;
-            let raw = args.get("url").and_then(Value::as_str).unwrap_or("").trim();
+            let args: FetchArgs = serde_json::from_value(args).unwrap_or_default();
+            let raw = args.url.trim();
             let url = Url::parse(raw).map_err(|e| {
                 ToolError::new(WEB_FETCH_INVALID_URL, format!("invalid URL {raw:?}: {e}"))
             })?;

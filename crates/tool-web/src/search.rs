@@ -6,13 +6,15 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolErrorCode, ToolOutput};
+use dsh_tools::{
+    Concurrency, DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolErrorCode, ToolKind,
+    ToolOutput,
+};
 use futures::future::BoxFuture;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::fetch::install_crypto_provider;
 use crate::network::NetworkPolicy;
 
 /// The search API failed.
@@ -103,8 +105,7 @@ impl WebSearchTool {
             );
             return Ok(None);
         };
-        install_crypto_provider();
-        let client = reqwest::Client::builder()
+        let client = crate::fetch::client_builder()
             .connect_timeout(Duration::from_secs(10))
             .build()?;
         Ok(Some(Self {
@@ -185,9 +186,32 @@ impl WebSearchTool {
     }
 }
 
+/// The arguments of `web_search` (the schema checked their shape).
+#[derive(Default, serde::Deserialize)]
+struct SearchArgs {
+    #[serde(default)]
+    queries: Vec<String>,
+}
+
+/// The display of a `web_search` call: its queries.
+pub fn search_display(call: &DisplayInput<'_>) -> ToolDisplay {
+    let mut d = ToolDisplay::new(ToolKind::Fetch, "web_search");
+    if let Some(a) = call.parse::<SearchArgs>() {
+        d = d.with_subject(a.queries.join(" · "));
+    }
+    if let Some(r) = call.succeeded() {
+        d = d.with_output(dsh_tools::display::output_head(r.text, 3));
+    }
+    d
+}
+
 impl Tool for WebSearchTool {
     fn name(&self) -> &str {
         "web_search"
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        search_display(call)
     }
 
     fn description(&self) -> &str {
@@ -209,16 +233,8 @@ impl Tool for WebSearchTool {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             self.network.check(self.name(), &ctx)?;
-            let queries: Vec<String> = args
-                .get("queries")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(|s| s.trim().to_owned())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let args: SearchArgs = serde_json::from_value(args).unwrap_or_default();
+            let queries: Vec<String> = args.queries.iter().map(|s| s.trim().to_owned()).collect();
             if queries.is_empty() || queries.len() > 4 || queries.iter().any(String::is_empty) {
                 return Err(ToolError::invalid_args(
                     "`queries` must hold 1 to 4 non-empty strings",
