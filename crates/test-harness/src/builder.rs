@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use dsh_agent::AgentsPlugin;
 use dsh_agent_loop::{AgentLoopConfig, AgentLoopPlugin};
-use dsh_kernel::{EmptyConfig, FiberHandle, Kernel, KernelError, Plugin, PluginRegistry};
+use dsh_kernel::{
+    Composer, Composition, EmptyConfig, FiberHandle, Kernel, KernelError, Layer, Plugin,
+    PluginRegistry,
+};
 use dsh_llm::service::LlmPlugin;
 use dsh_session::SessionsPlugin;
 use dsh_session_jsonl::{JsonlConfig, JsonlPlugin};
@@ -38,6 +41,7 @@ enum Store {
 pub struct TestHarnessBuilder {
     registry: PluginRegistry,
     plugins: Vec<(&'static str, Mount)>,
+    patches: Vec<String>,
     loop_config: AgentLoopConfig,
     tools_config: ToolsConfig,
     tools: Vec<Arc<dyn Tool>>,
@@ -61,6 +65,7 @@ impl Default for TestHarnessBuilder {
         Self {
             registry: PluginRegistry::new(),
             plugins: Vec::new(),
+            patches: Vec::new(),
             loop_config: AgentLoopConfig::default(),
             tools_config: ToolsConfig::default(),
             tools: Vec::new(),
@@ -91,7 +96,18 @@ impl TestHarnessBuilder {
         self
     }
 
-    /// Registers plugin `P` without mounting it (for tests that mount it by name later).
+    /// A composition layer in the YAML of `dsh.yaml` (`plugins: [{id, name, config, disabled}]`),
+    /// as the binary layers its files: the layers compose in the order they were added (a later
+    /// row with the same id replaces or disables an earlier one) and are mounted after the
+    /// plugins added with [`plugin`](Self::plugin). The plugins they name must be registered
+    /// ([`register`](Self::register)).
+    pub fn config_patch(mut self, yaml: &str) -> Self {
+        self.patches.push(yaml.to_owned());
+        self
+    }
+
+    /// Registers plugin `P` without mounting it (for [`config_patch`](Self::config_patch), or
+    /// for tests that mount it by name later).
     pub fn register<P: Plugin>(mut self) -> Self {
         self.registry.register::<P>();
         self
@@ -201,6 +217,23 @@ impl TestHarnessBuilder {
         ));
         for (name, mount) in self.plugins {
             fibers.push(must(mount(&kernel), &format!("mount plugin `{name}`")));
+        }
+        if !self.patches.is_empty() {
+            let layers: Vec<Layer> = self
+                .patches
+                .iter()
+                .enumerate()
+                .map(|(i, yaml)| must(Layer::parse(format!("patch {i}"), yaml), "config patch"))
+                .collect();
+            let composition = must(
+                Composition::compose(&layers, kernel.registry()),
+                "config patch",
+            );
+            let mut composer = Composer::new(kernel.root());
+            must(composer.apply(&composition).await, "apply the config patch");
+            for id in composer.ids() {
+                fibers.extend(composer.fiber(id).cloned());
+            }
         }
         for f in &fibers {
             must(f.ready().await, &format!("plugin `{}` not ready", f.name()));

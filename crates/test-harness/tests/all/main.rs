@@ -16,6 +16,19 @@ fn echo() -> FnTool {
     )
 }
 
+/// A tool that waits until its call is cancelled.
+fn hang() -> FnTool {
+    FnTool::new(
+        "hang",
+        "Waits until cancelled.",
+        json!({"type":"object","properties":{}}),
+        |ctx, _args| async move {
+            ctx.cancel_token().cancelled().await;
+            Ok(ToolOutput::text("cancelled"))
+        },
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_turn_returns_each_steps_results_and_commits_the_calls() {
     let h = TestHarness::builder().tool(echo()).build().await;
@@ -78,21 +91,28 @@ async fn builder_scripts_are_answered_first_and_committed_kinds_stream() {
 async fn a_json_configured_plugin_is_mounted_with_its_config() {
     let h = TestHarness::builder()
         .plugin_json::<ToolTimeoutPlugin>(json!({"defaultMs": 20}))
-        .tool(FnTool::new(
-            "hang",
-            "Waits until cancelled.",
-            json!({"type":"object","properties":{}}),
-            |ctx, _args| async move {
-                ctx.cancel_token().cancelled().await;
-                Ok(ToolOutput::text("cancelled"))
-            },
-        ))
+        .tool(hang())
         .build()
         .await;
     assert_eq!(h.fiber("tool-timeout").name(), "tool-timeout");
     let agent = h.agent().await;
     let r = h.tool_turn(&agent, &[&[("c1", "hang", "{}")]], "ok").await;
     assert!(r[0].contains("tool call timed out after 20ms"), "{}", r[0]);
+    h.dispose().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_patches_layer_as_the_binarys_files_do() {
+    let h = TestHarness::builder()
+        .register::<ToolTimeoutPlugin>()
+        .config_patch("plugins:\n  - name: tool-timeout\n    config: { defaultMs: 20 }\n")
+        .config_patch("plugins:\n  - id: tool-timeout\n    name: tool-timeout\n    config: { defaultMs: 30 }\n")
+        .tool(hang())
+        .build()
+        .await;
+    let agent = h.agent().await;
+    let r = h.tool_turn(&agent, &[&[("c1", "hang", "{}")]], "ok").await;
+    assert!(r[0].contains("tool call timed out after 30ms"), "{}", r[0]);
     h.dispose().await;
 }
 
