@@ -1,0 +1,187 @@
+//! The OpenAPI 3.1 document of the HTTP API, assembled from the protocol's schemars schemas
+//! (committed as `docs/openapi.json`). OpenAPI 3.1 uses JSON Schema 2020-12, so the protocol's
+//! definitions become `components/schemas` as they are.
+
+use schemars::generate::SchemaSettings;
+use serde_json::{Value, json};
+
+use crate::app::Health;
+
+fn error_response() -> Value {
+    json!({
+        "description": "A refusal or a failure: a typed error (see the status table in docs/http-api.md).",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ProtocolError"}}}
+    })
+}
+
+fn json_response(description: &str, schema: Value) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": schema}}
+    })
+}
+
+fn session_id_param() -> Value {
+    json!({
+        "name": "id", "in": "path", "required": true,
+        "description": "The session id.",
+        "schema": {"type": "string"}
+    })
+}
+
+/// The document.
+pub fn openapi() -> Value {
+    let mut settings = SchemaSettings::draft2020_12();
+    settings.definitions_path = "/components/schemas".into();
+    settings.meta_schema = None;
+    let mut g = settings.into_generator();
+    let op = g.subschema_for::<dsh_protocol::Op>().to_value();
+    let open = g.subschema_for::<dsh_protocol::OpenSession>().to_value();
+    let accepted = g.subschema_for::<dsh_protocol::OpAccepted>().to_value();
+    let summary = g.subschema_for::<dsh_protocol::SessionSummary>().to_value();
+    let command = g.subschema_for::<dsh_protocol::CommandInfo>().to_value();
+    let _error = g.subschema_for::<dsh_protocol::ProtocolError>();
+    let event = g.subschema_for::<dsh_protocol::Event>().to_value();
+    let health = g.subschema_for::<Health>().to_value();
+    let query = g.subschema_for::<dsh_protocol::SessionQuery>().to_value();
+    let schemas = g.take_definitions(true);
+    let query_params: Vec<Value> = query_properties(&schemas, &query);
+    let secured = json!([{"bearer": []}, {}]);
+    let errors = error_response();
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "dsh serve",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "dsh sessions over HTTP: the dsh-protocol vocabulary (docs/protocol.md) as JSON, events as Server-Sent Events. See docs/http-api.md."
+        },
+        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+        "security": secured,
+        "paths": {
+            "/v1/health": {"get": {
+                "operationId": "health",
+                "summary": "The server answers (no token needed).",
+                "security": [],
+                "responses": {"200": json_response("Up.", health), "default": errors}
+            }},
+            "/openapi.json": {"get": {
+                "operationId": "openapi",
+                "summary": "This document.",
+                "responses": {"200": json_response("The OpenAPI 3.1 document.", json!({"type": "object"})), "default": errors}
+            }},
+            "/v1/sessions": {
+                "get": {
+                    "operationId": "listSessions",
+                    "summary": "Stored and open sessions, newest first.",
+                    "parameters": query_params,
+                    "responses": {
+                        "200": json_response("The sessions.", json!({"type": "array", "items": summary})),
+                        "default": errors
+                    }
+                },
+                "post": {
+                    "operationId": "openSession",
+                    "summary": "Create (the default when `type` is absent), resume or fork a session.",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": open}}},
+                    "responses": {
+                        "201": json_response("The session, open in the server.", summary.clone()),
+                        "default": errors
+                    }
+                }
+            },
+            "/v1/sessions/{id}": {
+                "parameters": [session_id_param()],
+                "get": {
+                    "operationId": "getSession",
+                    "summary": "One session's summary and state.",
+                    "responses": {"200": json_response("The session.", summary), "default": errors}
+                },
+                "delete": {
+                    "operationId": "closeSession",
+                    "summary": "Close the session in the server: its turn is interrupted, its log flushed.",
+                    "responses": {"204": {"description": "Closed."}, "default": errors}
+                }
+            },
+            "/v1/sessions/{id}/ops": {
+                "parameters": [session_id_param()],
+                "post": {
+                    "operationId": "sendOp",
+                    "summary": "Send one op to an open session.",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": op}}},
+                    "responses": {"202": json_response("Taken; `seq` is the log's last seq when it was.", accepted), "default": errors}
+                }
+            },
+            "/v1/sessions/{id}/commands": {
+                "parameters": [session_id_param()],
+                "get": {
+                    "operationId": "listCommands",
+                    "summary": "The session's slash commands.",
+                    "responses": {"200": json_response("The commands.", json!({"type": "array", "items": command})), "default": errors}
+                }
+            },
+            "/v1/sessions/{id}/events": {
+                "parameters": [session_id_param()],
+                "get": {
+                    "operationId": "sessionEvents",
+                    "summary": "The session's events as Server-Sent Events: committed events after `after` (or after `Last-Event-ID`), a snapshot, then live events.",
+                    "description": "Each SSE event has `event:` = the Event's `type`, `data:` = the Event as JSON (schema `Event`), `id:` = its position (`seq`, or `seq.k` for the k-th further event of one seq). Comments (`: keep-alive`) every 15 s.",
+                    "parameters": [
+                        {"name": "after", "in": "query", "required": false,
+                         "description": "Only committed events with a greater seq (wins over Last-Event-ID).",
+                         "schema": {"type": "integer", "format": "uint64", "minimum": 0}},
+                        {"name": "Last-Event-ID", "in": "header", "required": false,
+                         "description": "Resume right after this event id.",
+                         "schema": {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?$"}}
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "The event stream (each `data:` is an `Event`).",
+                            "content": {"text/event-stream": {"schema": {"type": "string"}, "x-event-schema": event}}
+                        },
+                        "default": errors
+                    }
+                }
+            }
+        },
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer",
+                           "description": "A token from `dsh serve token create` (required once any token exists)."}
+            }
+        }
+    })
+}
+
+/// The properties of a flat query struct as OpenAPI query parameters.
+fn query_properties(schemas: &serde_json::Map<String, Value>, root: &Value) -> Vec<Value> {
+    let schema = root
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.rsplit('/').next())
+        .and_then(|name| schemas.get(name))
+        .unwrap_or(root);
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .map(|(name, s)| {
+            let mut s = s.clone();
+            let description = s
+                .as_object_mut()
+                .and_then(|o| o.remove("description"))
+                .unwrap_or(Value::Null);
+            // A query parameter is absent or a value, never JSON null.
+            if let Some(Value::Array(types)) = s.get_mut("type") {
+                types.retain(|t| t != "null");
+                if types.len() == 1 {
+                    let only = types.remove(0);
+                    s["type"] = only;
+                }
+            }
+            json!({"name": name, "in": "query", "required": false,
+                   "description": description, "schema": s})
+        })
+        .collect()
+}
