@@ -11,6 +11,7 @@
 //! depend on it.
 
 mod approvals;
+mod builtins;
 pub mod convert;
 pub mod hub;
 pub mod project;
@@ -20,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use dsh_agent::{Agent, AgentError, AgentOptions, AgentStatus, Agents, CancelCause};
+use dsh_commands::{CommandCall, CommandError, Commands};
 use dsh_kernel::Ctx;
 use dsh_llm::Llm;
 use dsh_llm::service::CallSettings;
@@ -132,6 +134,14 @@ impl Host {
                     )
                 })?;
         }
+        if let Some(commands) = root.get::<dyn Commands>() {
+            builtins::register(&root, commands.as_ref(), &Arc::downgrade(&inner)).map_err(|e| {
+                ProtocolError::new(
+                    ErrorCode::Conflict,
+                    format!("cannot register commands: {e}"),
+                )
+            })?;
+        }
         Ok(Host { inner })
     }
 
@@ -199,7 +209,7 @@ impl Inner {
         Box::new(move || Projector::new(id.clone(), tools.clone(), scope.clone(), pricer.clone()))
     }
 
-    fn hub(&self, id: &str) -> Option<Arc<Hub>> {
+    pub(crate) fn hub(&self, id: &str) -> Option<Arc<Hub>> {
         self.hubs.lock().get(id).cloned()
     }
 
@@ -345,7 +355,8 @@ impl Inner {
                     text: p,
                     attachments: Vec::new(),
                 },
-            )?;
+            )
+            .await?;
         }
         let st = hub.state.lock();
         Ok(hub.summary(&st))
@@ -362,7 +373,7 @@ impl Inner {
         }
     }
 
-    fn send(&self, id: &str, op: Op) -> Result<OpAccepted, ProtocolError> {
+    pub(crate) async fn send(&self, id: &str, op: Op) -> Result<OpAccepted, ProtocolError> {
         let hub = self.hub(id).ok_or_else(|| not_open(id))?;
         if !hub.owned {
             return Err(ProtocolError::new(
@@ -427,21 +438,60 @@ impl Inner {
                 ErrorCode::UnknownRequest,
                 format!("no open question `{request_id}` in session `{id}`"),
             )),
-            Op::RunCommand { name, .. } => Err(ProtocolError::new(
-                ErrorCode::UnknownCommand,
-                format!("no command `/{name}` in this session"),
-            )),
+            Op::RunCommand { name, args } => {
+                let call = CommandCall {
+                    agent: agent.clone(),
+                    args: args.trim().to_owned(),
+                    cancel: tokio_util::sync::CancellationToken::new(),
+                };
+                let outcome = match self.root.get::<dyn Commands>() {
+                    Some(c) => c.run(&name, call).await,
+                    // No registry mounted: the builtins still answer.
+                    None => builtins::run(self, &name, call).await,
+                };
+                match outcome {
+                    Ok(outcome) => {
+                        hub.live_event(EventMsg::CommandRan {
+                            name,
+                            outcome: outcome.clone(),
+                        });
+                        Ok(OpAccepted {
+                            seq,
+                            id: None,
+                            command: Some(outcome),
+                        })
+                    }
+                    Err(e) => Err(command_error(e)),
+                }
+            }
             Op::SetModel { model } => {
-                hub.overrides.lock().model = Some(model);
-                self.settings_changed(&hub);
+                self.set_route(&hub, Some(model), None);
                 Ok(accepted(None))
             }
             Op::SetEffort { effort } => {
-                hub.overrides.lock().effort = Some(convert::effort_in(effort));
-                self.settings_changed(&hub);
+                self.set_route(&hub, None, Some(effort));
                 Ok(accepted(None))
             }
         }
+    }
+
+    /// Applies `/model` and `/effort` to the next requests of `hub`'s session.
+    pub(crate) fn set_route(
+        &self,
+        hub: &Hub,
+        model: Option<String>,
+        effort: Option<dsh_protocol::Effort>,
+    ) {
+        {
+            let mut o = hub.overrides.lock();
+            if let Some(m) = model {
+                o.model = Some(m);
+            }
+            if let Some(e) = effort {
+                o.effort = Some(convert::effort_in(e));
+            }
+        }
+        self.settings_changed(hub);
     }
 
     fn settings_changed(&self, hub: &Hub) {
@@ -466,6 +516,15 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+fn command_error(e: CommandError) -> ProtocolError {
+    let code = match &e {
+        CommandError::Unknown(_) => ErrorCode::UnknownCommand,
+        CommandError::Usage(_) => ErrorCode::InvalidRequest,
+        CommandError::Failed(_) => ErrorCode::CommandFailed,
+    };
+    ProtocolError::new(code, e.to_string())
 }
 
 /// The prompt with its attachments: files become `@path` mentions the model reads with its
@@ -498,8 +557,8 @@ impl Client for Host {
     }
 
     fn send(&self, session_id: &str, op: Op) -> BoxFuture<'_, Result<OpAccepted, ProtocolError>> {
-        let r = self.inner.send(session_id, op);
-        Box::pin(async move { r })
+        let id = session_id.to_owned();
+        Box::pin(async move { self.inner.send(&id, op).await })
     }
 
     fn subscribe(
@@ -538,7 +597,12 @@ impl Client for Host {
     }
 
     fn commands(&self, session_id: &str) -> BoxFuture<'_, Result<Vec<CommandInfo>, ProtocolError>> {
-        let r = self.inner.open_hub(session_id).map(|_| Vec::new());
+        let r = self.inner.open_hub(session_id).map(|hub| {
+            match self.inner.root.get::<dyn Commands>() {
+                Some(c) => c.list(&hub.agent),
+                None => builtins::specs().iter().map(|s| s.info()).collect(),
+            }
+        });
         Box::pin(async move { r })
     }
 

@@ -500,7 +500,7 @@ pub enum EventMsg {
         /// Its id.
         steer_id: String,
     },
-    /// A slash command ran.
+    /// A slash command ran (live: its output is for the clients watching now).
     #[serde(rename_all = "camelCase")]
     CommandRan {
         /// The command.
@@ -544,6 +544,7 @@ impl EventMsg {
                 | EventMsg::SteerDelivered { .. }
                 | EventMsg::SteerWithdrawn { .. }
                 | EventMsg::SubagentStarted { .. }
+                | EventMsg::CommandRan { .. }
                 | EventMsg::Notice { .. }
                 | EventMsg::Error(_)
         )
