@@ -337,6 +337,18 @@ fn skill_tool(inner: Arc<Inner>) -> FnTool {
         }
     })
     .parallel_safe()
+    .with_display(skill_display)
+}
+
+/// The display of a `skill` call: the skill's name.
+fn skill_display(call: &dsh_tools::DisplayInput<'_>) -> dsh_tools::ToolDisplay {
+    #[derive(serde::Deserialize)]
+    struct Shown {
+        name: Option<String>,
+    }
+    let mut d = dsh_tools::ToolDisplay::new(dsh_tools::ToolKind::Read, SKILL_TOOL);
+    d.subject = call.parse::<Shown>().and_then(|s| s.name);
+    d
 }
 
 /// Plugin `context`: project instructions, skills, custom commands and the workspace context.

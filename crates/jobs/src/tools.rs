@@ -3,11 +3,28 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput};
+use dsh_tools::{
+    Concurrency, DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolKind, ToolOutput,
+};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::Jobs;
+
+/// The display of a job tool's call (`call.name` is the title): the job it is about, and
+/// the head of the result.
+pub fn display(call: &DisplayInput<'_>) -> ToolDisplay {
+    #[derive(serde::Deserialize)]
+    struct Shown {
+        job_id: Option<String>,
+    }
+    let mut d = ToolDisplay::new(ToolKind::Other, call.name);
+    d.subject = call.parse::<Shown>().and_then(|s| s.job_id);
+    if let Some(r) = call.succeeded() {
+        d = d.with_output(dsh_tools::display::output_head(r.text, 3));
+    }
+    d
+}
 
 fn job_id(args: &Value) -> Result<String, ToolError> {
     match args.get("job_id").and_then(Value::as_str) {
@@ -56,6 +73,10 @@ impl JobOutputTool {
 impl Tool for JobOutputTool {
     fn name(&self) -> &str {
         "job_output"
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        display(call)
     }
 
     fn description(&self) -> &str {
@@ -139,6 +160,10 @@ impl Tool for JobListTool {
         "job_list"
     }
 
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        display(call)
+    }
+
     fn description(&self) -> &str {
         "List this session's background jobs with their status."
     }
@@ -202,6 +227,10 @@ impl JobKillTool {
 impl Tool for JobKillTool {
     fn name(&self) -> &str {
         "job_kill"
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        display(call)
     }
 
     fn description(&self) -> &str {

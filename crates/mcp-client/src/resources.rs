@@ -14,7 +14,10 @@ use std::time::Duration;
 
 use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin, Registration, Service};
 use dsh_llm::ImageRef;
-use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput, Tools};
+use dsh_tools::{
+    Concurrency, DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolKind, ToolOutput,
+    Tools,
+};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use rmcp::RoleClient;
@@ -462,6 +465,31 @@ async fn bounded<T>(
 impl Tool for BridgeTool {
     fn name(&self) -> &str {
         self.kind.name()
+    }
+
+    /// Kind `read` for reading a resource, `mcp` for the listings; the uri (or the server) as
+    /// the subject and the head of the result.
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        #[derive(Default, serde::Deserialize)]
+        #[serde(default)]
+        struct Shown {
+            server: Option<String>,
+            uri: Option<String>,
+        }
+        let args: Shown = call.parse().unwrap_or_default();
+        let kind = match self.kind {
+            Kind::Read => ToolKind::Read,
+            Kind::List | Kind::Templates => ToolKind::Mcp,
+        };
+        let mut d = ToolDisplay::new(kind, self.kind.name());
+        d.subject = match (args.server, args.uri) {
+            (Some(s), Some(u)) => Some(format!("{s}: {u}")),
+            (s, u) => u.or(s),
+        };
+        if let Some(r) = call.succeeded() {
+            d = d.with_output(dsh_tools::display::output_head(r.text, 3));
+        }
+        d
     }
 
     fn description(&self) -> &str {

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_tools::{Tool, ToolContext, ToolError, ToolErrorCode, ToolOutput};
+use dsh_tools::{
+    DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolErrorCode, ToolKind, ToolOutput,
+};
 use futures::future::BoxFuture;
 use rmcp::model::{CallToolRequestParams, Tool as RawTool};
 use rmcp::service::ServiceError;
@@ -163,6 +165,15 @@ impl Tool for McpTool {
 
     fn foreign_schema(&self) -> bool {
         true
+    }
+
+    /// Kind `mcp`, titled `server/tool` (the server's own tool name), with the generic
+    /// subject (the compact arguments) and head of the result.
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        let mut d = dsh_tools::generic_display(call);
+        d.kind = ToolKind::Mcp;
+        d.title = format!("{}/{}", self.server.name(), self.raw);
+        d
     }
 
     /// The text, then the images the call stored (an `image` block each).

@@ -8,9 +8,11 @@
 //! [`dsh_shell::ShellOutcome`] as the reference result text.
 
 pub mod args;
+pub mod display;
 pub mod format;
 mod tool;
 
 pub use args::{BashArgs, BashArgsError};
+pub use display::display;
 pub use format::format_result;
 pub use tool::{BashTool, BashToolPlugin, DESCRIPTION, NAME, SPAWN_FAILED};

@@ -7,7 +7,9 @@ use std::time::Duration;
 use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin};
 use dsh_sandbox::{Confined, Sandbox, SandboxPolicy};
 use dsh_shell::{ShellError, ShellExecutor, ShellOutcome, ShellRequest, limits};
-use dsh_tools::{Tool, ToolContext, ToolError, ToolErrorCode, ToolOutput, Tools};
+use dsh_tools::{
+    DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolErrorCode, ToolOutput, Tools,
+};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -227,6 +229,10 @@ impl Tool for BashTool {
     /// cuts a long `timeoutMs` short.
     fn timeout(&self) -> Option<Duration> {
         Some(limits::MAX_TIMEOUT + limits::KILL_GRACE + Duration::from_secs(30))
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        crate::display::display(call)
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use dsh_kernel::Ctx;
 use dsh_sandbox::fence::{FenceError, write_atomically};
 use dsh_sandbox::{Sandbox, SandboxPolicy};
-use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput};
+use dsh_tools::{Concurrency, DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolOutput};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
@@ -104,5 +104,9 @@ impl Tool for SandboxedFsTool {
 
     fn concurrency(&self, args: &Value) -> Concurrency {
         self.tool.concurrency(args)
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        self.tool.display(call)
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod args;
 pub mod backend;
+pub mod display;
 pub mod edit;
 mod fenced;
 pub mod glob;

@@ -4,7 +4,9 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin};
-use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput, Tools};
+use dsh_tools::{
+    Concurrency, DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolOutput, Tools,
+};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
@@ -105,6 +107,10 @@ impl Tool for FsTool {
             FsTool::Read => read::concurrency(),
             _ => Concurrency::Exclusive,
         }
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        crate::display::display(*self, call)
     }
 }
 

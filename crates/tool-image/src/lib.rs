@@ -19,7 +19,10 @@ use dsh_llm::Modality;
 use dsh_llm::attachments::AttachmentStore;
 use dsh_llm::service::Llm;
 use dsh_llm::{ContentBlock, Dimensions, ImageRef};
-use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolErrorCode, ToolOutput, Tools};
+use dsh_tools::{
+    Concurrency, DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolErrorCode, ToolKind,
+    ToolOutput, Tools,
+};
 use futures::future::BoxFuture;
 use image::{GenericImageView, ImageFormat};
 use serde::Deserialize;
@@ -232,9 +235,30 @@ fn store(dir: Option<&Path>, id_hex: &str, n: &Normalized) -> Option<PathBuf> {
     }
 }
 
+/// The arguments of `read_image` (the schema checked their shape).
+#[derive(Default, Deserialize)]
+struct ImageArgs {
+    #[serde(default)]
+    file_path: String,
+}
+
+/// The display of a `read_image` call: the image's path.
+pub fn display(call: &DisplayInput<'_>) -> ToolDisplay {
+    let mut d = ToolDisplay::new(ToolKind::Read, "read_image");
+    if let Some(a) = call.parse::<ImageArgs>() {
+        let path = a.file_path.trim().to_owned();
+        d = d.with_location(path.clone(), None).with_subject(path);
+    }
+    d
+}
+
 impl Tool for ReadImageTool {
     fn name(&self) -> &str {
         "read_image"
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        display(call)
     }
 
     fn description(&self) -> &str {
@@ -255,11 +279,8 @@ impl Tool for ReadImageTool {
         args: Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let raw = args
-                .get("file_path")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .trim();
+            let args: ImageArgs = serde_json::from_value(args).unwrap_or_default();
+            let raw = args.file_path.trim();
             if raw.is_empty() {
                 return Err(ToolError::invalid_args(
                     "`file_path` must be a non-empty path",

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use dsh_subagent::Subagents;
-use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput};
+use dsh_subagent_api::Subagents;
+use dsh_tools::{Concurrency, DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolOutput};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -41,6 +41,10 @@ impl ListAgentsTool {
 impl Tool for ListAgentsTool {
     fn name(&self) -> &str {
         "list_agents"
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        crate::display::control_display(call)
     }
 
     fn description(&self) -> &str {
@@ -123,6 +127,10 @@ impl Tool for InterruptAgentTool {
         "interrupt_agent"
     }
 
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        crate::display::control_display(call)
+    }
+
     fn description(&self) -> &str {
         "Ask a descendant subagent to stop, without waiting for it."
     }
@@ -191,6 +199,10 @@ impl SendMessageTool {
 impl Tool for SendMessageTool {
     fn name(&self) -> &str {
         "send_message"
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        crate::display::control_display(call)
     }
 
     fn description(&self) -> &str {

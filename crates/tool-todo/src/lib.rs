@@ -10,7 +10,7 @@ mod plugin;
 mod tool;
 
 pub use plugin::{TodoToolConfig, TodoToolPlugin};
-pub use tool::{TodoWriteTool, summary};
+pub use tool::{NAME, TodoWriteTool, display, summary};
 
 use std::sync::Arc;
 
@@ -38,11 +38,7 @@ pub fn checklist(todos: &[TodoItem]) -> String {
         .join("\n")
 }
 
-/// The checkbox of a status (`[x]`, `[~]`, `[ ]`).
+/// The checkbox of a status (`[x]`, `[~]`, `[ ]`): [`TodoStatus::mark`].
 pub fn mark(status: TodoStatus) -> &'static str {
-    match status {
-        TodoStatus::Completed => "[x]",
-        TodoStatus::InProgress => "[~]",
-        TodoStatus::Pending => "[ ]",
-    }
+    status.mark()
 }

@@ -6,8 +6,12 @@ use dsh_agent::Agents;
 use dsh_kernel::Ctx;
 use dsh_session::NewEvent;
 use dsh_session::feature::{TodoItem, TodoStatus, TodoWrite};
-use dsh_tools::{Tool, ToolContext, ToolError, ToolOutput};
+use dsh_tools::{
+    DisplayInput, TodoStatus as DisplayStatus, Tool, ToolContext, ToolDisplay, ToolError, ToolKind,
+    ToolOutput,
+};
 use futures::future::BoxFuture;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 const DESCRIPTION: &str = "Replace your task list, shown to the user: send every item each call, \
@@ -111,9 +115,37 @@ pub fn summary(todos: &[TodoItem]) -> String {
     )
 }
 
+/// The display of a `todo_write` call: the whole list it sets, and its counts as the subject.
+/// A list that does not follow the schema shows no items (the tool itself reports that).
+pub fn display(call: &DisplayInput<'_>) -> ToolDisplay {
+    #[derive(Deserialize)]
+    struct Shown {
+        todos: Vec<dsh_tools::TodoItem>,
+    }
+    let mut d = ToolDisplay::new(ToolKind::Todo, NAME);
+    if let Some(Shown { todos }) = call.parse::<Shown>() {
+        let count = |s: DisplayStatus| todos.iter().filter(|t| t.status == s).count();
+        d = d.with_subject(format!(
+            "{} pending, {} in progress, {} completed",
+            count(DisplayStatus::Pending),
+            count(DisplayStatus::InProgress),
+            count(DisplayStatus::Completed)
+        ));
+        d.todos = Some(todos);
+    }
+    d
+}
+
+/// The tool's name.
+pub const NAME: &str = "todo_write";
+
 impl Tool for TodoWriteTool {
     fn name(&self) -> &str {
-        "todo_write"
+        NAME
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        display(call)
     }
 
     fn description(&self) -> &str {

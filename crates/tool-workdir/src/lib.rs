@@ -14,7 +14,10 @@ use dsh_agent::Agents;
 use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin};
 use dsh_session::NewEvent;
 use dsh_session::feature::WorkingDirectoryChange;
-use dsh_tools::{Tool, ToolContext, ToolError, ToolErrorCode, ToolOutput, Tools};
+use dsh_tools::{
+    DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolErrorCode, ToolKind, ToolOutput,
+    Tools,
+};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -76,9 +79,33 @@ pub fn resolve(base: &Path, target: &str, home: Option<&Path>) -> Result<PathBuf
     Ok(canonical)
 }
 
+/// The arguments of `working_directory` (the schema checked their shape).
+#[derive(Default, serde::Deserialize)]
+struct WorkdirArgs {
+    #[serde(default)]
+    cd: Option<String>,
+}
+
+/// The display of a `working_directory` call: the directory asked for, and once it ended the
+/// working directory (the result's meta).
+pub fn display(call: &DisplayInput<'_>) -> ToolDisplay {
+    let mut d = ToolDisplay::new(ToolKind::Other, "working_directory");
+    d.subject = call.parse::<WorkdirArgs>().and_then(|a| a.cd);
+    if call.succeeded().is_some()
+        && let Some(cwd) = call.meta_field("cwd").and_then(Value::as_str)
+    {
+        d = d.with_field("cwd", cwd);
+    }
+    d
+}
+
 impl Tool for WorkingDirectoryTool {
     fn name(&self) -> &str {
         "working_directory"
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        display(call)
     }
 
     fn description(&self) -> &str {
@@ -95,7 +122,8 @@ impl Tool for WorkingDirectoryTool {
         args: Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let Some(target) = args.get("cd").and_then(Value::as_str) else {
+            let args: WorkdirArgs = serde_json::from_value(args).unwrap_or_default();
+            let Some(target) = args.cd.as_deref() else {
                 return Ok(
                     ToolOutput::text(format!("Working directory: {}", ctx.cwd().display()))
                         .with_meta(json!({"cwd": ctx.cwd().display().to_string()})),

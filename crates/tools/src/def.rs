@@ -350,6 +350,7 @@ pub trait Tool: Send + Sync + 'static {
 
 type BodyFn =
     dyn Fn(ToolContext, Value) -> BoxFuture<'static, Result<ToolOutput, ToolError>> + Send + Sync;
+type DisplayFn = dyn Fn(&DisplayInput<'_>) -> ToolDisplay + Send + Sync;
 
 /// A [`Tool`] made of closures: handy for small tools and tests.
 pub struct FnTool {
@@ -359,6 +360,7 @@ pub struct FnTool {
     body: Arc<BodyFn>,
     timeout: Option<Duration>,
     parallel_safe: bool,
+    display: Option<Arc<DisplayFn>>,
 }
 
 impl fmt::Debug for FnTool {
@@ -386,7 +388,17 @@ impl FnTool {
             body: Arc::new(move |ctx, args| Box::pin(body(ctx, args))),
             timeout: None,
             parallel_safe: false,
+            display: None,
         }
+    }
+
+    /// Builder: describe calls with `display` (default: [`generic_display`]).
+    pub fn with_display(
+        mut self,
+        display: impl Fn(&DisplayInput<'_>) -> ToolDisplay + Send + Sync + 'static,
+    ) -> Self {
+        self.display = Some(Arc::new(display));
+        self
     }
 
     /// Builder: declare a time budget.
@@ -421,6 +433,12 @@ impl Tool for FnTool {
     }
     fn timeout(&self) -> Option<Duration> {
         self.timeout
+    }
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        match &self.display {
+            Some(display) => display(call),
+            None => generic_display(call),
+        }
     }
     fn concurrency(&self, _args: &Value) -> Concurrency {
         if self.parallel_safe {

@@ -146,7 +146,7 @@ pub fn truncate_chars(s: &str, max: usize) -> String {
     }
 }
 
-/// The summary of `text` keeping its first `n` lines (counts of lines and bytes; `truncated`
+/// The summary of `text` keeping its first `n` lines (with the count of lines; `truncated`
 /// when lines were left out).
 pub fn output_head(text: &str, n: usize) -> OutputSummary {
     let trimmed = text.trim_end_matches('\n');
@@ -160,7 +160,6 @@ pub fn output_head(text: &str, n: usize) -> OutputSummary {
             head.join("\n")
         },
         lines: Some(line_count(text)),
-        bytes: Some(text.len() as u64),
         truncated: more,
         ..Default::default()
     }
@@ -228,7 +227,7 @@ mod tests {
         assert_eq!(out.text, "a\nb\nc");
         assert!(out.truncated);
         assert_eq!(out.lines, Some(4));
-        assert_eq!(out.bytes, Some(8));
+        assert_eq!(out.bytes, None);
         let failed =
             DisplayInput::new("x", "{}").with_result(DisplayResult::error("Error: no", Some("E")));
         assert!(generic_display(&failed).output.is_none());
