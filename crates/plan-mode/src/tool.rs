@@ -5,8 +5,12 @@ use std::sync::Arc;
 use dsh_agent::{Agent, Agents};
 use dsh_approval::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
 use dsh_kernel::Ctx;
-use dsh_tools::{Tool, ToolContext, ToolError, ToolErrorCode, ToolOutput};
+use dsh_tools::{
+    DisplayInput, OutputSummary, Tool, ToolContext, ToolDisplay, ToolError, ToolErrorCode,
+    ToolKind, ToolOutput,
+};
 use futures::future::BoxFuture;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::{PlanAccept, PlanMode};
@@ -60,9 +64,41 @@ impl ExitPlanModeTool {
     }
 }
 
+/// The display of an `exit_plan_mode` call: the plan, and once it ended whether it was
+/// accepted (the result's meta) with the first line of the result.
+pub fn display(call: &DisplayInput<'_>) -> ToolDisplay {
+    #[derive(Deserialize)]
+    struct Shown {
+        plan: Option<String>,
+    }
+    let mut d = ToolDisplay::new(ToolKind::Plan, NAME);
+    d.plan = call.parse::<Shown>().and_then(|s| s.plan);
+    let Some(r) = call.succeeded() else {
+        return d.with_subject("plan submitted");
+    };
+    let accepted = call.meta_field("accepted").and_then(Value::as_bool) == Some(true);
+    d = d.with_subject(if accepted {
+        "plan accepted · plan mode is off"
+    } else {
+        "plan not accepted · plan mode stays on"
+    });
+    d.with_output(OutputSummary {
+        text: r.text.lines().next().unwrap_or("").to_owned(),
+        truncated: r.text.lines().nth(1).is_some(),
+        ..Default::default()
+    })
+}
+
+/// The tool's name.
+pub const NAME: &str = "exit_plan_mode";
+
 impl Tool for ExitPlanModeTool {
     fn name(&self) -> &str {
-        "exit_plan_mode"
+        NAME
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        display(call)
     }
 
     fn description(&self) -> &str {

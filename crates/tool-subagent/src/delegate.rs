@@ -10,7 +10,7 @@ use dsh_session::wire::JobStatus;
 use dsh_subagent::{
     Capabilities, StopReason, SubagentError, SubagentMode, SubagentRequest, Subagents, texts,
 };
-use dsh_tools::{Concurrency, Tool, ToolContext, ToolError, ToolOutput};
+use dsh_tools::{Concurrency, DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolOutput};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -357,5 +357,9 @@ impl Tool for DelegateTool {
 
     fn concurrency(&self, _args: &Value) -> Concurrency {
         Concurrency::ParallelSafe
+    }
+
+    fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
+        crate::display::delegate_display(call)
     }
 }

@@ -12,6 +12,7 @@
 
 mod control;
 mod delegate;
+pub mod display;
 mod plugin;
 
 pub use control::{InterruptAgentTool, ListAgentsTool, SendMessageTool};
