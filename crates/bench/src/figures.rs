@@ -343,6 +343,8 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     crate::compression::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     mark(format!("sub-agent delegation ×{}", plan.iterations));
     crate::subagent::rows(dsh, plan.iterations, &mut rows)?;
+    mark("startup: the default composition and each plugin's mount".into());
+    crate::startup::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     mark("project context: nested AGENTS.md and 50 skills".into());
     crate::context::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     mark("front ends: SDK runtime and ACP server turns".into());
@@ -575,12 +577,11 @@ const METHOD: &str = "
   session's, each as large / small; *growth per event* divides that by the ratio of the event
   counts, so 1 is linear, above 1 worse than linear.
 - **Connections per run**: `MockServer::connection_count()`, the TCP connections the mock
-  accepted during the run (1 = one keep-alive connection for every request). A run can see 2:
-  hyper returns a finished connection to its pool from a task of its own, which waits in the
-  woken worker's unstealable LIFO slot; when the OS preempts that thread at that instant the
-  next request races a new connect (about 1 gap in 600 with the 2 cores oversubscribed 4×;
-  against a TLS endpoint the pooled connection wins and the new one idles). So the budget is 1
-  in most runs and never above 2; a client that does not keep connections alive opens one per
+  accepted during the run: exactly 1 in every run (one keep-alive connection for every
+  request). hyper returns a finished connection to its pool from a task of its own, which the
+  OS can preempt just as the next request looks for it; dsh's client waits for that return
+  instead of opening a second connection (`dsh-llm-http`'s `pool` module), so the budget is
+  exact. A client that does not keep connections alive opens one per
   request. The *`[DONE]`
   split* variant runs the same bash scenario with every response sent as: the SSE events, then
   `data: [DONE]` in its own write, then 1 ms later the end of the body (testkit's

@@ -22,6 +22,7 @@ mod rows;
 mod run;
 mod scenario;
 mod spawn;
+mod startup;
 mod stats;
 mod subagent;
 mod tool_set;
@@ -81,6 +82,8 @@ enum Only {
     Subagent,
     /// Project context startup cost.
     Context,
+    /// `dsh exec` spawn → first request of the default composition, and each plugin's share.
+    Startup,
     /// One turn through the SDK runtime and the ACP server against `dsh exec`.
     Frontends,
     /// Bytes of the tool schemas with every tool enabled, and their order's stability.
@@ -154,6 +157,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Mcp => mcp::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Subagent => subagent::rows(&dsh, cli.iterations, &mut rows)?,
                 Only::Context => context::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Startup => startup::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Frontends => frontends::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Tools => tool_set::rows(&dsh, &mut rows)?,
                 Only::Images => images::rows(&dsh, cli.iterations, &mut rows)?,

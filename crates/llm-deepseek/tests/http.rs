@@ -622,3 +622,56 @@ async fn a_complete_finish_then_eof_without_done_is_accepted_with_a_note() {
         dsh_llm::FailureCode::StreamClosed
     );
 }
+
+/// Issue 33: hyper returns a finished connection to its pool from a task of its own; with the
+/// cores oversubscribed, the OS used to preempt that task's worker just as the next request
+/// looked for a connection, and the request opened a second one (about one gap in 600). The
+/// client now waits for the return: 400 back-to-back attempts on a two-worker runtime, with
+/// four threads spinning on the same cores, use exactly one connection.
+#[test]
+fn one_connection_even_when_the_pool_return_is_preempted() {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hogs: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            })
+        })
+        .collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let count = rt.block_on(async {
+        let server = MockServer::start().await;
+        let a = adapter(&config(&server));
+        const N: usize = 400;
+        for i in 0..N {
+            server.push(
+                dsh_testkit::Completion::new()
+                    .text(&format!("s{i}"))
+                    .reply(),
+            );
+        }
+        for _ in 0..N {
+            // Each attempt in a task of its own, as the agent loop runs them.
+            let a = a.clone();
+            let finish = tokio::spawn(async move { run_to_finish(&a).await })
+                .await
+                .expect("attempt task");
+            assert_eq!(finish, StreamChunk::finish(FinishReason::Stop));
+        }
+        server.wait_for_finished(N).await;
+        server.connection_count()
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in hogs {
+        h.join().expect("hog");
+    }
+    assert_eq!(count, 1, "one keep-alive connection for every attempt");
+}
