@@ -9,7 +9,7 @@ use std::path::Path;
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{ReadTextFileRequest, SessionId, WriteTextFileRequest};
-use dsh_tool_fs::{BackendError, FileBackend};
+use dsh_fs_backend::{BackendError, FileBackend};
 use futures::future::BoxFuture;
 
 /// One session's files, served by the ACP client.

@@ -9,7 +9,7 @@ mod mcp;
 mod terminal;
 mod updates;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -24,7 +24,7 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
 use dsh_agent::events::AgentStreamChunk;
 use dsh_agent::{Agent as DshAgent, AgentOptions, Agents, CancelCause, CreateAgent, ResumeAgent};
-use dsh_approval::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
+use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
 use dsh_kernel::{Ctx, Registration};
 use dsh_llm::{Message, StreamChunk};
 use dsh_session::plugin::SessionEvent;
@@ -65,7 +65,7 @@ struct Open {
     /// Listeners forwarding its updates; dropped with the entry.
     _registrations: Vec<Registration>,
     /// The session's files served by the client (`fs/*`); dropped with the entry.
-    _files: Option<dsh_tool_fs::BackendRegistration>,
+    _files: Option<dsh_fs_backend::BackendRegistration>,
     /// Set by `session/cancel` while a prompt runs.
     cancelled: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -233,7 +233,7 @@ impl State {
                 req.cwd.display()
             )));
         }
-        let servers = mcp::configs(&req.mcp_servers).map_err(invalid)?;
+        let servers = mcp::configs(&req.mcp_servers).map_err(|e| invalid(e.to_string()))?;
         let agent = self
             .agents
             .create(
@@ -250,7 +250,7 @@ impl State {
         let id = agent.id().to_owned();
         if let Err(e) = mcp::mount(&self.root, &agent, servers).await {
             agent.dispose().await;
-            return Err(internal(e));
+            return Err(internal(e.to_string()));
         }
         self.attach(agent, connection)?;
         Ok(NewSessionResponse::new(id))
@@ -265,7 +265,7 @@ impl State {
         if self.open.lock().contains_key(&id) {
             return Err(invalid(format!("session {id} is already open")));
         }
-        let servers = mcp::configs(&req.mcp_servers).map_err(invalid)?;
+        let servers = mcp::configs(&req.mcp_servers).map_err(|e| invalid(e.to_string()))?;
         let agent = self
             .agents
             .resume(
@@ -285,11 +285,10 @@ impl State {
             })?;
         if let Err(e) = mcp::mount(&self.root, &agent, servers).await {
             agent.dispose().await;
-            return Err(internal(e));
+            return Err(internal(e.to_string()));
         }
         // Replay the conversation before answering, in log order.
-        let cwd = agent.options().cwd;
-        let mut plans = HashSet::new();
+        let mut cards = cards(&self.root, &*agent);
         for e in agent.session().events() {
             match e.core() {
                 // What the user typed; plugin context (runtime-context snapshots) is not.
@@ -322,12 +321,10 @@ impl State {
                     }
                 }
                 Some(CoreEvent::ToolCallEvent(c)) => {
-                    if let Some(u) = card(c, &cwd, &mut plans) {
-                        notify(&connection, &id, u);
-                    }
+                    notify(&connection, &id, cards.call(c));
                 }
                 Some(CoreEvent::ToolResult(r)) => {
-                    if let Some(u) = card_result(r, &mut plans) {
+                    if let Some(u) = cards.result(r) {
                         notify(&connection, &id, u);
                     }
                 }
@@ -385,8 +382,7 @@ impl State {
             .map_err(|e| internal(e.to_string()))?;
         let c2 = connection;
         let i2 = id.clone();
-        let cwd = agent.options().cwd;
-        let plans = Mutex::new(HashSet::new());
+        let cards = Mutex::new(cards(&self.root, &*agent));
         let events = self
             .root
             .on::<SessionEvent>(move |e| {
@@ -394,8 +390,8 @@ impl State {
                     return Ok(());
                 }
                 let update = match e.event.core() {
-                    Some(CoreEvent::ToolCallEvent(c)) => card(c, &cwd, &mut plans.lock()),
-                    Some(CoreEvent::ToolResult(r)) => card_result(r, &mut plans.lock()),
+                    Some(CoreEvent::ToolCallEvent(c)) => Some(cards.lock().call(c)),
+                    Some(CoreEvent::ToolResult(r)) => cards.lock().result(r),
                     _ => None,
                 };
                 if let Some(u) = update {
@@ -422,13 +418,13 @@ impl State {
         &self,
         connection: &ConnectionTo<Client>,
         id: &str,
-    ) -> Option<dsh_tool_fs::BackendRegistration> {
+    ) -> Option<dsh_fs_backend::BackendRegistration> {
         if !self.options.client_fs || !self.client_has_fs.load(std::sync::atomic::Ordering::SeqCst)
         {
             return None;
         }
         // No file tools mounted: nothing to route.
-        let backends = self.root.get::<dsh_tool_fs::FileBackends>()?;
+        let backends = self.root.get::<dsh_fs_backend::FileBackends>()?;
         let files = Arc::new(files::ClientFiles {
             connection: connection.clone(),
             session: id.to_owned(),
@@ -480,31 +476,16 @@ impl State {
     }
 }
 
-/// The update of a tool call: a `plan` for a `todo_write` call (its id remembered so that its
-/// result closes no card), else the tool card.
-fn card(
-    call: &dsh_session::data::ToolCallEvent,
-    cwd: &std::path::Path,
-    plans: &mut HashSet<String>,
-) -> Option<SessionUpdate> {
-    if let Some(plan) = updates::plan(call) {
-        plans.insert(call.call_id.clone());
-        return Some(SessionUpdate::Plan(plan));
-    }
-    Some(SessionUpdate::ToolCall(updates::tool_call(call, cwd)))
-}
-
-/// The update closing a tool card (none for a call shown as a plan).
-fn card_result(
-    result: &dsh_session::data::ToolResult,
-    plans: &mut HashSet<String>,
-) -> Option<SessionUpdate> {
-    if let Some(id) = &result.message.tool_call_id
-        && plans.remove(id)
-    {
-        return None;
-    }
-    Some(SessionUpdate::ToolCallUpdate(updates::tool_result(result)))
+/// The tool cards of `agent`'s session, described by the tools it sees (the generic display
+/// when the composition mounts no `tools` service).
+fn cards(root: &Ctx, agent: &dyn DshAgent) -> updates::Cards {
+    let tools = root.get::<dyn dsh_tools::Tools>();
+    let scope = agent.ctx().scope_key();
+    let display: updates::Displayer = Box::new(move |call| match &tools {
+        Some(t) => t.display(scope.as_ref(), call),
+        None => dsh_tools::generic_display(call),
+    });
+    updates::Cards::new(display, agent.options().cwd)
 }
 
 /// The prompt as one user text: text blocks in order, resource links flattened.

@@ -10,13 +10,48 @@ use std::time::Duration;
 use agent_client_protocol::v1::schema::McpServer;
 use dsh_agent::Agent;
 use dsh_kernel::Ctx;
-use dsh_mcp_client::{McpClientPlugin, McpServerChanged, McpServerConfig, Status};
+use dsh_mcp_api::{McpServerChanged, McpServerConfig, PLUGIN_NAME, Status};
 use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 
 /// Longest wait for the servers of one session to settle before it answers anyway (a slower
 /// server's tools arrive later, announced as the tool set grows).
 const SETTLE: Duration = Duration::from_secs(15);
+
+/// Why the client's `mcpServers` could not be taken or started.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum McpSetupError {
+    /// A server uses a transport dsh does not support.
+    #[error(
+        "mcpServers: server \"{0}\" uses the SSE transport, which dsh does not support (use stdio or http)"
+    )]
+    Sse(String),
+    /// A transport this version of the schema does not know.
+    #[error("mcpServers: unsupported transport")]
+    UnsupportedTransport,
+    /// Two servers share a name.
+    #[error("mcpServers: server \"{0}\" is listed twice")]
+    Duplicate(String),
+    /// A server's settings are not a valid `mcp-client` config.
+    #[error("mcpServers: server \"{name}\": {reason}")]
+    Invalid {
+        /// The server.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The kernel refused the status listener.
+    #[error("{0}")]
+    Listen(dsh_kernel::KernelError),
+    /// The kernel refused the plugin.
+    #[error("cannot start MCP server \"{name}\": {source}")]
+    Mount {
+        /// The server.
+        name: String,
+        /// The kernel's error.
+        source: dsh_kernel::KernelError,
+    },
+}
 
 fn pairs<'a>(items: impl Iterator<Item = (&'a str, &'a str)>) -> Value {
     Value::Object(
@@ -27,7 +62,7 @@ fn pairs<'a>(items: impl Iterator<Item = (&'a str, &'a str)>) -> Value {
 }
 
 /// The `mcp-client` configs of the client's servers; `Err` names the bad server and why.
-pub(crate) fn configs(servers: &[McpServer]) -> Result<Vec<McpServerConfig>, String> {
+pub(crate) fn configs(servers: &[McpServer]) -> Result<Vec<McpServerConfig>, McpSetupError> {
     let mut names = HashSet::new();
     let mut out = Vec::with_capacity(servers.len());
     for s in servers {
@@ -51,24 +86,20 @@ pub(crate) fn configs(servers: &[McpServer]) -> Result<Vec<McpServerConfig>, Str
                     "headers": pairs(s.headers.iter().map(|h| (h.name.as_str(), h.value.as_str()))),
                 }),
             ),
-            McpServer::Sse(s) => {
-                return Err(format!(
-                    "mcpServers: server \"{}\" uses the SSE transport, which dsh does not \
-                     support (use stdio or http)",
-                    s.name
-                ));
-            }
+            McpServer::Sse(s) => return Err(McpSetupError::Sse(s.name.clone())),
             #[allow(unreachable_patterns)] // the enum is non-exhaustive
-            _ => return Err("mcpServers: unsupported transport".into()),
+            _ => return Err(McpSetupError::UnsupportedTransport),
         };
         if !names.insert(name.clone()) {
-            return Err(format!("mcpServers: server \"{name}\" is listed twice"));
+            return Err(McpSetupError::Duplicate(name));
         }
-        let config: McpServerConfig = serde_json::from_value(raw)
-            .map_err(|e| format!("mcpServers: server \"{name}\": {e}"))?;
-        config
-            .validate()
-            .map_err(|e| format!("mcpServers: server \"{name}\": {e}"))?;
+        let invalid = |reason: String| McpSetupError::Invalid {
+            name: name.clone(),
+            reason,
+        };
+        let config: McpServerConfig =
+            serde_json::from_value(raw).map_err(|e| invalid(e.to_string()))?;
+        config.validate().map_err(|e| invalid(e.to_string()))?;
         out.push(config);
     }
     Ok(out)
@@ -80,7 +111,7 @@ pub(crate) async fn mount(
     root: &Ctx,
     agent: &Arc<dyn Agent>,
     servers: Vec<McpServerConfig>,
-) -> Result<(), String> {
+) -> Result<(), McpSetupError> {
     if servers.is_empty() {
         return Ok(());
     }
@@ -106,13 +137,18 @@ pub(crate) async fn mount(
             }
             Ok(())
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(McpSetupError::Listen)?;
     for config in servers {
         let name = config.server_name.clone();
+        // Mounted by name: the composition root registers the `mcp-client` implementation.
+        let raw = serde_json::to_value(&config).map_err(|e| McpSetupError::Invalid {
+            name: name.clone(),
+            reason: e.to_string(),
+        })?;
         agent
             .ctx()
-            .mount_plugin::<McpClientPlugin>(config)
-            .map_err(|e| format!("cannot start MCP server \"{name}\": {e}"))?;
+            .mount(PLUGIN_NAME, raw)
+            .map_err(|source| McpSetupError::Mount { name, source })?;
     }
     if !pending.lock().is_empty()
         && tokio::time::timeout(SETTLE, settled.notified())

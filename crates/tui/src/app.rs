@@ -79,7 +79,7 @@ pub enum Action {
         /// The question's id.
         id: String,
         /// The answer.
-        answer: dsh_approval::ApprovalAnswer,
+        answer: dsh_approval_api::ApprovalAnswer,
     },
 }
 
@@ -499,7 +499,7 @@ impl App {
             .drain(..)
             .map(|a| Action::Answer {
                 id: a.question.id,
-                answer: dsh_approval::ApprovalAnswer::Cancelled,
+                answer: dsh_approval_api::ApprovalAnswer::Cancelled,
             })
             .collect()
     }

@@ -11,15 +11,18 @@
 use std::collections::HashMap;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use dsh_approval::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
-use dsh_approval::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
+use dsh_approval_api::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
+use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
 use futures::future::BoxFuture;
 use ratatui::text::{Line, Span};
 use tokio::sync::oneshot;
 
 use crate::cells::{Cell, NoticeKind, sanitize};
 use crate::theme::Theme;
+use crate::tool_display::Displayer;
 use crate::wrap;
+use dsh_protocol::ToolDisplay;
+use dsh_tools::DisplayInput;
 
 /// What the prompt shows of one question.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,34 +33,40 @@ pub struct Question {
     pub tool_name: String,
     /// Why approval is needed (from the policy).
     pub reason: String,
-    /// What the call does: the command of `bash`, the path of a file tool, else the arguments.
+    /// What the call does, as the tool describes it (its display's subject: the command, the
+    /// path, the URL), else the arguments.
     pub subject: String,
     /// The tool call the question is about.
     pub call_id: String,
-    /// The plan (markdown) when the question is `exit_plan_mode`'s: accept it, or reject it
-    /// with feedback for the model.
+    /// The plan (markdown) when the call proposes one (its display carries a plan): accept
+    /// it, or reject it with feedback for the model.
     pub plan: Option<String>,
 }
 
 impl Question {
-    /// The question of `request`.
-    pub fn from_request(request: &ApprovalRequest) -> Self {
+    /// The question of `request`, whose call the tool describes as `display`.
+    pub fn from_request(request: &ApprovalRequest, display: &ToolDisplay) -> Self {
+        let subject = match &display.subject {
+            Some(s) if !s.is_empty() => s.clone(),
+            _ => request.arguments.to_string(),
+        };
         Question {
             id: request.id.clone(),
             tool_name: request.tool_name.clone(),
             reason: request.reason.clone(),
-            subject: subject(&request.tool_name, &request.arguments),
+            subject: sanitize(&subject),
             call_id: request.call_id.clone(),
-            plan: (request.tool_name == PLAN_TOOL)
-                .then(|| request.arguments.get("plan").and_then(|p| p.as_str()))
-                .flatten()
-                .map(str::to_owned),
+            plan: display.plan.clone(),
         }
     }
 }
 
-/// The plan-mode tool whose question is a plan to accept.
-pub const PLAN_TOOL: &str = "exit_plan_mode";
+/// The display of the call an approval request is about, as the tools of `displayer` describe
+/// it.
+pub fn request_display(request: &ApprovalRequest, displayer: &Displayer) -> ToolDisplay {
+    let arguments = request.arguments.to_string();
+    displayer(&DisplayInput::new(&request.tool_name, &arguments))
+}
 
 /// The lines of a plan shown for review: a heading, then the plan as markdown.
 pub fn plan_lines(plan: &str, theme: Theme, width: u16) -> Vec<Line<'static>> {
@@ -67,22 +76,6 @@ pub fn plan_lines(plan: &str, theme: Theme, width: u16) -> Vec<Line<'static>> {
     ))];
     out.extend(crate::markdown::render_all(&sanitize(plan), theme, width));
     out
-}
-
-/// The command of `bash`, the path of a file tool, else the arguments as compact JSON.
-fn subject(tool: &str, args: &serde_json::Value) -> String {
-    let field = match tool {
-        "bash" => args.get("command"),
-        _ => args
-            .get("file_path")
-            .or_else(|| args.get("path"))
-            .or_else(|| args.get("command")),
-    };
-    let text = match field.and_then(|v| v.as_str()) {
-        Some(s) => s.to_owned(),
-        None => args.to_string(),
-    };
-    sanitize(&text)
 }
 
 /// Where the prompt is.
@@ -300,6 +293,8 @@ pub(crate) struct Asked {
 /// question whose turn ends first (its call dropped) disappears from the screen.
 pub(crate) struct TuiAnswerer {
     pub(crate) send: Box<dyn Fn(Asked) -> bool + Send + Sync>,
+    /// Describes the call of a question (the session's tools, looked up per request).
+    pub(crate) display: Box<dyn Fn(&ApprovalRequest) -> ToolDisplay + Send + Sync>,
 }
 
 impl ApprovalAnswerer for TuiAnswerer {
@@ -307,7 +302,7 @@ impl ApprovalAnswerer for TuiAnswerer {
         Box::pin(async move {
             let (reply, answer) = oneshot::channel();
             let asked = Asked {
-                question: Question::from_request(request),
+                question: Question::from_request(request, &(self.display)(request)),
                 reply,
             };
             if !(self.send)(asked) {

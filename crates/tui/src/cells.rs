@@ -1,17 +1,18 @@
 //! Transcript cells: what is inserted into the terminal's scrollback, one finished item at a
 //! time (a user message, an answer, collapsed reasoning, a tool card, a notice).
 
+use dsh_protocol::{ExitStatus, TodoStatus, ToolDisplay};
+use dsh_tools::{DisplayInput, DisplayResult};
 use ratatui::text::{Line, Span};
 use serde_json::Value;
 
 use crate::markdown;
 use crate::theme::Theme;
+use crate::tool_display::Displayer;
 use crate::wrap;
 
 /// Lines of reasoning shown while collapsed.
 pub const REASONING_PREVIEW_LINES: usize = 3;
-/// Output lines a bash card shows (the last ones).
-pub const BASH_TAIL_LINES: usize = 6;
 /// Diff lines a card shows before eliding the rest.
 pub const DIFF_MAX_LINES: usize = 40;
 /// Largest pair of texts a card diffs (beyond: counts only).
@@ -61,13 +62,15 @@ pub enum Cell {
     Lines(Vec<Line<'static>>),
 }
 
-/// A tool call as dispatched, and its result once it came.
+/// A tool call as dispatched, its display, and its result once it came.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCard {
     /// Tool name.
     pub name: String,
     /// Raw argument string (shared with the logged call).
     pub arguments: dsh_llm::ToolArguments,
+    /// How the tool describes the call (recomputed when the result comes).
+    pub display: Box<ToolDisplay>,
     /// The result (`None` while running).
     pub result: Option<ToolOutcome>,
 }
@@ -83,6 +86,51 @@ pub struct ToolOutcome {
     pub error_code: Option<String>,
     /// The tool's presentation facts (`tool/result.meta`).
     pub meta: Option<Value>,
+}
+
+impl ToolCard {
+    /// A running call of `name`, described by `displayer`.
+    pub fn new(
+        name: impl Into<String>,
+        arguments: dsh_llm::ToolArguments,
+        displayer: &Displayer,
+    ) -> Self {
+        let name = name.into();
+        let display = Box::new(displayer(&DisplayInput::new(&name, &arguments)));
+        ToolCard {
+            name,
+            arguments,
+            display,
+            result: None,
+        }
+    }
+
+    /// The call ended with `outcome`: the display is described again with the result.
+    pub fn finish(&mut self, outcome: ToolOutcome, displayer: &Displayer) {
+        let result = DisplayResult {
+            text: &outcome.text,
+            is_error: outcome.is_error,
+            error_code: outcome.error_code.as_deref(),
+            meta: outcome.meta.as_ref(),
+        };
+        *self.display =
+            displayer(&DisplayInput::new(&self.name, &self.arguments).with_result(result));
+        self.result = Some(outcome);
+    }
+
+    /// A finished call of `name`, described by `displayer` (tests, history).
+    pub fn ended(
+        name: impl Into<String>,
+        arguments: dsh_llm::ToolArguments,
+        outcome: Option<ToolOutcome>,
+        displayer: &Displayer,
+    ) -> Self {
+        let mut card = ToolCard::new(name, arguments, displayer);
+        if let Some(o) = outcome {
+            card.finish(o, displayer);
+        }
+        card
+    }
 }
 
 impl Cell {
@@ -159,213 +207,127 @@ pub fn sanitize(s: &str) -> String {
         .collect()
 }
 
-fn arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
-    args.get(key).and_then(Value::as_str)
-}
-
-fn meta_u64(meta: Option<&Value>, key: &str) -> Option<u64> {
-    meta.and_then(|m| m.get(key)).and_then(Value::as_u64)
-}
-
 impl ToolCard {
     /// The card's lines.
     pub fn render(&self, theme: Theme, width: u16) -> Vec<Line<'static>> {
-        let args: Value = serde_json::from_str(&self.arguments).unwrap_or(Value::Null);
-        let w = usize::from(width);
-        let mark = match &self.result {
-            None => Span::styled("◌ ", theme.dim()),
-            Some(r) if r.is_error => Span::styled("✗ ", theme.error()),
-            Some(_) => Span::styled("● ", theme.ok()),
-        };
-        let (subject, mut body) = match self.name.as_str() {
-            "bash" => self.bash(&args, theme, w),
-            "edit" => self.edit(&args, theme),
-            "write" => self.write(&args, theme),
-            "read" | "grep" | "glob" => (self.summary(&args), Vec::new()),
-            crate::approval::PLAN_TOOL => self.plan(theme),
-            _ if crate::subagent_card::is_subagent(self) => {
-                crate::subagent_card::render(self, &args, theme)
-            }
-            _ => (wrap::truncate(&self.arguments, 200), Vec::new()),
-        };
-        let title = Line::from(vec![
-            mark,
-            Span::styled(self.name.clone(), theme.tool()),
-            Span::raw(" "),
-            Span::raw(sanitize(&subject).replace('\n', " ")),
-        ]);
-        let mut lines = vec![title];
-        if let Some(r) = &self.result
-            && r.is_error
-        {
+        render_tool(&self.display, self.result.as_ref(), theme, width)
+    }
+}
+
+/// The lines of a tool card: a mark (running, done, failed), the display's title and subject
+/// (with the result's headline), then for a failure its code and first line, else the diff,
+/// a facts line (how a command exited, how long it ran, how much it printed, the display's
+/// fields), the task list and the output the tool kept.
+pub fn render_tool(
+    display: &ToolDisplay,
+    outcome: Option<&ToolOutcome>,
+    theme: Theme,
+    width: u16,
+) -> Vec<Line<'static>> {
+    let w = usize::from(width);
+    let mark = match outcome {
+        None => Span::styled("◌ ", theme.dim()),
+        Some(r) if r.is_error => Span::styled("✗ ", theme.error()),
+        Some(_) => Span::styled("● ", theme.ok()),
+    };
+    let output = display.output.as_ref();
+    let mut subject = display.subject.clone().unwrap_or_default();
+    if let Some(h) = output.and_then(|o| o.headline.as_deref()) {
+        subject = format!("{subject} ({h})").trim_start().to_owned();
+    }
+    let title = Line::from(vec![
+        mark,
+        Span::styled(sanitize(&display.title), theme.tool()),
+        Span::raw(" "),
+        Span::raw(sanitize(&subject).replace('\n', " ")),
+    ]);
+    let mut lines = vec![title];
+    match outcome {
+        Some(r) if r.is_error => {
             let code = r.error_code.as_deref().unwrap_or("ERROR");
             let first = r.text.lines().next().unwrap_or("");
             lines.push(Line::from(Span::styled(
                 format!("  {code}: {}", sanitize(first)),
                 theme.error(),
             )));
-        } else {
-            lines.append(&mut body);
         }
-        wrap::wrap(lines, width, 4)
+        Some(_) => lines.extend(body(display, theme, w)),
+        None => {}
     }
+    wrap::wrap(lines, width, 4)
+}
 
-    /// `exit_plan_mode`: what became of the plan (the plan itself is printed above the card).
-    fn plan(&self, theme: Theme) -> (String, Vec<Line<'static>>) {
-        let Some(r) = &self.result else {
-            return ("plan submitted".into(), Vec::new());
-        };
-        let accepted = r
-            .meta
-            .as_ref()
-            .and_then(|m| m.get("accepted"))
-            .and_then(Value::as_bool)
-            == Some(true);
-        let subject = if accepted {
-            "plan accepted · plan mode is off"
-        } else {
-            "plan not accepted · plan mode stays on"
-        };
-        let first = r.text.lines().next().unwrap_or("");
-        let body = vec![Line::from(Span::styled(
-            format!("    {}", sanitize(first)),
+/// The body of a card whose call succeeded.
+fn body(display: &ToolDisplay, theme: Theme, width: usize) -> Vec<Line<'static>> {
+    let mut body = Vec::new();
+    if let Some(diff) = &display.diff {
+        body.extend(diff_lines(
+            diff.old_text.as_deref().unwrap_or(""),
+            &diff.new_text,
+            theme,
+        ));
+    }
+    let output = display.output.as_ref();
+    let mut facts = Vec::new();
+    match output.and_then(|o| o.exit.as_ref()) {
+        Some(ExitStatus::Exited { code: 0 }) => facts.push(Span::styled("exit 0", theme.ok())),
+        Some(ExitStatus::Exited { code }) => {
+            facts.push(Span::styled(format!("exit {code}"), theme.error()))
+        }
+        Some(ExitStatus::Signaled { signal }) => facts.push(Span::styled(
+            format!("killed by {}", sanitize(signal)),
+            theme.error(),
+        )),
+        Some(ExitStatus::TimedOut) => facts.push(Span::styled("timed out", theme.error())),
+        None => {}
+    }
+    if let Some(ms) = output.and_then(|o| o.duration_ms) {
+        facts.push(Span::styled(duration(ms), theme.dim()));
+    }
+    if let Some(b) = output.and_then(|o| o.bytes).filter(|&b| b > 0) {
+        facts.push(Span::styled(human_bytes(b), theme.dim()));
+    }
+    for f in &display.fields {
+        facts.push(Span::styled(
+            sanitize(&format!("{}: {}", f.label, f.value)).replace('\n', " "),
             theme.dim(),
-        ))];
-        (subject.into(), body)
+        ));
     }
-
-    fn bash(&self, args: &Value, theme: Theme, width: usize) -> (String, Vec<Line<'static>>) {
-        let command = arg(args, "command").unwrap_or("").to_owned();
-        let mut body = Vec::new();
-        let Some(r) = &self.result else {
-            return (command, body);
-        };
-        let meta = r.meta.as_ref();
-        let mut facts = Vec::new();
-        match meta.and_then(|m| m.get("signal")).and_then(Value::as_str) {
-            Some(sig) => facts.push(Span::styled(format!("killed by {sig}"), theme.error())),
-            None => match meta.and_then(|m| m.get("exitCode")).and_then(Value::as_i64) {
-                Some(0) => facts.push(Span::styled("exit 0", theme.ok())),
-                Some(c) => facts.push(Span::styled(format!("exit {c}"), theme.error())),
-                None => {}
-            },
-        }
-        if meta
-            .and_then(|m| m.get("timedOut"))
-            .and_then(Value::as_bool)
-            == Some(true)
-        {
-            facts.push(Span::styled("timed out", theme.error()));
-        }
-        if let Some(ms) = meta_u64(meta, "durationMs") {
-            facts.push(Span::styled(duration(ms), theme.dim()));
-        }
-        let bytes =
-            meta_u64(meta, "stdoutBytes").unwrap_or(0) + meta_u64(meta, "stderrBytes").unwrap_or(0);
-        if bytes > 0 {
-            facts.push(Span::styled(human_bytes(bytes), theme.dim()));
-        }
-        let mut fact_line = vec![Span::raw("    ")];
+    if !facts.is_empty() {
+        let mut line = vec![Span::raw("    ")];
         for (i, f) in facts.into_iter().enumerate() {
             if i > 0 {
-                fact_line.push(Span::styled(" · ", theme.dim()));
+                line.push(Span::styled(" · ", theme.dim()));
             }
-            fact_line.push(f);
+            line.push(f);
         }
-        if fact_line.len() > 1 {
-            body.push(Line::from(fact_line));
+        body.push(Line::from(line));
+    }
+    for t in display.todos.iter().flatten() {
+        let (sign, style) = match t.status {
+            TodoStatus::Completed => ("✓", theme.ok()),
+            TodoStatus::InProgress => ("▸", theme.warn()),
+            TodoStatus::Pending => ("○", theme.dim()),
+        };
+        body.push(Line::from(vec![
+            Span::styled(format!("    {sign} "), style),
+            Span::raw(sanitize(&t.content).replace('\n', " ")),
+        ]));
+    }
+    if let Some(o) = output.filter(|o| !o.text.is_empty()) {
+        let more = Line::from(Span::styled("    …", theme.dim()));
+        if o.truncated && o.tail {
+            body.push(more.clone());
         }
-        // The last lines, found from the end: a 10 MB output costs only what is shown.
-        let text = r.text.trim_end_matches('\n');
-        let mut tail: Vec<&str> = text.rsplit('\n').take(BASH_TAIL_LINES + 1).collect();
-        let more = tail.len() > BASH_TAIL_LINES;
-        if more {
-            tail.pop();
-        }
-        tail.reverse();
-        if more {
-            body.push(Line::from(Span::styled("    …", theme.dim())));
-        }
-        for l in tail {
+        for l in o.text.split('\n') {
             let l = wrap::truncate(&sanitize(l), width.saturating_sub(4).max(8));
             body.push(Line::from(Span::styled(format!("    {l}"), theme.dim())));
         }
-        (command, body)
-    }
-
-    fn edit(&self, args: &Value, theme: Theme) -> (String, Vec<Line<'static>>) {
-        let path = arg(args, "file_path").unwrap_or("").to_owned();
-        let old = arg(args, "old_string").unwrap_or("");
-        let new = arg(args, "new_string").unwrap_or("");
-        let mut subject = path;
-        if let Some(n) = self
-            .result
-            .as_ref()
-            .and_then(|r| meta_u64(r.meta.as_ref(), "replacements"))
-            && n > 1
-        {
-            subject.push_str(&format!(" ({n} replacements)"));
-        }
-        let body = if self.result.as_ref().is_some_and(|r| !r.is_error) {
-            diff_lines(old, new, theme)
-        } else {
-            Vec::new()
-        };
-        (subject, body)
-    }
-
-    fn write(&self, args: &Value, theme: Theme) -> (String, Vec<Line<'static>>) {
-        let path = arg(args, "file_path").unwrap_or("").to_owned();
-        let content = arg(args, "content").unwrap_or("");
-        let Some(r) = self.result.as_ref().filter(|r| !r.is_error) else {
-            return (path, Vec::new());
-        };
-        let created = r
-            .meta
-            .as_ref()
-            .and_then(|m| m.get("created"))
-            .and_then(Value::as_bool);
-        let verb = match created {
-            Some(true) => "created",
-            Some(false) => "replaced",
-            None => "written",
-        };
-        let n = content.lines().count();
-        let subject = format!("{path} ({verb}, {n} lines)");
-        (subject, diff_lines("", content, theme))
-    }
-
-    fn summary(&self, args: &Value) -> String {
-        let meta = self.result.as_ref().and_then(|r| r.meta.as_ref());
-        match self.name.as_str() {
-            "read" => {
-                let path = arg(args, "file_path").or(arg(args, "path")).unwrap_or("");
-                let lines = self
-                    .result
-                    .as_ref()
-                    .filter(|r| !r.is_error)
-                    .map(|r| r.text.lines().count());
-                match lines {
-                    Some(n) => format!("{path} ({n} lines)"),
-                    None => path.to_owned(),
-                }
-            }
-            "grep" => {
-                let pattern = arg(args, "pattern").unwrap_or("");
-                match (meta_u64(meta, "matches"), meta_u64(meta, "files")) {
-                    (Some(m), Some(f)) => format!("{pattern} ({m} matches in {f} files)"),
-                    _ => pattern.to_owned(),
-                }
-            }
-            _ => {
-                let pattern = arg(args, "pattern").unwrap_or("");
-                match meta_u64(meta, "count") {
-                    Some(n) => format!("{pattern} ({n} files)"),
-                    None => pattern.to_owned(),
-                }
-            }
+        if o.truncated && !o.tail {
+            body.push(more);
         }
     }
+    body
 }
 
 /// A coloured unified diff of two texts (context 2), bounded to [`DIFF_MAX_LINES`].

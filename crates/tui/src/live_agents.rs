@@ -13,6 +13,7 @@ use ratatui::text::{Line, Span};
 
 use crate::cells::{ToolCard, ToolOutcome, sanitize};
 use crate::theme::Theme;
+use crate::tool_display::Displayer;
 use crate::wrap;
 
 /// Activity lines kept (and shown expanded) per child.
@@ -62,14 +63,30 @@ impl LiveChild {
 }
 
 /// The running children of the shown agent.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct LiveAgents {
     children: Vec<LiveChild>,
     /// Cards show the recent activity (Ctrl+O).
     pub expanded: bool,
+    /// Describes the children's tool calls (`None`: the generic display).
+    displayer: Option<Displayer>,
+}
+
+impl std::fmt::Debug for LiveAgents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveAgents")
+            .field("children", &self.children)
+            .field("expanded", &self.expanded)
+            .finish_non_exhaustive()
+    }
 }
 
 impl LiveAgents {
+    /// Describe the children's tool calls with `displayer` from now on.
+    pub fn set_displayer(&mut self, displayer: Displayer) {
+        self.displayer = Some(displayer);
+    }
+
     /// No child is running.
     pub fn is_empty(&self) -> bool {
         self.children.is_empty()
@@ -108,6 +125,10 @@ impl LiveAgents {
 
     /// Folds one committed event of child `id`.
     pub fn event(&mut self, id: &str, ev: &Event) {
+        let displayer = self
+            .displayer
+            .clone()
+            .unwrap_or_else(crate::tool_display::generic);
         let Some(child) = self.children.iter_mut().find(|c| c.id == id) else {
             return;
         };
@@ -126,11 +147,7 @@ impl LiveAgents {
                 child.tools += 1;
                 child.push(Activity::Tool {
                     call_id: c.call_id.clone(),
-                    card: ToolCard {
-                        name: c.name.clone(),
-                        arguments: c.arguments.clone(),
-                        result: None,
-                    },
+                    card: ToolCard::new(c.name.clone(), c.arguments.clone(), &displayer),
                 });
             }
             Some(CoreEvent::ToolResult(r)) => {
@@ -139,12 +156,15 @@ impl LiveAgents {
                     if let Activity::Tool { call_id, card } = a
                         && *call_id == id
                     {
-                        card.result = Some(ToolOutcome {
-                            text: String::new(),
-                            is_error: r.message.is_error == Some(true),
-                            error_code: r.error.as_ref().map(|e| e.code.to_string()),
-                            meta: None,
-                        });
+                        card.finish(
+                            ToolOutcome {
+                                text: String::new(),
+                                is_error: r.message.is_error == Some(true),
+                                error_code: r.error.as_ref().map(|e| e.code.to_string()),
+                                meta: None,
+                            },
+                            &displayer,
+                        );
                     }
                 }
             }

@@ -8,13 +8,13 @@ use crossterm::event::{Event as TermEvent, EventStream};
 use dsh_agent::events::{AgentStatusChanged, AgentStreamChunk};
 use dsh_agent::hooks::{AgentRequest, PreStep};
 use dsh_agent::{Agent, AgentOptions, AgentStatus, Agents, CancelCause, CreateAgent, ResumeAgent};
-use dsh_approval::{ApprovalAnswer, ApprovalAnswerer};
+use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer};
 use dsh_kernel::{Ctx, Registration};
 use dsh_llm::service::CallSettings;
 use dsh_llm::{Llm, Message, ReasoningEffort, StreamChunk};
 use dsh_session::plugin::SessionEvent;
 use dsh_session::{Event, Sessions};
-use dsh_subagent::events::{SubagentFinished, SubagentStarted};
+use dsh_subagent_api::events::{SubagentFinished, SubagentStarted};
 use futures::{FutureExt, StreamExt};
 use parking_lot::Mutex;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -99,8 +99,20 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
     // Approval questions are answered by the inline prompt (unless the composition already
     // mounts an answerer, e.g. `approval-scripted`).
     let approvals_tx = tx.clone();
+    let tools = opts.root.get::<dyn dsh_tools::Tools>();
     let answerer: Arc<dyn ApprovalAnswerer> = Arc::new(TuiAnswerer {
         send: Box::new(move |asked| approvals_tx.send(Feed::Approval(asked)).is_ok()),
+        // The call as the asking session's tools describe it.
+        display: Box::new(move |request| {
+            let displayer = match &tools {
+                Some(t) => crate::tool_display::from_tools(
+                    t.clone(),
+                    Some(dsh_kernel::ScopeKey::new(request.session_id.as_str())),
+                ),
+                None => crate::tool_display::generic(),
+            };
+            crate::approval::request_display(request, &displayer)
+        }),
     });
     let answerer_note = opts
         .root
@@ -457,7 +469,7 @@ impl Runtime {
             }
             Action::Compact => {
                 let notice = |text: String, kind: NoticeKind| Cell::Notice { text, kind };
-                let Some(service) = self.root.get::<dyn dsh_compaction::Compaction>() else {
+                let Some(service) = self.root.get::<dyn dsh_compaction_api::Compaction>() else {
                     let cell = notice("compaction is not composed".into(), NoticeKind::Error);
                     self.app.insert_cell(&cell, width);
                     return Ok(());
@@ -470,7 +482,10 @@ impl Runtime {
                     .await
                 {
                     Ok(Some(outcome)) => notice(outcome.describe(), NoticeKind::Info),
-                    Ok(None) => notice(dsh_compaction::NOTHING_TO_COMPACT.into(), NoticeKind::Info),
+                    Ok(None) => notice(
+                        dsh_compaction_api::NOTHING_TO_COMPACT.into(),
+                        NoticeKind::Info,
+                    ),
                     Err(e) => notice(format!("compaction failed: {e}"), NoticeKind::Error),
                 };
                 self.app.insert_cell(&cell, width);
@@ -620,6 +635,10 @@ impl Runtime {
     /// Shows `agent`: its history from the log, then its live feed.
     fn attach(&mut self, agent: Arc<dyn Agent>, width: u16) -> Result<(), TuiError> {
         let id: Arc<str> = Arc::from(agent.id());
+        // Tool cards as this agent's tools describe its calls.
+        let displayer = crate::tool_display::from_ctx(agent.ctx());
+        self.app.transcript.set_displayer(displayer.clone());
+        self.app.agents.set_displayer(displayer);
         let mut registrations = Vec::new();
         let tx = self.tx.clone();
         let sid = id.clone();

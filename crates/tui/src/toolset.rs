@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use dsh_agent::Agent;
 use dsh_kernel::Ctx;
-use dsh_plan_mode::PlanMode;
+use dsh_plan_mode_api::PlanMode;
 use dsh_session::Event;
 use dsh_session::feature::{PlanModeChange, TodoStatus, TodoWrite, WorkingDirectoryChange};
 use ratatui::text::{Line, Span};
@@ -26,7 +26,7 @@ pub fn lines(ev: &Event, theme: Theme) -> Option<Vec<Line<'static>>> {
                 TodoStatus::Pending => theme.dim(),
             };
             out.push(Line::from(vec![
-                Span::styled(format!("  {} ", dsh_tool_todo::mark(t.status)), style),
+                Span::styled(format!("  {} ", t.status.mark()), style),
                 Span::raw(t.content.clone()),
             ]));
         }

@@ -16,6 +16,7 @@ use crate::cells::{Cell, NoticeKind, ToolCard, ToolOutcome, sanitize};
 use crate::markdown::{MarkdownStream, PieceRenderer};
 use crate::status::Usage;
 use crate::theme::Theme;
+use crate::tool_display::Displayer;
 use crate::wrap;
 
 /// Prices by model id (`None`: the route has none).
@@ -58,8 +59,10 @@ pub struct Transcript {
     /// The model the next requests use (prices live chunks and failed attempts, which carry
     /// no model id).
     pub model: String,
-    /// Calls of `exit_plan_mode` whose plan was printed when it was asked about.
+    /// Calls whose plan was printed when it was asked about.
     plans_shown: std::collections::HashSet<String>,
+    /// Describes the tool calls for their cards.
+    displayer: Displayer,
 }
 
 impl std::fmt::Debug for Transcript {
@@ -85,7 +88,18 @@ impl Transcript {
             live_usage: None,
             model: String::new(),
             plans_shown: std::collections::HashSet::new(),
+            displayer: crate::tool_display::generic(),
         }
+    }
+
+    /// Describe tool calls with `displayer` (the tools' own displays) from now on.
+    pub fn set_displayer(&mut self, displayer: Displayer) {
+        self.displayer = displayer;
+    }
+
+    /// The displayer of the tool cards.
+    pub fn displayer(&self) -> &Displayer {
+        &self.displayer
     }
 
     /// The lines of the plan of call `call_id`, asked about now (its card will not repeat it).
@@ -266,37 +280,30 @@ impl Transcript {
             Some(CoreEvent::ToolCallEvent(c)) => {
                 self.calls.push((
                     c.call_id.clone(),
-                    ToolCard {
-                        name: c.name.clone(),
-                        arguments: c.arguments.clone(),
-                        result: None,
-                    },
+                    ToolCard::new(c.name.clone(), c.arguments.clone(), &self.displayer),
                 ));
             }
             Some(CoreEvent::ToolResult(r)) => {
                 let id = r.message.tool_call_id.clone().unwrap_or_default();
                 let mut card = match self.calls.iter().position(|(c, _)| *c == id) {
                     Some(i) => self.calls.remove(i).1,
-                    None => ToolCard {
-                        name: "tool".into(),
-                        arguments: Default::default(),
-                        result: None,
-                    },
+                    None => ToolCard::new("tool", Default::default(), &self.displayer),
                 };
-                card.result = Some(ToolOutcome {
-                    text: r.message.text(),
-                    is_error: r.message.is_error == Some(true),
-                    error_code: r.error.as_ref().map(|e| e.code.to_string()),
-                    meta: r.meta.as_ref().map(dsh_session::data::ToolMeta::to_value),
-                });
+                card.finish(
+                    ToolOutcome {
+                        text: r.message.text(),
+                        is_error: r.message.is_error == Some(true),
+                        error_code: r.error.as_ref().map(|e| e.code.to_string()),
+                        meta: r.meta.as_ref().map(dsh_session::data::ToolMeta::to_value),
+                    },
+                    &self.displayer,
+                );
                 // A plan nobody was asked about here (a resumed session, another policy) is
                 // printed before its card.
-                if card.name == crate::approval::PLAN_TOOL && !self.plans_shown.remove(&id) {
-                    let args: serde_json::Value =
-                        serde_json::from_str(&card.arguments).unwrap_or_default();
-                    if let Some(plan) = args.get("plan").and_then(serde_json::Value::as_str) {
-                        out.extend(crate::approval::plan_lines(plan, self.theme, width));
-                    }
+                if !self.plans_shown.remove(&id)
+                    && let Some(plan) = &card.display.plan
+                {
+                    out.extend(crate::approval::plan_lines(plan, self.theme, width));
                 }
                 out.extend(self.cell(&Cell::Tool(card), width));
             }
@@ -385,13 +392,13 @@ impl Transcript {
                 }
             }
             EventKind::ApprovalAsked => {
-                if let Ok(asked) = ev.data_as::<dsh_approval::events::ApprovalAsked>() {
+                if let Ok(asked) = ev.data_as::<dsh_approval_api::events::ApprovalAsked>() {
                     self.decisions.asked(asked);
                 }
                 Vec::new()
             }
             EventKind::ApprovalDecided => {
-                match ev.data_as::<dsh_approval::events::ApprovalDecided>() {
+                match ev.data_as::<dsh_approval_api::events::ApprovalDecided>() {
                     Ok(d) => {
                         let cell = self.decisions.decided(&d);
                         self.cell(&cell, width)

@@ -4,7 +4,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use dsh_tui::app::App;
-use dsh_tui::cells::{Cell, ToolCard, ToolOutcome};
+use dsh_tui::cells::{Cell, ToolOutcome};
 use dsh_tui::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -17,7 +17,7 @@ use support::*;
 /// (`y` accepts, `a` means nothing, `n` asks for feedback), and the card of each outcome.
 #[test]
 fn plan_prompt_shows_the_plan_and_takes_accept_or_feedback() {
-    use dsh_approval::ApprovalAnswer;
+    use dsh_approval_api::ApprovalAnswer;
     use dsh_tui::app::Action;
     let plan = "## Steps\n\n1. Replace `old` with **new**\n2. Run the tests";
     let mut app = app(Theme::COLOR);
@@ -53,16 +53,16 @@ fn plan_prompt_shows_the_plan_and_takes_accept_or_feedback() {
         }]
     );
     let card = |accepted: bool, text: &str| {
-        Cell::Tool(ToolCard {
-            name: "exit_plan_mode".into(),
-            arguments: json!({ "plan": plan }).to_string().into(),
-            result: Some(ToolOutcome {
+        Cell::Tool(tool_card(
+            "exit_plan_mode",
+            json!({ "plan": plan }),
+            Some(ToolOutcome {
                 text: text.into(),
                 is_error: false,
                 error_code: None,
                 meta: Some(json!({ "accepted": accepted })),
             }),
-        })
+        ))
         .render(Theme::COLOR, 80)
     };
     let mut both = card(
@@ -177,4 +177,136 @@ fn nested_fenced_code_is_highlighted() {
         streamed.extend(r.piece(&p));
     }
     assert_eq!(spans_with_colours(&streamed), shown);
+}
+
+/// A tool the TUI has never heard of, describing its own calls.
+struct Deploy {
+    parameters: serde_json::Value,
+}
+
+impl dsh_tools::Tool for Deploy {
+    fn name(&self) -> &str {
+        "deploy"
+    }
+    fn description(&self) -> &str {
+        "Deploy a version."
+    }
+    fn parameters(&self) -> &serde_json::Value {
+        &self.parameters
+    }
+    fn execute<'a>(
+        &'a self,
+        _ctx: dsh_tools::ToolContext,
+        _args: serde_json::Value,
+    ) -> futures::future::BoxFuture<'a, Result<dsh_tools::ToolOutput, dsh_tools::ToolError>> {
+        Box::pin(async { Ok(dsh_tools::ToolOutput::text("deployed")) })
+    }
+    fn display(&self, call: &dsh_tools::DisplayInput<'_>) -> dsh_tools::ToolDisplay {
+        use dsh_tools::{ExitStatus, OutputSummary, ToolDisplay, ToolKind};
+        #[derive(serde::Deserialize)]
+        struct Args {
+            env: String,
+            version: String,
+        }
+        let mut d = ToolDisplay::new(ToolKind::Shell, "deploy");
+        if let Some(a) = call.parse::<Args>() {
+            d = d.with_subject(a.env).with_field("version", a.version);
+        }
+        if let Some(r) = call.succeeded() {
+            let hosts = call
+                .meta_field("hosts")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0);
+            d = d.with_output(OutputSummary {
+                text: r.text.lines().take(2).collect::<Vec<_>>().join("\n"),
+                truncated: r.text.lines().count() > 2,
+                exit: Some(ExitStatus::Exited { code: 0 }),
+                headline: Some(format!("{hosts} hosts")),
+                ..Default::default()
+            });
+        }
+        d
+    }
+}
+
+fn flat(lines: &[ratatui::text::Line<'static>]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+        .collect()
+}
+
+/// A tool defined here shows on its card as it describes itself, with no edit to the TUI; a
+/// tool no `tools` service knows (an MCP tool whose server is gone) gets the generic card.
+#[tokio::test]
+async fn a_tool_defined_in_a_test_shows_as_it_describes_itself() {
+    use dsh_tools::{Tools, ToolsConfig, ToolsPlugin};
+    let mut reg = dsh_kernel::PluginRegistry::new();
+    reg.register::<ToolsPlugin>();
+    let kernel = dsh_kernel::Kernel::new(reg);
+    kernel
+        .mount_plugin::<ToolsPlugin>(ToolsConfig::default())
+        .unwrap()
+        .ready()
+        .await
+        .unwrap();
+    let root = kernel.root();
+    let tools = root.get::<dyn Tools>().unwrap();
+    let parameters = json!({"type": "object", "properties": {
+        "env": {"type": "string"}, "version": {"type": "string"}}});
+    tools
+        .register(&root, std::sync::Arc::new(Deploy { parameters }))
+        .unwrap();
+    let mut t = dsh_tui::transcript::Transcript::new(Theme::COLOR, Box::new(|_| None));
+    t.set_displayer(dsh_tui::tool_display::from_ctx(&root));
+
+    let call = |id: &str, name: &str, args: serde_json::Value| {
+        json!({"turn": 1, "step": 1, "callId": id, "name": name,
+               "arguments": args.to_string()})
+    };
+    let result = |id: &str, text: &str, meta: serde_json::Value| {
+        json!({"turn": 1, "step": 1,
+               "message": {"role": "tool", "content": [{"type": "text", "text": text}],
+                           "source": {"kind": "tool", "callId": id}, "id": format!("r{id}"),
+                           "toolCallId": id, "isError": false},
+               "meta": meta})
+    };
+    let mut lines = Vec::new();
+    for ev in [
+        event(
+            1,
+            "tool/call",
+            call(
+                "c1",
+                "deploy",
+                json!({"env": "staging", "version": "1.4.2"}),
+            ),
+        ),
+        event(
+            2,
+            "tool/result",
+            result("c1", "host-a ok\nhost-b ok\nhost-c ok", json!({"hosts": 3})),
+        ),
+        event(
+            3,
+            "tool/call",
+            call("c2", "mcp__gone__lookup", json!({"q": "hi"})),
+        ),
+        event(4, "tool/result", result("c2", "answer", json!({}))),
+    ] {
+        lines.extend(t.on_event(&ev, 60));
+    }
+    assert_eq!(
+        flat(&lines),
+        [
+            "● deploy staging (3 hosts)",
+            "    exit 0 · version: 1.4.2",
+            "    host-a ok",
+            "    host-b ok",
+            "    …",
+            r#"● mcp__gone__lookup {"q":"hi"}"#,
+            "    answer",
+        ]
+    );
+    kernel.dispose().await;
 }

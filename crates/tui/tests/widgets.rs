@@ -5,7 +5,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use dsh_llm::{ContentBlock, StreamChunk, TokenUsage};
 use dsh_tui::app::{PickItem, Picker};
-use dsh_tui::cells::{Cell, NoticeKind, ToolCard, ToolOutcome};
+use dsh_tui::cells::{Cell, NoticeKind, ToolOutcome};
 use dsh_tui::status::{StatusInfo, Usage, cost_table, status_line, subagent_usage};
 use dsh_tui::theme::Theme;
 use dsh_tui::transcript::Transcript;
@@ -22,11 +22,7 @@ fn cell(c: &Cell, width: u16) -> Terminal<TestBackend> {
 }
 
 fn card(name: &str, args: serde_json::Value, result: Option<ToolOutcome>) -> Cell {
-    Cell::Tool(ToolCard {
-        name: name.into(),
-        arguments: args.to_string().into(),
-        result,
-    })
+    Cell::Tool(tool_card(name, args, result))
 }
 
 fn ok(text: &str, meta: serde_json::Value) -> Option<ToolOutcome> {
@@ -442,7 +438,7 @@ fn plugin_slash_commands_complete_and_are_sent_as_prompts() {
 
 #[test]
 fn approval_prompt_takes_one_key_and_a_reason_for_deny() {
-    use dsh_approval::ApprovalAnswer;
+    use dsh_approval_api::ApprovalAnswer;
     use dsh_tui::app::Action;
     let mut app = app(Theme::COLOR);
     app.running = true;
@@ -501,7 +497,7 @@ fn approval_prompt_takes_one_key_and_a_reason_for_deny() {
 
 #[test]
 fn esc_on_an_approval_prompt_cancels_the_question_and_the_turn() {
-    use dsh_approval::ApprovalAnswer;
+    use dsh_approval_api::ApprovalAnswer;
     use dsh_tui::app::Action;
     let mut app = app(Theme::COLOR);
     app.running = true;
@@ -532,7 +528,7 @@ fn esc_on_an_approval_prompt_cancels_the_question_and_the_turn() {
 
 #[test]
 fn approval_decisions_from_the_log_are_shown() {
-    use dsh_approval::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
+    use dsh_approval_api::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
     let mut d = dsh_tui::approval::Decisions::default();
     let mut lines = Vec::new();
     for (id, outcome, always, reason) in [

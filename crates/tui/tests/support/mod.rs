@@ -7,6 +7,7 @@ use dsh_llm::{ModelPricing, UsdPerMTok};
 use dsh_tui::app::App;
 use dsh_tui::composer::Composer;
 use dsh_tui::theme::Theme;
+use dsh_tui::tool_display::Displayer;
 use dsh_tui::transcript::Transcript;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -28,12 +29,38 @@ pub fn lines_terminal(lines: Vec<Line<'static>>, width: u16) -> Terminal<TestBac
     t
 }
 
+/// The displays of the tools the snapshots show, as their crates describe them (the test's
+/// stand-in for a session's `tools` service); any other tool gets the generic display.
+pub fn displayer() -> Displayer {
+    use dsh_tools::Tool;
+    std::sync::Arc::new(|call| {
+        let fs = dsh_tool_fs::FsTool::ALL
+            .into_iter()
+            .find(|t| t.name() == call.name);
+        match (call.name, fs) {
+            (_, Some(fs)) => fs.display(call),
+            ("bash", _) => dsh_tool_bash::display(call),
+            ("exit_plan_mode", _) => dsh_plan_mode::display(call),
+            ("todo_write", _) => dsh_tool_todo::display(call),
+            _ => dsh_tools::generic_display(call),
+        }
+    })
+}
+
+/// The card of a call of `name` with `args`, and its result when it ended.
+pub fn tool_card(
+    name: &str,
+    args: serde_json::Value,
+    result: Option<dsh_tui::cells::ToolOutcome>,
+) -> dsh_tui::cells::ToolCard {
+    dsh_tui::cells::ToolCard::ended(name, args.to_string().into(), result, &displayer())
+}
+
 pub fn app(theme: Theme) -> App {
-    let mut app = App::new(
-        theme,
-        Transcript::new(theme, Box::new(|_| Some(PRICES))),
-        Composer::new(None),
-    );
+    let mut transcript = Transcript::new(theme, Box::new(|_| Some(PRICES)));
+    transcript.set_displayer(displayer());
+    let mut app = App::new(theme, transcript, Composer::new(None));
+    app.agents.set_displayer(displayer());
     app.model = "deepseek-flash".into();
     app.effort = Some("high".into());
     app.context_window = Some(1_000_000);
@@ -56,18 +83,18 @@ pub fn question(
     tool: &str,
     args: serde_json::Value,
 ) -> dsh_tui::approval::ApprovalPrompt {
+    let request = dsh_approval_api::ApprovalRequest {
+        id: id.into(),
+        session_id: "s".into(),
+        call_id: "c".into(),
+        tool_name: tool.into(),
+        arguments: args,
+        reason: format!("tool \"{tool}\" is not read-only and the approval policy is untrusted"),
+        escalation: None,
+    };
+    let display = dsh_tui::approval::request_display(&request, &displayer());
     dsh_tui::approval::ApprovalPrompt::new(dsh_tui::approval::Question::from_request(
-        &dsh_approval::ApprovalRequest {
-            id: id.into(),
-            session_id: "s".into(),
-            call_id: "c".into(),
-            tool_name: tool.into(),
-            arguments: args,
-            reason: format!(
-                "tool \"{tool}\" is not read-only and the approval policy is untrusted"
-            ),
-            escalation: None,
-        },
+        &request, &display,
     ))
 }
 
