@@ -57,3 +57,34 @@ pub struct ApprovalDecided {
 impl PluginEvent for ApprovalDecided {
     const TYPE: &'static str = "approval/decided";
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_forms_are_the_formats() {
+        let asked = ApprovalAsked {
+            id: "q1".into(),
+            tool_name: "bash".into(),
+            call_id: Some("c1".into()),
+            reason: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&asked).unwrap(),
+            r#"{"id":"q1","toolName":"bash","callId":"c1"}"#
+        );
+        let decided = ApprovalDecided {
+            id: "q1".into(),
+            outcome: DecidedOutcome::AllowedOnce,
+            always: true,
+            reason: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&decided).unwrap(),
+            r#"{"id":"q1","outcome":"allowed-once","always":true}"#
+        );
+        assert_eq!(ApprovalAsked::TYPE, "approval/asked");
+        assert_eq!(ApprovalDecided::TYPE, "approval/decided");
+    }
+}

@@ -14,15 +14,15 @@
 //! - **Audit**: every question is logged as `approval/asked` and its answer as
 //!   `approval/decided` ([`events`]).
 
-pub mod answer;
-pub mod command;
-pub mod events;
 pub mod plugin;
 pub mod policy;
 pub mod rules;
 pub mod scripted;
 
-pub use answer::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
+/// The seam's vocabulary, owned by `dsh-approval-api` (re-exported for the composition root).
+pub use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest, answer, events};
+/// The command-line splitter, owned by `dsh-shell-parse`.
+pub use dsh_shell_parse as command;
 pub use plugin::{ApprovalConfig, ApprovalPlugin};
 pub use policy::ApprovalPolicy;
 pub use rules::{Rule, RuleMatcher, RuleStore};

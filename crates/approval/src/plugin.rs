@@ -19,10 +19,10 @@ use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::answer::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
-use crate::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
 use crate::policy::ApprovalPolicy;
 use crate::rules::{RuleMatcher, RuleStore, rules_for};
+use dsh_approval_api::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
+use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
 
 /// Tools that only read: never asked about under `untrusted`.
 pub const READ_ONLY_TOOLS: [&str; 3] = ["read", "glob", "grep"];

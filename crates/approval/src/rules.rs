@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::command::{Argv, simple_commands};
+use dsh_shell_parse::{Argv, simple_commands};
 
 /// One stored permission.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -236,7 +236,7 @@ impl RuleMatcher {
 
 /// What a rule of a call would be judged on.
 enum Subject {
-    Commands(Result<Vec<Argv>, crate::command::Unjudgeable>),
+    Commands(Result<Vec<Argv>, dsh_shell_parse::Unjudgeable>),
     Path(PathBuf),
     /// The host a network tool reaches; `None` when the URL has none (never allowed by a rule).
     Host(Option<String>),

@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use serde::Deserialize;
 
-use crate::answer::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
+use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
 
 /// One scripted answer.
 #[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]

@@ -14,94 +14,22 @@ use dsh_kernel::CancellationToken;
 use dsh_llm::service::CallSettings;
 use dsh_llm::{BlockAssembler, ContentBlock, FinishReason, Llm, Message, Role, TokenUsage};
 use dsh_session::data::UserMessage;
-use dsh_session::{CoreEvent, NewEvent, SessionError, SessionLog};
+use dsh_session::{CoreEvent, NewEvent, SessionLog};
 use futures::StreamExt;
 use futures::future::{Either, select};
 
-use crate::events::{
-    CompactionEnd, CompactionStart, CompactionSummary, CompactionTokens, ShadowedRange,
-};
-use crate::meter::TokenMeter;
 use crate::select::{NodeInfo, Span, select_span};
 use crate::summary::{checkpoint_message, instruction_message};
-
-/// Why a compaction did not replace anything (upstream `ManualCompactionError.code`).
-#[derive(Debug, thiserror::Error)]
-pub enum CompactionError {
-    /// Another compaction of this agent is running, or (manual) the agent is not idle.
-    #[error("compaction is busy: {0}")]
-    Busy(String),
-    /// Cancelled; the history is unchanged.
-    #[error("compaction cancelled; the history is unchanged")]
-    Cancelled,
-    /// The history changed while the summary was made; nothing was replaced.
-    #[error("the history changed during the compaction; it is unchanged")]
-    Changed,
-    /// The summary call failed or produced an unusable summary; nothing was replaced.
-    #[error("summary failed: {0}; the history is unchanged")]
-    Summary(String),
-    /// No route to summarise with.
-    #[error(
-        "no model to summarise with: no request was sent yet and no summarizationProvider/Model is configured"
-    )]
-    NoTarget,
-    /// The log refused the bracket or its replacement.
-    #[error("could not commit the compaction: {0}")]
-    Commit(#[from] SessionError),
-    /// An event payload could not be encoded.
-    #[error("could not encode a compaction event: {0}")]
-    Encode(#[from] serde_json::Error),
-}
-
-impl CompactionError {
-    /// The upstream code: `busy | cancelled | changed | summary | commit`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            CompactionError::Busy(_) => "busy",
-            CompactionError::Cancelled => "cancelled",
-            CompactionError::Changed => "changed",
-            CompactionError::Summary(_) | CompactionError::NoTarget => "summary",
-            CompactionError::Commit(_) | CompactionError::Encode(_) => "commit",
-        }
-    }
-}
-
-/// A landed compaction.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CompactionOutcome {
-    /// The bracket's id.
-    pub compaction_id: String,
-    /// Seq of `compaction/summary`.
-    pub summary_seq: u64,
-    /// Seq of the replacement `user/message`.
-    pub replacement_seq: u64,
-    /// How many history nodes the checkpoint replaced.
-    pub shadowed_nodes: usize,
-    /// Their estimated tokens.
-    pub shadowed_token_count: u64,
-    /// The meter before.
-    pub tokens_before: u64,
-    /// The meter after.
-    pub tokens_after: u64,
-}
-
-impl CompactionOutcome {
-    /// The `/compact` result line.
-    pub fn describe(&self) -> String {
-        format!(
-            "Compacted {} history items (~{} tokens).",
-            self.shadowed_nodes, self.shadowed_token_count
-        )
-    }
-}
+use dsh_compaction_api::events::{
+    CompactionEnd, CompactionStart, CompactionSummary, CompactionTokens, ShadowedRange,
+};
+use dsh_compaction_api::meter::TokenMeter;
+pub use dsh_compaction_api::{CompactionError, CompactionOutcome};
 
 /// A span estimated under this many tokens is not worth a model call (a checkpoint's frame
 /// alone is about 80 tokens and a useful summary several hundred): it counts as nothing
 /// compactable.
 pub const MIN_SHADOWED_TOKENS: u64 = 1024;
-
-/// The `/compact` line when nothing was compactable.
-pub const NOTHING_TO_COMPACT: &str = "No compactable history yet.";
 
 /// The route a summary call uses.
 #[derive(Clone, Debug, PartialEq)]

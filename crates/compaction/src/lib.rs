@@ -12,15 +12,16 @@
 
 pub mod compact;
 pub mod config;
-pub mod events;
-pub mod meter;
 pub mod plugin;
 pub mod prune;
 pub mod select;
 pub mod summary;
 
-pub use compact::{CompactionError, CompactionOutcome, NOTHING_TO_COMPACT};
 pub use config::BasicConfig;
-pub use meter::{Measure, TokenMeter};
-pub use plugin::{Compaction, CompactionBasicPlugin, ToolResultPruner, ToolResultPrunerPlugin};
+/// The seam's vocabulary, owned by `dsh-compaction-api` (re-exported for the composition root).
+pub use dsh_compaction_api::{
+    Compaction, CompactionError, CompactionOutcome, Measure, NOTHING_TO_COMPACT, TokenMeter,
+    ToolResultPruner, events, meter,
+};
+pub use plugin::{CompactionBasicPlugin, ToolResultPrunerPlugin};
 pub use prune::PrunerConfig;

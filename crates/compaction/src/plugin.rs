@@ -9,28 +9,17 @@ use dsh_agent::hooks::{
     AgentRequestError, PreStep, PreStepInput, RequestErrorDecision, RequestErrorInput,
 };
 use dsh_agent::{Agent, AgentStatus};
-use dsh_kernel::{BoxError, CancellationToken, Ctx, Dep, Next, Plugin, Service};
+use dsh_kernel::{BoxError, CancellationToken, Ctx, Dep, Next, Plugin};
 use dsh_llm::{FailureCode, Llm, Message};
 use dsh_session::{CoreEvent, Session, SessionError};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 
-use crate::compact::{CompactionError, CompactionOutcome, CompactionRequest, Target, compact};
+use crate::compact::{CompactionRequest, Target, compact};
 use crate::config::BasicConfig;
-use crate::meter::TokenMeter;
 use crate::prune::{PrunerConfig, prune_plan};
-
-/// The tool-result pruner service (plugin `tool-result-pruner`).
-pub trait ToolResultPruner: Send + Sync + 'static {
-    /// Prunes every old tool result over the threshold; returns how many were replaced.
-    fn prune(&self, session: &Session, meter: &TokenMeter) -> Result<usize, SessionError>;
-    /// Estimated tokens pruning would save now (nothing is written).
-    fn savings(&self, session: &Session, meter: &TokenMeter) -> u64;
-}
-
-impl Service for dyn ToolResultPruner {
-    const NAME: &'static str = "toolResultPruner";
-}
+use dsh_compaction_api::meter::TokenMeter;
+use dsh_compaction_api::{Compaction, CompactionError, CompactionOutcome, ToolResultPruner};
 
 struct Pruner(PrunerConfig);
 
@@ -68,22 +57,6 @@ impl Plugin for ToolResultPrunerPlugin {
         ctx.provide::<dyn ToolResultPruner>(Arc::new(Pruner(config)) as Arc<dyn ToolResultPruner>)?;
         Ok(())
     }
-}
-
-/// The compaction seam front ends call (`/compact` in the TUI).
-pub trait Compaction: Send + Sync + 'static {
-    /// Compacts an idle agent's history now (retain 0, `turn: null`), then flushes.
-    /// `Ok(None)`: nothing compactable, nothing written.
-    fn compact_now(
-        &self,
-        agent: Arc<dyn Agent>,
-        cancel: CancellationToken,
-        source_command_id: Option<String>,
-    ) -> BoxFuture<'static, Result<Option<CompactionOutcome>, CompactionError>>;
-}
-
-impl Service for dyn Compaction {
-    const NAME: &'static str = "compaction";
 }
 
 /// Shared state of `compaction-basic`.
@@ -272,14 +245,17 @@ impl Basic {
     }
 }
 
-impl Compaction for Arc<Basic> {
+/// The [`Compaction`] service over the shared state.
+struct Service(Arc<Basic>);
+
+impl Compaction for Service {
     fn compact_now(
         &self,
         agent: Arc<dyn Agent>,
         cancel: CancellationToken,
         source_command_id: Option<String>,
     ) -> BoxFuture<'static, Result<Option<CompactionOutcome>, CompactionError>> {
-        let basic = self.clone();
+        let basic = self.0.clone();
         Box::pin(async move {
             if agent.status() != AgentStatus::Idle {
                 return Err(CompactionError::Busy(format!(
@@ -326,7 +302,7 @@ impl Plugin for CompactionBasicPlugin {
             overflow: Mutex::new(HashMap::new()),
             warned: Mutex::new(HashSet::new()),
         });
-        ctx.provide::<dyn Compaction>(Arc::new(basic.clone()) as Arc<dyn Compaction>)?;
+        ctx.provide::<dyn Compaction>(Arc::new(Service(basic.clone())) as Arc<dyn Compaction>)?;
         if !basic.config.auto() {
             return Ok(());
         }

@@ -15,9 +15,9 @@ pub mod commands;
 pub mod frontmatter;
 pub mod instructions;
 mod plugin;
-pub mod project;
+pub use dsh_context_api::project;
 pub mod report;
 pub mod skills;
 
+pub use dsh_context_api::ProjectPaths;
 pub use plugin::{ContextConfig, ContextPlugin, SKILL_DESCRIPTION, SKILL_TOOL, WORKSPACE_SECTION};
-pub use project::ProjectPaths;

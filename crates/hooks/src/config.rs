@@ -6,7 +6,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::Value;
 
-use dsh_context::ProjectPaths;
+use dsh_context_api::ProjectPaths;
 
 /// Which harness's conventions a file follows (payload details, plain-stdout handling).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

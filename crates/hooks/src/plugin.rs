@@ -10,7 +10,7 @@ use std::time::Duration;
 use dsh_agent::events::AgentDisposed;
 use dsh_agent::hooks::{PreStep, PreStepDecision, PreStepInput, TurnStopping, TurnStoppingInput};
 use dsh_agent::{Agent, Agents};
-use dsh_context::ProjectPaths;
+use dsh_context_api::ProjectPaths;
 use dsh_kernel::{BoxError, Ctx, HookOptions, Next, Plugin};
 use dsh_llm::{ContentBlock, Message, MessageSource, Role};
 use dsh_session::{CoreEvent, NewEvent, PluginEvent, Session};

@@ -3,6 +3,7 @@
 use dsh_session::feature::JobToolCall;
 use dsh_session::wire::JobStatus;
 use futures::future::BoxFuture;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio_util::sync::CancellationToken;
 
 /// What a job is.
@@ -39,10 +40,65 @@ pub struct JobInfo {
     pub id: String,
     /// The producer kind.
     pub kind: String,
-    /// `running`, `stopping`, `completed`, `killed` or `failed`.
-    pub status: String,
+    /// Running, stopping, or how it ended.
+    pub status: JobState,
     /// The label.
     pub label: String,
+}
+
+/// The state of a job as listed: its wire string is `running`, `stopping`, or the
+/// `job/settled` status (`completed`, `killed`, `failed`, or a value another writer logged).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum JobState {
+    /// The producer is running.
+    Running,
+    /// A kill was requested; the producer has not stopped yet.
+    Stopping,
+    /// Settled, with the status `job/settled` logged.
+    Settled(JobStatus),
+}
+
+impl JobState {
+    /// The wire string (`running`, `stopping`, `completed`, `killed`, `failed`).
+    pub fn as_str(&self) -> &str {
+        match self {
+            JobState::Running => "running",
+            JobState::Stopping => "stopping",
+            JobState::Settled(s) => s.as_str(),
+        }
+    }
+
+    /// The state of a wire string (the inverse of [`JobState::as_str`]).
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "running" => JobState::Running,
+            "stopping" => JobState::Stopping,
+            other => JobState::Settled(JobStatus::parse(other)),
+        }
+    }
+
+    /// Whether the job has settled.
+    pub fn is_settled(&self) -> bool {
+        matches!(self, JobState::Settled(_))
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for JobState {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for JobState {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(JobState::parse(&String::deserialize(d)?))
+    }
 }
 
 /// Errors of the jobs service (model-visible through the tools).
@@ -68,4 +124,28 @@ pub fn notice_text(id: &str, kind: &str, label: &str, status: &str) -> String {
     format!(
         "background job {id} ({kind}: {label}) finished [status: {status}]. Read its output with job_output."
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_states_keep_their_wire_strings() {
+        for (state, wire) in [
+            (JobState::Running, "running"),
+            (JobState::Stopping, "stopping"),
+            (JobState::Settled(JobStatus::Completed), "completed"),
+            (JobState::Settled(JobStatus::Killed), "killed"),
+            (JobState::Settled(JobStatus::Failed), "failed"),
+            (JobState::Settled(JobStatus::Unknown("lost".into())), "lost"),
+        ] {
+            assert_eq!(state.to_string(), wire);
+            let json = serde_json::to_string(&state).unwrap();
+            assert_eq!(json, format!("\"{wire}\""));
+            assert_eq!(serde_json::from_str::<JobState>(&json).unwrap(), state);
+        }
+        assert!(!JobState::Stopping.is_settled());
+        assert!(JobState::Settled(JobStatus::Failed).is_settled());
+    }
 }

@@ -15,8 +15,8 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::types::notice_text;
-use crate::{JobInfo, JobReport, JobSpec, Jobs, JobsError, Producer};
+use crate::notice_text;
+use crate::{JobInfo, JobReport, JobSpec, JobState, Jobs, JobsError, Producer};
 
 /// One job.
 struct Job {
@@ -38,11 +38,11 @@ struct Job {
 }
 
 impl Job {
-    fn status(&self) -> String {
+    fn status(&self) -> JobState {
         match (&self.settled, &self.kill) {
-            (Some((s, _)), _) => s.as_str().to_owned(),
-            (None, Some(_)) => "stopping".to_owned(),
-            (None, None) => "running".to_owned(),
+            (Some((s, _)), _) => JobState::Settled(s.clone()),
+            (None, Some(_)) => JobState::Stopping,
+            (None, None) => JobState::Running,
         }
     }
 }
@@ -279,7 +279,7 @@ impl LocalJobs {
 }
 
 /// `<text>\n[status: <s>]` or `[status: <s>, <detail>]`.
-fn with_status(text: &str, status: &str, detail: Option<&str>) -> String {
+fn with_status(text: &str, status: &JobState, detail: Option<&str>) -> String {
     let tail = match detail {
         Some(d) if !d.is_empty() => format!("[status: {status}, {d}]"),
         _ => format!("[status: {status}]"),

@@ -7,8 +7,6 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::names::valid_server_name;
-
 /// How dsh talks to the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -267,6 +265,14 @@ impl McpServerConfig {
     pub fn call_timeout(&self) -> Duration {
         Duration::from_millis(self.tool_call_timeout_ms)
     }
+}
+
+/// Whether `name` is a valid server name: `[A-Za-z0-9_-]{1,32}`.
+pub fn valid_server_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 #[cfg(test)]

@@ -8,13 +8,39 @@ use std::sync::Arc;
 use base64::Engine as _;
 use dsh_agent::Agents;
 use dsh_kernel::Ctx;
-use dsh_llm::attachments::{AttachmentStore, IMAGE_MEDIA_TYPES};
+use dsh_llm::attachments::{AttachmentError, AttachmentStore, IMAGE_MEDIA_TYPES};
 use dsh_llm::service::Llm;
 use dsh_llm::{ImageRef, Modality};
 use image::ImageFormat;
 
 /// Why images of a call are not sent, when there is no store.
 pub const NO_STORE: &str = "this route has no image attachment store";
+
+/// Why an image is described instead of sent (the text completes "not shown: …").
+#[derive(Debug, thiserror::Error)]
+pub enum ImageRefused {
+    /// The call's sink refuses every image (a text-only route, no store).
+    #[error("{0}")]
+    Refused(String),
+    /// The data is not base64.
+    #[error("its data is not valid base64 ({0})")]
+    Base64(base64::DecodeError),
+    /// The bytes are no image format dsh knows.
+    #[error("its bytes are not a PNG, JPEG, WebP or GIF image")]
+    UnknownFormat,
+    /// An image format the model APIs do not take.
+    #[error("{0:?} images are not supported")]
+    Unsupported(ImageFormat),
+    /// The header does not decode.
+    #[error("it does not decode ({0})")]
+    Decode(#[source] image::ImageError),
+    /// Zero width or height.
+    #[error("it has no pixels")]
+    Empty,
+    /// The store could not write it.
+    #[error("it cannot be stored ({0})")]
+    Store(#[from] AttachmentError),
+}
 
 /// Where a call's images go: the store, or the reason they are described instead.
 #[derive(Clone)]
@@ -74,19 +100,21 @@ impl ImageSink {
     /// Stores the base64 image `data` (declared `mime_type`) and gives its reference, or why it
     /// is not sent (a text-only route, no store, not a PNG/JPEG/WebP/GIF, bad base64, a store
     /// that cannot write).
-    pub fn admit(&self, mime_type: &str, data: &str) -> Result<ImageRef, String> {
-        let store = self.store.as_ref().map_err(Clone::clone)?;
+    pub fn admit(&self, mime_type: &str, data: &str) -> Result<ImageRef, ImageRefused> {
+        let store = self
+            .store
+            .as_ref()
+            .map_err(|why| ImageRefused::Refused(why.clone()))?;
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(data.trim())
-            .map_err(|e| format!("its data is not valid base64 ({e})"))?;
-        let format = image::guess_format(&bytes)
-            .map_err(|_| "its bytes are not a PNG, JPEG, WebP or GIF image".to_owned())?;
+            .map_err(ImageRefused::Base64)?;
+        let format = image::guess_format(&bytes).map_err(|_| ImageRefused::UnknownFormat)?;
         let media_type = match format {
             ImageFormat::Png => "image/png",
             ImageFormat::Jpeg => "image/jpeg",
             ImageFormat::WebP => "image/webp",
             ImageFormat::Gif => "image/gif",
-            other => return Err(format!("{other:?} images are not supported")),
+            other => return Err(ImageRefused::Unsupported(other)),
         };
         debug_assert!(IMAGE_MEDIA_TYPES.contains(&media_type));
         if media_type != mime_type {
@@ -98,13 +126,11 @@ impl ImageSink {
         }
         let (width, height) = image::ImageReader::with_format(Cursor::new(&bytes), format)
             .into_dimensions()
-            .map_err(|e| format!("it does not decode ({e})"))?;
+            .map_err(ImageRefused::Decode)?;
         if width == 0 || height == 0 {
-            return Err("it has no pixels".to_owned());
+            return Err(ImageRefused::Empty);
         }
-        let attachment_id = store
-            .put(&bytes)
-            .map_err(|e| format!("it cannot be stored ({e})"))?;
+        let attachment_id = store.put(&bytes)?;
         Ok(ImageRef {
             attachment_id,
             media_type: media_type.to_owned(),

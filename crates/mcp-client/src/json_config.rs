@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::config::{McpServerConfig, TransportKind};
+use crate::config::{ConfigError, McpServerConfig, TransportKind};
 use crate::names::valid_server_name;
 
 /// A file that cannot be read, parsed or written.
@@ -67,20 +67,80 @@ pub struct JsonServer {
     pub headers: BTreeMap<String, String>,
 }
 
+/// What is wrong with one `mcpServers` entry (`at` names the field).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    /// `${` without its `}`.
+    #[error("{at}: unterminated \"${{\" in {text:?}")]
+    Unterminated {
+        /// The field.
+        at: String,
+        /// Its text.
+        text: String,
+    },
+    /// `${}` or `${:-d}`.
+    #[error("{at}: empty variable name in {text:?}")]
+    EmptyName {
+        /// The field.
+        at: String,
+        /// Its text.
+        text: String,
+    },
+    /// A variable without a default that is not set.
+    #[error(
+        "{at}: environment variable {name} is not set (write ${{{name}:-default}} for a default)"
+    )]
+    Unset {
+        /// The field.
+        at: String,
+        /// The variable.
+        name: String,
+    },
+    /// A server name outside `[A-Za-z0-9_-]{1,32}`.
+    #[error("mcpServers.{0}: a server name must match [A-Za-z0-9_-]{{1,32}}")]
+    BadName(String),
+    /// A `type` other than stdio or http.
+    #[error("{at}: transport {kind:?} is not supported (use \"stdio\" or \"http\")")]
+    Transport {
+        /// The field.
+        at: String,
+        /// The transport written.
+        kind: String,
+    },
+    /// A stdio server without `command`.
+    #[error("{0}: a stdio server needs a command")]
+    NoCommand(String),
+    /// An http server without `url`.
+    #[error("{0}: an http server needs a url")]
+    NoUrl(String),
+    /// The resulting config is invalid.
+    #[error("mcpServers.{name}: {source}")]
+    Invalid {
+        /// The server.
+        name: String,
+        /// Why.
+        #[source]
+        source: ConfigError,
+    },
+}
+
 /// Expands `${VAR}` and `${VAR:-default}` in `text` with `lookup`; `at` names the field in
 /// the error.
 pub fn expand(
     text: &str,
     at: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<String, String> {
+) -> Result<String, EntryError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("${") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else {
-            return Err(format!("{at}: unterminated \"${{\" in {text:?}"));
+            return Err(EntryError::Unterminated {
+                at: at.to_owned(),
+                text: text.to_owned(),
+            });
         };
         let inner = &after[..end];
         let (name, default) = match inner.split_once(":-") {
@@ -88,15 +148,19 @@ pub fn expand(
             None => (inner, None),
         };
         if name.is_empty() {
-            return Err(format!("{at}: empty variable name in {text:?}"));
+            return Err(EntryError::EmptyName {
+                at: at.to_owned(),
+                text: text.to_owned(),
+            });
         }
         match (lookup(name), default) {
             (Some(v), _) => out.push_str(&v),
             (None, Some(d)) => out.push_str(d),
             (None, None) => {
-                return Err(format!(
-                    "{at}: environment variable {name} is not set (write ${{{name}:-default}} for a default)"
-                ));
+                return Err(EntryError::Unset {
+                    at: at.to_owned(),
+                    name: name.to_owned(),
+                });
             }
         }
         rest = &after[end + 1..];
@@ -126,11 +190,9 @@ pub fn to_config(
     name: &str,
     entry: &JsonServer,
     lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<McpServerConfig, String> {
+) -> Result<McpServerConfig, EntryError> {
     if !valid_server_name(name) {
-        return Err(format!(
-            "mcpServers.{name}: a server name must match [A-Za-z0-9_-]{{1,32}}"
-        ));
+        return Err(EntryError::BadName(name.to_owned()));
     }
     let at = |field: &str| format!("mcpServers.{name}.{field}");
     let kind = match entry.kind.as_deref() {
@@ -138,10 +200,10 @@ pub fn to_config(
         None | Some("stdio") => TransportKind::Stdio,
         Some("http" | "streamable-http") => TransportKind::StreamableHttp,
         Some(other) => {
-            return Err(format!(
-                "{}: transport {other:?} is not supported (use \"stdio\" or \"http\")",
-                at("type")
-            ));
+            return Err(EntryError::Transport {
+                at: at("type"),
+                kind: other.to_owned(),
+            });
         }
     };
     let mut config = match kind {
@@ -149,7 +211,7 @@ pub fn to_config(
             let command = entry
                 .command
                 .as_deref()
-                .ok_or_else(|| format!("{}: a stdio server needs a command", at("command")))?;
+                .ok_or_else(|| EntryError::NoCommand(at("command")))?;
             let command = expand(command, &at("command"), lookup)?;
             let args = entry
                 .args
@@ -163,7 +225,7 @@ pub fn to_config(
             let url = entry
                 .url
                 .as_deref()
-                .ok_or_else(|| format!("{}: an http server needs a url", at("url")))?;
+                .ok_or_else(|| EntryError::NoUrl(at("url")))?;
             McpServerConfig::http(name, expand(url, &at("url"), lookup)?)
         }
     };
@@ -180,9 +242,10 @@ pub fn to_config(
     if let Some(cwd) = &entry.cwd {
         config.cwd = Some(PathBuf::from(expand(cwd, &at("cwd"), lookup)?));
     }
-    config
-        .validate()
-        .map_err(|e| format!("mcpServers.{name}: {e}"))?;
+    config.validate().map_err(|source| EntryError::Invalid {
+        name: name.to_owned(),
+        source,
+    })?;
     Ok(config)
 }
 
@@ -228,7 +291,7 @@ pub fn load_with(
         .map(|(name, v)| {
             let entry: JsonServer = serde_json::from_value(v)
                 .map_err(|e| invalid(format!("mcpServers.{name}: {e}")))?;
-            to_config(&name, &entry, lookup).map_err(invalid)
+            to_config(&name, &entry, lookup).map_err(|e| invalid(e.to_string()))
         })
         .collect()
 }
@@ -240,7 +303,7 @@ pub fn add(path: &Path, name: &str, entry: &JsonServer) -> Result<(), JsonConfig
         message,
     };
     // Checked without expansion: variables are resolved when the file is read.
-    to_config(name, entry, &|_| Some(String::new())).map_err(invalid)?;
+    to_config(name, entry, &|_| Some(String::new())).map_err(|e| invalid(e.to_string()))?;
     let mut root = read_root(path)?.unwrap_or_else(|| Value::Object(Map::new()));
     entries(path, &root)?;
     let value = serde_json::to_value(entry).map_err(|e| invalid(e.to_string()))?;
@@ -311,12 +374,13 @@ mod tests {
         );
         assert_eq!(expand("plain $HOME", "a", &vars), Ok("plain $HOME".into()));
         assert_eq!(
-            expand("${NOPE}", "mcpServers.x.args[0]", &vars),
+            expand("${NOPE}", "mcpServers.x.args[0]", &vars).map_err(|e| e.to_string()),
             Err("mcpServers.x.args[0]: environment variable NOPE is not set (write ${NOPE:-default} for a default)".into())
         );
         assert!(
             expand("${HOME", "a", &vars)
                 .unwrap_err()
+                .to_string()
                 .contains("unterminated")
         );
     }

@@ -10,7 +10,7 @@
 //! [`McpResourcesPlugin`] (`mcp-resources`) bridges the servers' resources as the tools
 //! `list_mcp_resources`, `list_mcp_resource_templates` and `read_mcp_resource` ([`resources`]).
 
-pub mod config;
+pub use dsh_mcp_api::config;
 pub mod connect;
 pub mod env;
 pub mod images;

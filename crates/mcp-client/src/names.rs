@@ -5,13 +5,7 @@ use sha2::{Digest, Sha256};
 /// The longest tool name the model accepts.
 pub const MAX_NAME: usize = 64;
 
-/// Whether `name` is a valid server name: `[A-Za-z0-9_-]{1,32}`.
-pub fn valid_server_name(name: &str) -> bool {
-    (1..=32).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
+pub use dsh_mcp_api::config::valid_server_name;
 
 /// The name the model sees for the server's tool `raw` (upstream §4.2): `mcp__<server>__<raw>`
 /// with every character outside `[A-Za-z0-9_-]` replaced by `_`; when that changed anything or

@@ -18,8 +18,6 @@ mod plugin;
 pub mod readonly;
 mod tool;
 
-pub use plugin::{PlanAccept, PlanMode, PlanModeConfig, PlanModeError, PlanModePlugin};
+pub use dsh_plan_mode_api::{PlanAccept, PlanMode, PlanModeError, SOURCE_KIND};
+pub use plugin::{PlanModeConfig, PlanModePlugin};
 pub use tool::ExitPlanModeTool;
-
-/// The message source kind of plan-mode notices.
-pub const SOURCE_KIND: &str = "plan-mode";

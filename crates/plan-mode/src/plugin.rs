@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use dsh_agent::events::AgentSessionStart;
 use dsh_agent::{Agent, Agents};
-use dsh_kernel::{BoxError, Ctx, Dep, Plugin, Service};
+use dsh_kernel::{BoxError, Ctx, Dep, Plugin};
 use dsh_llm::{ContentBlock, Message, MessageSource, Role};
+use dsh_plan_mode_api::{PlanAccept, PlanMode, PlanModeError};
 use dsh_session::NewEvent;
 use dsh_session::feature::PlanModeChange;
 use dsh_tools::{CallInfo, Guard, ToolError, Tools, codes};
@@ -17,19 +18,6 @@ use serde_json::Value;
 
 use crate::readonly::bash_is_read_only;
 use crate::{ExitPlanModeTool, SOURCE_KIND};
-
-/// What happens to a plan submitted with `exit_plan_mode`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum PlanAccept {
-    /// Ask the user through the approval seam; nobody to ask → as `stop`.
-    #[default]
-    Ask,
-    /// Accept it: plan mode ends and the agent carries the plan out.
-    Accept,
-    /// Record it for review: plan mode stays on and the agent is told to end its turn.
-    Stop,
-}
 
 /// Config of the `plan-mode` plugin.
 #[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
@@ -74,42 +62,6 @@ impl Default for PlanModeConfig {
             read_only_tools: default_read_only(),
         }
     }
-}
-
-/// Errors of the plan-mode service.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanModeError {
-    /// The change could not be logged.
-    #[error("cannot record the plan-mode change: {0}")]
-    Session(#[from] dsh_session::SessionError),
-    /// The change could not be encoded.
-    #[error("cannot encode the plan-mode change: {0}")]
-    Encode(#[from] serde_json::Error),
-    /// The notice could not be queued for the model.
-    #[error("cannot tell the agent: {0}")]
-    Agent(#[from] dsh_agent::AgentError),
-}
-
-/// Plan mode per session, as a kernel service.
-pub trait PlanMode: Send + Sync + 'static {
-    /// Whether `session_id` is in plan mode.
-    fn is_active(&self, session_id: &str) -> bool;
-
-    /// Turns plan mode on or off for `agent`; logs `plan/mode` and, with `notify`, queues a
-    /// one-line notice for the model's next request. Returns whether anything changed.
-    fn set(
-        &self,
-        agent: &Arc<dyn Agent>,
-        active: bool,
-        notify: bool,
-    ) -> Result<bool, PlanModeError>;
-
-    /// The configured acceptance policy.
-    fn accept_policy(&self) -> PlanAccept;
-}
-
-impl Service for dyn PlanMode {
-    const NAME: &'static str = "plan-mode";
 }
 
 /// The notice the model gets when the user turns plan mode on or off.

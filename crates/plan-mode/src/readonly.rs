@@ -1,8 +1,8 @@
 //! Which `bash` commands plan mode lets run: every simple command of the line (split by a real
-//! shell parser, `dsh_approval::command`) must be a known read-only program, used without its
+//! shell parser, `dsh_shell_parse`) must be a known read-only program, used without its
 //! writing options, and the line must not redirect output into a file.
 
-use dsh_approval::command::simple_commands;
+use dsh_shell_parse::{Unjudgeable, simple_commands};
 
 /// Programs that only read (with the exceptions [`bash_is_read_only`] checks per program).
 const READ_ONLY_PROGRAMS: &[&str] = &[
@@ -76,19 +76,44 @@ const READ_ONLY_GIT: &[&str] = &[
     "status",
 ];
 
+/// Why a command line is not read-only (the text completes "refused because …").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotReadOnly {
+    /// An output redirection into a file (`>f`).
+    #[error("it redirects output into a file ({0})")]
+    Redirect(String),
+    /// The line cannot be judged statically.
+    #[error("{}", .0.0)]
+    Unjudgeable(#[from] Unjudgeable),
+    /// A program that is not known to only read.
+    #[error("`{0}` is not a known read-only command")]
+    Program(String),
+    /// A `git` subcommand that is not known to only read.
+    #[error("`git {0}` is not a read-only git command")]
+    GitSubcommand(String),
+    /// A known program with a flag that makes it write.
+    #[error("`{program} {flag}` writes")]
+    Writes {
+        /// The program.
+        program: String,
+        /// The flag.
+        flag: String,
+    },
+}
+
 /// Why a command line is not read-only, or `Ok(())`.
-pub fn bash_is_read_only(line: &str) -> Result<(), String> {
+pub fn bash_is_read_only(line: &str) -> Result<(), NotReadOnly> {
     if let Some(r) = output_redirect(line) {
-        return Err(format!("it redirects output into a file ({r})"));
+        return Err(NotReadOnly::Redirect(r));
     }
-    let commands = simple_commands(line).map_err(|e| e.0)?;
+    let commands = simple_commands(line)?;
     for argv in &commands {
         let Some(program) = argv.first() else {
             continue;
         };
         let name = program.rsplit('/').next().unwrap_or(program);
         if !READ_ONLY_PROGRAMS.contains(&name) {
-            return Err(format!("`{name}` is not a known read-only command"));
+            return Err(NotReadOnly::Program(name.to_owned()));
         }
         let args = &argv[1..];
         let refused = match name {
@@ -118,14 +143,17 @@ pub fn bash_is_read_only(line: &str) -> Result<(), String> {
                     Some(s) if READ_ONLY_GIT.contains(&s.as_str()) => {
                         args.iter().find(|a| a.starts_with("--output"))
                     }
-                    Some(s) => return Err(format!("`git {s}` is not a read-only git command")),
+                    Some(s) => return Err(NotReadOnly::GitSubcommand(s.clone())),
                     None => None,
                 }
             }
             _ => None,
         };
         if let Some(flag) = refused {
-            return Err(format!("`{name} {flag}` writes"));
+            return Err(NotReadOnly::Writes {
+                program: name.to_owned(),
+                flag: flag.clone(),
+            });
         }
     }
     Ok(())
@@ -210,7 +238,7 @@ mod tests {
             ("python3 -c 1", "`python3` is not a known read-only command"),
         ];
         for (line, want) in cases {
-            let e = bash_is_read_only(line).unwrap_err();
+            let e = bash_is_read_only(line).unwrap_err().to_string();
             assert!(e.contains(want), "{line}: {e}");
         }
     }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use dsh_agent::{Agent, Agents};
-use dsh_approval::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
+use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
 use dsh_kernel::Ctx;
 use dsh_tools::{
     DisplayInput, OutputSummary, Tool, ToolContext, ToolDisplay, ToolError, ToolErrorCode,

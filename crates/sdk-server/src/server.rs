@@ -25,8 +25,8 @@ use crate::protocol::{
     SubagentStatus, WireStatus,
 };
 use crate::{SdkServerConfig, aliases};
-use dsh_subagent::StopReason;
-use dsh_subagent::events::{SubagentFinished, SubagentStarted};
+use dsh_subagent_api::StopReason;
+use dsh_subagent_api::events::{SubagentFinished, SubagentStarted};
 
 /// How a serve run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

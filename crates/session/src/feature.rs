@@ -113,6 +113,15 @@ impl TodoStatus {
             TodoStatus::Completed => "completed",
         }
     }
+
+    /// The checkbox drawn for it in checklists (`[x]`, `[~]`, `[ ]`).
+    pub fn mark(self) -> &'static str {
+        match self {
+            TodoStatus::Completed => "[x]",
+            TodoStatus::InProgress => "[~]",
+            TodoStatus::Pending => "[ ]",
+        }
+    }
 }
 
 /// One item of the agent's task list.

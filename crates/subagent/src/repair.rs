@@ -10,7 +10,7 @@ use dsh_agent::hooks::{PreStep, PreStepInput};
 use dsh_kernel::{BoxError, Ctx, Next};
 use dsh_session::{PluginEvent, SessionLog, Sessions};
 
-use crate::outcome::SubagentCatalog;
+use dsh_subagent_api::SubagentCatalog;
 use parking_lot::Mutex;
 
 /// Registers the listener and the pre-step hook on `ctx`.

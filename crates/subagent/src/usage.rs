@@ -8,8 +8,8 @@ use dsh_session::data::TurnEnd;
 use dsh_session::wire::TurnEndReason;
 use dsh_session::{CoreEvent, Event};
 
-use crate::texts::clip_diagnostic;
 use crate::{StopReason, SubagentOutcome, SubagentUsage};
+use dsh_subagent_api::texts::clip_diagnostic;
 
 /// The outcome of a run from the events the child logged during it.
 pub(crate) fn outcome_of(

@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use dsh_jobs::{JobReport, JobSpec, Jobs, Producer};
+use dsh_jobs_api::{JobReport, JobSpec, Jobs, Producer};
 use dsh_kernel::Ctx;
 use dsh_session::feature::JobToolCall;
 use dsh_session::wire::JobStatus;
-use dsh_subagent::{
+use dsh_subagent_api::{
     Capabilities, StopReason, SubagentError, SubagentMode, SubagentRequest, Subagents, texts,
 };
 use dsh_tools::{Concurrency, DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolOutput};

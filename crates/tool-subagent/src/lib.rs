@@ -1,4 +1,4 @@
-//! The model-facing sub-agent tools, over the `subagents` service of `dsh-subagent`.
+//! The model-facing sub-agent tools, over the `subagents` service of `dsh-subagent-api`.
 //!
 //! - `subagent` (spawn: a fresh context) and `subagent_fork` (fork: the child sees this
 //!   conversation's completed turns), arguments `{cwd?, description, prompt}` as the original

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use dsh_kernel::{BoxError, Ctx, Dep, Plugin};
-use dsh_subagent::{Capabilities, Subagents, ToolFilterSpec};
+use dsh_subagent_api::{Capabilities, Subagents, ToolFilterSpec};
 use dsh_tools::Tools;
 use serde::Deserialize;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use dsh_approval::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
+use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
 use dsh_plan_mode::{PlanAccept, PlanMode, PlanModeConfig, PlanModePlugin};
 use dsh_session::feature::PlanModeChange;
 use dsh_test_harness::TestHarness;

@@ -1,0 +1,10 @@
+//! The approval seam of dsh: what a front end implements to answer "may this tool call run?"
+//! ([`ApprovalAnswerer`], kernel service `approval-answerer`), the question and the answer, and
+//! the audit events every reader of a session log decodes (`approval/asked`,
+//! `approval/decided`). The policies and rules that decide when to ask live in `dsh-approval`.
+
+pub mod answer;
+pub mod events;
+
+pub use answer::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
+pub use events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
