@@ -187,7 +187,11 @@ impl Engine {
     async fn pre_execute(&self, call: &CallInfo) -> Option<PreDecision> {
         let escalation = match escalation(&call.args) {
             Ok(e) => e,
-            Err(reason) => return Some(PreDecision::Deny { reason }),
+            Err(e) => {
+                return Some(PreDecision::Deny {
+                    reason: e.to_string(),
+                });
+            }
         };
         if let Some(esc) = escalation {
             let current = self
@@ -439,8 +443,19 @@ impl Approvals for Engine {
     }
 }
 
+/// Why a call's escalation arguments are refused (the text the model sees).
+#[derive(Debug, thiserror::Error)]
+enum EscalationArgsError {
+    /// `sandbox_permissions` names no sandbox mode.
+    #[error("invalid sandbox_permissions: {0}")]
+    Mode(#[source] dsh_sandbox::ParseModeError),
+    /// One of the two arguments without the other.
+    #[error("invalid arguments: sandbox_permissions and justification must be given together")]
+    Unpaired,
+}
+
 /// The `sandbox_permissions` + `justification` arguments (together or neither).
-fn escalation(args: &Value) -> Result<Option<Escalation>, String> {
+fn escalation(args: &Value) -> Result<Option<Escalation>, EscalationArgsError> {
     let mode = args.get("sandbox_permissions").and_then(Value::as_str);
     let justification = args
         .get("justification")
@@ -450,17 +465,14 @@ fn escalation(args: &Value) -> Result<Option<Escalation>, String> {
     match (mode, justification) {
         (None, None) => Ok(None),
         (Some(mode), Some(justification)) => {
-            let mode: SandboxMode = mode
-                .parse()
-                .map_err(|e| format!("invalid sandbox_permissions: {e}"))?;
+            let mode = mode
+                .parse::<SandboxMode>()
+                .map_err(EscalationArgsError::Mode)?;
             Ok(Some(Escalation {
                 mode,
                 justification: justification.to_owned(),
             }))
         }
-        _ => Err(
-            "invalid arguments: sandbox_permissions and justification must be given together"
-                .into(),
-        ),
+        _ => Err(EscalationArgsError::Unpaired),
     }
 }

@@ -127,20 +127,31 @@ pub fn snapshot(log: &SessionLog, meter: &TokenMeter, pending: &[Message]) -> Sn
     }
 }
 
+/// Why a finished summary call is unusable.
+#[derive(Debug, thiserror::Error)]
+enum UnusableSummary {
+    /// The summariser called a tool.
+    #[error("UNSUPPORTED_CONTENT: the summariser called tool `{0}`")]
+    ToolCall(String),
+    /// Content other than text and reasoning.
+    #[error("UNSUPPORTED_CONTENT: the summary is not text")]
+    NotText,
+    /// Only blank text.
+    #[error("the summariser returned no text")]
+    Blank,
+}
+
 /// The text of a finished summary call, or why it is unusable.
-fn summary_blocks(content: Vec<ContentBlock>) -> Result<Vec<ContentBlock>, String> {
+fn summary_blocks(content: Vec<ContentBlock>) -> Result<Vec<ContentBlock>, UnusableSummary> {
     let mut out = Vec::new();
     for b in content {
         match b {
             ContentBlock::Text { .. } => out.push(b),
             ContentBlock::Reasoning { .. } => {}
             ContentBlock::ToolCall(c) => {
-                return Err(format!(
-                    "UNSUPPORTED_CONTENT: the summariser called tool `{}`",
-                    c.name
-                ));
+                return Err(UnusableSummary::ToolCall(c.name));
             }
-            _ => return Err("UNSUPPORTED_CONTENT: the summary is not text".into()),
+            _ => return Err(UnusableSummary::NotText),
         }
     }
     let blank = out.iter().all(|b| match b {
@@ -148,7 +159,7 @@ fn summary_blocks(content: Vec<ContentBlock>) -> Result<Vec<ContentBlock>, Strin
         _ => true,
     });
     if blank {
-        return Err("the summariser returned no text".into());
+        return Err(UnusableSummary::Blank);
     }
     Ok(out)
 }
@@ -373,6 +384,7 @@ async fn summarise(
         }
     }
     let raw = assembled.content.clone();
-    let summary = summary_blocks(assembled.content).map_err(CompactionError::Summary)?;
+    let summary =
+        summary_blocks(assembled.content).map_err(|e| CompactionError::Summary(e.to_string()))?;
     Ok((summary, raw, assembled.usage, max_tokens))
 }
