@@ -312,9 +312,10 @@ pub fn rules_for(tool: &str, args: &Value, cwd: &Path) -> Vec<Rule> {
         Subject::Path(path) => {
             let dir = path.parent().unwrap_or(Path::new("/"));
             let escaped = globset::escape(&dir.display().to_string());
+            // The root's glob is `/**`, not `//**` (which matches nothing).
             vec![Rule::PathGlob {
                 tool: tool.to_owned(),
-                glob: format!("{escaped}/**"),
+                glob: format!("{}/**", escaped.trim_end_matches('/')),
             }]
         }
         Subject::Host(Some(host)) => vec![Rule::Host {

@@ -99,6 +99,22 @@ fn allow_always_derives_one_rule_per_command_and_path_globs() {
     assert!(!m.allows("edit", &json!({"file_path": "src/a.rs"}), Path::new("/w")));
 }
 
+/// Found by dsh-fuzz-targets' `approval_rules` smoke run: a file directly in `/` stored the glob
+/// `//**`, which matches nothing, so "allow always" did not allow the very call it answered.
+#[test]
+fn allow_always_on_a_file_in_the_root_directory_allows_that_file() {
+    let call = json!({"file_path": "/notes.txt"});
+    let rules = rules_for("write", &call, Path::new("/w"));
+    assert_eq!(
+        rules,
+        vec![Rule::PathGlob {
+            tool: "write".into(),
+            glob: "/**".into()
+        }]
+    );
+    assert!(RuleMatcher::new(&rules).allows("write", &call, Path::new("/w")));
+}
+
 #[test]
 fn allow_always_on_web_fetch_stores_the_host_and_allows_that_host_only() {
     let w = Path::new("/w");
