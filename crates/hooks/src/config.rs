@@ -102,8 +102,37 @@ pub enum Matcher {
     Regex(Regex),
 }
 
+/// Why a hook file is ignored.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum HookFileError {
+    /// Not JSON.
+    #[error("not valid JSON: {0}")]
+    Json(#[source] std::sync::Arc<serde_json::Error>),
+    /// `hooks` is not an object.
+    #[error("`hooks` must be an object of events")]
+    HooksNotObject,
+    /// An event's groups are not an array.
+    #[error("`hooks.{0}` must be an array")]
+    GroupsNotArray(String),
+    /// A matcher that is not a valid regular expression.
+    #[error("invalid matcher regex `{raw}`: {source}")]
+    Matcher {
+        /// The matcher as written.
+        raw: String,
+        /// The regex error.
+        #[source]
+        source: regex::Error,
+    },
+    /// A command handler without `command`.
+    #[error("a `{0}` handler has no `command`")]
+    NoCommand(String),
+    /// A timeout that is not a positive number of seconds.
+    #[error("`timeout` must be a positive number of seconds, not {0}")]
+    Timeout(Value),
+}
+
 impl Matcher {
-    fn parse(raw: Option<&str>, dialect: Dialect) -> Result<Self, String> {
+    fn parse(raw: Option<&str>, dialect: Dialect) -> Result<Self, HookFileError> {
         let raw = raw.unwrap_or("").trim();
         if raw.is_empty() || raw == "*" {
             return Ok(Matcher::All);
@@ -116,7 +145,10 @@ impl Matcher {
         }
         Regex::new(raw)
             .map(Matcher::Regex)
-            .map_err(|e| format!("invalid matcher regex `{raw}`: {e}"))
+            .map_err(|source| HookFileError::Matcher {
+                raw: raw.to_owned(),
+                source,
+            })
     }
 
     /// Whether any of `names` (a tool's dsh name and its Claude Code alias, or a source) matches.
@@ -172,7 +204,7 @@ pub struct HookSet {
     /// Files in run order.
     pub files: Vec<HookFile>,
     /// Files that could not be used, and why.
-    pub problems: Vec<(PathBuf, String)>,
+    pub problems: Vec<(PathBuf, HookFileError)>,
 }
 
 impl HookSet {
@@ -246,15 +278,13 @@ pub fn load(paths: &ProjectPaths, extra: &[PathBuf]) -> HookSet {
     set
 }
 
-fn timeout_of(h: &Value) -> Result<Option<Duration>, String> {
+fn timeout_of(h: &Value) -> Result<Option<Duration>, HookFileError> {
     let v = h.get("timeout").or_else(|| h.get("timeoutSec"));
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_f64() {
             Some(s) if s > 0.0 && s.is_finite() => Ok(Some(Duration::from_secs_f64(s))),
-            _ => Err(format!(
-                "`timeout` must be a positive number of seconds, not {v}"
-            )),
+            _ => Err(HookFileError::Timeout(v.clone())),
         },
     }
 }
@@ -265,14 +295,13 @@ pub fn parse_file(
     text: &str,
     dialect: Dialect,
     project: &Path,
-) -> Result<Option<HookFile>, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+) -> Result<Option<HookFile>, HookFileError> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| HookFileError::Json(std::sync::Arc::new(e)))?;
     let Some(hooks) = value.get("hooks") else {
         return Ok(None);
     };
-    let hooks = hooks
-        .as_object()
-        .ok_or("`hooks` must be an object of events")?;
+    let hooks = hooks.as_object().ok_or(HookFileError::HooksNotObject)?;
     let mut file = HookFile {
         path: path.to_path_buf(),
         dialect,
@@ -287,7 +316,7 @@ pub fn parse_file(
         };
         let groups = groups
             .as_array()
-            .ok_or_else(|| format!("`hooks.{name}` must be an array"))?;
+            .ok_or_else(|| HookFileError::GroupsNotArray(name.clone()))?;
         let mut n = 0;
         for g in groups {
             let raw_matcher = g
@@ -315,7 +344,7 @@ pub fn parse_file(
                     continue;
                 }
                 let Some(cmd) = h.get("command").and_then(Value::as_str) else {
-                    return Err(format!("a `{name}` handler has no `command`"));
+                    return Err(HookFileError::NoCommand(name.clone()));
                 };
                 n += 1;
                 handlers.push(Handler {

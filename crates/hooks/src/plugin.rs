@@ -292,7 +292,7 @@ impl Inner {
                 }
                 Err(why) => {
                     tracing::warn!(handler = %h.id, command = %h.command, "hook {why}");
-                    (ResultDecision::Pass, Some(run::summary(&why)))
+                    (ResultDecision::Pass, Some(run::summary(&why.to_string())))
                 }
             };
             if let Some(turn) = turn {

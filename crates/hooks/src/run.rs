@@ -175,10 +175,39 @@ pub struct HookReply {
     pub stop: bool,
 }
 
+/// Why a hook run's output is ignored (logged after "hook ").
+#[derive(Debug, thiserror::Error)]
+pub enum Ignored {
+    /// Exit 0 with stdout starting `{` that is not JSON.
+    #[error("stdout starts with `{{` but is not JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// An exit code other than 0 and 2.
+    #[error("exited with code {code} (ignored): {stderr}")]
+    Exit {
+        /// The code.
+        code: i32,
+        /// Stderr, cut ([`summary`]).
+        stderr: String,
+    },
+    /// Killed by a signal.
+    #[error("killed by a signal (ignored)")]
+    Signal,
+    /// Over its timeout.
+    #[error("timed out and was killed (ignored)")]
+    TimedOut,
+    /// The command could not be started.
+    #[error("could not start: {0}")]
+    Spawn(String),
+}
+
 /// Reads a run: exit 2 blocks with stderr as the reason; exit 0 with stdout starting `{` is the
 /// JSON protocol; plain stdout of a Codex `SessionStart` / `UserPromptSubmit` hook is context.
 /// Anything else is ignored (`Err` says why, for the log).
-pub fn interpret(event: HookEvent, dialect: Dialect, out: &RunOutput) -> Result<HookReply, String> {
+pub fn interpret(
+    event: HookEvent,
+    dialect: Dialect,
+    out: &RunOutput,
+) -> Result<HookReply, Ignored> {
     match &out.exit {
         Exit::Code(2) => Ok(HookReply {
             decision: Some(Decision::Block),
@@ -188,8 +217,7 @@ pub fn interpret(event: HookEvent, dialect: Dialect, out: &RunOutput) -> Result<
         Exit::Code(0) => {
             let text = out.stdout.trim();
             if text.starts_with('{') {
-                let v: Value = serde_json::from_str(text)
-                    .map_err(|e| format!("stdout starts with `{{` but is not JSON: {e}"))?;
+                let v: Value = serde_json::from_str(text).map_err(Ignored::Json)?;
                 return Ok(json_reply(event, &v));
             }
             let plain_context = dialect == Dialect::Codex
@@ -199,13 +227,13 @@ pub fn interpret(event: HookEvent, dialect: Dialect, out: &RunOutput) -> Result<
                 ..HookReply::default()
             })
         }
-        Exit::Code(c) => Err(format!(
-            "exited with code {c} (ignored): {}",
-            summary(&out.stderr)
-        )),
-        Exit::Signal => Err("killed by a signal (ignored)".into()),
-        Exit::TimedOut => Err("timed out and was killed (ignored)".into()),
-        Exit::SpawnFailed(e) => Err(format!("could not start: {e}")),
+        Exit::Code(c) => Err(Ignored::Exit {
+            code: *c,
+            stderr: summary(&out.stderr),
+        }),
+        Exit::Signal => Err(Ignored::Signal),
+        Exit::TimedOut => Err(Ignored::TimedOut),
+        Exit::SpawnFailed(e) => Err(Ignored::Spawn(e.clone())),
     }
 }
 
