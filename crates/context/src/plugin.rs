@@ -309,7 +309,8 @@ fn skill_tool(inner: Arc<Inner>) -> FnTool {
     FnTool::new(SKILL_TOOL, SKILL_DESCRIPTION, params, move |ctx, args| {
         let inner = inner.clone();
         async move {
-            let name = args.get("name").and_then(Value::as_str).unwrap_or_default();
+            let args: SkillArgs = serde_json::from_value(args).unwrap_or_default();
+            let name = args.name.as_str();
             let code = dsh_tools::ToolErrorCode::tool_defined("SKILL_UNAVAILABLE");
             if !skills::valid_name(name) {
                 return Err(ToolError::new(
@@ -340,14 +341,17 @@ fn skill_tool(inner: Arc<Inner>) -> FnTool {
     .with_display(skill_display)
 }
 
+/// The arguments of the skill tool (the schema checked their shape).
+#[derive(Default, serde::Deserialize)]
+struct SkillArgs {
+    #[serde(default)]
+    name: String,
+}
+
 /// The display of a `skill` call: the skill's name.
 fn skill_display(call: &dsh_tools::DisplayInput<'_>) -> dsh_tools::ToolDisplay {
-    #[derive(serde::Deserialize)]
-    struct Shown {
-        name: Option<String>,
-    }
     let mut d = dsh_tools::ToolDisplay::new(dsh_tools::ToolKind::Read, SKILL_TOOL);
-    d.subject = call.parse::<Shown>().and_then(|s| s.name);
+    d.subject = call.parse::<SkillArgs>().map(|a| a.name);
     d
 }
 
