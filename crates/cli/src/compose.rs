@@ -53,7 +53,11 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_plan_mode::PlanModePlugin>()
         .register::<dsh_tool_web::WebToolsPlugin>()
         .register::<dsh_tool_image::ImageToolPlugin>()
-        .register::<dsh_mcp_client::McpResourcesPlugin>();
+        .register::<dsh_mcp_client::McpResourcesPlugin>()
+        .register::<dsh_commands::CommandsPlugin>()
+        .register::<dsh_compaction::CompactCommandPlugin>()
+        .register::<dsh_plan_mode::PlanCommandPlugin>()
+        .register::<dsh_context::ContextCommandsPlugin>();
     r
 }
 

@@ -10,6 +10,7 @@
 //!
 //! One crate for seam and backend until a second backend exists (ARCHITECTURE §1.5).
 
+pub mod command;
 pub mod compact;
 pub mod config;
 pub mod plugin;
@@ -17,6 +18,7 @@ pub mod prune;
 pub mod select;
 pub mod summary;
 
+pub use command::CompactCommandPlugin;
 pub use config::BasicConfig;
 /// The seam's vocabulary, owned by `dsh-compaction-api` (re-exported for the composition root).
 pub use dsh_compaction_api::{

@@ -12,12 +12,14 @@
 //!   and the `Tools` / `SystemPrompt` services; [`report`] for `dsh context`.
 
 pub mod commands;
+mod command;
 pub mod frontmatter;
 pub mod instructions;
 mod plugin;
 pub use dsh_context_api::project;
 pub mod report;
 pub mod skills;
+pub use command::ContextCommandsPlugin;
 
 pub use dsh_context_api::ProjectPaths;
 pub use plugin::{ContextConfig, ContextPlugin, SKILL_DESCRIPTION, SKILL_TOOL, WORKSPACE_SECTION};

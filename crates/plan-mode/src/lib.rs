@@ -15,9 +15,11 @@
 //!   stays on).
 
 mod plugin;
+mod command;
 pub mod readonly;
 mod tool;
 
 pub use dsh_plan_mode_api::{PlanAccept, PlanMode, PlanModeError, SOURCE_KIND};
 pub use plugin::{PlanModeConfig, PlanModePlugin};
-pub use tool::ExitPlanModeTool;
+pub use command::PlanCommandPlugin;
+pub use tool::{ExitPlanModeTool, display};

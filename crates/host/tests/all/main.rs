@@ -4,3 +4,4 @@
 mod client;
 mod commands;
 mod compose;
+mod plugins;
