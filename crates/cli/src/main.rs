@@ -19,6 +19,7 @@ mod providers;
 mod sandbox_args;
 mod sandbox_cmd;
 mod sdk_cmd;
+mod serve_cmd;
 mod sessions_cmd;
 mod tui_cmd;
 mod watch;
@@ -71,6 +72,8 @@ enum Command {
     /// List, add or remove MCP servers.
     #[command(subcommand)]
     Mcp(mcp_cmd::McpCommand),
+    /// Serve sessions over HTTP (JSON, Server-Sent Events); `serve token` manages its tokens.
+    Serve(serve_cmd::ServeArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -286,6 +289,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Some(Command::Mcp(cmd)) => {
             init_logging();
             mcp_cmd::run(cmd)
+        }
+        Some(Command::Serve(args)) => {
+            init_logging();
+            runtime()?.block_on(serve_cmd::run(args))
         }
     }
 }

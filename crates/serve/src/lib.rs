@@ -23,6 +23,9 @@ use std::time::Duration;
 
 use dsh_protocol::Client;
 
+/// The protocol the server and the remote client speak (a client of `RemoteClient` needs no other
+/// dsh crate).
+pub use dsh_protocol as protocol;
 pub use error::{ApiError, status_of};
 pub use guard::Bound;
 pub use remote::{RemoteClient, RemoteError};

@@ -21,6 +21,19 @@ fn json_response(description: &str, schema: Value) -> Value {
     })
 }
 
+/// The operations a new session's id leads to (OpenAPI links: stateful clients and testers
+/// follow them).
+fn with_links(mut response: Value) -> Value {
+    let link = |op: &str| json!({"operationId": op, "parameters": {"id": "$response.body#/id"}});
+    response["links"] = json!({
+        "GetSession": link("getSession"),
+        "SendOp": link("sendOp"),
+        "ListCommands": link("listCommands"),
+        "CloseSession": link("closeSession"),
+    });
+    response
+}
+
 fn session_id_param() -> Value {
     json!({
         "name": "id", "in": "path", "required": true,
@@ -84,7 +97,7 @@ pub fn openapi() -> Value {
                     "summary": "Create (the default when `type` is absent), resume or fork a session.",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": open}}},
                     "responses": {
-                        "201": json_response("The session, open in the server.", summary.clone()),
+                        "201": with_links(json_response("The session, open in the server.", summary.clone())),
                         "default": errors
                     }
                 }

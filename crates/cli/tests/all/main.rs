@@ -23,6 +23,7 @@ mod resume;
 mod sandbox;
 mod sdk_python;
 mod sdk_wire;
+mod serve;
 mod storage;
 mod subagent;
 mod subagent_continuable;

@@ -39,7 +39,14 @@ async fn a_session_created_with_a_prompt_streams_its_turn_to_the_end() {
         }
         prev = Some((seq, k));
     }
-    // The session lists, newest first, and reads back with its state.
+    // The session goes idle (a live `state` event), lists newest first, reads back idle.
+    // (Or the snapshot says so, when the turn ended before the subscription.)
+    sse.until(|m| match m {
+        EventMsg::State { state } => *state == dsh_protocol::SessionState::Idle,
+        EventMsg::Snapshot(s) => s.session.state == dsh_protocol::SessionState::Idle,
+        _ => false,
+    })
+    .await;
     let list: Value = s
         .http
         .get(s.url("/v1/sessions?limit=5"))

@@ -1,0 +1,300 @@
+//! `dsh serve`: the composed harness's sessions over HTTP (dsh-serve over a dsh-host Host),
+//! and `dsh serve token create|list|revoke`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use clap::{Args, Subcommand};
+use dsh_agent::AgentOptions;
+use dsh_host::{Host, HostOptions};
+use dsh_kernel::{Composer, Composition, Kernel};
+use dsh_serve::{Bound, ServeConfig, TokenKind, TokenStore};
+
+use crate::compose::registry;
+use crate::exec::working_dir;
+use crate::{ComposeArgs, Effort, Failure};
+
+/// The default listen address: loopback only.
+const DEFAULT_LISTEN: &str = "127.0.0.1:7433";
+
+/// `dsh serve`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct ServeArgs {
+    #[command(subcommand)]
+    token: Option<ServeCommand>,
+    /// Listen on this TCP address (default 127.0.0.1:7433; port 0 picks one). A non-loopback
+    /// address refuses to start until a token exists.
+    #[arg(long, value_name = "ADDR", conflicts_with = "unix")]
+    listen: Option<SocketAddr>,
+    /// Listen on a unix socket instead (created owner-only).
+    #[arg(long, value_name = "PATH")]
+    unix: Option<PathBuf>,
+    /// Another name clients may use in the `Host` header (besides the listen address,
+    /// localhost, 127.0.0.1 and [::1]); repeatable.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allow_host: Vec<String>,
+    /// Default model of new sessions.
+    #[arg(long, value_name = "M")]
+    model: Option<String>,
+    /// Default provider route of new sessions.
+    #[arg(long, value_name = "P", default_value = "deepseek-official")]
+    provider: String,
+    /// Default reasoning effort of new sessions.
+    #[arg(long, value_enum)]
+    effort: Option<Effort>,
+    #[command(flatten)]
+    compose: ComposeArgs,
+    #[command(flatten)]
+    sandbox: crate::sandbox_args::SandboxArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum ServeCommand {
+    /// Manage the server's bearer tokens ($DSH_HOME/serve-tokens.json, hashes only).
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Create a token and print it (once: only its hash is stored).
+    Create {
+        /// A watch-only token: GET requests and event streams, no ops.
+        #[arg(long)]
+        read_only: bool,
+        /// Its name (default: token-N).
+        #[arg(long, value_name = "N")]
+        name: Option<String>,
+    },
+    /// The tokens: name, kind, creation time (never the secret).
+    List,
+    /// Delete a token; a running server refuses it at once.
+    Revoke {
+        /// The token's name.
+        name: String,
+    },
+}
+
+fn token_store() -> TokenStore {
+    TokenStore::new(crate::home::dsh_home().join("serve-tokens.json"))
+}
+
+fn token(cmd: TokenCommand) -> Result<u8, Failure> {
+    let store = token_store();
+    match cmd {
+        TokenCommand::Create { read_only, name } => {
+            let name = match name {
+                Some(n) => n,
+                None => {
+                    let taken = store.list().map_err(Failure::run)?;
+                    (1..)
+                        .map(|i| format!("token-{i}"))
+                        .find(|n| !taken.iter().any(|t| &t.name == n))
+                        .unwrap_or_default()
+                }
+            };
+            let kind = if read_only {
+                TokenKind::ReadOnly
+            } else {
+                TokenKind::Full
+            };
+            let secret = store.create(&name, kind).map_err(Failure::usage)?;
+            eprintln!(
+                "token `{name}` ({}) created; it is shown once, store it now:",
+                kind.as_str()
+            );
+            println!("{secret}");
+        }
+        TokenCommand::List => {
+            for t in store.list().map_err(Failure::run)? {
+                println!("{}\t{}\t{}", t.name, t.kind.as_str(), t.created);
+            }
+        }
+        TokenCommand::Revoke { name } => {
+            store.revoke(&name).map_err(Failure::usage)?;
+            eprintln!("token `{name}` revoked");
+        }
+    }
+    Ok(0)
+}
+
+/// SIGTERM or SIGINT.
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Runs `dsh serve`.
+pub(crate) async fn run(args: ServeArgs) -> Result<u8, Failure> {
+    let ServeArgs {
+        token: command,
+        listen,
+        unix,
+        allow_host,
+        model,
+        provider,
+        effort,
+        mut compose,
+        sandbox,
+    } = args;
+    if let Some(ServeCommand::Token(cmd)) = command {
+        return token(cmd);
+    }
+    let cwd = working_dir(None)?;
+    compose.project_dir = Some(cwd.clone());
+    let store = Arc::new(token_store());
+    let mut config = ServeConfig::new(Bound::Unix);
+    config.tokens = Some(store);
+    config.allowed_hosts = allow_host.iter().map(|h| h.to_ascii_lowercase()).collect();
+    let listen = match (&unix, listen) {
+        (Some(_), _) => None,
+        (None, Some(a)) => Some(a),
+        (None, None) => Some(
+            DEFAULT_LISTEN
+                .parse::<SocketAddr>()
+                .map_err(|e| Failure::usage(anyhow!("{e}")))?,
+        ),
+    };
+    if let Some(addr) = listen {
+        config.bound = Bound::Tcp(addr);
+        dsh_serve::check_exposure(&config).map_err(Failure::usage)?;
+    }
+
+    let registry = registry();
+    let extra: Arc<dyn Fn(&mut Composition) + Send + Sync> =
+        Arc::new(move |c: &mut Composition| sandbox.apply(c));
+    let mut composition = crate::compose::compose(&compose, None, &registry)?;
+    extra(&mut composition);
+    let kernel = Kernel::new(registry.clone());
+    let composer = Arc::new(tokio::sync::Mutex::new(Composer::new(kernel.root())));
+    {
+        let mut c = composer.lock().await;
+        c.apply(&composition).await.map_err(Failure::usage)?;
+        c.ready().await.map_err(Failure::usage)?;
+    }
+    let _watcher = crate::watch::watch(
+        crate::home::user_file(),
+        compose.clone(),
+        extra,
+        registry,
+        composer.clone(),
+        composition,
+    );
+    let result = serve(&kernel, config, listen, unix, provider, model, effort, cwd).await;
+    kernel.dispose().await;
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn serve(
+    kernel: &Kernel,
+    config: ServeConfig,
+    listen: Option<SocketAddr>,
+    unix: Option<PathBuf>,
+    provider: String,
+    model: Option<String>,
+    effort: Option<Effort>,
+    cwd: PathBuf,
+) -> Result<u8, Failure> {
+    let host = Host::new(
+        kernel.root(),
+        HostOptions {
+            defaults: AgentOptions {
+                provider: Some(provider),
+                model,
+                reasoning_effort: effort.map(Into::into),
+                max_tokens: None,
+                temperature: None,
+                cwd,
+            },
+            answer_approvals: true,
+        },
+    )
+    .map_err(|e| Failure::usage(anyhow!("{e}")))?;
+    let client = host.client();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let stopper = {
+        let host = host.clone();
+        tokio::spawn(async move {
+            terminated().await;
+            eprintln!("dsh serve: stopping (closing every open session)");
+            // Stop accepting first, then close the sessions: their event streams end, so the
+            // open connections finish.
+            let _ = stop_tx.send(());
+            host.shutdown().await;
+        })
+    };
+    let shutdown = async move {
+        let _ = stop_rx.await;
+    };
+    let served = match (listen, unix) {
+        (Some(addr), _) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| Failure::usage(anyhow!("cannot listen on {addr}: {e}")))?;
+            let bound = listener
+                .local_addr()
+                .map_err(|e| Failure::run(anyhow!("{e}")))?;
+            println!("http://{bound}");
+            eprintln!("dsh serve: listening on http://{bound} (API: /openapi.json)");
+            tokio::spawn(dsh_serve::serve(listener, client, config, shutdown))
+        }
+        (None, Some(path)) => {
+            let listener = bind_unix(&path)?;
+            println!("unix:{}", path.display());
+            eprintln!("dsh serve: listening on unix socket {}", path.display());
+            tokio::spawn(dsh_serve::serve_unix(listener, client, config, shutdown))
+        }
+        (None, None) => return Err(Failure::usage(anyhow!("nothing to listen on"))),
+    };
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let result = served.await;
+    // Whatever ended the server, every session is closed (flushed) before the kernel goes.
+    host.shutdown().await;
+    stopper.abort();
+    match result {
+        Ok(Ok(())) => Ok(0),
+        Ok(Err(e)) => Err(Failure::run(anyhow!("{e}"))),
+        Err(e) => Err(Failure::run(anyhow!("the server task failed: {e}"))),
+    }
+}
+
+/// A unix listener at `path`, owner-only; a stale socket (nobody answers) is replaced.
+fn bind_unix(path: &std::path::Path) -> Result<tokio::net::UnixListener, Failure> {
+    use std::os::unix::fs::PermissionsExt;
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(Failure::usage(anyhow!(
+                "{} is in use by a running server",
+                path.display()
+            )));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    let listener = tokio::net::UnixListener::bind(path)
+        .map_err(|e| Failure::usage(anyhow!("cannot listen on {}: {e}", path.display())))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Failure::run(anyhow!("cannot restrict {}: {e}", path.display())))?;
+    Ok(listener)
+}

@@ -1,0 +1,359 @@
+//! `dsh serve` as a user runs it: the real binary against the testkit model, driven over HTTP
+//! (raw requests and the RemoteClient); the API key never reaches an answer; SIGTERM closes
+//! the sessions and exits 0; schemathesis against its OpenAPI document.
+
+#![allow(clippy::print_stderr, clippy::print_stdout)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_serve::RemoteClient;
+use dsh_serve::protocol::{Client, EventMsg, Op, OpenSession, SessionOptions};
+use dsh_testkit::Completion;
+use futures::StreamExt;
+
+use crate::support::Env;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+const MARKER: &str = "sk-MARKER-7f3a9c1e-never-in-an-answer";
+
+/// A running `dsh serve`; killed on drop.
+struct Served {
+    child: Child,
+    url: String,
+    addr: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(env: &Env, args: &[&str]) -> Served {
+    let mut child = env
+        .dsh()
+        .env("DEEPSEEK_API_KEY", MARKER)
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
+    let addr = url.trim_start_matches("http://").to_owned();
+    Served { child, url, addr }
+}
+
+/// One request over a fresh connection; the status and the whole body (SSE: until `until`
+/// appears in it).
+fn raw(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    until: Option<&str>,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = s.read(&mut buf).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        if let Some(u) = until
+            && String::from_utf8_lossy(&got).contains(u)
+        {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+#[test]
+fn dsh_serve_runs_a_turn_over_http_never_shows_the_key_and_stops_cleanly_on_sigterm() {
+    let env = Env::new();
+    env.server()
+        .push(Completion::new().text("served answer").reply());
+    let served = serve(&env, &[]);
+    let mut bodies = Vec::new();
+    let (status, health) = raw(&served.addr, "GET", "/v1/health", None, None);
+    assert_eq!(status, 200, "{health}");
+    bodies.push(health);
+    let cwd = env.cwd().display().to_string();
+    let (status, created) = raw(
+        &served.addr,
+        "POST",
+        "/v1/sessions",
+        Some(&format!(r#"{{"cwd":"{cwd}","prompt":"hello"}}"#)),
+        None,
+    );
+    assert_eq!(status, 201, "{created}");
+    let id = created
+        .split("\"id\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned();
+    bodies.push(created);
+    let (status, events) = raw(
+        &served.addr,
+        "GET",
+        &format!("/v1/sessions/{id}/events"),
+        None,
+        Some("event: turnEnded"),
+    );
+    assert_eq!(status, 200, "{events}");
+    assert!(events.contains("served answer"), "{events}");
+    bodies.push(events);
+    for path in [
+        "/v1/sessions".to_owned(),
+        format!("/v1/sessions/{id}"),
+        format!("/v1/sessions/{id}/commands"),
+        "/openapi.json".to_owned(),
+        "/v1/sessions/nope".to_owned(),
+    ] {
+        bodies.push(raw(&served.addr, "GET", &path, None, None).1);
+    }
+    // The RemoteClient drives a second turn through the same Client trait.
+    env.server()
+        .push(Completion::new().text("second answer").reply());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let remote_events = rt.block_on(async {
+        let remote: Arc<dyn Client> = Arc::new(RemoteClient::new(&served.url, None).unwrap());
+        let last = remote.session(&id).await.unwrap().last_seq;
+        let mut stream = remote.subscribe(&id, last).await.unwrap();
+        remote
+            .send(
+                &id,
+                Op::Submit {
+                    text: "again".into(),
+                    attachments: vec![],
+                },
+            )
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        while let Some(ev) = stream.next().await {
+            let end = matches!(ev.msg, EventMsg::TurnEnded { .. });
+            seen.push(serde_json::to_string(&ev).unwrap());
+            if end {
+                break;
+            }
+        }
+        // A session opened through the trait too.
+        let other = remote
+            .open(OpenSession::Create {
+                session_id: None,
+                options: SessionOptions {
+                    cwd: Some(cwd.clone()),
+                    ..Default::default()
+                },
+                prompt: None,
+            })
+            .await
+            .unwrap();
+        assert_ne!(other.id, id);
+        seen
+    });
+    assert!(
+        remote_events.iter().any(|e| e.contains("second answer")),
+        "{remote_events:?}"
+    );
+    bodies.extend(remote_events);
+    // The model got the key; no answer ever carried it.
+    let first = env.server().request(0).unwrap();
+    assert_eq!(first.bearer(), Some(MARKER));
+    for b in &bodies {
+        assert!(
+            !b.contains(MARKER),
+            "the API key leaked into an answer: {b}"
+        );
+    }
+    // SIGTERM: the sessions are closed and flushed, exit 0.
+    let mut served = served;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(served.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = served.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let out = env.dsh().args(["sessions", "show", &id]).output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("second answer"), "{shown}");
+}
+
+#[test]
+fn token_create_list_revoke_and_a_non_loopback_listener_needs_one() {
+    let env = Env::new();
+    let out = env
+        .dsh()
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("without a token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = env
+        .dsh()
+        .args(["serve", "token", "create", "--read-only", "--name", "watch"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let secret = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(secret.starts_with("dshs_"), "{secret}");
+    let list = env.dsh().args(["serve", "token", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&list.stdout).into_owned();
+    assert!(list.starts_with("watch\tread-only\t"), "{list}");
+    assert!(!list.contains(&secret));
+    let file = std::fs::read_to_string(env.home.path().join("serve-tokens.json")).unwrap();
+    assert!(!file.contains(&secret));
+    // With a token, every request but health needs it, loopback included.
+    let served = serve(&env, &[]);
+    assert_eq!(raw(&served.addr, "GET", "/v1/health", None, None).0, 200);
+    assert_eq!(raw(&served.addr, "GET", "/v1/sessions", None, None).0, 401);
+    drop(served);
+    let out = env
+        .dsh()
+        .args(["serve", "token", "revoke", "watch"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let list = env.dsh().args(["serve", "token", "list"]).output().unwrap();
+    assert!(list.stdout.is_empty());
+}
+
+/// Memory of the real server: 100 idle open sessions, then 100 idle subscribers on one.
+/// Printed, not asserted; run with `--ignored --nocapture`.
+#[ignore = "a measurement: run with --ignored --nocapture"]
+#[test]
+fn budget_serve_memory_of_idle_sessions_and_subscribers() {
+    fn rss_kib(pid: u32) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+    let env = Env::new();
+    let served = serve(&env, &[]);
+    let pid = served.child.id();
+    let cwd = env.cwd().display().to_string();
+    let body = format!(r#"{{"cwd":"{cwd}"}}"#);
+    // One first, so what is loaded once (the store, the first session's code paths) is not
+    // counted per session.
+    let (s, first) = raw(&served.addr, "POST", "/v1/sessions", Some(&body), None);
+    assert_eq!(s, 201, "{first}");
+    let id = first
+        .split("\"id\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned();
+    let before = rss_kib(pid);
+    for _ in 0..100 {
+        assert_eq!(
+            raw(&served.addr, "POST", "/v1/sessions", Some(&body), None).0,
+            201
+        );
+    }
+    let sessions = rss_kib(pid);
+    // 100 subscribers on one session, held open.
+    let mut subs = Vec::new();
+    for _ in 0..100 {
+        let mut s = TcpStream::connect(&served.addr).unwrap();
+        write!(
+            s,
+            "GET /v1/sessions/{id}/events HTTP/1.1\r\nHost: {}\r\n\r\n",
+            served.addr
+        )
+        .unwrap();
+        let mut buf = [0u8; 4096];
+        let mut got = Vec::new();
+        while !String::from_utf8_lossy(&got).contains("event: snapshot") {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&buf[..n]);
+        }
+        subs.push(s);
+    }
+    let subscribed = rss_kib(pid);
+    println!(
+        "BUDGET dsh serve RSS: {before} KiB with 1 session; {sessions} KiB with 101 idle sessions ({:.1} KiB/session); {subscribed} KiB with 100 idle SSE subscribers ({:.1} KiB/subscriber)",
+        (sessions as f64 - before as f64) / 100.0,
+        (subscribed as f64 - sessions as f64) / 100.0
+    );
+    drop(subs);
+}
+
+/// schemathesis (from PyPI, into target/test-cache/schemathesis) against `dsh serve`'s
+/// OpenAPI document: no 5xx, every answer matches the schema. `scripts/schemathesis` exits 3
+/// only when PyPI cannot be reached (then this test skips, with the reason printed, unless
+/// `CI` is set).
+#[test]
+fn schemathesis_finds_no_server_error_and_no_answer_off_the_schema() {
+    let dsh = env!("CARGO_BIN_EXE_dsh");
+    // The model: the testkit mock, one answer in a loop (sessions schemathesis creates with a
+    // prompt run real turns against it).
+    let mock = dsh_testkit::MockServer::start_blocking();
+    mock.set_repeat(true);
+    mock.push(Completion::new().text("ok").reply());
+    let out = Command::new(Path::new(ROOT).join("scripts/schemathesis"))
+        .env("DSH_BIN", dsh)
+        .env("DSH_MOCK_URL", mock.base_url())
+        .output()
+        .expect("run scripts/schemathesis");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match out.status.code() {
+        Some(0) => {}
+        Some(3) if std::env::var_os("CI").is_none() => {
+            eprintln!(
+                "skipping: schemathesis cannot be installed: {}",
+                text.trim()
+            );
+        }
+        _ => panic!("schemathesis failed:\n{text}"),
+    }
+    // The run reached the model (sessions with a prompt ran turns).
+    assert!(mock.request_count() > 0, "no turn ran:\n{text}");
+}
