@@ -15,59 +15,60 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// An op whose event is sent at once (`setEffort` → `sessionConfigured`), round after round:
-/// the time from the op's event being published to its arrival in an SSE client over
-/// loopback, measured against an in-process subscriber of the same host.
+/// Turn after turn, the first event of each turn (`turnStarted`, after an idle moment): the
+/// time from its arrival at an in-process subscriber of the host (when the hub publishes it) to
+/// its arrival in an SSE client over loopback.
 #[ignore = "a measurement: run with --ignored --nocapture"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budget_event_delivery_to_an_sse_client() {
-    let s = Server::start(vec![], ApprovalPolicy::Never).await;
+    let rounds = 300;
+    let scripts = (0..rounds).map(|_| Script::Chunks(text("x"))).collect();
+    let s = Server::start(scripts, ApprovalPolicy::Never).await;
     let id = s.create(json!({})).await;
     let mut sse = s.events(&id, None, None).await;
     sse.until(is_snapshot).await;
     let mut local = s.client.subscribe(&id, None).await.unwrap();
     while !matches!(local.next().await.unwrap().msg, EventMsg::Snapshot(_)) {}
-    let rounds = 2000;
     let mut delivery = Vec::with_capacity(rounds);
-    let mut round_trip = Vec::with_capacity(rounds);
-    for i in 0..rounds {
-        let effort = if i % 2 == 0 { "low" } else { "high" };
-        let t0 = Instant::now();
-        let client = s.client.clone();
-        let id2 = id.clone();
-        let send = tokio::spawn(async move {
-            client
-                .send(
-                    &id2,
-                    Op::SetEffort {
-                        effort: dsh_protocol::Effort::parse(effort).unwrap(),
-                    },
-                )
-                .await
-                .unwrap();
-        });
-        // The in-process subscriber sees it when the hub publishes it.
+    for _ in 0..rounds {
+        s.client
+            .send(
+                &id,
+                Op::Submit {
+                    text: "go".into(),
+                    attachments: vec![],
+                },
+            )
+            .await
+            .unwrap();
         let published = loop {
             let ev = within("local", local.next()).await.unwrap();
-            if matches!(ev.msg, EventMsg::SessionConfigured { .. }) {
+            if matches!(ev.msg, EventMsg::TurnStarted { .. }) {
                 break Instant::now();
             }
         };
-        let r = sse.next().await.unwrap();
-        let arrived = Instant::now();
-        assert!(matches!(r.event.msg, EventMsg::SessionConfigured { .. }));
-        send.await.unwrap();
-        delivery.push(arrived.saturating_duration_since(published));
-        round_trip.push(arrived - t0);
+        loop {
+            let r = sse.next().await.unwrap();
+            if matches!(r.event.msg, EventMsg::TurnStarted { .. }) {
+                delivery.push(Instant::now().saturating_duration_since(published));
+                break;
+            }
+        }
+        while !matches!(
+            within("local", local.next()).await.unwrap().msg,
+            EventMsg::TurnEnded { .. }
+        ) {}
+        sse.until(is_turn_end).await;
+        // Idle again before the next prompt.
+        sse.until(|m| matches!(m, EventMsg::State { state } if *state == dsh_protocol::SessionState::Idle))
+            .await;
     }
     delivery.sort();
-    round_trip.sort();
     println!(
-        "BUDGET event delivery server->SSE client (loopback, {rounds} events): p50 {:?} p90 {:?} p99 {:?}; op->SSE arrival p50 {:?}",
+        "BUDGET event delivery server->SSE client (loopback, {rounds} turns, first event of each): p50 {:?} p90 {:?} p99 {:?}",
         percentile(&delivery, 0.5),
         percentile(&delivery, 0.9),
         percentile(&delivery, 0.99),
-        percentile(&round_trip, 0.5),
     );
     s.stop().await;
 }
