@@ -357,3 +357,81 @@ fn schemathesis_finds_no_server_error_and_no_answer_off_the_schema() {
     // The run reached the model (sessions with a prompt ran turns).
     assert!(mock.request_count() > 0, "no turn ran:\n{text}");
 }
+
+/// `kill -9` of the server while a turn streams: what was committed and written stays (the
+/// engine writes the log through before each tool call and flushes it at each turn end), and a
+/// new server resumes the session (crash repair) and runs the next turn.
+#[test]
+fn a_session_survives_kill_9_of_the_server_mid_turn_and_resumes_in_a_new_one() {
+    let env = Env::new();
+    std::fs::write(env.work.path().join("a.txt"), "contents of a\n").unwrap();
+    env.server().push(
+        Completion::new()
+            .tool_call("read", r#"{"file_path":"a.txt"}"#)
+            .reply(),
+    );
+    env.server()
+        .push(crate::support::stalled_text("partial answer"));
+    let served = serve(&env, &[]);
+    let cwd = env.cwd().display().to_string();
+    let (status, created) = raw(
+        &served.addr,
+        "POST",
+        "/v1/sessions",
+        Some(&format!(r#"{{"cwd":"{cwd}","prompt":"first prompt"}}"#)),
+        None,
+    );
+    assert_eq!(status, 201, "{created}");
+    let id = created
+        .split("\"id\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned();
+    // Mid-turn: the answer is streaming (and stalls there).
+    let (_, events) = raw(
+        &served.addr,
+        "GET",
+        &format!("/v1/sessions/{id}/events"),
+        None,
+        Some("partial answer"),
+    );
+    assert!(events.contains("event: textDelta"), "{events}");
+    let mut served = served;
+    served.child.kill().unwrap(); // SIGKILL
+    served.child.wait().unwrap();
+    drop(served);
+    // A new server: resume, then a turn.
+    env.server()
+        .push(Completion::new().text("after the crash").reply());
+    let again = serve(&env, &[]);
+    let (status, resumed) = raw(
+        &again.addr,
+        "POST",
+        "/v1/sessions",
+        Some(&format!(r#"{{"type":"resume","sessionId":"{id}"}}"#)),
+        None,
+    );
+    assert_eq!(status, 201, "{resumed}");
+    let (status, accepted) = raw(
+        &again.addr,
+        "POST",
+        &format!("/v1/sessions/{id}/ops"),
+        Some(r#"{"type":"submit","text":"go on"}"#),
+        None,
+    );
+    assert_eq!(status, 202, "{accepted}");
+    let (_, events) = raw(
+        &again.addr,
+        "GET",
+        &format!("/v1/sessions/{id}/events"),
+        None,
+        Some("after the crash\"}"),
+    );
+    // The first prompt and the tool call were written before the kill and are replayed; the
+    // interrupted turn was repaired; the new turn ran.
+    assert!(events.contains("first prompt"), "{events}");
+    assert!(events.contains("event: toolCallBegan"), "{events}");
+    assert!(events.contains("\"interrupted\""), "{events}");
+    assert!(events.contains("after the crash"), "{events}");
+}
