@@ -256,3 +256,60 @@ async fn the_same_app_serves_a_unix_socket() {
     task.await.unwrap();
     s.stop().await;
 }
+
+/// 100 sessions running at once, two SSE subscribers each: every pair sees the same committed
+/// events, every turn ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_concurrent_sessions_with_two_subscribers_each() {
+    let n = 100;
+    let scripts = (0..n).map(|i| Script::Chunks(text(&format!("answer {i}"))));
+    let s = Server::start(scripts.collect(), ApprovalPolicy::Never).await;
+    let mut ids = Vec::new();
+    let mut pairs = Vec::new();
+    for _ in 0..n {
+        let id = s.create(json!({})).await;
+        let mut a = s.events(&id, None, None).await;
+        let mut b = s.events(&id, None, None).await;
+        a.until(is_snapshot).await;
+        b.until(is_snapshot).await;
+        ids.push(id);
+        pairs.push((a, b));
+    }
+    for id in &ids {
+        assert_eq!(
+            s.op(id, json!({"type": "submit", "text": "go"})).await.0,
+            202
+        );
+    }
+    let mut answers = Vec::new();
+    let tasks: Vec<_> = pairs
+        .into_iter()
+        .map(|(mut a, mut b)| {
+            tokio::spawn(async move {
+                let ea = a.until(is_turn_end).await;
+                let eb = b.until(is_turn_end).await;
+                (committed(&ea), committed(&eb))
+            })
+        })
+        .collect();
+    for t in tasks {
+        let (a, b) = t.await.unwrap();
+        assert_eq!(a, b);
+        let answer = a
+            .iter()
+            .find(|(_, json)| json.contains("assistantMessage"))
+            .map(|(_, json)| json.clone())
+            .unwrap();
+        answers.push(answer);
+    }
+    // Every script was answered exactly once, each in one session.
+    for i in 0..n {
+        let needle = format!("answer {i}\"");
+        assert_eq!(
+            answers.iter().filter(|a| a.contains(&needle)).count(),
+            1,
+            "{needle}"
+        );
+    }
+    s.stop().await;
+}
