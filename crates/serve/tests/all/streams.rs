@@ -313,3 +313,88 @@ async fn a_hundred_concurrent_sessions_with_two_subscribers_each() {
     }
     s.stop().await;
 }
+
+/// An answer streamed as `n` deltas of `size` bytes.
+fn many_deltas(n: usize, size: usize) -> Vec<dsh_llm::StreamChunk> {
+    use dsh_llm::{BlockKind, ContentBlock, FinishReason, StreamChunk, TokenUsage};
+    let piece = "x".repeat(size);
+    let mut out = vec![StreamChunk::BlockStart {
+        index: 0,
+        block_type: BlockKind::Text,
+    }];
+    out.extend((0..n).map(|_| StreamChunk::TextDelta {
+        index: 0,
+        text: piece.clone(),
+    }));
+    out.push(StreamChunk::BlockEnd {
+        index: 0,
+        block: ContentBlock::text(piece.repeat(n)),
+    });
+    out.push(StreamChunk::Usage {
+        usage: TokenUsage {
+            input_tokens: 10,
+            output_tokens: n as u64,
+            ..Default::default()
+        },
+    });
+    out.push(StreamChunk::finish(FinishReason::Stop));
+    out
+}
+
+/// A client that stops reading never slows the session: the turn ends while it reads nothing;
+/// the host cuts it off for lagging, the server resubscribes it from the log, and once it reads
+/// again it gets every committed event exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_client_never_slows_the_session_and_catches_up_from_the_log() {
+    // 14,000 deltas of 512 bytes (~8 MB of SSE): more than loopback socket buffers (4 MB at most
+    // here) hold plus the host's lag bound of 4,096 events.
+    let s = Server::start(
+        vec![Script::Chunks(many_deltas(14_000, 512))],
+        ApprovalPolicy::Never,
+    )
+    .await;
+    let id = s.create(json!({})).await;
+    let mut stalled = s.events(&id, None, None).await;
+    stalled.until(is_snapshot).await;
+    let mut local = s.client.subscribe(&id, None).await.unwrap();
+    let mut reference = Vec::new();
+    loop {
+        let ev = dsh_test_harness::within("local", futures::StreamExt::next(&mut local))
+            .await
+            .unwrap();
+        if matches!(ev.msg, EventMsg::Snapshot(_)) {
+            break;
+        }
+    }
+    assert_eq!(
+        s.op(&id, json!({"type": "submit", "text": "go"})).await.0,
+        202
+    );
+    // The turn ends while the stalled client reads nothing.
+    loop {
+        let ev = dsh_test_harness::within("local", futures::StreamExt::next(&mut local))
+            .await
+            .unwrap();
+        let end = is_turn_end(&ev.msg);
+        reference.push(ev);
+        if end {
+            break;
+        }
+    }
+    // Now it reads: every committed event once, in order.
+    let caught_up = stalled.until(is_turn_end).await;
+    assert_eq!(committed(&caught_up), committed_events(&reference));
+    // It was cut off (the deltas it missed are not replayed: they are live) and resubscribed
+    // from the log: the replay ends with the turn, then comes a fresh snapshot.
+    let deltas = caught_up
+        .iter()
+        .filter(|r| matches!(r.event.msg, EventMsg::TextDelta { .. }))
+        .count();
+    assert!(
+        deltas < 14_000,
+        "{deltas} deltas: the client was never cut off"
+    );
+    let next = stalled.next().await.unwrap();
+    assert!(is_snapshot(&next.event.msg), "{:?}", next.event);
+    s.stop().await;
+}
