@@ -435,3 +435,59 @@ fn a_session_survives_kill_9_of_the_server_mid_turn_and_resumes_in_a_new_one() {
     assert!(events.contains("\"interrupted\""), "{events}");
     assert!(events.contains("after the crash"), "{events}");
 }
+
+/// Two servers on one `DSH_HOME`: a session one of them writes is watched by the other (its
+/// log replayed, no lock taken) but not opened there (409 SESSION_LOCKED). The second server is
+/// started after the session was written: a server does not see sessions another process
+/// creates after it started (the store's index; see crates/serve/README.md).
+#[test]
+fn a_session_another_server_writes_is_watched_but_answers_409_to_opening() {
+    let env = Env::new();
+    env.server()
+        .push(Completion::new().text("written by a").reply());
+    let a = serve(&env, &[]);
+    let cwd = env.cwd().display().to_string();
+    let (status, created) = raw(
+        &a.addr,
+        "POST",
+        "/v1/sessions",
+        Some(&format!(r#"{{"cwd":"{cwd}","prompt":"hello"}}"#)),
+        None,
+    );
+    assert_eq!(status, 201, "{created}");
+    let id = created
+        .split("\"id\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned();
+    let (_, events) = raw(
+        &a.addr,
+        "GET",
+        &format!("/v1/sessions/{id}/events"),
+        None,
+        Some("event: turnEnded"),
+    );
+    assert!(events.contains("written by a"), "{events}");
+    // B (started after the session was written) watches it from the log.
+    let b = serve(&env, &[]);
+    let (status, watched) = raw(
+        &b.addr,
+        "GET",
+        &format!("/v1/sessions/{id}/events"),
+        None,
+        Some("event: snapshot"),
+    );
+    assert_eq!(status, 200, "{watched}");
+    assert!(watched.contains("written by a"), "{watched}");
+    // B cannot open it while A holds it.
+    let (status, refused) = raw(
+        &b.addr,
+        "POST",
+        "/v1/sessions",
+        Some(&format!(r#"{{"type":"resume","sessionId":"{id}"}}"#)),
+        None,
+    );
+    assert_eq!(status, 409, "{refused}");
+    assert!(refused.contains("\"code\":\"SESSION_LOCKED\""), "{refused}");
+}
