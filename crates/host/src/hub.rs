@@ -27,8 +27,8 @@ use tokio::sync::broadcast;
 use crate::project::Projector;
 
 /// Events a subscriber may lag behind the live edge before it is cut off (and resubscribes
-/// from the log).
-pub const SUBSCRIBER_BUFFER: usize = 4096;
+/// from the log). The ring is allocated per open session (a pointer a slot: ~40 KB).
+pub const SUBSCRIBER_BUFFER: usize = 1024;
 
 /// `/model` and `/effort` choices, applied by the hub's `agent/request` hook.
 #[derive(Default)]
@@ -54,7 +54,7 @@ pub(crate) struct Hub {
     pub agent: Arc<dyn Agent>,
     /// Opened by the host (closed and disposed by it), or watched (a sub-agent).
     pub owned: bool,
-    tx: broadcast::Sender<Event>,
+    tx: broadcast::Sender<Arc<Event>>,
     pub state: Mutex<HubState>,
     registrations: Mutex<Vec<Registration>>,
     pub overrides: Arc<Mutex<Overrides>>,
@@ -217,7 +217,7 @@ impl Hub {
 
     fn send(&self, seq: u64, msg: EventMsg) {
         // No subscriber is not an error: the log keeps everything.
-        let _ = self.tx.send(Event::new(seq, msg));
+        let _ = self.tx.send(Arc::new(Event::new(seq, msg)));
     }
 
     fn committed(&self, ev: &dsh_session::Event) {
@@ -410,7 +410,7 @@ impl Hub {
                         if !ev.is_live() && replayed_to.is_some_and(|r| ev.seq <= r) {
                             continue;
                         }
-                        return Some((ev, rx));
+                        return Some((Arc::unwrap_or_clone(ev), rx));
                     }
                     Err(broadcast::error::RecvError::Lagged(n)) => {
                         let ev = Event::new(

@@ -374,7 +374,28 @@ impl Inner {
     }
 
     pub(crate) async fn send(&self, id: &str, op: Op) -> Result<OpAccepted, ProtocolError> {
-        let hub = self.hub(id).ok_or_else(|| not_open(id))?;
+        let hub = match self.hub(id) {
+            Some(h) => h,
+            None => {
+                // A stored session is opened for the op (taking its write lock); a live one
+                // driven by someone else (a sub-agent) is refused below.
+                let stored = self
+                    .root
+                    .get::<dyn dsh_session::Sessions>()
+                    .is_some_and(|s| s.exists(id));
+                let live = self.agents()?.get(id).is_some();
+                if !stored || live {
+                    self.open_hub(id)?
+                } else {
+                    let resume = OpenSession::Resume {
+                        session_id: id.to_owned(),
+                        options: dsh_protocol::SessionOptions::default(),
+                    };
+                    Box::pin(self.open(resume)).await?;
+                    self.hub(id).ok_or_else(|| not_open(id))?
+                }
+            }
+        };
         if !hub.owned {
             return Err(ProtocolError::new(
                 ErrorCode::Forbidden,

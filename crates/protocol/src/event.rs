@@ -241,7 +241,8 @@ pub struct Snapshot {
 pub enum EventMsg {
     /// The live state, after the committed events a subscription replays.
     Snapshot(Box<Snapshot>),
-    /// The session's settings: at its start (the welcome line) and whenever one changes.
+    /// The session's settings changed (live: `setModel`, `setEffort`; a subscription's snapshot
+    /// carries the settings in force).
     #[serde(rename_all = "camelCase")]
     SessionConfigured {
         /// The working directory.
@@ -536,6 +537,7 @@ impl EventMsg {
         matches!(
             self,
             EventMsg::Snapshot(_)
+                | EventMsg::SessionConfigured { .. }
                 | EventMsg::State { .. }
                 | EventMsg::TextDelta { .. }
                 | EventMsg::ReasoningDelta { .. }

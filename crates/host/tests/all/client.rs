@@ -283,7 +283,11 @@ async fn a_reconnect_continues_after_its_last_seq_with_no_gap_and_no_duplicate()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_session_replays_from_its_log_and_ops_on_unknown_sessions_are_refused() {
-    let (h, _host, client) = host(vec![Script::Chunks(text("hello"))], ApprovalPolicy::Never).await;
+    let (h, _host, client) = host(
+        vec![Script::Chunks(text("hello")), Script::Chunks(text("again"))],
+        ApprovalPolicy::Never,
+    )
+    .await;
     let summary = client
         .open(OpenSession::Create {
             session_id: None,
@@ -314,6 +318,45 @@ async fn a_stored_session_replays_from_its_log_and_ops_on_unknown_sessions_are_r
             "{c:?} missing from the stored replay"
         );
     }
+    // An op to the stored session opens it again (its write lock taken) and acts.
+    client
+        .send(
+            &id,
+            Op::Submit {
+                text: "once more".into(),
+                attachments: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    let mut again = client
+        .subscribe(&id, stored_c.last().map(|(s, _)| *s))
+        .await
+        .unwrap();
+    let more = until(&mut again, |m| matches!(m, EventMsg::TurnEnded { .. })).await;
+    assert!(more.iter().any(|e| matches!(
+        &e.msg,
+        EventMsg::AssistantMessage { text, .. } if text == "again"
+    )));
+    // A settings change reaches a subscriber that joined after the last commit.
+    client
+        .send(
+            &id,
+            Op::SetEffort {
+                effort: dsh_protocol::Effort::High,
+            },
+        )
+        .await
+        .unwrap();
+    let changed = until(&mut again, |m| {
+        matches!(m, EventMsg::SessionConfigured { .. })
+    })
+    .await;
+    let EventMsg::SessionConfigured { settings, .. } = &changed.last().unwrap().msg else {
+        unreachable!()
+    };
+    assert_eq!(settings.effort, Some(dsh_protocol::Effort::High));
+    client.close(&id).await.unwrap();
     let err = client
         .send("no-such-session", Op::Interrupt)
         .await
