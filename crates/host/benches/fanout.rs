@@ -10,7 +10,7 @@ use std::time::Instant;
 use dsh_agent::events::AgentStreamChunk;
 use dsh_host::{Host, HostOptions};
 use dsh_llm::StreamChunk;
-use dsh_protocol::{Client, EventMsg, OpenSession, SessionOptions};
+use dsh_protocol::{EventMsg, OpenSession, SessionOptions};
 use dsh_test_harness::{Script, TestHarness, calls, text};
 use dsh_tools::{FnTool, ToolOutput};
 use futures::StreamExt;

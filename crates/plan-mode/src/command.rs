@@ -38,13 +38,9 @@ impl Plugin for PlanCommandPlugin {
                 };
                 plan.set(&call.agent, on, true)
                     .map_err(|e| CommandError::Failed(format!("cannot change plan mode: {e}")))?;
-                // The logged `plan/mode` event tells every client; the answer says it too.
+                // The logged `plan/mode` event tells every client what changed.
                 Ok(CommandOutcome::Done {
-                    text: if on {
-                        "plan mode on: read-only tools until the plan is accepted".into()
-                    } else {
-                        "plan mode off".into()
-                    },
+                    text: String::new(),
                 })
             })
         };

@@ -74,6 +74,13 @@ pub enum Action {
     Suspend,
     /// Turn plan mode on or off (`/plan`, Shift+Tab).
     TogglePlan,
+    /// Run a command of the registry (a plugin's slash command) with the rest of the line.
+    RunCommand {
+        /// The name, without the slash.
+        name: String,
+        /// The arguments.
+        args: String,
+    },
     /// The user answered the approval question `id`.
     Answer {
         /// The question's id.
@@ -181,6 +188,8 @@ pub struct App {
     search: Option<usize>,
     /// Slash commands plugins expand (custom commands, skills): `(/name, help)`, sent as prompts.
     pub extra_commands: Vec<(String, String)>,
+    /// Names (without the slash) of the registry's plugin commands, run through the registry.
+    pub registry_commands: Vec<String>,
     /// The running sub-agents of the shown agent (live cards; Ctrl+O expands them).
     pub agents: crate::live_agents::LiveAgents,
 }
@@ -217,6 +226,7 @@ impl App {
             quit_armed: false,
             search: None,
             extra_commands: Vec::new(),
+            registry_commands: Vec::new(),
             agents: crate::live_agents::LiveAgents::default(),
         }
     }
@@ -535,6 +545,15 @@ impl App {
             .next()
             .is_some_and(|n| self.is_extra(n));
         if text.starts_with('/') && !plugin_command {
+            if let Some((name, args)) = text[1..].split_once(' ').or(Some((&text[1..], "")))
+                && self.registry_commands.iter().any(|c| c == name)
+                && !COMMANDS.iter().any(|(c, _)| c[1..] == *name)
+            {
+                return vec![Action::RunCommand {
+                    name: name.to_owned(),
+                    args: args.trim().to_owned(),
+                }];
+            }
             return self.command(&text, width);
         }
         if self.running {

@@ -9,9 +9,11 @@ use dsh_agent::events::{AgentStatusChanged, AgentStreamChunk};
 use dsh_agent::hooks::{AgentRequest, PreStep};
 use dsh_agent::{Agent, AgentOptions, AgentStatus, Agents, CancelCause, CreateAgent, ResumeAgent};
 use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer};
+use dsh_commands::{CommandCall, Commands};
 use dsh_kernel::{Ctx, Registration};
 use dsh_llm::service::CallSettings;
 use dsh_llm::{Llm, Message, ReasoningEffort, StreamChunk};
+use dsh_protocol::{CommandOutcome, CommandSource};
 use dsh_session::plugin::SessionEvent;
 use dsh_session::{Event, Sessions};
 use dsh_subagent_api::events::{SubagentFinished, SubagentStarted};
@@ -467,36 +469,9 @@ impl Runtime {
                 self.overrides.lock().effort = Some(ReasoningEffort::from(e));
                 self.refresh_route(width);
             }
-            Action::Compact => {
-                let notice = |text: String, kind: NoticeKind| Cell::Notice { text, kind };
-                let Some(service) = self.root.get::<dyn dsh_compaction_api::Compaction>() else {
-                    let cell = notice("compaction is not composed".into(), NoticeKind::Error);
-                    self.app.insert_cell(&cell, width);
-                    return Ok(());
-                };
-                let Some(agent) = self.attached.as_ref().map(|a| a.agent.clone()) else {
-                    return Ok(());
-                };
-                let cell = match service
-                    .compact_now(agent, tokio_util::sync::CancellationToken::new(), None)
-                    .await
-                {
-                    Ok(Some(outcome)) => notice(outcome.describe(), NoticeKind::Info),
-                    Ok(None) => notice(
-                        dsh_compaction_api::NOTHING_TO_COMPACT.into(),
-                        NoticeKind::Info,
-                    ),
-                    Err(e) => notice(format!("compaction failed: {e}"), NoticeKind::Error),
-                };
-                self.app.insert_cell(&cell, width);
-            }
-            Action::TogglePlan => {
-                if let Some(agent) = self.attached.as_ref().map(|a| a.agent.clone())
-                    && let Some(cell) = crate::toolset::toggle_plan(&self.root, &agent)
-                {
-                    self.app.insert_cell(&cell, width);
-                }
-            }
+            Action::Compact => self.run_command("compact", String::new(), width).await,
+            Action::TogglePlan => self.run_command("plan", String::new(), width).await,
+            Action::RunCommand { name, args } => self.run_command(&name, args, width).await,
             Action::Diff => {
                 let cwd = self.options().cwd;
                 let out = tokio::task::spawn_blocking(move || {
@@ -544,6 +519,67 @@ impl Runtime {
             }
         }
         Ok(())
+    }
+
+    /// Runs a command of the registry (`dsh-commands`) in the shown session and shows what it
+    /// says.
+    async fn run_command(&mut self, name: &str, args: String, width: u16) {
+        let notice = |text: String, kind: NoticeKind| Cell::Notice { text, kind };
+        let Some(commands) = self.root.get::<dyn Commands>() else {
+            let cell = notice(
+                format!("/{name} is not available: no command registry is composed"),
+                NoticeKind::Error,
+            );
+            self.app.insert_cell(&cell, width);
+            return;
+        };
+        let Some(agent) = self.attached.as_ref().map(|a| a.agent.clone()) else {
+            return;
+        };
+        let call = CommandCall {
+            agent,
+            args,
+            cancel: tokio_util::sync::CancellationToken::new(),
+        };
+        let cell = match commands.run(name, call).await {
+            Ok(CommandOutcome::Done { text }) if !text.is_empty() => {
+                Some(notice(text, NoticeKind::Info))
+            }
+            Ok(CommandOutcome::Submitted { .. }) => {
+                self.app.running = true;
+                None
+            }
+            Ok(_) => None,
+            Err(e) => Some(notice(format!("/{name}: {e}"), NoticeKind::Error)),
+        };
+        if let Some(cell) = cell {
+            self.app.insert_cell(&cell, width);
+        }
+    }
+
+    /// The registry's plugin commands, for completion and `/help` (custom commands and skills
+    /// come through `extra_commands` and are sent as prompts).
+    fn refresh_commands(&mut self, agent: &Arc<dyn Agent>) {
+        let Some(commands) = self.root.get::<dyn Commands>() else {
+            return;
+        };
+        let mut names = Vec::new();
+        for c in commands.list(agent) {
+            if c.source != CommandSource::Plugin && c.source != CommandSource::Builtin {
+                continue;
+            }
+            let slash = format!("/{}", c.name);
+            if !crate::app::COMMANDS.iter().any(|(n, _)| *n == slash)
+                && !self.app.extra_commands.iter().any(|(n, _)| *n == slash)
+            {
+                let hint = c.argument_hint.map(|h| format!("{h} ")).unwrap_or_default();
+                self.app
+                    .extra_commands
+                    .push((slash, format!("{hint}{}", c.description)));
+            }
+            names.push(c.name);
+        }
+        self.app.registry_commands = names;
     }
 
     fn agents(&self) -> Result<Arc<dyn Agents>, TuiError> {
@@ -734,6 +770,17 @@ impl Runtime {
             seen: seen.max(1),
         });
         self.refresh_route(width);
+        if let Some(a) = self.attached.as_ref().map(|a| a.agent.clone()) {
+            self.refresh_commands(&a);
+        }
+        let welcome = self.welcome(&events);
+        self.app.insert_cell(
+            &Cell::Notice {
+                text: welcome,
+                kind: NoticeKind::Info,
+            },
+            width,
+        );
         self.app.insert_cell(
             &Cell::Notice {
                 text: format!("session {id} · /help for commands"),
@@ -742,5 +789,37 @@ impl Runtime {
             width,
         );
         Ok(())
+    }
+
+    /// The welcome line: model, effort, directory, sandbox mode and approval policy in force
+    /// (the last `sandbox/mode` and `approval/policy` the session logged).
+    fn welcome(&self, events: &[Arc<Event>]) -> String {
+        let sandbox = events.iter().rev().find_map(|e| {
+            e.plugin::<dsh_sandbox::SandboxModeEvent>()
+                .and_then(Result::ok)
+                .map(|m| m.mode.as_str().to_owned())
+        });
+        let policy = events.iter().rev().find_map(|e| {
+            e.plugin::<dsh_session::feature::ApprovalPolicyEvent>()
+                .and_then(Result::ok)
+                .map(|p| p.policy.as_str().to_owned())
+        });
+        let effort = self
+            .app
+            .effort
+            .as_deref()
+            .map(|e| format!(" · effort {e}"))
+            .unwrap_or_default();
+        format!(
+            "dsh · {}{effort} · {} · sandbox {} · approvals {}",
+            if self.app.model.is_empty() {
+                "(no model)"
+            } else {
+                &self.app.model
+            },
+            self.options().cwd.display(),
+            sandbox.as_deref().unwrap_or("none"),
+            policy.as_deref().unwrap_or("never"),
+        )
     }
 }

@@ -1,17 +1,11 @@
 //! The TUI side of issue 22's tools: the live checklist of `todo_write` (each `todo/write`
-//! event is drawn as a checklist), plan-mode and working-directory changes, and the `/plan`
-//! (Shift+Tab) toggle through the `plan-mode` service.
+//! event is drawn as a checklist), plan-mode and working-directory changes. (`/plan` and
+//! Shift+Tab run the registry's `plan` command.)
 
-use std::sync::Arc;
-
-use dsh_agent::Agent;
-use dsh_kernel::Ctx;
-use dsh_plan_mode_api::PlanMode;
 use dsh_session::Event;
 use dsh_session::feature::{PlanModeChange, TodoStatus, TodoWrite, WorkingDirectoryChange};
 use ratatui::text::{Line, Span};
 
-use crate::cells::{Cell, NoticeKind};
 use crate::theme::Theme;
 
 /// The lines of a `todo/write`, `plan/mode` or `working-directory/change` event (`None` for
@@ -47,23 +41,4 @@ pub fn lines(ev: &Event, theme: Theme) -> Option<Vec<Line<'static>>> {
         ))]);
     }
     None
-}
-
-/// Turns plan mode on or off for `agent`; the notice to show when it could not.
-pub fn toggle_plan(root: &Ctx, agent: &Arc<dyn Agent>) -> Option<Cell> {
-    let Some(plan) = root.get::<dyn PlanMode>() else {
-        return Some(Cell::Notice {
-            text: "plan mode is not composed".into(),
-            kind: NoticeKind::Error,
-        });
-    };
-    let on = !plan.is_active(agent.id());
-    match plan.set(agent, on, true) {
-        // The logged `plan/mode` event draws the change.
-        Ok(_) => None,
-        Err(e) => Some(Cell::Notice {
-            text: format!("cannot change plan mode: {e}"),
-            kind: NoticeKind::Error,
-        }),
-    }
 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use dsh_llm::{ContentBlock, ModelPricing, StreamChunk, TokenUsage};
 use dsh_session::data::TurnEndReason;
-use dsh_session::{CoreEvent, Event, EventKind};
+use dsh_session::{CoreEvent, Event, EventKind, PluginEvent};
 use ratatui::text::{Line, Span};
 
 use crate::cells::{Cell, NoticeKind, ToolCard, ToolOutcome, sanitize};
@@ -63,6 +63,8 @@ pub struct Transcript {
     plans_shown: std::collections::HashSet<String>,
     /// Describes the tool calls for their cards.
     displayer: Displayer,
+    /// `dsh/compaction-tokens` of the compaction being closed.
+    compaction_tokens: Option<(u64, u64)>,
 }
 
 impl std::fmt::Debug for Transcript {
@@ -89,6 +91,7 @@ impl Transcript {
             model: String::new(),
             plans_shown: std::collections::HashSet::new(),
             displayer: crate::tool_display::generic(),
+            compaction_tokens: None,
         }
     }
 
@@ -403,19 +406,48 @@ impl Transcript {
                         let cell = self.decisions.decided(&d);
                         self.cell(&cell, width)
                     }
-                    Err(_) => self.generic(ev, width),
+                    Err(_) => Vec::new(),
                 }
             }
-            EventKind::LlmRetryStarted
-            | EventKind::SessionTitle
-            | EventKind::SessionTitleLlmRequest => Vec::new(),
-            _ => self.generic(ev, width),
+            EventKind::CompactionStart | EventKind::CompactionEnd => {
+                let text = if *ev.event_kind() == EventKind::CompactionStart {
+                    "⟳ compacting the history".to_owned()
+                } else {
+                    match self.compaction_tokens.take() {
+                        Some((before, after)) => {
+                            format!("✓ history compacted: ~{before} → ~{after} tokens")
+                        }
+                        None => dsh_compaction_api::events::describe(ev)
+                            .unwrap_or_else(|| "compaction ended".to_owned()),
+                    }
+                };
+                self.notice(text, width)
+            }
+            EventKind::Other(k) if &**k == dsh_compaction_api::events::CompactionTokens::TYPE => {
+                if let Some(Ok(t)) = ev.plugin::<dsh_compaction_api::events::CompactionTokens>() {
+                    self.compaction_tokens = Some((t.tokens_before, t.tokens_after));
+                }
+                Vec::new()
+            }
+            EventKind::JobSettled => {
+                match ev.plugin::<dsh_session::feature::JobSettled>() {
+                    // Foreground bash calls are jobs too: only background work is worth a line.
+                    Some(Ok(j)) if j.kind != "bash" => {
+                        self.notice(format!("· job {} {}", j.label, j.status.as_str()), width)
+                    }
+                    _ => Vec::new(),
+                }
+            }
+            // Recorded for the log's readers; what they mean is on screen already (the welcome
+            // line, tool cards, the status line) or is bookkeeping. No raw event kind is shown.
+            other => {
+                tracing::debug!(kind = other.as_str(), "event not shown");
+                Vec::new()
+            }
         }
     }
 
-    /// Any other event (compaction, sub-agents, later plugins): one generic line.
-    fn generic(&self, ev: &Event, width: u16) -> Vec<Line<'static>> {
-        let text = format!("· {}", ev.event_kind().as_str());
+    fn notice(&self, text: String, width: u16) -> Vec<Line<'static>> {
         self.cell(
             &Cell::Notice {
                 text,

@@ -419,6 +419,27 @@ fn esc_interrupts_and_keeps_the_delivered_text() {
     );
 }
 
+/// A session opens with a welcome line (model, effort, directory, sandbox mode, approval
+/// policy) and the log's bookkeeping events never reach the screen as raw event kinds.
+#[test]
+fn a_session_opens_with_a_welcome_line_and_no_raw_event_kind() {
+    let env = Env::new();
+    env.server().push(text_reply("Hi."));
+    let tui = Tui::spawn(&env, &["hello"], 120, 40);
+    let screen = tui.wait_for("Hi.");
+    let welcome = screen
+        .lines()
+        .find(|l| l.contains("dsh · "))
+        .unwrap_or_else(|| panic!("no welcome line: {screen}"));
+    assert!(welcome.contains("sandbox "), "{welcome}");
+    assert!(welcome.contains("approvals "), "{welcome}");
+    assert!(welcome.contains(" · /"), "the directory: {welcome}");
+    for raw in ["sandbox/mode", "approval/policy", "permission/preset", "session/title"] {
+        assert!(!screen.contains(raw), "{raw} reached the screen: {screen}");
+    }
+    tui.quit();
+}
+
 #[test]
 fn quit_then_continue_shows_the_history() {
     let env = Env::new();

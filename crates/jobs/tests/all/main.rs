@@ -185,7 +185,7 @@ async fn a_killed_job_settles_killed_with_the_reason_and_sends_no_notice() {
     let agent = h.agent().await;
     let jobs = h.get::<dyn Jobs>();
     let (id, _done) = gated_job(&jobs, agent.id(), "never");
-    assert_eq!(jobs.list(agent.id())[0].status, "running");
+    assert_eq!(jobs.list(agent.id())[0].status.as_str(), "running");
     jobs.kill(agent.id(), &id, Some("not needed".into()))
         .unwrap();
     let c = tokio_util::sync::CancellationToken::new();
@@ -205,7 +205,7 @@ async fn a_killed_job_settles_killed_with_the_reason_and_sends_no_notice() {
     assert_eq!(settled["cause"], "kill");
     assert_eq!(settled["detail"], "stopped; not needed");
     assert!(inserted.try_recv().is_err(), "no notice after a kill");
-    assert_eq!(jobs.list(agent.id())[0].status, "killed");
+    assert_eq!(jobs.list(agent.id())[0].status.as_str(), "killed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
