@@ -11,8 +11,8 @@
 //! - [`ContextPlugin`]: all of it on the `agent/pre-step` hook, the `tools/result` notification
 //!   and the `Tools` / `SystemPrompt` services; [`report`] for `dsh context`.
 
-pub mod commands;
 mod command;
+pub mod commands;
 pub mod frontmatter;
 pub mod instructions;
 mod plugin;

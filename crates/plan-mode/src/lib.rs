@@ -14,12 +14,12 @@
 //!   request), `accept` it at once, or `stop` (the plan is recorded for review and the mode
 //!   stays on).
 
-mod plugin;
 mod command;
+mod plugin;
 pub mod readonly;
 mod tool;
 
+pub use command::PlanCommandPlugin;
 pub use dsh_plan_mode_api::{PlanAccept, PlanMode, PlanModeError, SOURCE_KIND};
 pub use plugin::{PlanModeConfig, PlanModePlugin};
-pub use command::PlanCommandPlugin;
 pub use tool::{ExitPlanModeTool, display};

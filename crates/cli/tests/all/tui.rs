@@ -434,7 +434,12 @@ fn a_session_opens_with_a_welcome_line_and_no_raw_event_kind() {
     assert!(welcome.contains("sandbox "), "{welcome}");
     assert!(welcome.contains("approvals "), "{welcome}");
     assert!(welcome.contains(" · /"), "the directory: {welcome}");
-    for raw in ["sandbox/mode", "approval/policy", "permission/preset", "session/title"] {
+    for raw in [
+        "sandbox/mode",
+        "approval/policy",
+        "permission/preset",
+        "session/title",
+    ] {
         assert!(!screen.contains(raw), "{raw} reached the screen: {screen}");
     }
     tui.quit();
