@@ -168,6 +168,9 @@ pub(crate) async fn run(mut args: ExecArgs) -> Result<u8, Failure> {
         dsh_session_jsonl::prefetch::start(dsh_session_jsonl::default_root(), id);
     }
     let prompt = read_prompt(&args.prompt)?;
+    if let Some(server) = args.server.clone() {
+        return crate::exec_remote::run(args, server, prompt).await;
+    }
     let cwd = working_dir(args.cwd.as_ref())?;
     args.compose.project_dir = Some(cwd.clone());
     let registry = registry();

@@ -10,6 +10,7 @@ mod compose;
 mod config_cmd;
 mod context_cmd;
 mod exec;
+mod exec_remote;
 mod home;
 mod json_out;
 mod mcp_cmd;
@@ -162,6 +163,10 @@ pub(crate) struct ExecArgs {
     /// Print the session's token usage and cost, its subagents' included, on stderr at the end.
     #[arg(long)]
     pub(crate) usage: bool,
+    /// Run the task on a `dsh serve` at this URL (`http://127.0.0.1:7433`); its token, if it
+    /// needs one, comes from `DSH_SERVER_TOKEN`. The composition is the server's.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["continue_latest", "json"])]
+    pub(crate) server: Option<String>,
     #[command(flatten)]
     pub(crate) compose: ComposeArgs,
     #[command(flatten)]

@@ -14,7 +14,7 @@ use crate::op::{Op, OpAccepted};
 use crate::session::{OpenSession, SessionQuery, SessionSummary};
 
 /// A stream of one session's events. It ends when the session is closed in the host, or with
-/// an [`crate::EventMsg::Error`] of code `INTERNAL` when the subscriber fell too far behind the
+/// an [`crate::EventMsg::Error`] of code `SUBSCRIBER_LAGGED` when the subscriber fell too far behind the
 /// live events to be served (subscribe again from the last seq seen: the log has everything).
 pub type EventStream = BoxStream<'static, Event>;
 

@@ -267,7 +267,10 @@ impl App {
 
     /// Whether `name` (with its `/`) is one of the plugin commands.
     fn is_extra(&self, name: &str) -> bool {
-        self.extra_commands.iter().any(|(c, _)| c == name)
+        let registry = name
+            .strip_prefix('/')
+            .is_some_and(|n| self.registry_commands.iter().any(|r| r == n));
+        !registry && self.extra_commands.iter().any(|(c, _)| c == name)
     }
 
     /// Handles a paste.
@@ -625,7 +628,11 @@ impl App {
             }
             ("/diff", _) => vec![Action::Diff],
             ("/compact", _) => vec![Action::Compact],
-            ("/plan", _) => vec![Action::TogglePlan],
+            ("/plan", None) => vec![Action::TogglePlan],
+            ("/plan", Some(args)) => vec![Action::RunCommand {
+                name: "plan".into(),
+                args,
+            }],
             ("/quit", _) | ("/exit", _) => vec![Action::Quit],
             (other, _) => {
                 self.notice(

@@ -491,3 +491,58 @@ fn a_session_another_server_writes_is_watched_but_answers_409_to_opening() {
     assert_eq!(status, 409, "{refused}");
     assert!(refused.contains("\"code\":\"SESSION_LOCKED\""), "{refused}");
 }
+
+/// `dsh exec --server URL`: the task runs on the server; the answer on stdout and the exit
+/// status as a local `exec` (0 completed, 1 failed with the reason on stderr, 2 for usage).
+#[test]
+fn dsh_exec_server_runs_the_task_through_a_server_with_exec_s_output_and_exit_codes() {
+    let env = Env::new();
+    env.server().push_all([
+        Completion::new().text("remote answer").reply(),
+        dsh_testkit::deepseek::error_reply(
+            401,
+            "bad key",
+            "authentication_error",
+            "invalid_api_key",
+        ),
+    ]);
+    let served = serve(&env, &[]);
+    let out = env
+        .dsh()
+        .args(["exec", "--server", &served.url, "say something"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(stdout, "remote answer\n");
+    // The session is the server's: listed there.
+    let (status, list) = raw(&served.addr, "GET", "/v1/sessions", None, None);
+    assert_eq!(status, 200);
+    assert!(list.contains("\"turns\":1"), "{list}");
+    // A failed turn: exit 1, the reason on stderr.
+    let out = env
+        .dsh()
+        .args(["exec", "--server", &served.url, "again"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("AUTH"), "{stderr}");
+    // --json asks for the log, which a server does not send: a usage error.
+    let out = env
+        .dsh()
+        .args(["exec", "--server", &served.url, "--json", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // A server that is not there: exit 1, naming the address.
+    let out = env
+        .dsh()
+        .args(["exec", "--server", "http://127.0.0.1:9", "x"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot be reached"), "{stderr}");
+}
