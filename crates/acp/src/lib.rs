@@ -463,7 +463,7 @@ impl State {
         let was_cancelled = cancelled.swap(false, std::sync::atomic::Ordering::SeqCst);
         updates::stop_reason(reason.as_ref(), was_cancelled)
             .map(PromptResponse::new)
-            .map_err(internal)
+            .map_err(|e| internal(e.to_string()))
     }
 
     fn cancel(&self, session: &SessionId) {

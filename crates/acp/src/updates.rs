@@ -9,6 +9,7 @@ use agent_client_protocol::v1::schema::{
     SessionUpdate, StopReason, TextContent, ToolCall, ToolCallContent, ToolCallLocation,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
+use dsh_llm::LlmFailure;
 use dsh_llm::Message;
 use dsh_protocol::{TodoStatus, ToolDisplay, ToolKind as DisplayKind};
 use dsh_session::data::{ToolCallEvent, ToolResult, TurnEndReason};
@@ -231,11 +232,22 @@ pub(crate) fn tool_result(
     ToolCallUpdate::new(call_id, fields)
 }
 
-/// How a turn's end answers `session/prompt`: `Err` carries the failure message.
+/// Why a prompt's turn answers `session/prompt` with an error.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TurnFailure {
+    /// The turn ended on a failure.
+    #[error("turn failed: {}: {}", .0.code, .0.message)]
+    Failed(LlmFailure),
+    /// No turn end was logged.
+    #[error("the turn did not run")]
+    NotRun,
+}
+
+/// How a turn's end answers `session/prompt`: `Err` says why it failed.
 pub(crate) fn stop_reason(
     reason: Option<&TurnEndReason>,
     cancelled: bool,
-) -> Result<StopReason, String> {
+) -> Result<StopReason, TurnFailure> {
     if cancelled {
         return Ok(StopReason::Cancelled);
     }
@@ -245,12 +257,10 @@ pub(crate) fn stop_reason(
         Some(TurnEndReason::Aborted { .. }) | Some(TurnEndReason::Interrupted) => {
             Ok(StopReason::Cancelled)
         }
-        Some(TurnEndReason::Error { error }) => {
-            Err(format!("turn failed: {}: {}", error.code, error.message))
-        }
+        Some(TurnEndReason::Error { error }) => Err(TurnFailure::Failed(error.clone())),
         // forked, and kinds this build does not know: the turn ended without a failure.
         Some(_) => Ok(StopReason::EndTurn),
-        None => Err("the turn did not run".into()),
+        None => Err(TurnFailure::NotRun),
     }
 }
 

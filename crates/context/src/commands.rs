@@ -28,7 +28,18 @@ pub struct CommandProblem {
     /// The file.
     pub file: PathBuf,
     /// Why.
-    pub reason: String,
+    pub reason: CommandError,
+}
+
+/// Why a command file was not loaded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    /// The file could not be read (the I/O error's text).
+    #[error("cannot read: {0}")]
+    Read(String),
+    /// Its front matter is malformed.
+    #[error(transparent)]
+    FrontMatter(#[from] frontmatter::FrontMatterError),
 }
 
 /// Every command visible from a working directory.
@@ -135,9 +146,9 @@ pub fn discover(folders: &[PathBuf]) -> CommandSet {
     set
 }
 
-fn load(file: &Path, name: String) -> Result<Command, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read: {e}"))?;
-    let doc = frontmatter::parse(&text).map_err(|e| e.to_string())?;
+fn load(file: &Path, name: String) -> Result<Command, CommandError> {
+    let text = std::fs::read_to_string(file).map_err(|e| CommandError::Read(e.to_string()))?;
+    let doc = frontmatter::parse(&text)?;
     let get = |k: &str| {
         doc.meta
             .get(k)

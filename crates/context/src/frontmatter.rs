@@ -12,7 +12,7 @@ pub struct Document {
 }
 
 /// Why a front matter could not be read.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FrontMatterError {
     /// `---` opened a block that never closed.
     #[error("front matter opened with `---` is never closed")]

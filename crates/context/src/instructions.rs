@@ -121,7 +121,32 @@ pub struct SkippedFile {
     /// Its path.
     pub path: PathBuf,
     /// Why.
-    pub reason: String,
+    pub reason: SkipReason,
+}
+
+/// Why an instruction file was not loaded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SkipReason {
+    /// The file could not be read (the I/O error's text).
+    #[error("cannot read: {0}")]
+    Read(String),
+    /// The file is larger than `max_source_bytes`.
+    #[error("{size} bytes, over the limit of {limit} bytes")]
+    TooLarge {
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The file is not UTF-8.
+    #[error("not UTF-8 text")]
+    NotUtf8,
+    /// The file holds only whitespace.
+    #[error("empty")]
+    Empty,
+    /// An earlier file in the same directory has the same content.
+    #[error("same content as an earlier file in this directory")]
+    SameContent,
 }
 
 /// What [`discover`] found, in injection order.
@@ -138,25 +163,24 @@ pub fn load_file(
     path: &Path,
     scope: Scope,
     config: &InstructionsConfig,
-) -> Result<Option<InstructionFile>, String> {
+) -> Result<Option<InstructionFile>, SkipReason> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read: {e}")),
+        Err(e) => return Err(SkipReason::Read(e.to_string())),
     };
     if !meta.is_file() {
         return Ok(None);
     }
     if meta.len() > config.max_source_bytes {
-        return Err(format!(
-            "{} bytes, over the limit of {} bytes",
-            meta.len(),
-            config.max_source_bytes
-        ));
+        return Err(SkipReason::TooLarge {
+            size: meta.len(),
+            limit: config.max_source_bytes,
+        });
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    let bytes = std::fs::read(path).map_err(|e| SkipReason::Read(e.to_string()))?;
     let digest = hex(&Sha256::digest(&bytes));
-    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())?;
+    let text = String::from_utf8(bytes).map_err(|_| SkipReason::NotUtf8)?;
     Ok(Some(InstructionFile {
         path: path.to_path_buf(),
         scope,
@@ -194,12 +218,12 @@ pub fn discover(paths: &ProjectPaths, config: &InstructionsConfig) -> Discovery 
                     if file.content.is_empty() {
                         out.skipped.push(SkippedFile {
                             path,
-                            reason: "empty".into(),
+                            reason: SkipReason::Empty,
                         });
                     } else if dir_contents.contains(&file.content) {
                         out.skipped.push(SkippedFile {
                             path,
-                            reason: "same content as an earlier file in this directory".into(),
+                            reason: SkipReason::SameContent,
                         });
                     } else {
                         dir_contents.push(file.content.clone());

@@ -334,7 +334,7 @@ fn skill_tool(inner: Arc<Inner>) -> FnTool {
             }
             skills::content(skill)
                 .map(ToolOutput::text)
-                .map_err(|e| ToolError::new(code, e))
+                .map_err(|e| ToolError::new(code, e.to_string()))
         }
     })
     .parallel_safe()

@@ -106,7 +106,46 @@ pub struct SkillProblem {
     /// The file.
     pub file: PathBuf,
     /// Why.
-    pub reason: String,
+    pub reason: SkillError,
+}
+
+/// Why a skill file was not loaded or read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SkillError {
+    /// The file could not be read (the I/O error's text).
+    #[error("cannot read: {0}")]
+    Read(String),
+    /// The file could not be re-read when the skill was invoked.
+    #[error("skill \"{name}\" cannot be read: {reason}")]
+    Reread {
+        /// The skill.
+        name: String,
+        /// The I/O error's text.
+        reason: String,
+    },
+    /// Its front matter is malformed.
+    #[error(transparent)]
+    FrontMatter(#[from] frontmatter::FrontMatterError),
+    /// A front-matter key that must be a string is not.
+    #[error("`{0}` must be a string")]
+    NotString(String),
+    /// The front matter has no `name`.
+    #[error("front matter has no `name`")]
+    NoName,
+    /// The name is not a valid skill name.
+    #[error("invalid name \"{0}\" (lowercase letters, digits and single hyphens)")]
+    InvalidName(String),
+    /// The front matter has no (or an empty) `description`.
+    #[error("front matter has no `description`")]
+    NoDescription,
+    /// A front-matter flag is not a boolean.
+    #[error("`{key}` must be true or false, not {value}")]
+    NotBool {
+        /// The key.
+        key: String,
+        /// Its value.
+        value: Value,
+    },
 }
 
 /// Every skill visible from a working directory.
@@ -170,32 +209,33 @@ pub fn discover(roots: &[SkillRoot]) -> SkillSet {
     set
 }
 
-fn string(meta: &serde_json::Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+fn string(meta: &serde_json::Map<String, Value>, key: &str) -> Result<Option<String>, SkillError> {
     match meta.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
-        Some(_) => Err(format!("`{key}` must be a string")),
+        Some(_) => Err(SkillError::NotString(key.to_owned())),
     }
 }
 
 /// Reads and validates one skill file.
-pub fn load(file: &Path, dir: Option<PathBuf>, rank: u32) -> Result<Skill, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read: {e}"))?;
-    let doc = frontmatter::parse(&text).map_err(|e| e.to_string())?;
-    let name = string(&doc.meta, "name")?.ok_or("front matter has no `name`")?;
+pub fn load(file: &Path, dir: Option<PathBuf>, rank: u32) -> Result<Skill, SkillError> {
+    let text = std::fs::read_to_string(file).map_err(|e| SkillError::Read(e.to_string()))?;
+    let doc = frontmatter::parse(&text)?;
+    let name = string(&doc.meta, "name")?.ok_or(SkillError::NoName)?;
     if !valid_name(&name) {
-        return Err(format!(
-            "invalid name \"{name}\" (lowercase letters, digits and single hyphens)"
-        ));
+        return Err(SkillError::InvalidName(name));
     }
     let description = string(&doc.meta, "description")?
         .filter(|d| !d.is_empty())
-        .ok_or("front matter has no `description`")?;
+        .ok_or(SkillError::NoDescription)?;
     let when_to_use = string(&doc.meta, "whenToUse")?.or(string(&doc.meta, "when_to_use")?);
-    let bool_key = |key: &str, default: bool| -> Result<bool, String> {
+    let bool_key = |key: &str, default: bool| -> Result<bool, SkillError> {
         match doc.meta.get(key) {
             None | Some(Value::Null) => Ok(default),
-            Some(v) => flag(v).ok_or_else(|| format!("`{key}` must be true or false, not {v}")),
+            Some(v) => flag(v).ok_or_else(|| SkillError::NotBool {
+                key: key.to_owned(),
+                value: v.clone(),
+            }),
         }
     };
     let disabled = bool_key("disable-model-invocation", false)?;
@@ -289,10 +329,12 @@ pub fn resources(skill: &Skill) -> Vec<PathBuf> {
 
 /// The block the `skill` tool and a `/name` invocation return: the body (re-read now) and the
 /// skill's resources.
-pub fn content(skill: &Skill) -> Result<String, String> {
-    let text = std::fs::read_to_string(&skill.file)
-        .map_err(|e| format!("skill \"{}\" cannot be read: {e}", skill.name))?;
-    let doc = frontmatter::parse(&text).map_err(|e| e.to_string())?;
+pub fn content(skill: &Skill) -> Result<String, SkillError> {
+    let text = std::fs::read_to_string(&skill.file).map_err(|e| SkillError::Reread {
+        name: skill.name.clone(),
+        reason: e.to_string(),
+    })?;
+    let doc = frontmatter::parse(&text)?;
     let mut out = format!("<skill_content name=\"{}\">\n<skill_resources>", skill.name);
     let res = resources(skill);
     if let Some(dir) = &skill.dir {

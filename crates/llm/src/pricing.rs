@@ -264,10 +264,15 @@ impl std::fmt::Display for TimeOfDay {
     }
 }
 
+/// A text that is not an `HH:MM` time of day (the text).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a time of day must be `HH:MM` (UTC, 00:00..23:59), got `{0}`")]
+pub struct BadTimeOfDay(pub String);
+
 impl std::str::FromStr for TimeOfDay {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("a time of day must be `HH:MM` (UTC, 00:00..23:59), got `{s}`");
+    type Err = BadTimeOfDay;
+    fn from_str(s: &str) -> Result<Self, BadTimeOfDay> {
+        let bad = || BadTimeOfDay(s.to_owned());
         let (h, m) = s.split_once(':').ok_or_else(bad)?;
         if h.len() != 2 || m.len() != 2 {
             return Err(bad());

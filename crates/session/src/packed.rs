@@ -299,13 +299,13 @@ impl PackedStream {
 
     /// The §3.4/§4.5 rules a packer's own output could break: safe times, and no retired or
     /// misplaced block tags in `block-start`/`block-end` chunks.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PackedStreamError> {
         let safe = |t: i64| t.abs() <= MAX_SAFE_INTEGER;
         for (i, rec) in self.records.iter().enumerate() {
             match rec {
                 Rec::Chunk { time, chunk } => {
                     if !safe(*time) {
-                        return Err(format!("stream record {i}: bad time"));
+                        return Err(PackedStreamError::BadTime { record: i });
                     }
                     let tag = match chunk.as_ref() {
                         StreamChunk::BlockStart {
@@ -316,7 +316,7 @@ impl PackedStream {
                         _ => None,
                     };
                     if let Some(t @ ("tool-result" | "tool-addition" | "tool-removal")) = tag {
-                        return Err(format!("stream holds a retired or misplaced \"{t}\" block"));
+                        return Err(PackedStreamError::RetiredBlock(t.to_owned()));
                     }
                 }
                 Rec::Run(run) => {
@@ -327,13 +327,33 @@ impl PackedStream {
                             safe(*d) && safe(t)
                         });
                     if !ok {
-                        return Err(format!("stream record {i}: time overflow"));
+                        return Err(PackedStreamError::TimeOverflow { record: i });
                     }
                 }
             }
         }
         Ok(())
     }
+}
+
+/// A §3.4/§4.5 rule a packed stream breaks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PackedStreamError {
+    /// A chunk record's time is not a safe integer.
+    #[error("stream record {record}: bad time")]
+    BadTime {
+        /// The record's index.
+        record: usize,
+    },
+    /// A `block-start`/`block-end` chunk names a retired or misplaced block tag.
+    #[error("stream holds a retired or misplaced \"{0}\" block")]
+    RetiredBlock(String),
+    /// A run's times leave the safe-integer range.
+    #[error("stream record {record}: time overflow")]
+    TimeOverflow {
+        /// The record's index.
+        record: usize,
+    },
 }
 
 impl Serialize for PackedStream {

@@ -83,7 +83,7 @@ fn check_block(block: &ContentBlock, developer: bool) -> Result<(), &'static str
 
 fn check_stream(stream: &StreamRecords, what: &str) -> Result<(), Rejection> {
     match stream.packed() {
-        Some(packed) => packed.validate(),
+        Some(packed) => packed.validate().map_err(|e| e.to_string()),
         None => crate::stream::validate_stream_json(&stream.json()).map_err(|e| e.0),
     }
     .map_err(|e| payload(format!("{what} data.stream: {e}")))

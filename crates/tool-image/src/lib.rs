@@ -101,15 +101,29 @@ fn media(format: ImageFormat) -> Option<(&'static str, &'static str)> {
     }
 }
 
+/// Why [`normalize`] refused an image.
+#[derive(Debug, thiserror::Error)]
+pub enum NormalizeError {
+    /// The bytes are not an image format this crate recognises.
+    #[error("not a PNG, JPEG, WebP or GIF image")]
+    NotAnImage,
+    /// A recognised format the tool does not take.
+    #[error("{0:?} images are not supported (PNG, JPEG, WebP or GIF only)")]
+    Unsupported(ImageFormat),
+    /// The image does not decode.
+    #[error("the image does not decode: {0}")]
+    Decode(#[source] image::ImageError),
+    /// The downscaled image could not be encoded.
+    #[error("cannot re-encode the image: {0}")]
+    Encode(#[source] image::ImageError),
+}
+
 /// Sniffs, decodes and (when over the limits) downscales `bytes`.
-pub fn normalize(bytes: Vec<u8>, config: &ImageToolConfig) -> Result<Normalized, String> {
-    let format =
-        image::guess_format(&bytes).map_err(|_| "not a PNG, JPEG, WebP or GIF image".to_owned())?;
-    let (media_type, ext) = media(format).ok_or_else(|| {
-        format!("{format:?} images are not supported (PNG, JPEG, WebP or GIF only)")
-    })?;
-    let img = image::load_from_memory_with_format(&bytes, format)
-        .map_err(|e| format!("the image does not decode: {e}"))?;
+pub fn normalize(bytes: Vec<u8>, config: &ImageToolConfig) -> Result<Normalized, NormalizeError> {
+    let format = image::guess_format(&bytes).map_err(|_| NormalizeError::NotAnImage)?;
+    let (media_type, ext) = media(format).ok_or(NormalizeError::Unsupported(format))?;
+    let img =
+        image::load_from_memory_with_format(&bytes, format).map_err(NormalizeError::Decode)?;
     let (w, h) = img.dimensions();
     let max = config.max_dimension.max(1);
     if w.max(h) <= max && (bytes.len() as u64) <= config.max_bytes {
@@ -138,7 +152,7 @@ pub fn normalize(bytes: Vec<u8>, config: &ImageToolConfig) -> Result<Normalized,
         };
         small
             .write_to(&mut out, out_format)
-            .map_err(|e| format!("cannot re-encode the image: {e}"))?;
+            .map_err(NormalizeError::Encode)?;
         let encoded = out.into_inner();
         if (encoded.len() as u64) <= config.max_bytes || side <= 64 {
             let (sw, sh) = small.dimensions();
@@ -433,9 +447,8 @@ mod tests {
         assert_eq!(n.original, Some((400, 200)));
         assert_eq!(n.media_type, "image/png");
         assert!(normalize(b"GIF89a-not-really".to_vec(), &ImageToolConfig::default()).is_err());
-        assert_eq!(
-            normalize(b"hello".to_vec(), &ImageToolConfig::default()).unwrap_err(),
-            "not a PNG, JPEG, WebP or GIF image"
-        );
+        let err = normalize(b"hello".to_vec(), &ImageToolConfig::default()).unwrap_err();
+        assert!(matches!(err, NormalizeError::NotAnImage));
+        assert_eq!(err.to_string(), "not a PNG, JPEG, WebP or GIF image");
     }
 }

@@ -81,6 +81,42 @@ pub fn refusal(host: &str, ip: IpAddr, class: &str) -> String {
     )
 }
 
+/// Why a host may not be fetched.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The host is, or resolves to, a non-public address.
+    #[error("{}", refusal(host, *ip, class))]
+    Refused {
+        /// The host as the URL names it.
+        host: String,
+        /// The refused address.
+        ip: IpAddr,
+        /// Its class (`loopback`, `private`, …).
+        class: &'static str,
+    },
+    /// The name resolved to no address.
+    #[error("{host} did not resolve")]
+    Unresolved {
+        /// The host.
+        host: String,
+    },
+    /// The lookup failed.
+    #[error("cannot resolve {host}: {source}")]
+    Lookup {
+        /// The host.
+        host: String,
+        /// The resolver's error.
+        source: std::io::Error,
+    },
+}
+
+impl From<HostError> for String {
+    /// The message a `web_fetch` refusal carries.
+    fn from(e: HostError) -> String {
+        e.to_string()
+    }
+}
+
 /// A resolver that drops non-public addresses (unless allowed) and fails when none is left.
 #[derive(Clone, Debug)]
 pub struct GuardedResolver {
@@ -100,15 +136,18 @@ impl Resolve for GuardedResolver {
                 .into_iter()
                 .filter(|a| match non_public(a.ip()) {
                     Some(class) if !allow => {
-                        refused.get_or_insert_with(|| refusal(&host, a.ip(), class));
+                        refused.get_or_insert_with(|| (a.ip(), class));
                         false
                     }
                     _ => true,
                 })
                 .collect();
             if ok.is_empty() {
-                let msg = refused.unwrap_or_else(|| format!("{host} did not resolve"));
-                return Err(msg.into());
+                let err = match refused {
+                    Some((ip, class)) => HostError::Refused { host, ip, class },
+                    None => HostError::Unresolved { host },
+                };
+                return Err(err.into());
             }
             let addrs: Addrs = Box::new(ok.into_iter());
             Ok(addrs)
@@ -118,14 +157,18 @@ impl Resolve for GuardedResolver {
 
 /// Resolves `host` and checks every address (the clear error before connecting; the
 /// resolver enforces the same rule on the connection itself).
-pub async fn check_host(host: &str, port: u16, allow_private: bool) -> Result<(), String> {
+pub async fn check_host(host: &str, port: u16, allow_private: bool) -> Result<(), HostError> {
     let literal = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host);
     if let Ok(ip) = literal.parse::<IpAddr>() {
         return match non_public(ip) {
-            Some(class) if !allow_private => Err(refusal(host, ip, class)),
+            Some(class) if !allow_private => Err(HostError::Refused {
+                host: host.to_owned(),
+                ip,
+                class,
+            }),
             _ => Ok(()),
         };
     }
@@ -134,10 +177,17 @@ pub async fn check_host(host: &str, port: u16, allow_private: bool) -> Result<()
     }
     let addrs = tokio::net::lookup_host((literal, port))
         .await
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?;
+        .map_err(|source| HostError::Lookup {
+            host: host.to_owned(),
+            source,
+        })?;
     for a in addrs {
         if let Some(class) = non_public(a.ip()) {
-            return Err(refusal(host, a.ip(), class));
+            return Err(HostError::Refused {
+                host: host.to_owned(),
+                ip: a.ip(),
+                class,
+            });
         }
     }
     Ok(())

@@ -55,26 +55,48 @@ impl WorkingDirectoryTool {
     }
 }
 
+/// Why [`resolve`] refused a target.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The target is empty or blank.
+    #[error("`cd` must be a non-empty path")]
+    Empty,
+    /// The path does not resolve (missing, unreadable, …).
+    #[error("cannot change to {}: {source}", path.display())]
+    Unreachable {
+        /// The path as joined to the base.
+        path: PathBuf,
+        /// Why it does not resolve.
+        source: std::io::Error,
+    },
+    /// The path is not a directory.
+    #[error("cannot change to {}: not a directory", .0.display())]
+    NotADirectory(PathBuf),
+}
+
 /// `target` resolved against `base` (`~` and `~/…` against `home`), canonical, and a
-/// directory; otherwise a message naming the problem.
-pub fn resolve(base: &Path, target: &str, home: Option<&Path>) -> Result<PathBuf, String> {
+/// directory; otherwise the problem.
+pub fn resolve(base: &Path, target: &str, home: Option<&Path>) -> Result<PathBuf, ResolveError> {
     let t = target.trim();
     if t.is_empty() {
-        return Err("`cd` must be a non-empty path".into());
+        return Err(ResolveError::Empty);
     }
     let joined = match (t.strip_prefix('~'), home) {
         (Some(""), Some(h)) => h.to_path_buf(),
         (Some(rest), Some(h)) if rest.starts_with('/') => h.join(&rest[1..]),
         _ => base.join(t),
     };
-    let canonical = joined
-        .canonicalize()
-        .map_err(|e| format!("cannot change to {}: {e}", joined.display()))?;
+    let canonical = match joined.canonicalize() {
+        Ok(c) => c,
+        Err(source) => {
+            return Err(ResolveError::Unreachable {
+                path: joined,
+                source,
+            });
+        }
+    };
     if !canonical.is_dir() {
-        return Err(format!(
-            "cannot change to {}: not a directory",
-            canonical.display()
-        ));
+        return Err(ResolveError::NotADirectory(canonical));
     }
     Ok(canonical)
 }
@@ -131,7 +153,7 @@ impl Tool for WorkingDirectoryTool {
             };
             let home = std::env::var_os("HOME").map(PathBuf::from);
             let dir = resolve(ctx.cwd(), target, home.as_deref())
-                .map_err(|m| ToolError::new(WORKDIR_INVALID, m))?;
+                .map_err(|e| ToolError::new(WORKDIR_INVALID, e.to_string()))?;
             let agent = self
                 .ctx
                 .get::<dyn Agents>()
