@@ -6,10 +6,10 @@ use dsh_sandbox::SandboxPolicy;
 use dsh_tools::{ToolContext, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
-use crate::args::{opt_bool, required_path};
+use crate::args::{nonblank, parse};
 use crate::backend::{FileBackend, backend_error, bounded, text_version};
 use crate::fenced::fenced_write;
-use crate::paths::{codes, current_version, io_error};
+use crate::paths::{codes, current_version, io_error, resolve_path};
 use crate::write::write_target;
 
 /// Largest file `edit` loads (it holds the text a few times over while replacing).
@@ -35,6 +35,16 @@ exactly once unless replace_all is true (add surrounding lines to make it unique
 it is not found or ambiguous, or when the file was not read first or changed since (read it \
 again). Line endings are normalised for matching; the file keeps its own.";
 
+/// `edit`'s arguments, as its schema names them.
+#[derive(serde::Deserialize)]
+struct RawEditArgs {
+    file_path: String,
+    old_string: String,
+    new_string: String,
+    #[serde(default)]
+    replace_all: Option<bool>,
+}
+
 struct EditArgs {
     path: PathBuf,
     old: String,
@@ -42,32 +52,24 @@ struct EditArgs {
     replace_all: bool,
 }
 
-fn edit_args(ctx: &ToolContext, args: &Value) -> Result<EditArgs, ToolError> {
-    let path = required_path(ctx, args, "file_path")?;
-    let old = match args.get("old_string").and_then(Value::as_str) {
-        Some(s) if !s.is_empty() => s.to_owned(),
-        _ => {
-            return Err(ToolError::invalid_args(
-                "old_string must be a non-empty string",
-            ));
-        }
-    };
-    let new = args
-        .get("new_string")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ToolError::invalid_args("new_string must be a string"))?
-        .to_owned();
-    if old == new {
+fn edit_args(ctx: &ToolContext, args: Value) -> Result<EditArgs, ToolError> {
+    let a: RawEditArgs = parse(args)?;
+    let path = resolve_path(ctx.cwd(), nonblank(&a.file_path, "file_path")?);
+    if a.old_string.is_empty() {
+        return Err(ToolError::invalid_args(
+            "old_string must be a non-empty string",
+        ));
+    }
+    if a.old_string == a.new_string {
         return Err(ToolError::invalid_args(
             "old_string and new_string must differ",
         ));
     }
-    let replace_all = opt_bool(args, "replace_all");
     Ok(EditArgs {
         path,
-        old,
-        new,
-        replace_all,
+        old: a.old_string,
+        new: a.new_string,
+        replace_all: a.replace_all.unwrap_or(false),
     })
 }
 
@@ -77,7 +79,7 @@ pub async fn run(
     args: Value,
     policy: Option<SandboxPolicy>,
 ) -> Result<ToolOutput, ToolError> {
-    let a = edit_args(&ctx, &args)?;
+    let a = edit_args(&ctx, args)?;
     tokio::task::spawn_blocking(move || {
         edit_file(&a.path, &a.old, &a.new, a.replace_all, policy.as_ref())
     })
@@ -93,7 +95,7 @@ pub async fn run_via(
     policy: Option<SandboxPolicy>,
     backend: &dyn FileBackend,
 ) -> Result<ToolOutput, ToolError> {
-    let a = edit_args(&ctx, &args)?;
+    let a = edit_args(&ctx, args)?;
     let path = &a.path;
     if let Some(policy) = &policy {
         policy.check_write(&write_target(path))?;

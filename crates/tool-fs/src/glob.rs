@@ -12,7 +12,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::args::{opt_nonblank_str, required_str};
+use crate::args::{nonblank, opt_nonblank, parse};
 use crate::paths::{codes, display_path, resolve_path};
 
 /// Paths listed inline.
@@ -36,12 +36,19 @@ git-ignored ones included, VCS directories excluded, oldest modification first. 
 paths; more are saved to a file you can read or grep. Paths inside the working directory are \
 relative to it.";
 
+/// `glob`'s arguments, as its schema names them.
+#[derive(serde::Deserialize)]
+struct GlobArgs {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+}
+
 /// Run `glob`.
 pub async fn run(ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-    let pattern = required_str(&args, "pattern")
-        .map_err(|_| ToolError::invalid_args("pattern must be a non-empty string"))?
-        .to_owned();
-    let root = match opt_nonblank_str(&args, "path")? {
+    let a: GlobArgs = parse(args)?;
+    let pattern = nonblank(&a.pattern, "pattern")?.to_owned();
+    let root = match opt_nonblank(a.path.as_deref(), "path")? {
         Some(p) => resolve_path(ctx.cwd(), p),
         None => ctx.cwd().to_path_buf(),
     };

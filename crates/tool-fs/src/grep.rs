@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::args::{opt_nonblank_str, required_str};
+use crate::args::{opt_nonblank, parse};
 use crate::paths::{codes, display_path, resolve_path};
 
 /// Matches listed inline.
@@ -61,25 +61,37 @@ pub struct SearchOutcome {
     pub total: usize,
 }
 
+/// `grep`'s arguments, as its schema names them.
+#[derive(serde::Deserialize)]
+struct GrepArgs {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    include: Option<String>,
+}
+
 /// Run `grep`.
 pub async fn run(ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-    let pattern = match args.get("pattern").and_then(Value::as_str) {
-        Some(p) if !p.is_empty() => p.to_owned(),
-        _ => {
-            return Err(ToolError::invalid_args(
-                "pattern must be a non-empty string",
-            ));
-        }
-    };
-    let root = match opt_nonblank_str(&args, "path")? {
+    let a: GrepArgs = parse(args)?;
+    if a.pattern.is_empty() {
+        return Err(ToolError::invalid_args(
+            "pattern must be a non-empty string",
+        ));
+    }
+    let pattern = a.pattern;
+    let root = match opt_nonblank(a.path.as_deref(), "path")? {
         Some(p) => resolve_path(ctx.cwd(), p),
         None => ctx.cwd().to_path_buf(),
     };
-    let include = match args.get("include") {
-        None | Some(Value::Null) => None,
-        Some(_) => Some(check_include(required_str(&args, "include").map_err(
-            |_| ToolError::invalid_args("include must be a non-empty glob when given"),
-        )?)?),
+    let include = match a.include.as_deref() {
+        None => None,
+        Some(inc) if inc.trim().is_empty() => {
+            return Err(ToolError::invalid_args(
+                "include must be a non-empty glob when given",
+            ));
+        }
+        Some(inc) => Some(check_include(inc)?),
     };
     let cancel = ctx.cancel_token().clone();
     let task_ctx = ctx.clone();

@@ -11,8 +11,9 @@ use dsh_tools::{Concurrency, ToolContext, ToolError, ToolOutput};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::args::{opt_positive_int, required_path};
+use crate::args::{nonblank, opt_positive_int, parse};
 use crate::backend::{FileBackend, backend_error, bounded, text_version};
+use crate::paths::resolve_path;
 use crate::paths::{codes, file_version, io_error};
 
 /// Maximum (and default) lines per call.
@@ -49,10 +50,21 @@ pub fn concurrency() -> Concurrency {
     Concurrency::ParallelSafe
 }
 
-fn window_args(ctx: &ToolContext, args: &Value) -> Result<(PathBuf, u64, u64), ToolError> {
-    let path = required_path(ctx, args, "file_path")?;
-    let offset = opt_positive_int(args, "offset")?.unwrap_or(1);
-    let limit = opt_positive_int(args, "limit")?.unwrap_or(MAX_LINES);
+/// `read`'s arguments, as its schema names them.
+#[derive(serde::Deserialize)]
+struct ReadArgs {
+    file_path: String,
+    #[serde(default)]
+    offset: Option<serde_json::Number>,
+    #[serde(default)]
+    limit: Option<serde_json::Number>,
+}
+
+fn window_args(ctx: &ToolContext, args: Value) -> Result<(PathBuf, u64, u64), ToolError> {
+    let a: ReadArgs = parse(args)?;
+    let path = resolve_path(ctx.cwd(), nonblank(&a.file_path, "file_path")?);
+    let offset = opt_positive_int(a.offset.as_ref(), "offset")?.unwrap_or(1);
+    let limit = opt_positive_int(a.limit.as_ref(), "limit")?.unwrap_or(MAX_LINES);
     if limit > MAX_LINES {
         return Err(ToolError::invalid_args(
             "limit must be less than or equal to 2000",
@@ -63,7 +75,7 @@ fn window_args(ctx: &ToolContext, args: &Value) -> Result<(PathBuf, u64, u64), T
 
 /// Run `read` on the local file system.
 pub async fn run(ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-    let (path, offset, limit) = window_args(&ctx, &args)?;
+    let (path, offset, limit) = window_args(&ctx, args)?;
     let cancel = ctx.cancel_token().clone();
     let task_path = path.clone();
     tokio::task::spawn_blocking(move || read_window(&task_path, offset, limit, &cancel))
@@ -79,7 +91,7 @@ pub async fn run_via(
     args: Value,
     backend: &dyn FileBackend,
 ) -> Result<ToolOutput, ToolError> {
-    let (path, offset, limit) = window_args(&ctx, &args)?;
+    let (path, offset, limit) = window_args(&ctx, args)?;
     let text = bounded(&ctx, backend.read_text(&path))
         .await?
         .map_err(|e| backend_error(backend, "read", &path, &e))?;

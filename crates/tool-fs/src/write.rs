@@ -7,10 +7,10 @@ use serde_json::{Value, json};
 
 use dsh_sandbox::SandboxPolicy;
 
-use crate::args::required_path;
+use crate::args::{nonblank, parse};
 use crate::backend::{BackendError, FileBackend, backend_error, bounded, text_version};
 use crate::fenced::fenced_write;
-use crate::paths::{codes, current_version, io_error};
+use crate::paths::{codes, current_version, io_error, resolve_path};
 
 /// The JSON Schema of `write`'s arguments.
 pub fn schema() -> Value {
@@ -29,22 +29,28 @@ pub const DESCRIPTION: &str = "Create a file or replace its whole content (paren
 directories are created). Overwriting is refused unless you read the file first and it has not \
 changed since (read it again). Prefer edit for partial changes. The content is not echoed.";
 
+/// `write`'s arguments, as its schema names them.
+#[derive(serde::Deserialize)]
+struct WriteArgs {
+    file_path: String,
+    content: String,
+}
+
+/// The resolved path and the content.
+fn write_args(ctx: &ToolContext, args: Value) -> Result<(PathBuf, String), ToolError> {
+    let a: WriteArgs = parse(args)?;
+    let path = resolve_path(ctx.cwd(), nonblank(&a.file_path, "file_path")?);
+    Ok((path, a.content))
+}
+
 /// Run `write`; with a `policy`, the write is fenced by it (`FS_SANDBOX_DENIED`).
 pub async fn run(
     ctx: ToolContext,
     args: Value,
     policy: Option<SandboxPolicy>,
 ) -> Result<ToolOutput, ToolError> {
-    let path = required_path(&ctx, &args, "file_path")?;
-    // Moved out of the arguments, not copied: it can be megabytes.
-    let content = match args {
-        Value::Object(mut m) => match m.remove("content") {
-            Some(Value::String(s)) => Some(s),
-            _ => None,
-        },
-        _ => None,
-    }
-    .ok_or_else(|| ToolError::invalid_args("content must be a string"))?;
+    // The content is moved out of the arguments, not copied: it can be megabytes.
+    let (path, content) = write_args(&ctx, args)?;
     tokio::task::spawn_blocking(move || write_file(&path, content.as_bytes(), policy.as_ref()))
         .await
         .map_err(|e| ToolError::failed(format!("write task failed: {e}")))?
@@ -58,11 +64,8 @@ pub async fn run_via(
     policy: Option<SandboxPolicy>,
     backend: &dyn FileBackend,
 ) -> Result<ToolOutput, ToolError> {
-    let path = required_path(&ctx, &args, "file_path")?;
-    let content = args
-        .get("content")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ToolError::invalid_args("content must be a string"))?;
+    let (path, content) = write_args(&ctx, args)?;
+    let content = content.as_str();
     if let Some(policy) = &policy {
         policy.check_write(&write_target(&path))?;
     }
