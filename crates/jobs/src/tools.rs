@@ -7,31 +7,50 @@ use dsh_tools::{
     Concurrency, DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolKind, ToolOutput,
 };
 use futures::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::{Number, Value, json};
 
 use crate::Jobs;
 
 /// The display of a job tool's call (`call.name` is the title): the job it is about, and
 /// the head of the result.
 pub fn display(call: &DisplayInput<'_>) -> ToolDisplay {
-    #[derive(serde::Deserialize)]
-    struct Shown {
-        job_id: Option<String>,
-    }
     let mut d = ToolDisplay::new(ToolKind::Other, call.name);
-    d.subject = call.parse::<Shown>().and_then(|s| s.job_id);
+    d.subject = call.parse::<JobArgs>().and_then(|s| s.job_id);
     if let Some(r) = call.succeeded() {
         d = d.with_output(dsh_tools::display::output_head(r.text, 3));
     }
     d
 }
 
-fn job_id(args: &Value) -> Result<String, ToolError> {
-    match args.get("job_id").and_then(Value::as_str) {
-        Some(s) if !s.is_empty() => Ok(s.to_owned()),
-        _ => Err(ToolError::invalid_args(
-            "invalid job_id: expected a non-empty string",
-        )),
+/// The job tools' arguments (each tool's schema names the ones it takes and checked their
+/// shape).
+#[derive(serde::Deserialize)]
+struct JobArgs {
+    #[serde(default)]
+    job_id: Option<String>,
+    #[serde(default)]
+    wait: Option<bool>,
+    #[serde(default)]
+    timeout_ms: Option<Number>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+impl JobArgs {
+    /// The arguments; a caller that skipped the schema check gets `invalid arguments: …`.
+    fn parse(args: Value) -> Result<Self, ToolError> {
+        serde_json::from_value(args)
+            .map_err(|e| ToolError::invalid_args(format!("invalid arguments: {e}")))
+    }
+
+    /// The required, non-empty `job_id`.
+    fn job_id(&mut self) -> Result<String, ToolError> {
+        match self.job_id.take() {
+            Some(s) if !s.is_empty() => Ok(s),
+            _ => Err(ToolError::invalid_args(
+                "invalid job_id: expected a non-empty string",
+            )),
+        }
     }
 }
 
@@ -95,17 +114,19 @@ impl Tool for JobOutputTool {
         args: Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let id = job_id(&args)?;
-            let wait = args.get("wait").and_then(Value::as_bool).unwrap_or(false);
-            let timeout = match args.get("timeout_ms") {
-                None | Some(Value::Null) => self.default_wait,
-                Some(v) => match v.as_f64() {
+            let mut a = JobArgs::parse(args)?;
+            let id = a.job_id()?;
+            let wait = a.wait.unwrap_or(false);
+            let timeout = match a.timeout_ms {
+                None => self.default_wait,
+                Some(n) => match n.as_f64() {
                     Some(ms) if ms >= 0.0 && ms.is_finite() => {
                         Duration::from_millis(ms as u64).min(self.max_wait)
                     }
                     _ => {
                         return Err(ToolError::invalid_args(format!(
-                            "invalid timeout_ms: expected a non-negative number, got {v}"
+                            "invalid timeout_ms: expected a non-negative number, got {}",
+                            Value::Number(n)
                         )));
                     }
                 },
@@ -247,12 +268,9 @@ impl Tool for JobKillTool {
         args: Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let id = job_id(&args)?;
-            let reason = args
-                .get("reason")
-                .and_then(Value::as_str)
-                .filter(|r| !r.is_empty())
-                .map(str::to_owned);
+            let mut a = JobArgs::parse(args)?;
+            let id = a.job_id()?;
+            let reason = a.reason.filter(|r| !r.is_empty());
             self.jobs
                 .kill(ctx.session_id(), &id, reason)
                 .map_err(|e| ToolError::failed(e.to_string()))?;

@@ -13,15 +13,32 @@ use dsh_llm::service::Llm;
 use dsh_llm::{ImageRef, Modality};
 use image::ImageFormat;
 
-/// Why images of a call are not sent, when there is no store.
-pub const NO_STORE: &str = "this route has no image attachment store";
+/// Why a call's sink refuses every image.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SinkRefusal {
+    /// No attachment store is mounted (or no context to find one).
+    #[error("this route has no image attachment store")]
+    NoStore,
+    /// The call has no owning agent session.
+    #[error("no agent session to check the model's image input")]
+    NoAgent,
+    /// The agent's route names no adapter.
+    #[error("no model route `{0}` to check")]
+    NoRoute(String),
+    /// The agent's model takes text only.
+    #[error("the current model {0} accepts text only")]
+    TextOnly(String),
+    /// The call failed, so its images are not sent.
+    #[error("the call failed")]
+    CallFailed,
+}
 
 /// Why an image is described instead of sent (the text completes "not shown: …").
 #[derive(Debug, thiserror::Error)]
 pub enum ImageRefused {
     /// The call's sink refuses every image (a text-only route, no store).
-    #[error("{0}")]
-    Refused(String),
+    #[error(transparent)]
+    Refused(SinkRefusal),
     /// The data is not base64.
     #[error("its data is not valid base64 ({0})")]
     Base64(base64::DecodeError),
@@ -45,7 +62,7 @@ pub enum ImageRefused {
 /// Where a call's images go: the store, or the reason they are described instead.
 #[derive(Clone)]
 pub struct ImageSink {
-    store: Result<Arc<dyn AttachmentStore>, String>,
+    store: Result<Arc<dyn AttachmentStore>, SinkRefusal>,
 }
 
 impl std::fmt::Debug for ImageSink {
@@ -58,10 +75,8 @@ impl std::fmt::Debug for ImageSink {
 
 impl ImageSink {
     /// A sink that describes every image for `why`.
-    pub fn refusing(why: impl Into<String>) -> Self {
-        Self {
-            store: Err(why.into()),
-        }
+    pub fn refusing(why: SinkRefusal) -> Self {
+        Self { store: Err(why) }
     }
 
     /// A sink that stores every well-formed image in `store`.
@@ -73,18 +88,18 @@ impl ImageSink {
     /// agent's model accepts images (its route's catalog entry), else the reason it does not.
     pub fn for_call(ctx: Option<&Ctx>, session_id: &str) -> Self {
         let Some(ctx) = ctx else {
-            return Self::refusing(NO_STORE);
+            return Self::refusing(SinkRefusal::NoStore);
         };
         let Some(store) = ctx.get::<dyn AttachmentStore>() else {
-            return Self::refusing(NO_STORE);
+            return Self::refusing(SinkRefusal::NoStore);
         };
         let Some(agent) = ctx.get::<dyn Agents>().and_then(|a| a.get(session_id)) else {
-            return Self::refusing("no agent session to check the model's image input");
+            return Self::refusing(SinkRefusal::NoAgent);
         };
         let options = agent.options();
         let route = options.provider.clone().unwrap_or_default();
         let Some(adapter) = ctx.get::<dyn Llm>().and_then(|l| l.adapter(&route)) else {
-            return Self::refusing(format!("no model route `{route}` to check"));
+            return Self::refusing(SinkRefusal::NoRoute(route));
         };
         let model = options.model.unwrap_or_else(|| adapter.default_model());
         if !adapter
@@ -92,7 +107,7 @@ impl ImageSink {
             .input_modalities
             .contains(&Modality::Image)
         {
-            return Self::refusing(format!("the current model {model} accepts text only"));
+            return Self::refusing(SinkRefusal::TextOnly(model));
         }
         Self::storing(store)
     }

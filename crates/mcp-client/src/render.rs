@@ -3,12 +3,12 @@
 use dsh_llm::ImageRef;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 
-use crate::images::{ImageSink, NO_STORE};
+use crate::images::{ImageSink, SinkRefusal};
 
 /// The model-visible text of `result` for the tool the model knows as `tool`, with no image
 /// store: [`render_with`] describing every image.
 pub fn render_result(tool: &str, result: &CallToolResult) -> String {
-    render_with(tool, result, &ImageSink::refusing(NO_STORE)).0
+    render_with(tool, result, &ImageSink::refusing(SinkRefusal::NoStore)).0
 }
 
 /// The model-visible text of `result` for the tool the model knows as `tool`, and the images

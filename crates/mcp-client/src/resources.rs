@@ -25,7 +25,7 @@ use rmcp::model::{PaginatedRequestParams, ReadResourceRequestParams, ResourceCon
 use rmcp::service::Peer;
 use serde_json::{Map, Value, json};
 
-use crate::images::{ImageSink, NO_STORE};
+use crate::images::{ImageSink, SinkRefusal};
 use crate::server::Server;
 use crate::tool::{CALL_FAILED, SERVER_UNAVAILABLE, unavailable_message};
 
@@ -186,6 +186,18 @@ impl Kind {
     }
 }
 
+/// The bridge tools' arguments (each tool's schema names the ones it takes and checked their
+/// shape).
+#[derive(Default, serde::Deserialize)]
+struct ResourceArgs {
+    #[serde(default)]
+    server: Option<String>,
+    #[serde(default)]
+    cursor: Option<String>,
+    #[serde(default)]
+    uri: Option<String>,
+}
+
 /// One of the three bridge tools.
 struct BridgeTool {
     kind: Kind,
@@ -228,16 +240,17 @@ impl BridgeTool {
     }
 
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let str_arg = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
-        let server = str_arg("server");
+        let ResourceArgs {
+            server,
+            cursor,
+            uri,
+        } = serde_json::from_value(args)
+            .map_err(|e| ToolError::invalid_args(format!("invalid arguments: {e}")))?;
         let work = async {
             match self.kind {
-                Kind::List | Kind::Templates => {
-                    let cursor = str_arg("cursor");
-                    self.list(server, cursor).await
-                }
+                Kind::List | Kind::Templates => self.list(server, cursor).await,
                 Kind::Read => {
-                    let (Some(server), Some(uri)) = (server, str_arg("uri")) else {
+                    let (Some(server), Some(uri)) = (server, uri) else {
                         return Err(ToolError::invalid_args(
                             "invalid arguments: `server` and `uri` are required strings",
                         ));
@@ -363,7 +376,7 @@ impl BridgeTool {
 /// The model-visible text of a resource's contents: one text content as itself; several each
 /// under a `[resource <uri>]` line; binary contents as a bracketed diagnostic.
 pub fn render_contents(uri: &str, contents: &[ResourceContents]) -> String {
-    render_contents_with(uri, contents, &ImageSink::refusing(NO_STORE)).0
+    render_contents_with(uri, contents, &ImageSink::refusing(SinkRefusal::NoStore)).0
 }
 
 /// [`render_contents`], with the image contents `images` admits as images (their text is
@@ -470,13 +483,7 @@ impl Tool for BridgeTool {
     /// Kind `read` for reading a resource, `mcp` for the listings; the uri (or the server) as
     /// the subject and the head of the result.
     fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
-        #[derive(Default, serde::Deserialize)]
-        #[serde(default)]
-        struct Shown {
-            server: Option<String>,
-            uri: Option<String>,
-        }
-        let args: Shown = call.parse().unwrap_or_default();
+        let args: ResourceArgs = call.parse().unwrap_or_default();
         let kind = match self.kind {
             Kind::Read => ToolKind::Read,
             Kind::List | Kind::Templates => ToolKind::Mcp,

@@ -11,7 +11,7 @@ use rmcp::model::{CallToolRequestParams, Tool as RawTool};
 use rmcp::service::ServiceError;
 use serde_json::{Value, json};
 
-use crate::images::ImageSink;
+use crate::images::{ImageSink, SinkRefusal};
 use crate::render::{is_error, render_with};
 use crate::server::{REFRESH_WAIT, Server, Status};
 
@@ -85,7 +85,7 @@ impl McpTool {
         // A list change announced during the call is registered before its result returns.
         self.server.refresh().settled(REFRESH_WAIT).await;
         let sink = if is_error(&result) {
-            ImageSink::refusing("the call failed")
+            ImageSink::refusing(SinkRefusal::CallFailed)
         } else {
             ImageSink::for_call(self.server.ctx(), ctx.session_id())
         };

@@ -64,15 +64,19 @@ impl ExitPlanModeTool {
     }
 }
 
+/// The arguments of `exit_plan_mode` (the schema checked their shape; the display reads
+/// them leniently).
+#[derive(Default, Deserialize)]
+struct PlanArgs {
+    #[serde(default)]
+    plan: Option<String>,
+}
+
 /// The display of an `exit_plan_mode` call: the plan, and once it ended whether it was
 /// accepted (the result's meta) with the first line of the result.
 pub fn display(call: &DisplayInput<'_>) -> ToolDisplay {
-    #[derive(Deserialize)]
-    struct Shown {
-        plan: Option<String>,
-    }
     let mut d = ToolDisplay::new(ToolKind::Plan, NAME);
-    d.plan = call.parse::<Shown>().and_then(|s| s.plan);
+    d.plan = call.parse::<PlanArgs>().and_then(|s| s.plan);
     let Some(r) = call.succeeded() else {
         return d.with_subject("plan submitted");
     };
@@ -115,11 +119,8 @@ impl Tool for ExitPlanModeTool {
         args: Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let plan = args
-                .get("plan")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .trim();
+            let parsed = PlanArgs::deserialize(&args).unwrap_or_default();
+            let plan = parsed.plan.as_deref().unwrap_or("").trim();
             if plan.is_empty() {
                 return Err(ToolError::invalid_args("`plan` must be a non-empty string"));
             }

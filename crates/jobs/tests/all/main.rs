@@ -237,3 +237,38 @@ async fn an_owner_torn_down_settles_its_running_jobs_with_cause_teardown() {
         .unwrap();
     h.dispose().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_tools_check_their_arguments_and_act_on_them() {
+    let (h, _inserted) = harness().await;
+    let agent = h.agent().await;
+    let jobs = h.get::<dyn Jobs>();
+    let (id, _done) = gated_job(&jobs, agent.id(), "never");
+    let negative = format!(r#"{{"job_id":"{id}","timeout_ms":-1.5}}"#);
+    let kill = format!(r#"{{"job_id":"{id}","reason":"not needed"}}"#);
+    let wait = format!(r#"{{"job_id":"{id}","wait":true,"timeout_ms":10000}}"#);
+    let r = h
+        .tool_turn(
+            &agent,
+            &[
+                &[("c1", "job_output", r#"{"job_id":""}"#)],
+                &[("c2", "job_output", &negative)],
+                &[("c3", "job_kill", r#"{"job_id":"","reason":"x"}"#)],
+                &[("c4", "job_kill", &kill)],
+                &[("c5", "job_output", &wait)],
+            ],
+            "done",
+        )
+        .await;
+    let expect = [
+        "invalid job_id: expected a non-empty string",
+        "invalid timeout_ms: expected a non-negative number, got -1.5",
+        "invalid job_id: expected a non-empty string",
+        &format!("requested cancellation of job {id}"),
+        "(no output)\\n[status: killed, stopped; not needed]",
+    ];
+    for (got, want) in r.iter().zip(expect) {
+        assert!(got.contains(want), "{got} lacks {want}");
+    }
+    assert_eq!(jobs.list(agent.id())[0].status.as_str(), "killed");
+}
