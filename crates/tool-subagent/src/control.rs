@@ -7,6 +7,8 @@ use dsh_tools::{Concurrency, DisplayInput, Tool, ToolContext, ToolDisplay, ToolE
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use crate::args::{AgentArgs, ListArgs, Scope, non_empty, parse};
+
 /// `list_agents`: the live subagents this agent started.
 pub struct ListAgentsTool {
     subagents: Arc<dyn Subagents>,
@@ -61,15 +63,8 @@ impl Tool for ListAgentsTool {
         args: Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let descendants = match args.get("scope").and_then(Value::as_str) {
-                None | Some("children") => false,
-                Some("descendants") => true,
-                Some(other) => {
-                    return Err(ToolError::invalid_args(format!(
-                        "invalid scope: expected children or descendants, got {other}"
-                    )));
-                }
-            };
+            let a: ListArgs = parse(&args)?;
+            let descendants = a.scope.unwrap_or_default() == Scope::Descendants;
             let children = self.subagents.children(ctx.session_id(), descendants);
             if children.is_empty() {
                 return Ok(ToolOutput::text("(no subagents)"));
@@ -145,14 +140,9 @@ impl Tool for InterruptAgentTool {
         args: Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let id = match args.get("agent_id").and_then(Value::as_str) {
-                Some(s) if !s.is_empty() => s,
-                _ => {
-                    return Err(ToolError::invalid_args(
-                        "invalid agent_id: expected a non-empty string",
-                    ));
-                }
-            };
+            let a: AgentArgs = parse(&args)?;
+            let id = non_empty(a.agent_id, "agent_id")?;
+            let id = id.as_str();
             self.subagents
                 .interrupt(ctx.session_id(), id)
                 .map_err(|e| ToolError::failed(e.to_string()))?;
@@ -220,13 +210,11 @@ impl Tool for SendMessageTool {
         args: Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let field = |key: &str| match args.get(key).and_then(Value::as_str) {
-                Some(s) if !s.is_empty() => Ok(s.to_owned()),
-                _ => Err(ToolError::invalid_args(format!(
-                    "invalid {key}: expected a non-empty string"
-                ))),
-            };
-            let (target, message) = (field("agent_id")?, field("message")?);
+            let a: AgentArgs = parse(&args)?;
+            let (target, message) = (
+                non_empty(a.agent_id, "agent_id")?,
+                non_empty(a.message, "message")?,
+            );
             let text = self
                 .subagents
                 .send_message(ctx.session_id(), &target, &message)

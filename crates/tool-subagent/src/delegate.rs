@@ -14,6 +14,8 @@ use dsh_tools::{Concurrency, DisplayInput, Tool, ToolContext, ToolDisplay, ToolE
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use crate::args::{DelegateArgs, Flag, non_empty, parse};
+
 /// Description of `subagent`. Part of the cached prompt prefix: keep it stable.
 pub const SPAWN_DESCRIPTION: &str = "Start an independent subagent with a fresh context for a \
 self-contained task, and wait for its final answer (this call's result).\n\
@@ -244,17 +246,13 @@ impl DelegateTool {
     }
 
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let text = |key: &str| -> Result<String, ToolError> {
-            match args.get(key).and_then(Value::as_str) {
-                Some(s) if !s.trim().is_empty() => Ok(s.to_owned()),
-                _ => Err(ToolError::invalid_args(format!(
-                    "invalid {key}: expected a non-empty string"
-                ))),
-            }
-        };
-        let label = text("description")?;
-        let prompt = text("prompt")?;
-        let cwd = match args.get("cwd").and_then(Value::as_str) {
+        let a: DelegateArgs = parse(&args)?;
+        let label = non_empty(
+            a.description.filter(|s| !s.trim().is_empty()),
+            "description",
+        )?;
+        let prompt = non_empty(a.prompt.filter(|s| !s.trim().is_empty()), "prompt")?;
+        let cwd = match a.cwd.as_deref() {
             Some(c) if !c.is_empty() => {
                 let p = PathBuf::from(c);
                 let p = if p.is_absolute() {
@@ -283,10 +281,10 @@ impl DelegateTool {
             continuable,
             capabilities: self.capabilities.clone(),
         };
-        let background = match args.get("run_in_background") {
-            None | Some(Value::Null) => continuable && self.jobs_lookup.is_some(),
-            Some(Value::Bool(b)) => *b && self.jobs_lookup.is_some(),
-            Some(other) => {
+        let background = match a.run_in_background {
+            None => continuable && self.jobs_lookup.is_some(),
+            Some(Flag::Bool(b)) => b && self.jobs_lookup.is_some(),
+            Some(Flag::Other(other)) => {
                 return Err(ToolError::invalid_args(format!(
                     "invalid run_in_background: expected a boolean, got {other}"
                 )));

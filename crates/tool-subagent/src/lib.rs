@@ -10,6 +10,7 @@
 //!
 //! [`SubagentToolsPlugin`] (plugin `tool-subagent`) registers them.
 
+mod args;
 mod control;
 mod delegate;
 pub mod display;
