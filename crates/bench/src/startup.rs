@@ -15,6 +15,9 @@ use dsh_testkit::Completion;
 use crate::report::{Group, Row};
 use crate::run::{World, run_dsh};
 
+/// Seconds a startup run may take before it is stopped (a composition that never starts).
+const RUN_LIMIT_S: &str = "20";
+
 /// Spawn → first request budget of the default composition, ms (issue 33).
 pub const FIRST_REQUEST_BUDGET_MS: f64 = 10.0;
 
@@ -90,9 +93,11 @@ fn first_request_ms(dsh: &Path, without: Option<(&str, &str)>) -> Result<f64> {
     world
         .server
         .push(Completion::new().text("Startup probe done.").reply());
-    let args = args_without(&world, without)?;
+    // Under `timeout`: a composition missing a row another one waits for may never start.
+    let mut args = vec![RUN_LIMIT_S.to_owned(), dsh.display().to_string()];
+    args.extend(args_without(&world, without)?);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = run_dsh(dsh, &world, &args, false)
+    let out = run_dsh(Path::new("timeout"), &world, &args, false)
         .with_context(|| format!("the startup run without {without:?}"))?;
     let reqs = world
         .server
@@ -157,6 +162,8 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
     let runs = if quick { 1 } else { iterations.max(5) };
     // Warm the page cache and the binary before timing.
     first_request_ms(dsh, None)?;
+    // Rows the composition cannot run one turn without are reported as such and skipped.
+    let mut usable = vec![true; PLUGINS.len()];
     let mut full = Vec::new();
     let mut without: Vec<Vec<f64>> = vec![Vec::new(); PLUGINS.len()];
     for _ in 0..runs {
@@ -164,7 +171,13 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
             if i % 4 == 0 {
                 full.push(first_request_ms(dsh, None)?);
             }
-            without[i].push(first_request_ms(dsh, Some(*entry))?);
+            if !usable[i] {
+                continue;
+            }
+            match first_request_ms(dsh, Some(*entry)) {
+                Ok(ms) => without[i].push(ms),
+                Err(_) => usable[i] = false,
+            }
         }
     }
     let full_median = median(&mut full.clone());
@@ -177,7 +190,14 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
         FIRST_REQUEST_BUDGET_MS,
     );
     let mut sum = 0.0;
-    for ((ids, _), samples) in PLUGINS.iter().zip(&mut without) {
+    for (((ids, _), samples), ok) in PLUGINS.iter().zip(&mut without).zip(&usable) {
+        if !ok {
+            g.text(
+                &format!("mount of `{ids}` adds"),
+                "n/a: `dsh exec` does not run one turn without it",
+            );
+            continue;
+        }
         let added: Vec<f64> = samples.iter().map(|w| full_median - w).collect();
         sum += full_median - median(samples);
         g.info(&format!("mount of `{ids}` adds"), &added, "ms", 2);
@@ -192,7 +212,10 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
             "startup: instructions of a one-turn `dsh exec` (callgrind)",
         );
         g.info("whole run", &[base as f64 / 1e6], "M", 2);
-        for entry in PLUGINS {
+        for (entry, ok) in PLUGINS.iter().zip(&usable) {
+            if !ok {
+                continue;
+            }
             if let Some(n) = instructions(dsh, Some(*entry))? {
                 let added = base as f64 - n as f64;
                 g.info(&format!("`{}` adds", entry.0), &[added / 1e6], "M", 2);

@@ -49,6 +49,10 @@ fn quick_run_reports_every_figure_and_passes_the_exact_budgets() {
     };
     for (group, name) in [
         ("startup", "`dsh --version` wall time"),
+        (
+            "startup: default composition",
+            "`dsh exec` spawn → first request",
+        ),
         ("bash", "peak RSS"),
         ("bash", "harness overhead per step"),
         ("bash", "first request size"),
@@ -62,8 +66,6 @@ fn quick_run_reports_every_figure_and_passes_the_exact_budgets() {
         ("resume", "`dsh exec --resume`: spawn → first request"),
         ("resume (1000", "memory per stored event"),
         ("resume (3000", "peak RSS of the resumed run"),
-        ("bash (3 steps)", "TCP connections the mock accepted"),
-        ("bash, `[DONE]` split", "TCP connections the mock accepted"),
         ("long session: bash", "peak RSS"),
         ("long session: bash", "harness overhead, last quarter"),
         (
@@ -95,6 +97,23 @@ fn quick_run_reports_every_figure_and_passes_the_exact_budgets() {
     for r in &exact {
         assert_eq!(r["verdict"], "pass", "{r}");
     }
+    // One keep-alive connection, exactly, in every run.
+    for group in ["bash (3 steps)", "bash, `[DONE]` split"] {
+        let row = figure(group, "TCP connections the mock accepted");
+        assert_eq!(row["exact"], true, "{row}");
+        assert_eq!(row["measured"], "1", "{row}");
+    }
+    // A startup row per plugin of the default composition.
+    assert!(
+        rows.iter()
+            .filter(|r| r["group"]
+                .as_str()
+                .unwrap()
+                .starts_with("startup: default composition")
+                && r["figure"].as_str().unwrap().starts_with("mount of"))
+            .count()
+            >= 20
+    );
     assert!(
         figure("reasoning", "reasoning passed back")["measured"] == "yes",
         "{rows:?}"
