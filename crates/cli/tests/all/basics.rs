@@ -138,3 +138,24 @@ fn unreachable_endpoint_names_the_url() {
     );
     assert!(!err.contains("sk-test-key"), "the key leaked: {err}");
 }
+
+/// The preset's command rows need only the registry: a composition without plan mode or
+/// compaction starts and runs (their `/plan` and `/compact` are simply not offered).
+#[test]
+fn exec_runs_with_plan_mode_and_compaction_disabled() {
+    let env = Env::new();
+    env.server()
+        .push(dsh_testkit::Completion::new().text("still here").reply());
+    let patch = env.patch(
+        "off.yaml",
+        "plugins:\n  - { id: plan-mode, name: plan-mode, disabled: true }\n  - { id: compaction-basic, name: compaction-basic, disabled: true }\n  - { id: tool-result-pruner, name: tool-result-pruner, disabled: true }\n",
+    );
+    let out = env.exec(&["--patch", patch.to_str().unwrap(), "hi"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "still here\n");
+}
