@@ -203,7 +203,10 @@ impl RuleMatcher {
                     m.prefixes.push(prefix.clone())
                 }
                 Rule::CommandPrefix { .. } => {}
-                Rule::PathGlob { tool, glob } => match globset::Glob::new(glob) {
+                Rule::PathGlob { tool, glob } => match globset::GlobBuilder::new(glob)
+                    .backslash_escape(true)
+                    .build()
+                {
                     Ok(g) => m.globs.push((tool.clone(), g.compile_matcher())),
                     Err(error) => tracing::warn!(%glob, %error, "permission rule skipped"),
                 },
@@ -311,7 +314,9 @@ pub fn rules_for(tool: &str, args: &Value, cwd: &Path) -> Vec<Rule> {
         Subject::Commands(Err(_)) => Vec::new(),
         Subject::Path(path) => {
             let dir = path.parent().unwrap_or(Path::new("/"));
-            let escaped = globset::escape(&dir.display().to_string());
+            // `globset::escape` leaves `\` alone, which the matcher (backslash escapes on)
+            // reads as an escape: a directory named `a\b` stored a glob that did not match it.
+            let escaped = globset::escape(&dir.display().to_string()).replace('\\', "\\\\");
             // The root's glob is `/**`, not `//**` (which matches nothing).
             vec![Rule::PathGlob {
                 tool: tool.to_owned(),

@@ -115,6 +115,22 @@ fn allow_always_on_a_file_in_the_root_directory_allows_that_file() {
     assert!(RuleMatcher::new(&rules).allows("write", &call, Path::new("/w")));
 }
 
+/// Found by dsh-fuzz-targets' `approval_rules` run (cargo-fuzz, 240 s): a directory whose name
+/// holds a backslash stored a glob whose `\` the matcher read as an escape, so "allow always"
+/// did not allow the very call it answered.
+#[test]
+fn allow_always_on_a_file_under_a_directory_with_a_backslash_allows_that_file() {
+    let call = json!({"file_path": "dir\\x/a.txt"});
+    let rules = rules_for("write", &call, Path::new("/w"));
+    assert!(
+        RuleMatcher::new(&rules).allows("write", &call, Path::new("/w")),
+        "{rules:?}"
+    );
+    // And only under that directory.
+    let other = json!({"file_path": "dirx/a.txt"});
+    assert!(!RuleMatcher::new(&rules).allows("write", &other, Path::new("/w")));
+}
+
 #[test]
 fn allow_always_on_web_fetch_stores_the_host_and_allows_that_host_only() {
     let w = Path::new("/w");
