@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
+use crate::compose::{host_over, open};
 use dsh_commands::{
     CommandCall, CommandFuture, CommandProvider, CommandSpec, Commands, CommandsPlugin,
 };
-use dsh_host::{Host, HostOptions};
 use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin};
-use dsh_protocol::{CommandOutcome, CommandSource, ErrorCode, Op, OpenSession, SessionOptions};
+use dsh_protocol::{CommandOutcome, CommandSource, ErrorCode, Op};
 use dsh_test_harness::{Script, TestHarness, text};
 
 /// A plugin with one fixed command and a provider whose command names the session.
@@ -66,27 +66,8 @@ async fn commands_are_listed_and_run_by_name_and_die_with_their_plugin() {
         .script(Script::Chunks(text("unused")))
         .build()
         .await;
-    let host = Host::new(
-        h.root(),
-        HostOptions {
-            defaults: h.options(),
-            answer_approvals: false,
-        },
-    )
-    .unwrap();
-    let client = host.client();
-    let id = client
-        .open(OpenSession::Create {
-            session_id: None,
-            options: SessionOptions {
-                cwd: Some(h.dir().display().to_string()),
-                ..Default::default()
-            },
-            prompt: None,
-        })
-        .await
-        .unwrap()
-        .id;
+    let (_host, client) = host_over(&h, false);
+    let id = open(&client, &h).await;
     let list = client.commands(&id).await.unwrap();
     let names: Vec<&str> = list.iter().map(|c| c.name.as_str()).collect();
     for want in ["cost", "diff", "effort", "hello", "model"] {

@@ -73,14 +73,36 @@ pub async fn host(
         .on_disk()
         .build()
         .await;
+    let (host, client) = host_over(&h, true);
+    (h, host, client)
+}
+
+/// A host over `h`'s kernel (answering approvals when asked to) and its client.
+pub fn host_over(h: &TestHarness, answer_approvals: bool) -> (Host, Arc<dyn Client>) {
     let host = Host::new(
         h.root(),
         HostOptions {
             defaults: h.options(),
-            answer_approvals: true,
+            answer_approvals,
         },
     )
     .unwrap();
     let client = host.client();
-    (h, host, client)
+    (host, client)
+}
+
+/// A new session in `h`'s directory; its id.
+pub async fn open(client: &Arc<dyn Client>, h: &TestHarness) -> String {
+    client
+        .open(dsh_protocol::OpenSession::Create {
+            session_id: None,
+            options: dsh_protocol::SessionOptions {
+                cwd: Some(h.dir().display().to_string()),
+                ..Default::default()
+            },
+            prompt: None,
+        })
+        .await
+        .unwrap()
+        .id
 }

@@ -1,12 +1,10 @@
 //! The plugins' commands through the protocol: `/plan` (plan-mode), `/compact`
 //! (compaction-basic) and a project's custom command (context), composed as the preset does.
 
+use crate::compose::{host_over, open};
 use dsh_commands::CommandsPlugin;
-use dsh_host::{Host, HostOptions};
 use dsh_kernel::EmptyConfig;
-use dsh_protocol::{
-    CommandOutcome, CommandSource, ErrorCode, EventMsg, Op, OpenSession, SessionOptions,
-};
+use dsh_protocol::{CommandOutcome, CommandSource, ErrorCode, EventMsg, Op};
 use dsh_test_harness::{Script, TestHarness, text, within};
 use futures::StreamExt;
 
@@ -31,27 +29,8 @@ async fn plan_compact_and_custom_commands_run_through_the_registry() {
         "---\ndescription: Greets someone\nargument-hint: NAME\n---\nSay hello to $ARGUMENTS.\n",
     )
     .unwrap();
-    let host = Host::new(
-        h.root(),
-        HostOptions {
-            defaults: h.options(),
-            answer_approvals: false,
-        },
-    )
-    .unwrap();
-    let client = host.client();
-    let id = client
-        .open(OpenSession::Create {
-            session_id: None,
-            options: SessionOptions {
-                cwd: Some(h.dir().display().to_string()),
-                ..Default::default()
-            },
-            prompt: None,
-        })
-        .await
-        .unwrap()
-        .id;
+    let (_host, client) = host_over(&h, false);
+    let id = open(&client, &h).await;
     let list = client.commands(&id).await.unwrap();
     let find = |n: &str| list.iter().find(|c| c.name == n).cloned();
     assert_eq!(find("plan").unwrap().source, CommandSource::Plugin);
