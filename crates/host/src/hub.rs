@@ -27,8 +27,9 @@ use tokio::sync::broadcast;
 use crate::project::Projector;
 
 /// Events a subscriber may lag behind the live edge before it is cut off (and resubscribes
-/// from the log). The ring is allocated per open session (a pointer a slot: ~40 KB).
-pub const SUBSCRIBER_BUFFER: usize = 1024;
+/// from the log). The ring is allocated per open session (a pointer and its slot state a slot:
+/// ~160 KB).
+pub const SUBSCRIBER_BUFFER: usize = 4096;
 
 /// `/model` and `/effort` choices, applied by the hub's `agent/request` hook.
 #[derive(Default)]
