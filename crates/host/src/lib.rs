@@ -184,16 +184,7 @@ impl Inner {
 
     fn pricer(&self, provider: String) -> Option<Pricer> {
         let llm = self.root.get::<dyn Llm>()?;
-        Some(Arc::new(move |model: &str| {
-            llm.prepare_call(&CallSettings {
-                provider: provider.clone(),
-                model: Some(model.to_owned()),
-                ..Default::default()
-            })
-            .ok()?
-            .model
-            .pricing
-        }))
+        Some(Arc::new(move |model: &str| llm.pricing(&provider, model)))
     }
 
     /// A projector factory for one session.

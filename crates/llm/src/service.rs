@@ -175,6 +175,19 @@ pub trait Llm: Send + Sync + 'static {
     /// for an unknown route and `UNSUPPORTED_REASONING_EFFORT` for an effort the model lacks.
     fn prepare_call(&self, settings: &CallSettings) -> Result<PreparedCall, LlmFailure>;
 
+    /// The prices of `model` on route `provider` (`None`: no such route or model, or no
+    /// prices): what front ends price usage with.
+    fn pricing(&self, provider: &str, model: &str) -> Option<crate::ModelPricing> {
+        self.prepare_call(&CallSettings {
+            provider: provider.to_owned(),
+            model: Some(model.to_owned()),
+            ..Default::default()
+        })
+        .ok()?
+        .model
+        .pricing
+    }
+
     /// Streams one attempt through `llm/stream` (dispatched in `ctx`'s scope) with the route's
     /// adapter at the end of the chain; `NO_ADAPTER` when the route has none at that point.
     fn stream(

@@ -85,19 +85,10 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
     crate::highlight::warm_up();
     let (tx, rx) = unbounded_channel();
     let theme = opts.theme;
-    let llm = opts.root.get::<dyn Llm>();
-    let provider = opts.agent.options().provider.unwrap_or_default();
-    let pricer: Pricer = Box::new(move |model: &str| {
-        let llm = llm.as_ref()?;
-        llm.prepare_call(&CallSettings {
-            provider: provider.clone(),
-            model: Some(model.to_owned()),
-            ..Default::default()
-        })
-        .ok()?
-        .model
-        .pricing
-    });
+    let pricer = pricer(
+        &opts.root,
+        opts.agent.options().provider.unwrap_or_default(),
+    );
     // Approval questions are answered by the inline prompt (unless the composition already
     // mounts an answerer, e.g. `approval-scripted`).
     let approvals_tx = tx.clone();
@@ -188,6 +179,12 @@ fn test_panic(text: &str) {
 
 #[cfg(not(debug_assertions))]
 fn test_panic(_: &str) {}
+
+/// Prices of the route's models, as the composition's `llm` service knows them.
+fn pricer(root: &Ctx, provider: String) -> Pricer {
+    let llm = root.get::<dyn Llm>();
+    Box::new(move |model: &str| llm.as_ref()?.pricing(&provider, model))
+}
 
 async fn detach(a: Attached) {
     for r in a.registrations {
@@ -618,19 +615,7 @@ impl Runtime {
     }
 
     fn app_pricer(&self) -> Pricer {
-        let llm = self.root.get::<dyn Llm>();
-        let provider = self.options().provider.unwrap_or_default();
-        Box::new(move |model: &str| {
-            let llm = llm.as_ref()?;
-            llm.prepare_call(&CallSettings {
-                provider: provider.clone(),
-                model: Some(model.to_owned()),
-                ..Default::default()
-            })
-            .ok()?
-            .model
-            .pricing
-        })
+        pricer(&self.root, self.options().provider.unwrap_or_default())
     }
 
     /// Model, effort, window and prices of the route as the next request will use it.
