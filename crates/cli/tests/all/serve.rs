@@ -56,6 +56,15 @@ fn serve(env: &Env, args: &[&str]) -> Served {
     Served { child, url, addr }
 }
 
+/// The `id` of a created session's summary (a JSON body).
+fn session_id(body: &str) -> String {
+    body.split("\"id\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned()
+}
+
 /// One request over a fresh connection; the status and the whole body (SSE: until `until`
 /// appears in it).
 fn raw(
@@ -116,12 +125,7 @@ fn dsh_serve_runs_a_turn_over_http_never_shows_the_key_and_stops_cleanly_on_sigt
         None,
     );
     assert_eq!(status, 201, "{created}");
-    let id = created
-        .split("\"id\":\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap()
-        .to_owned();
+    let id = session_id(&created);
     bodies.push(created);
     let (status, events) = raw(
         &served.addr,
@@ -280,12 +284,7 @@ fn budget_serve_memory_of_idle_sessions_and_subscribers() {
     // counted per session.
     let (s, first) = raw(&served.addr, "POST", "/v1/sessions", Some(&body), None);
     assert_eq!(s, 201, "{first}");
-    let id = first
-        .split("\"id\":\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap()
-        .to_owned();
+    let id = session_id(&first);
     let before = rss_kib(pid);
     for _ in 0..100 {
         assert_eq!(
@@ -382,12 +381,7 @@ fn a_session_survives_kill_9_of_the_server_mid_turn_and_resumes_in_a_new_one() {
         None,
     );
     assert_eq!(status, 201, "{created}");
-    let id = created
-        .split("\"id\":\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap()
-        .to_owned();
+    let id = session_id(&created);
     // Mid-turn: the answer is streaming (and stalls there).
     let (_, events) = raw(
         &served.addr,
@@ -455,12 +449,7 @@ fn a_session_another_server_writes_is_watched_but_answers_409_to_opening() {
         None,
     );
     assert_eq!(status, 201, "{created}");
-    let id = created
-        .split("\"id\":\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap()
-        .to_owned();
+    let id = session_id(&created);
     let (_, events) = raw(
         &a.addr,
         "GET",
