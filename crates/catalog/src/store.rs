@@ -1,0 +1,529 @@
+//! [`SqliteCatalog`]: opening, indexing, reconciling with the logs, rebuilding, deleting.
+//! Queries are in [`crate::query`].
+
+use std::borrow::Borrow;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use dsh_session::{Event, SessionHeader, SessionPersistence, SessionSummary};
+use parking_lot::Mutex;
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use crate::error::Error;
+use crate::index::{Indexed, Pricer, Stamp, index_batch};
+use crate::schema::{self, SEQ_BITS};
+
+/// The default time budget of one query.
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
+
+/// Where a catalog lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A file (WAL mode).
+    File(PathBuf),
+    /// Memory only: the file could not be opened for writing (read-only `$DSH_HOME`).
+    Memory,
+}
+
+/// Progress of a reconciliation or rebuild: `done` of `total` logs read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Logs read so far.
+    pub done: usize,
+    /// Logs to read.
+    pub total: usize,
+}
+
+/// What a reconciliation did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reconciled {
+    /// Logs on disk.
+    pub logs: usize,
+    /// Logs read again (new or changed since they were indexed).
+    pub read: usize,
+    /// Sessions forgotten (their log is gone).
+    pub removed: usize,
+    /// Logs that could not be read (catalogued as `unreadable`).
+    pub unreadable: usize,
+    /// Events indexed.
+    pub events: u64,
+}
+
+/// What the catalog knows of a log: its path, length and modification time when last read.
+type KnownLog = (Option<String>, Option<i64>, Option<i64>);
+
+/// The SQLite catalog.
+pub struct SqliteCatalog {
+    pub(crate) conn: Mutex<Connection>,
+    location: Location,
+    pub(crate) pricer: Option<Pricer>,
+    pub(crate) budget: Duration,
+    reset: AtomicBool,
+    log_root: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for SqliteCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteCatalog")
+            .field("location", &self.location)
+            .field("reset", &self.was_reset())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `$DSH_HOME/catalog.sqlite` (`DSH_HOME` defaults to `~/.dsh`).
+pub fn default_path() -> PathBuf {
+    dsh_home().join("catalog.sqlite")
+}
+
+/// `$DSH_HOME/sessions`, where the JSONL store keeps the logs by default.
+pub fn default_log_root() -> PathBuf {
+    dsh_home().join("sessions")
+}
+
+fn dsh_home() -> PathBuf {
+    std::env::var_os("DSH_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("."))
+                .join(".dsh")
+        })
+}
+
+impl SqliteCatalog {
+    fn with(conn: Connection, location: Location, reset: bool) -> Self {
+        SqliteCatalog {
+            conn: Mutex::new(conn),
+            location,
+            pricer: None,
+            budget: DEFAULT_BUDGET,
+            reset: AtomicBool::new(reset),
+            log_root: None,
+        }
+    }
+
+    /// Opens the catalog file, creating it; a damaged or foreign file is replaced by an empty
+    /// catalog ([`SqliteCatalog::was_reset`]).
+    pub fn open(path: impl Into<PathBuf>) -> Result<Self, Error> {
+        let path = path.into();
+        let (conn, reset) = schema::open(&path)?;
+        Ok(Self::with(conn, Location::File(path), reset))
+    }
+
+    /// An empty catalog in memory.
+    pub fn open_in_memory() -> Result<Self, Error> {
+        Ok(Self::with(schema::open_memory()?, Location::Memory, false))
+    }
+
+    /// The file at `path`, or memory when it cannot be written (read-only location): a
+    /// listing or search then reads the logs into memory first.
+    pub fn open_or_memory(path: impl Into<PathBuf>) -> Result<Self, Error> {
+        let path = path.into();
+        match Self::open(&path) {
+            Ok(c) => Ok(c),
+            Err(e) if e.is_read_only() => {
+                tracing::info!(path = %path.display(), "the catalog is read-only, kept in memory: {e}");
+                Self::open_in_memory()
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Prices usage (cost columns); without one, costs are 0.
+    pub fn with_pricer(mut self, pricer: Pricer) -> Self {
+        self.pricer = Some(pricer);
+        self
+    }
+
+    /// The directory of the logs (`$DSH_HOME/sessions`, laid out as session-format §1 says):
+    /// [`reconcile`](Self::reconcile) then finds the logs by walking it (a directory read and
+    /// a `stat` per session) instead of reading every log's header through
+    /// `SessionPersistence::list`. A missing directory falls back to the listing.
+    pub fn with_log_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.log_root = Some(root.into());
+        self
+    }
+
+    /// The time budget of one query (default [`DEFAULT_BUDGET`]).
+    pub fn with_budget(mut self, budget: Duration) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Where the catalog lives.
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// Whether opening replaced a damaged or foreign file with an empty catalog.
+    pub fn was_reset(&self) -> bool {
+        self.reset.load(Ordering::Relaxed)
+    }
+
+    /// Replaces a damaged catalog ([`Error::is_damage`]) with an empty one: the file and its
+    /// WAL are deleted and created again (memory: emptied). Reconcile afterwards.
+    pub fn recover(&self) -> Result<(), Error> {
+        let mut conn = self.conn.lock();
+        let fresh = match &self.location {
+            Location::File(path) => {
+                // Close the damaged file before deleting it.
+                *conn = Connection::open_in_memory()?;
+                schema::remove(path)?;
+                schema::open(path)?.0
+            }
+            Location::Memory => schema::open_memory()?,
+        };
+        *conn = fresh;
+        self.reset.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether no session is catalogued.
+    pub fn is_empty(&self) -> Result<bool, Error> {
+        let conn = self.conn.lock();
+        let any: Option<i64> = conn
+            .query_row("SELECT sid FROM sessions LIMIT 1", [], |r| r.get(0))
+            .optional()?;
+        Ok(any.is_none())
+    }
+
+    /// Folds committed events of one session into the catalog, from its watermark on: events
+    /// already indexed are skipped; a missing seq stops the batch (the next reconciliation
+    /// reads the rest from the log).
+    pub fn index_events<E: Borrow<Event>>(
+        &self,
+        header: &SessionHeader,
+        events: &[E],
+    ) -> Result<Indexed, Error> {
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let out = index_batch(&tx, header, events, None, self.pricer.as_ref())?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Reads one stored log and folds what is new into the catalog. A log that shrank (a
+    /// repair moved its tail aside) is indexed again from the start; a log that cannot be read
+    /// is catalogued with status `unreadable` until it changes.
+    pub fn index_log(
+        &self,
+        persistence: &dyn SessionPersistence,
+        summary: &SessionSummary,
+    ) -> Result<Indexed, Error> {
+        let stamp = Stamp::of(&summary.path);
+        let decoded = persistence.open_read(&summary.id);
+        self.index_decoded(summary, stamp, decoded)
+    }
+
+    /// Folds a log read (or refused) by the caller into the catalog; `stamp` is the file's
+    /// before it was read.
+    fn index_decoded(
+        &self,
+        summary: &SessionSummary,
+        stamp: Option<Stamp>,
+        decoded: Result<dsh_session::codec::DecodedLog, dsh_session::SessionError>,
+    ) -> Result<Indexed, Error> {
+        let path = summary.path.to_string_lossy().into_owned();
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let out = match decoded {
+            Ok(log) => {
+                let known: Option<(Option<i64>, Option<i64>)> = tx
+                    .query_row(
+                        "SELECT last_seq, file_len FROM sessions WHERE id = ?1",
+                        [&summary.id],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()?;
+                let last = log.events.last().map(|e| e.seq() as i64);
+                if let Some((seq, len)) = known {
+                    let shrank = stamp.zip(len).is_some_and(|(s, l)| s.len < l);
+                    if seq > last || shrank {
+                        forget(&tx, &summary.id)?;
+                    }
+                }
+                index_batch(
+                    &tx,
+                    &log.header,
+                    &log.events,
+                    stamp.map(|s| (path.as_str(), s)),
+                    self.pricer.as_ref(),
+                )?
+            }
+            Err(e) => {
+                tracing::debug!(session = %summary.id, "unreadable log: {e}");
+                let header = SessionHeader {
+                    parent_session: summary.parent_session.clone(),
+                    ..SessionHeader::new(
+                        summary.id.clone(),
+                        summary.created_at,
+                        summary.cwd.clone(),
+                    )
+                };
+                index_batch::<Event>(&tx, &header, &[], None, None)?;
+                tx.execute(
+                    "UPDATE sessions SET status = 'unreadable', title = coalesce(title, ?2), \
+                     path = ?3, file_len = ?4, file_mtime = ?5 WHERE id = ?1",
+                    params![
+                        summary.id,
+                        summary.title,
+                        path,
+                        stamp.map(|s| s.len),
+                        stamp.map(|s| s.mtime_ns)
+                    ],
+                )?;
+                Indexed::default()
+            }
+        };
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Brings the catalog in line with the logs on disk: new and changed logs are read (from
+    /// each session's watermark), sessions whose log is gone are forgotten. Logs unchanged
+    /// since they were read (same path, length and modification time) are not opened.
+    pub fn reconcile(
+        &self,
+        persistence: &dyn SessionPersistence,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Reconciled, Error> {
+        let logs = match self.log_root.as_deref().and_then(walk) {
+            Some(found) => found,
+            None => persistence.list()?,
+        };
+        let known: HashMap<String, KnownLog> = {
+            let conn = self.conn.lock();
+            let mut stmt = conn.prepare("SELECT id, path, file_len, file_mtime FROM sessions")?;
+            let rows =
+                stmt.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        let mut out = Reconciled {
+            logs: logs.len(),
+            ..Default::default()
+        };
+        let on_disk: HashSet<&str> = logs.iter().map(|s| s.id.as_str()).collect();
+        let stale: Vec<&String> = known
+            .keys()
+            .filter(|id| !on_disk.contains(id.as_str()))
+            .collect();
+        if !stale.is_empty() {
+            let mut conn = self.conn.lock();
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            for id in &stale {
+                forget(&tx, id)?;
+            }
+            tx.commit()?;
+            out.removed = stale.len();
+        }
+        let work: Vec<&SessionSummary> = logs
+            .iter()
+            .filter(|s| {
+                let Some((path, len, mtime)) = known.get(&s.id) else {
+                    return true;
+                };
+                let now = Stamp::of(&s.path);
+                path.as_deref() != Some(&*s.path.to_string_lossy())
+                    || now.map(|n| n.len) != *len
+                    || now.map(|n| n.mtime_ns) != *mtime
+            })
+            .collect();
+        let total = work.len();
+        // Two threads: one reads and decodes the logs (the larger part of the work), this one
+        // writes SQLite; a few decoded logs wait in between.
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(8);
+            scope.spawn(move || {
+                for s in work {
+                    let stamp = Stamp::of(&s.path);
+                    let decoded = persistence.open_read(&s.id);
+                    if tx.send((s, stamp, decoded)).is_err() {
+                        return;
+                    }
+                }
+            });
+            for (n, (s, stamp, decoded)) in rx.into_iter().enumerate() {
+                let refused = decoded.is_err();
+                let indexed = self.index_decoded(s, stamp, decoded)?;
+                out.read += 1;
+                out.events += indexed.events;
+                if refused {
+                    out.unreadable += 1;
+                }
+                progress(Progress { done: n + 1, total });
+            }
+            Ok(out)
+        })
+    }
+
+    /// Empties the catalog and indexes every log again.
+    pub fn rebuild(
+        &self,
+        persistence: &dyn SessionPersistence,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Reconciled, Error> {
+        {
+            let mut conn = self.conn.lock();
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute_batch("DELETE FROM docs; DELETE FROM usage; DELETE FROM sessions;")?;
+            tx.commit()?;
+        }
+        self.reconcile(persistence, progress)
+    }
+
+    /// Forgets a session. Unknown ids are not an error.
+    pub fn delete(&self, id: &str) -> Result<(), Error> {
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        forget(&tx, id)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Bytes of the catalog file (and its WAL), 0 in memory.
+    pub fn file_size(&self) -> u64 {
+        let Location::File(path) = &self.location else {
+            return 0;
+        };
+        ["", "-wal"]
+            .iter()
+            .filter_map(|suffix| {
+                let mut p = path.as_os_str().to_owned();
+                p.push(suffix);
+                std::fs::metadata(Path::new(&p)).ok()
+            })
+            .map(|m| m.len())
+            .sum()
+    }
+
+    /// Folds the WAL into the main file (smaller file, for measuring).
+    pub fn checkpoint(&self) -> Result<(), Error> {
+        let conn = self.conn.lock();
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+}
+
+/// The logs under `root` (`<project>/<encodeSegment(id)>/session.vN.jsonl[.zstd]`, the highest
+/// generation of each session directory), as summaries holding the id and the path only.
+/// `None` when `root` cannot be read.
+fn walk(root: &Path) -> Option<Vec<SessionSummary>> {
+    let mut out = Vec::new();
+    for project in std::fs::read_dir(root).ok()?.filter_map(Result::ok) {
+        let Ok(sessions) = std::fs::read_dir(project.path()) else {
+            continue;
+        };
+        for dir in sessions.filter_map(Result::ok) {
+            let Some(id) = dir.file_name().to_str().and_then(decode_segment) else {
+                continue;
+            };
+            let Ok(files) = std::fs::read_dir(dir.path()) else {
+                continue;
+            };
+            let best = files
+                .filter_map(Result::ok)
+                .filter_map(|f| {
+                    let n = f.file_name().to_str().and_then(generation)?;
+                    Some((n, f.path()))
+                })
+                .max_by_key(|(n, _)| *n);
+            if let Some((version, path)) = best {
+                out.push(SessionSummary {
+                    id,
+                    created_at: 0,
+                    cwd: None,
+                    parent_session: None,
+                    version,
+                    path,
+                    title: None,
+                });
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The generation of a canonical log file name (`session.jsonl` is 0, `session.v4.jsonl.zstd`
+/// is 4; session-format §1.4).
+fn generation(name: &str) -> Option<u64> {
+    let name = name.strip_suffix(".zstd").unwrap_or(name);
+    let stem = name.strip_prefix("session")?.strip_suffix(".jsonl")?;
+    if stem.is_empty() {
+        return Some(0);
+    }
+    let digits = stem.strip_prefix(".v")?;
+    if digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The session id of a directory name: the inverse of `encodeSegment` (session-format §1.3:
+/// `~XXXX` is a UTF-16 code unit, anything else itself).
+fn decode_segment(name: &str) -> Option<String> {
+    let mut units: Vec<u16> = Vec::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(c) = rest.chars().next() {
+        if c == '~' {
+            let hex = rest.get(1..5)?;
+            units.push(u16::from_str_radix(hex, 16).ok()?);
+            rest = &rest[5..];
+        } else {
+            let mut buf = [0u16; 2];
+            units.extend_from_slice(c.encode_utf16(&mut buf));
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    String::from_utf16(&units).ok().filter(|s| !s.is_empty())
+}
+
+/// Removes a session's row, documents and usage.
+fn forget(tx: &Transaction<'_>, id: &str) -> Result<(), Error> {
+    let sid: Option<i64> = tx
+        .query_row("SELECT sid FROM sessions WHERE id = ?1", [id], |r| r.get(0))
+        .optional()?;
+    let Some(sid) = sid else { return Ok(()) };
+    let lo = sid << SEQ_BITS;
+    let hi = lo | ((1i64 << SEQ_BITS) - 1);
+    tx.execute(
+        "DELETE FROM docs WHERE rowid BETWEEN ?1 AND ?2",
+        params![lo, hi],
+    )?;
+    tx.execute("DELETE FROM usage WHERE sid = ?1", [sid])?;
+    tx.execute("DELETE FROM sessions WHERE sid = ?1", [sid])?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decode_segment, generation};
+
+    #[test]
+    fn directory_names_decode_to_ids() {
+        assert_eq!(
+            decode_segment("main-session-1").as_deref(),
+            Some("main-session-1")
+        );
+        assert_eq!(decode_segment("a~002Fb").as_deref(), Some("a/b"));
+        assert_eq!(decode_segment("~D83D~DE00").as_deref(), Some("😀"));
+        assert_eq!(decode_segment("~002E~002E").as_deref(), Some(".."));
+        assert_eq!(decode_segment("~00"), None);
+        assert_eq!(decode_segment("~D83D"), None);
+    }
+
+    #[test]
+    fn generations_follow_the_canonical_names() {
+        assert_eq!(generation("session.v4.jsonl"), Some(4));
+        assert_eq!(generation("session.v4.jsonl.zstd"), Some(4));
+        assert_eq!(generation("session.v3.jsonl"), Some(3));
+        assert_eq!(generation("session.jsonl"), Some(0));
+        assert_eq!(generation("session.v03.jsonl"), None);
+        assert_eq!(generation("session.lock"), None);
+        assert_eq!(generation(".session.v4.jsonl.tmp-1"), None);
+    }
+}

@@ -1,0 +1,231 @@
+//! Text as the full-text index sees it: CJK and emoji split into one token per character,
+//! bodies cut to a size, user queries turned into safe FTS5 expressions, snippets cleaned.
+//!
+//! The index uses SQLite's `unicode61` tokenizer, which keeps a run of letters as one token:
+//! a CJK sentence (no spaces) would be one token and a word inside it could not be found.
+//! Before indexing, a zero-width space (U+200B, a separator for `unicode61`) is put around
+//! every CJK character and every emoji, and the same is done to the query, whose terms become
+//! phrases: `你好` is searched as the phrase `你 好`. The zero-width spaces are removed from
+//! snippets.
+
+use std::borrow::Cow;
+
+/// The separator put around CJK characters and emoji.
+pub(crate) const SEP: char = '\u{200B}';
+/// Snippet highlight markers (never in indexed text: control characters are dropped).
+pub(crate) const HL_START: char = '\u{2}';
+pub(crate) const HL_END: char = '\u{3}';
+
+/// Characters indexed one token each: CJK ideographs, kana, hangul, and emoji.
+pub(crate) fn is_isolated(c: char) -> bool {
+    matches!(c as u32,
+        0x2E80..=0x2FDF        // CJK radicals, Kangxi
+        | 0x3040..=0x30FF      // hiragana, katakana
+        | 0x3100..=0x312F      // bopomofo
+        | 0x3130..=0x318F      // hangul compatibility jamo
+        | 0x31F0..=0x31FF      // katakana extension
+        | 0x3400..=0x4DBF      // CJK extension A
+        | 0x4E00..=0x9FFF      // CJK unified ideographs
+        | 0xAC00..=0xD7AF      // hangul syllables
+        | 0xF900..=0xFAFF      // CJK compatibility ideographs
+        | 0xFF66..=0xFF9F      // halfwidth katakana
+        | 0x20000..=0x3FFFF    // CJK extensions B and later
+    ) || is_emoji(c)
+}
+
+/// Emoji and pictographs (So in Unicode, which `unicode61` would otherwise drop).
+pub(crate) fn is_emoji(c: char) -> bool {
+    matches!(c as u32,
+        0x2600..=0x27BF        // miscellaneous symbols, dingbats
+        | 0x2B00..=0x2BFF      // arrows and symbols (⭐)
+        | 0x1F000..=0x1FAFF    // mahjong .. symbols and pictographs extended-A
+    )
+}
+
+/// Whether a character makes a token (letters, digits, CJK, emoji).
+pub(crate) fn is_token_char(c: char) -> bool {
+    c.is_alphanumeric() || is_isolated(c)
+}
+
+/// The text as indexed: at most `max` bytes (cut at a character boundary), control characters
+/// as spaces, CJK and emoji separated. `None` when nothing in it can be searched.
+pub(crate) fn body(text: &str, max: usize) -> Option<String> {
+    let text = cut(text, max);
+    if !text.chars().any(is_token_char) {
+        return None;
+    }
+    Some(segment(text).into_owned())
+}
+
+/// `text` cut to at most `max` bytes at a character boundary.
+pub(crate) fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// CJK and emoji separated by [`SEP`]; control characters (highlight markers included) become
+/// spaces.
+pub(crate) fn segment(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(|c| is_isolated(c) || c.is_control()) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + text.len() / 2);
+    let mut prev_isolated = false;
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.push(' ');
+            prev_isolated = false;
+            continue;
+        }
+        let iso = is_isolated(c);
+        if (iso || prev_isolated) && !out.is_empty() {
+            out.push(SEP);
+        }
+        out.push(c);
+        prev_isolated = iso;
+    }
+    Cow::Owned(out)
+}
+
+/// The most terms of a query that are searched (the rest are ignored).
+pub(crate) const MAX_TERMS: usize = 32;
+
+/// A user's query as an FTS5 expression: every term quoted (so `"`, `*`, `NEAR(`, `AND`,
+/// column filters are literal text), `"a phrase"` kept as a phrase, a trailing `*` kept as a
+/// prefix search; terms are ANDed. `None` when the query holds nothing searchable.
+pub fn fts_query(text: &str) -> Option<String> {
+    let mut terms: Vec<(String, bool)> = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+            continue;
+        }
+        let mut term = String::new();
+        if c == '"' {
+            chars.next();
+            for c in chars.by_ref() {
+                if c == '"' {
+                    break;
+                }
+                term.push(c);
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c.is_whitespace() || c == '"' {
+                    break;
+                }
+                term.push(c);
+                chars.next();
+            }
+        }
+        let prefix = term.ends_with('*');
+        let term = term.trim_end_matches('*');
+        if term.chars().any(is_token_char) {
+            terms.push((term.to_owned(), prefix));
+        }
+        if terms.len() == MAX_TERMS {
+            break;
+        }
+    }
+    if terms.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    for (term, prefix) in terms {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push('"');
+        out.push_str(&segment(&term).replace('"', "\"\""));
+        out.push('"');
+        if prefix {
+            out.push('*');
+        }
+    }
+    Some(out)
+}
+
+/// A snippet from SQLite (with [`HL_START`]/[`HL_END`] around matches) as one clean line and
+/// the byte ranges of its matches.
+pub(crate) fn clean_snippet(raw: &str) -> (String, Vec<(usize, usize)>) {
+    let mut out = String::with_capacity(raw.len());
+    let mut ranges = Vec::new();
+    let mut open: Option<usize> = None;
+    let mut last_space = false;
+    for c in raw.chars() {
+        match c {
+            HL_START => open = Some(out.len()),
+            HL_END => {
+                if let Some(start) = open.take().filter(|&s| out.len() > s) {
+                    ranges.push((start, out.len()));
+                }
+            }
+            SEP => {}
+            c if c.is_whitespace() => {
+                if !last_space {
+                    out.push(' ');
+                }
+                last_space = true;
+                continue;
+            }
+            c => out.push(c),
+        }
+        last_space = false;
+    }
+    (out, ranges)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cjk_and_emoji_are_separated_and_latin_is_untouched() {
+        assert_eq!(segment("plain text"), "plain text");
+        assert_eq!(segment("修复测试"), "修\u{200B}复\u{200B}测\u{200B}试");
+        assert_eq!(segment("ok🚀go"), "ok\u{200B}🚀\u{200B}go");
+        assert_eq!(segment("a\u{2}b"), "a b");
+    }
+
+    #[test]
+    fn queries_quote_every_term() {
+        assert_eq!(fts_query("foo bar").as_deref(), Some("\"foo\" \"bar\""));
+        assert_eq!(
+            fts_query("\"a phrase\" pre*").as_deref(),
+            Some("\"a phrase\" \"pre\"*")
+        );
+        assert_eq!(fts_query("NEAR(").as_deref(), Some("\"NEAR(\""));
+        assert_eq!(fts_query("say\"hi").as_deref(), Some("\"say\" \"hi\""));
+        assert_eq!(fts_query("\"unclosed").as_deref(), Some("\"unclosed\""));
+        assert_eq!(fts_query("a\"\"b").as_deref(), Some("\"a\" \"b\""));
+        assert_eq!(fts_query("\" * \"\" ( )"), None);
+        assert_eq!(fts_query("").as_deref(), None);
+        assert_eq!(fts_query("修复").as_deref(), Some("\"修\u{200B}复\""));
+        let long = "word ".repeat(2_000);
+        assert_eq!(
+            fts_query(&long).map(|q| q.matches("\"word\"").count()),
+            Some(MAX_TERMS)
+        );
+    }
+
+    #[test]
+    fn snippets_lose_markers_and_separators_and_keep_ranges() {
+        let (s, r) = clean_snippet("fix \u{2}修\u{200B}复\u{3} the\n\ntest");
+        assert_eq!(s, "fix 修复 the test");
+        assert_eq!(&s[r[0].0..r[0].1], "修复");
+    }
+
+    #[test]
+    fn bodies_are_cut_at_char_boundaries() {
+        assert_eq!(cut("héllo", 2), "h");
+        assert_eq!(body("   ", 10), None);
+        assert_eq!(body("ab", 10).as_deref(), Some("ab"));
+    }
+}
