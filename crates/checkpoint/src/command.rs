@@ -1,0 +1,235 @@
+//! `/rewind`: lists the session's turns with what a rewind to each would restore, and runs
+//! `/rewind N [code|conversation|both] [force]`.
+
+use std::sync::Arc;
+
+use dsh_agent::Agent;
+use dsh_commands::{CommandCall, CommandError, CommandFuture, CommandSpec, Commands};
+use dsh_kernel::{BoxError, Ctx, Dep, Plugin};
+use dsh_protocol::CommandOutcome;
+use dsh_session::{ForkOptions, Sessions};
+
+use crate::events::Rewound;
+use crate::ops;
+use crate::plugin::{CheckpointConfig, checkpoints_root};
+use crate::rewind::{self, RewindError};
+use crate::store::Store;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Code,
+    Conversation,
+    Both,
+}
+
+struct Args {
+    to: Option<u64>,
+    mode: Mode,
+    force: bool,
+}
+
+fn parse(args: &str) -> Result<Args, CommandError> {
+    let mut a = Args {
+        to: None,
+        mode: Mode::Both,
+        force: false,
+    };
+    for word in args.split_whitespace() {
+        match word {
+            "code" => a.mode = Mode::Code,
+            "conversation" => a.mode = Mode::Conversation,
+            "both" => a.mode = Mode::Both,
+            "force" | "--force" => a.force = true,
+            n => match n.parse::<u64>() {
+                Ok(n) if n >= 1 => a.to = Some(n),
+                _ => {
+                    return Err(CommandError::Usage(format!(
+                        "`/rewind {args}`: use /rewind, or /rewind N [code|conversation|both] \
+                         [force] (N: a turn, from 1)"
+                    )));
+                }
+            },
+        }
+    }
+    Ok(a)
+}
+
+fn failed(e: impl std::fmt::Display) -> CommandError {
+    CommandError::Failed(e.to_string())
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, CommandError> + Send + 'static,
+) -> Result<T, CommandError> {
+    tokio::task::spawn_blocking(f).await.map_err(failed)?
+}
+
+async fn run(
+    ctx: Ctx,
+    config: CheckpointConfig,
+    agent: Arc<dyn Agent>,
+    args: Args,
+) -> Result<String, CommandError> {
+    let session = agent.session();
+    if session.with_log(|l| l.tracker().open_turn()).is_some() {
+        return Err(CommandError::Failed(
+            "a turn is running: /rewind once it ends".into(),
+        ));
+    }
+    let events = session.events();
+    let root = config.root.clone().unwrap_or_else(checkpoints_root);
+    let max = config.max_file_bytes;
+    let Some(to) = args.to else {
+        let Some(ws) = ops::workspace_of(&events) else {
+            return Ok("No checkpoints in this session yet: no turn has called a tool.".into());
+        };
+        let id = agent.id().to_owned();
+        return blocking(move || {
+            let store = Store::open(&root, &ws, max).map_err(failed)?;
+            let turns = ops::list_turns(&store, &id, &events).map_err(failed)?;
+            let mut out = String::from("Turns (`/rewind N [code|conversation|both]`):\n");
+            for t in turns {
+                let r = match t.restore {
+                    Some(c) => ops::summary(c),
+                    None => "no file changes since".into(),
+                };
+                out.push_str(&format!("{:>3}. {}  ({r})\n", t.turn, t.prompt));
+            }
+            Ok(out)
+        })
+        .await;
+    };
+    let last = ops::last_turn(&events);
+    if to > last {
+        return Err(CommandError::Usage(format!(
+            "this session has {last} turn(s): /rewind 1..{last}"
+        )));
+    }
+    let mut text = String::new();
+    let mut record_id = None;
+    if args.mode != Mode::Conversation {
+        match ops::workspace_of(&events) {
+            None => text.push_str("Files: no checkpoints in this session; nothing restored.\n"),
+            Some(ws) => {
+                let session_id = agent.id().to_owned();
+                let events = events.clone();
+                let force = args.force;
+                let (t, id) = blocking(move || {
+                    let store = Store::open(&root, &ws, max).map_err(failed)?;
+                    let (current, plan) =
+                        ops::prepare(&store, &session_id, &events, to).map_err(failed)?;
+                    let Some(plan) = plan.filter(|p| !p.actions.is_empty()) else {
+                        return Ok((
+                            format!("Files: nothing changed since turn {to} began.\n"),
+                            None,
+                        ));
+                    };
+                    let preview = ops::preview(&plan);
+                    match rewind::run(
+                        &store,
+                        &session_id,
+                        Some(to),
+                        None,
+                        &plan,
+                        current.id,
+                        force,
+                    ) {
+                        Ok(o) => {
+                            let mut t = format!(
+                                "Files restored to before turn {to} ({} written, {} deleted; \
+                                 backup {}):\n{preview}",
+                                o.applied.written,
+                                o.applied.deleted,
+                                o.record.backup.short()
+                            );
+                            for (p, e) in &o.applied.failed {
+                                t.push_str(&format!("  failed: {p}: {e}\n"));
+                            }
+                            t.push_str("Undo with `dsh rewind --undo`.\n");
+                            Ok((t, Some(o.record.id)))
+                        }
+                        Err(RewindError::Conflicts(paths)) => Err(CommandError::Failed(format!(
+                            "Nothing restored: {} file(s) changed outside dsh since the \
+                             checkpoint:\n  {}\nPreview:\n{preview}Run `/rewind {to} code \
+                             force` to overwrite them (a backup is taken first).",
+                            paths.len(),
+                            paths.join("\n  ")
+                        ))),
+                        Err(e) => Err(failed(e)),
+                    }
+                })
+                .await?;
+                text.push_str(&t);
+                record_id = id;
+            }
+        }
+    }
+    if args.mode != Mode::Code {
+        let Some(boundary) = ops::fork_boundary(&events, to) else {
+            text.push_str(
+                "Conversation: nothing before turn 1 to keep; start a new session instead.\n",
+            );
+            return Ok(text);
+        };
+        let sessions = ctx.dep::<dyn Sessions>().map_err(failed)?;
+        let child = sessions
+            .fork(
+                agent.id(),
+                ForkOptions {
+                    boundary: Some(boundary),
+                    ..Default::default()
+                },
+            )
+            .map_err(failed)?;
+        child
+            .append_plugin(&Rewound {
+                from_session: agent.id().to_owned(),
+                to_turn: to,
+                rewind: record_id,
+            })
+            .map_err(failed)?;
+        let id = child.id().to_owned();
+        sessions.close(&id).await.map_err(failed)?;
+        text.push_str(&format!(
+            "Conversation rewound to before turn {to} in a new session `{id}` (this one stays \
+             as it was): continue it with `dsh --resume {id}`.\n"
+        ));
+    }
+    Ok(text)
+}
+
+/// Plugin `rewind-command`: `/rewind` in the command registry (its config names the store
+/// like the `checkpoint` plugin's).
+#[derive(Debug)]
+pub struct RewindCommandPlugin;
+
+impl Plugin for RewindCommandPlugin {
+    const NAME: &'static str = "rewind-command";
+    type Config = CheckpointConfig;
+
+    fn deps() -> Vec<Dep> {
+        vec![Dep::on::<dyn Commands>(), Dep::on::<dyn Sessions>()]
+    }
+
+    async fn apply(ctx: Ctx, config: CheckpointConfig) -> Result<(), BoxError> {
+        let commands = ctx.dep::<dyn Commands>()?;
+        let c = ctx.clone();
+        commands.register(
+            &ctx,
+            CommandSpec::new(
+                "rewind",
+                "Rewind files and/or conversation to before an earlier turn",
+            )
+            .with_argument_hint("[N [code|conversation|both] [force]]"),
+            Arc::new(move |call: CommandCall| -> CommandFuture {
+                let (c, config) = (c.clone(), config.clone());
+                Box::pin(async move {
+                    let args = parse(&call.args)?;
+                    let text = run(c, config, call.agent.clone(), args).await?;
+                    Ok(CommandOutcome::Done { text })
+                })
+            }),
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,144 @@
+//! The `checkpoint` and `rewind-command` plugins on the real agent loop and tools pipeline: a
+//! stand-in `bash` runs real shell commands in the workspace.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use dsh_agent::Agent;
+use dsh_checkpoint::{
+    CheckpointConfig, CheckpointKind, CheckpointPlugin, CheckpointTaken, RewindCommandPlugin,
+};
+use dsh_commands::{CommandCall, Commands, CommandsPlugin};
+use dsh_kernel::CancellationToken;
+use dsh_protocol::CommandOutcome;
+use dsh_test_harness::TestHarness;
+use dsh_tools::{FnTool, ToolOutput};
+use serde_json::json;
+
+async fn harness(root: &Path) -> TestHarness {
+    let config = CheckpointConfig {
+        max_file_bytes: 1 << 20,
+        root: Some(root.to_path_buf()),
+    };
+    let h = TestHarness::builder()
+        .on_disk()
+        .plugin::<CommandsPlugin>(Default::default())
+        .plugin::<CheckpointPlugin>(config.clone())
+        .plugin::<RewindCommandPlugin>(config)
+        .build()
+        .await;
+    h.register_tool(FnTool::new(
+        "bash",
+        "Runs a command.",
+        json!({"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}),
+        |ctx, args| async move {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(args["command"].as_str().unwrap_or(""))
+                .current_dir(ctx.cwd())
+                .output()
+                .map_err(|e| dsh_tools::ToolError::new("EXEC", e.to_string()))?;
+            Ok(ToolOutput::text(
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            ))
+        },
+    ));
+    h
+}
+
+async fn bash(h: &TestHarness, agent: &Arc<dyn Agent>, command: &str) {
+    let args = json!({ "command": command }).to_string();
+    h.tool_turn(agent, &[&[("c1", "bash", &args)]], "done")
+        .await;
+}
+
+async fn rewind(h: &TestHarness, agent: &Arc<dyn Agent>, args: &str) -> Result<String, String> {
+    let commands = h.get::<dyn Commands>();
+    let call = CommandCall {
+        agent: agent.clone(),
+        args: args.to_owned(),
+        cancel: CancellationToken::new(),
+    };
+    match commands.run("rewind", call).await {
+        Ok(CommandOutcome::Done { text }) => Ok(text),
+        Ok(other) => Err(format!("{other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_are_checkpointed_and_slash_rewind_restores_files_and_forks_the_conversation() {
+    let store = tempfile::tempdir().unwrap();
+    let h = harness(store.path()).await;
+    let agent = h.agent().await;
+    let read = |p: &str| std::fs::read_to_string(h.dir().join(p)).ok();
+    // A turn without tool calls takes no checkpoint.
+    h.reply(&agent, "hello", "hi").await;
+    bash(&h, &agent, "echo one > f").await;
+    bash(&h, &agent, "echo two >> f && echo n > g && rm -f nothing").await;
+    let marks: Vec<(u64, CheckpointKind)> = agent
+        .session()
+        .events()
+        .iter()
+        .filter_map(|e| e.plugin::<CheckpointTaken>().and_then(Result::ok))
+        .map(|c| (c.turn, c.kind))
+        .collect();
+    assert_eq!(
+        marks,
+        [
+            (2, CheckpointKind::Before),
+            (2, CheckpointKind::After),
+            (3, CheckpointKind::Before),
+            (3, CheckpointKind::After)
+        ]
+    );
+
+    let list = rewind(&h, &agent, "").await.unwrap();
+    assert!(list.contains("1. hello"), "{list}");
+    assert!(
+        list.contains("0 re-created, 0 restored, 2 deleted"),
+        "{list}"
+    );
+    assert!(
+        list.contains("3. go  (0 re-created, 1 restored, 1 deleted)"),
+        "{list}"
+    );
+
+    let text = rewind(&h, &agent, "3 code").await.unwrap();
+    assert!(text.contains("Files restored to before turn 3"), "{text}");
+    assert_eq!(read("f").as_deref(), Some("one\n"));
+    assert!(read("g").is_none());
+
+    // The user edits the file: refused without force.
+    std::fs::write(h.dir().join("f"), "user\n").unwrap();
+    let refused = rewind(&h, &agent, "2 code").await.unwrap_err();
+    assert!(refused.contains("changed outside dsh"), "{refused}");
+    assert_eq!(read("f").as_deref(), Some("user\n"));
+    let forced = rewind(&h, &agent, "2 code force").await.unwrap();
+    assert!(forced.contains("Files restored"), "{forced}");
+    assert!(read("f").is_none());
+
+    // Conversation only: a new session with turn 1 and nothing after.
+    let text = rewind(&h, &agent, "2 conversation").await.unwrap();
+    assert!(text.contains("in a new session"), "{text}");
+    let child = text
+        .split('`')
+        .nth(1)
+        .expect("a session id in backticks")
+        .to_owned();
+    let sessions = h.get::<dyn dsh_session::Sessions>();
+    let log = sessions.read(&child).unwrap();
+    assert_eq!(log.tracker().last_turn(), 1);
+    assert!(
+        log.events()
+            .iter()
+            .any(|e| e.plugin::<dsh_checkpoint::Rewound>().is_some())
+    );
+    assert!(
+        rewind(&h, &agent, "9")
+            .await
+            .unwrap_err()
+            .contains("3 turn(s)")
+    );
+    h.dispose().await;
+}
