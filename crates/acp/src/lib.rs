@@ -1,86 +1,95 @@
 //! `dsh-acp`: dsh as an Agent Client Protocol (v1) agent over stdio, on the
-//! `agent-client-protocol` crate. A front end on the agent vocabulary: sessions are agents of the
-//! `Agents` service, updates come from `agent/stream` chunks (message and thought deltas) and
-//! committed session events (tool cards and results), permission questions go through the
-//! approval seam (`ApprovalAnswerer`) as `session/request_permission`.
+//! `agent-client-protocol` crate. A front end on the session protocol only: every ACP session is
+//! a session of an [`dsh_protocol::Client`] (the composition root hands in the in-process host),
+//! driven with [`dsh_protocol::Op`]s and rendered from its [`dsh_protocol::Event`]s: deltas as
+//! message and thought chunks, tool calls as cards built from their [`dsh_protocol::ToolDisplay`],
+//! task lists as plans, approval requests and questions as `session/request_permission`.
+//!
+//! What the client offers besides that (its terminal, its files, its MCP servers) is handed to
+//! the composition root's [`SessionSetup`], which gives it to the engine.
 
+mod config;
 mod files;
 mod mcp;
+mod permission;
+mod session;
+mod setup;
 mod terminal;
 mod updates;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, Implementation, InitializeRequest,
-    InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
-    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, PromptRequest,
-    PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, SessionId,
-    SessionNotification, SessionUpdate, ToolCallUpdate, ToolCallUpdateFields,
+    AgentCapabilities, AvailableCommandsUpdate, CancelNotification, ContentBlock, Implementation,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    McpCapabilities, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
+    SessionConfigOption, SessionId, SessionNotification, SessionUpdate,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, StopReason,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
-use dsh_agent::events::AgentStreamChunk;
-use dsh_agent::{Agent as DshAgent, AgentOptions, Agents, CancelCause, CreateAgent, ResumeAgent};
-use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
-use dsh_kernel::{Ctx, Registration};
-use dsh_llm::{Message, StreamChunk};
-use dsh_session::plugin::SessionEvent;
-use dsh_session::{CoreEvent, EventKind};
-use futures::future::BoxFuture;
+use dsh_protocol::{
+    Client as Host, CommandInfo, CommandOutcome, ErrorCode, Op, OpenSession, ProtocolError,
+    SessionOptions, SessionState,
+};
 use parking_lot::Mutex;
+
+pub use setup::{Attached, ClientOffer, NoSetup, SessionSetup, SetupError};
 
 /// Errors that stop the ACP server.
 #[derive(Debug, thiserror::Error)]
 pub enum AcpError {
-    /// The composition lacks a service the server needs.
-    #[error("the composition mounts no `{0}` service (the ACP server needs it)")]
-    MissingService(&'static str),
     /// The connection failed.
     #[error("ACP connection: {0}")]
     Connection(String),
 }
 
-/// What the server needs to know besides the kernel.
+/// What the server needs to know besides the host.
 #[derive(Clone, Debug)]
 pub struct AcpOptions {
-    /// Provider route of new sessions (`None`: the composition's default).
-    pub provider: Option<String>,
-    /// Model of new sessions.
-    pub model: Option<String>,
     /// `agentInfo.version`.
     pub version: String,
-    /// Run `bash` through the client's terminal (`terminal/*`) when the client offers it.
+    /// Offer the client's terminal (`terminal/*`) to sessions when the client has one.
     pub client_terminal: bool,
-    /// Serve `read`, `write` and `edit` from the client's files (`fs/read_text_file`,
-    /// `fs/write_text_file`) when the client offers both (on unless `dsh acp --local-fs`).
+    /// Offer the client's files (`fs/read_text_file`, `fs/write_text_file`) to sessions when
+    /// the client offers both (on unless `dsh acp --local-fs`).
     pub client_fs: bool,
 }
 
 /// One open session.
 struct Open {
-    agent: Arc<dyn DshAgent>,
-    /// Listeners forwarding its updates; dropped with the entry.
-    _registrations: Vec<Registration>,
-    /// The session's files served by the client (`fs/*`); dropped with the entry.
-    _files: Option<dsh_fs_backend::BackendRegistration>,
+    /// What the composition root set up for the client's offer; dropped with the entry.
+    _attached: Attached,
+    /// Renders the session's events; stopped with the entry.
+    forwarder: tokio::task::JoinHandle<()>,
+    /// The turn a prompt waits for.
+    turns: Arc<session::Turns>,
+    /// The session's slash commands (a prompt `/name args` naming one runs it).
+    commands: Vec<CommandInfo>,
     /// Set by `session/cancel` while a prompt runs.
-    cancelled: Arc<std::sync::atomic::AtomicBool>,
+    cancelled: AtomicBool,
+    /// A prompt is running.
+    prompting: AtomicBool,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.forwarder.abort();
+    }
 }
 
 struct State {
-    root: Ctx,
-    agents: Arc<dyn Agents>,
+    host: Arc<dyn Host>,
+    setup: Arc<dyn SessionSetup>,
     options: AcpOptions,
-    open: Mutex<HashMap<String, Open>>,
-    /// The connection, once the client spoke (permission requests need it).
-    connection: Mutex<Option<ConnectionTo<Client>>>,
+    open: Mutex<HashMap<String, Arc<Open>>>,
     /// The client said `clientCapabilities.terminal: true`.
-    client_has_terminal: std::sync::atomic::AtomicBool,
+    client_has_terminal: AtomicBool,
     /// The client said `clientCapabilities.fs.readTextFile` and `.writeTextFile: true`.
-    client_has_fs: std::sync::atomic::AtomicBool,
+    client_has_fs: AtomicBool,
 }
 
 fn internal(message: impl Into<String>) -> Error {
@@ -91,52 +100,49 @@ fn invalid(message: impl Into<String>) -> Error {
     Error::new(-32602, message.into())
 }
 
-/// Serves ACP on `transport` (the binary passes `Stdio`) until the client disconnects; then
-/// disposes every agent it opened (each flushes its session).
+/// The ACP error of a host's error.
+fn host_error(e: ProtocolError) -> Error {
+    match e.code {
+        ErrorCode::SessionNotFound => Error::new(-32002, e.to_string()),
+        ErrorCode::InvalidRequest | ErrorCode::UnknownCommand | ErrorCode::Conflict => {
+            invalid(e.to_string())
+        }
+        _ => internal(e.to_string()),
+    }
+}
+
+/// Serves ACP on `transport` (the binary passes `Stdio`) with sessions of `host`, until the
+/// client disconnects; then closes every session it opened (each flushes its log).
 pub async fn serve(
-    root: Ctx,
+    host: Arc<dyn Host>,
+    setup: Arc<dyn SessionSetup>,
     options: AcpOptions,
     transport: impl ConnectTo<Agent> + 'static,
 ) -> Result<(), AcpError> {
-    let agents = root
-        .get::<dyn Agents>()
-        .ok_or(AcpError::MissingService("agents"))?;
     let state = Arc::new(State {
-        root,
-        agents,
+        host,
+        setup,
         options,
         open: Mutex::new(HashMap::new()),
-        connection: Mutex::new(None),
-        client_has_terminal: std::sync::atomic::AtomicBool::new(false),
-        client_has_fs: std::sync::atomic::AtomicBool::new(false),
+        client_has_terminal: AtomicBool::new(false),
+        client_has_fs: AtomicBool::new(false),
     });
-    // Permission questions of this runtime's agents go to the client.
-    let answerer: Arc<dyn ApprovalAnswerer> = Arc::new(ClientAnswerer {
-        state: Arc::downgrade(&state),
-    });
-    if let Err(e) = state.root.provide::<dyn ApprovalAnswerer>(answerer) {
-        tracing::warn!(error = %e, "another approval answerer is mounted; ACP permission requests are off");
-    }
     let s1 = state.clone();
     let s2 = state.clone();
     let s3 = state.clone();
     let s4 = state.clone();
     let s5 = state.clone();
+    let s6 = state.clone();
     let result = Agent
         .v1()
         .name("dsh")
         .on_receive_request(
-            async move |req: InitializeRequest, responder, connection: ConnectionTo<Client>| {
-                *s1.connection.lock() = Some(connection);
-                s1.client_has_terminal.store(
-                    req.client_capabilities.terminal,
-                    std::sync::atomic::Ordering::SeqCst,
-                );
+            async move |req: InitializeRequest, responder, _connection: ConnectionTo<Client>| {
+                s1.client_has_terminal
+                    .store(req.client_capabilities.terminal, Ordering::SeqCst);
                 let fs = &req.client_capabilities.fs;
-                s1.client_has_fs.store(
-                    fs.read_text_file && fs.write_text_file,
-                    std::sync::atomic::Ordering::SeqCst,
-                );
+                s1.client_has_fs
+                    .store(fs.read_text_file && fs.write_text_file, Ordering::SeqCst);
                 responder.respond(
                     InitializeResponse::new(req.protocol_version)
                         .agent_capabilities(
@@ -151,32 +157,53 @@ pub async fn serve(
         )
         .on_receive_request(
             async move |req: NewSessionRequest, responder, connection: ConnectionTo<Client>| {
-                *s2.connection.lock() = Some(connection.clone());
-                match s2.new_session(req, connection).await {
-                    Ok(r) => responder.respond(r),
-                    Err(e) => responder.respond_with_error(e),
-                }
+                // Opening may wait for MCP servers: off the dispatch loop.
+                let state = s2.clone();
+                tokio::spawn(async move {
+                    let _ = match state.new_session(req, connection).await {
+                        Ok(r) => responder.respond(r),
+                        Err(e) => responder.respond_with_error(e),
+                    };
+                });
+                Ok(())
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
             async move |req: LoadSessionRequest, responder, connection: ConnectionTo<Client>| {
-                *s3.connection.lock() = Some(connection.clone());
-                match s3.load_session(req, connection).await {
-                    Ok(r) => responder.respond(r),
-                    Err(e) => responder.respond_with_error(e),
-                }
+                let state = s3.clone();
+                tokio::spawn(async move {
+                    let _ = match state.load_session(req, connection).await {
+                        Ok(r) => responder.respond(r),
+                        Err(e) => responder.respond_with_error(e),
+                    };
+                });
+                Ok(())
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: PromptRequest, responder, _connection: ConnectionTo<Client>| {
+            async move |req: PromptRequest, responder, connection: ConnectionTo<Client>| {
                 // The turn runs outside the dispatch loop: cancel and permission answers must
                 // get through while it runs.
                 let state = s4.clone();
                 tokio::spawn(async move {
-                    let answer = state.prompt(req).await;
-                    let _ = match answer {
+                    let _ = match state.prompt(req, connection).await {
+                        Ok(r) => responder.respond(r),
+                        Err(e) => responder.respond_with_error(e),
+                    };
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: SetSessionConfigOptionRequest,
+                        responder,
+                        _connection: ConnectionTo<Client>| {
+                let state = s6.clone();
+                tokio::spawn(async move {
+                    let _ = match state.set_config(req).await {
                         Ok(r) => responder.respond(r),
                         Err(e) => responder.respond_with_error(e),
                     };
@@ -187,22 +214,25 @@ pub async fn serve(
         )
         .on_receive_notification(
             async move |n: CancelNotification, _connection: ConnectionTo<Client>| {
-                s5.cancel(&n.session_id);
+                let state = s5.clone();
+                tokio::spawn(async move { state.cancel(&n.session_id).await });
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
         )
         .connect_to(transport)
         .await;
-    let open: Vec<Open> = state.open.lock().drain().map(|(_, o)| o).collect();
-    for o in open {
-        o.agent.dispose().await;
+    let open: Vec<String> = state.open.lock().drain().map(|(id, _)| id).collect();
+    for id in open {
+        if let Err(e) = state.host.close(&id).await {
+            tracing::warn!(session = %id, error = %e, "cannot close the session");
+        }
     }
-    *state.connection.lock() = None;
     result.map_err(|e| AcpError::Connection(e.to_string()))
 }
 
-fn notify(connection: &ConnectionTo<Client>, session: &str, update: SessionUpdate) {
+/// Sends one `session/update`.
+pub(crate) fn notify(connection: &ConnectionTo<Client>, session: &str, update: SessionUpdate) {
     if let Err(e) =
         connection.send_notification(SessionNotification::new(SessionId::new(session), update))
     {
@@ -211,14 +241,34 @@ fn notify(connection: &ConnectionTo<Client>, session: &str, update: SessionUpdat
 }
 
 impl State {
-    fn options_for(&self, cwd: PathBuf) -> AgentOptions {
-        AgentOptions {
-            provider: self.options.provider.clone(),
-            model: self.options.model.clone(),
-            reasoning_effort: None,
-            max_tokens: None,
-            temperature: None,
+    /// What the client offers a session in `cwd`.
+    fn offer(
+        &self,
+        connection: &ConnectionTo<Client>,
+        id: &str,
+        cwd: PathBuf,
+        mcp_servers: Vec<dsh_mcp_api::McpServerConfig>,
+    ) -> ClientOffer {
+        let terminal = (self.options.client_terminal
+            && self.client_has_terminal.load(Ordering::SeqCst))
+        .then(|| {
+            Arc::new(terminal::ClientTerminal {
+                connection: connection.clone(),
+                session: id.to_owned(),
+            }) as Arc<dyn dsh_shell::ShellExecutor>
+        });
+        let files =
+            (self.options.client_fs && self.client_has_fs.load(Ordering::SeqCst)).then(|| {
+                Arc::new(files::ClientFiles {
+                    connection: connection.clone(),
+                    session: id.to_owned(),
+                }) as Arc<dyn dsh_fs_backend::FileBackend>
+            });
+        ClientOffer {
             cwd,
+            terminal,
+            files,
+            mcp_servers,
         }
     }
 
@@ -234,26 +284,21 @@ impl State {
             )));
         }
         let servers = mcp::configs(&req.mcp_servers).map_err(|e| invalid(e.to_string()))?;
-        let agent = self
-            .agents
-            .create(
-                &self.root,
-                CreateAgent {
-                    session_id: None,
-                    label: Some("acp".into()),
-                    options: self.options_for(req.cwd.clone()),
-                    setup: None,
+        let summary = self
+            .host
+            .open(OpenSession::Create {
+                session_id: None,
+                options: SessionOptions {
+                    cwd: Some(req.cwd.display().to_string()),
+                    ..Default::default()
                 },
-            )
+                prompt: None,
+            })
             .await
-            .map_err(|e| internal(e.to_string()))?;
-        let id = agent.id().to_owned();
-        if let Err(e) = mcp::mount(&self.root, &agent, servers).await {
-            agent.dispose().await;
-            return Err(internal(e.to_string()));
-        }
-        self.attach(agent, connection)?;
-        Ok(NewSessionResponse::new(id))
+            .map_err(host_error)?;
+        let id = summary.id;
+        self.attach(&id, req.cwd, servers, connection).await?;
+        Ok(NewSessionResponse::new(id).config_options(config_options(&summary.settings)))
     }
 
     async fn load_session(
@@ -266,226 +311,215 @@ impl State {
             return Err(invalid(format!("session {id} is already open")));
         }
         let servers = mcp::configs(&req.mcp_servers).map_err(|e| invalid(e.to_string()))?;
-        let agent = self
-            .agents
-            .resume(
-                &self.root,
-                ResumeAgent {
-                    session_id: id.clone(),
-                    options: self.options_for(req.cwd.clone()),
-                    setup: None,
+        let summary = self
+            .host
+            .open(OpenSession::Resume {
+                session_id: id.clone(),
+                options: SessionOptions {
+                    cwd: Some(req.cwd.display().to_string()),
+                    ..Default::default()
                 },
-            )
+            })
             .await
-            .map_err(|e| match e {
-                dsh_agent::AgentError::NotFound(_) => {
-                    Error::new(-32002, format!("no stored session {id}"))
-                }
-                other => internal(other.to_string()),
+            .map_err(|e| match e.code {
+                ErrorCode::SessionNotFound => Error::new(-32002, format!("no stored session {id}")),
+                _ => host_error(e),
             })?;
-        if let Err(e) = mcp::mount(&self.root, &agent, servers).await {
-            agent.dispose().await;
-            return Err(internal(e.to_string()));
-        }
-        // Replay the conversation before answering, in log order.
-        let mut cards = cards(&self.root, &*agent);
-        for e in agent.session().events() {
-            match e.core() {
-                // What the user typed; plugin context (runtime-context snapshots) is not.
-                Some(CoreEvent::UserMessage(m)) if m.0.source.kind == "user" => {
-                    let text = m.0.text();
-                    if !text.is_empty() {
-                        notify(
-                            &connection,
-                            &id,
-                            SessionUpdate::UserMessageChunk(updates::text_chunk(&text)),
-                        );
-                    }
-                }
-                Some(CoreEvent::AssistantMessage(m)) => {
-                    let thought = m.message.reasoning();
-                    if !thought.is_empty() {
-                        notify(
-                            &connection,
-                            &id,
-                            SessionUpdate::AgentThoughtChunk(updates::text_chunk(&thought)),
-                        );
-                    }
-                    let text = m.message.text();
-                    if !text.is_empty() {
-                        notify(
-                            &connection,
-                            &id,
-                            SessionUpdate::AgentMessageChunk(updates::text_chunk(&text)),
-                        );
-                    }
-                }
-                Some(CoreEvent::ToolCallEvent(c)) => {
-                    notify(&connection, &id, cards.call(c));
-                }
-                Some(CoreEvent::ToolResult(r)) => {
-                    if let Some(u) = cards.result(r) {
-                        notify(&connection, &id, u);
-                    }
-                }
-                _ => {}
-            }
-        }
-        self.attach(agent, connection)?;
-        Ok(LoadSessionResponse::new())
+        self.attach(&id, req.cwd, servers, connection).await?;
+        Ok(LoadSessionResponse::new().config_options(config_options(&summary.settings)))
     }
 
-    /// Forwards the agent's live output to the client and records the session as open.
-    fn attach(
+    /// Sets up what the client offers the open session `id`, replays its history to the
+    /// client, announces its commands and starts forwarding its live events. A failure closes
+    /// the session again.
+    async fn attach(
         &self,
-        agent: Arc<dyn DshAgent>,
+        id: &str,
+        cwd: PathBuf,
+        servers: Vec<dsh_mcp_api::McpServerConfig>,
         connection: ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        let id: Arc<str> = Arc::from(agent.id());
-        if self.options.client_terminal
-            && self
-                .client_has_terminal
-                .load(std::sync::atomic::Ordering::SeqCst)
-        {
-            let tools = self
-                .root
-                .get::<dyn dsh_tools::Tools>()
-                .ok_or_else(|| internal("the composition mounts no `tools` service"))?;
-            tools
-                .register(agent.ctx(), terminal::bash_tool(connection.clone(), &id))
-                .map_err(|e| internal(format!("cannot route bash to the client: {e}")))?;
+        let offer = self.offer(&connection, id, cwd.clone(), servers);
+        let attached = match self.setup.attach(id, offer).await {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = self.host.close(id).await;
+                return Err(internal(e.to_string()));
+            }
+        };
+        let turns = Arc::new(session::Turns::default());
+        let mut renderer = session::Renderer::new(
+            connection.clone(),
+            self.host.clone(),
+            id.to_owned(),
+            cwd,
+            turns.clone(),
+        );
+        let live = match renderer.replay().await {
+            Ok(s) => s,
+            Err(e) => {
+                drop(attached);
+                let _ = self.host.close(id).await;
+                return Err(host_error(e));
+            }
+        };
+        let commands = match self.host.commands(id).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(session = %id, error = %e, "no slash commands");
+                Vec::new()
+            }
+        };
+        if !commands.is_empty() {
+            notify(
+                &connection,
+                id,
+                SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(
+                    updates::commands(&commands),
+                )),
+            );
         }
-        let files = self.client_files(&connection, &id);
-        let c1 = connection.clone();
-        let i1 = id.clone();
-        let chunks = self
-            .root
-            .on::<AgentStreamChunk>(move |e| {
-                if *e.agent_id != *i1 {
-                    return Ok(());
-                }
-                match &e.chunk {
-                    StreamChunk::TextDelta { text, .. } if !text.is_empty() => notify(
-                        &c1,
-                        &i1,
-                        SessionUpdate::AgentMessageChunk(updates::text_chunk(text)),
-                    ),
-                    StreamChunk::ReasoningDelta { text, .. } if !text.is_empty() => notify(
-                        &c1,
-                        &i1,
-                        SessionUpdate::AgentThoughtChunk(updates::text_chunk(text)),
-                    ),
-                    _ => {}
-                }
-                Ok(())
-            })
-            .map_err(|e| internal(e.to_string()))?;
-        let c2 = connection;
-        let i2 = id.clone();
-        let cards = Mutex::new(cards(&self.root, &*agent));
-        let events = self
-            .root
-            .on::<SessionEvent>(move |e| {
-                if e.session_id != i2 {
-                    return Ok(());
-                }
-                let update = match e.event.core() {
-                    Some(CoreEvent::ToolCallEvent(c)) => Some(cards.lock().call(c)),
-                    Some(CoreEvent::ToolResult(r)) => cards.lock().result(r),
-                    _ => None,
-                };
-                if let Some(u) = update {
-                    notify(&c2, &i2, u);
-                }
-                Ok(())
-            })
-            .map_err(|e| internal(e.to_string()))?;
+        let forwarder = tokio::spawn(renderer.forward(live));
         self.open.lock().insert(
-            id.to_string(),
-            Open {
-                agent,
-                _registrations: vec![chunks, events],
-                _files: files,
-                cancelled: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            },
+            id.to_owned(),
+            Arc::new(Open {
+                _attached: attached,
+                forwarder,
+                turns,
+                commands,
+                cancelled: AtomicBool::new(false),
+                prompting: AtomicBool::new(false),
+            }),
         );
         Ok(())
     }
 
-    /// Routes the session's `read`/`write`/`edit` through the client's `fs/*` when it offers
-    /// both methods and the server was not told to keep them local.
-    fn client_files(
+    async fn prompt(
         &self,
-        connection: &ConnectionTo<Client>,
-        id: &str,
-    ) -> Option<dsh_fs_backend::BackendRegistration> {
-        if !self.options.client_fs || !self.client_has_fs.load(std::sync::atomic::Ordering::SeqCst)
-        {
-            return None;
-        }
-        // No file tools mounted: nothing to route.
-        let backends = self.root.get::<dsh_fs_backend::FileBackends>()?;
-        let files = Arc::new(files::ClientFiles {
-            connection: connection.clone(),
-            session: id.to_owned(),
-        });
-        Some(backends.set(id, files))
-    }
-
-    async fn prompt(&self, req: PromptRequest) -> Result<PromptResponse, Error> {
+        req: PromptRequest,
+        connection: ConnectionTo<Client>,
+    ) -> Result<PromptResponse, Error> {
         let id = req.session_id.0.to_string();
-        let (agent, cancelled) = {
-            let open = self.open.lock();
-            let o = open
-                .get(&id)
-                .ok_or_else(|| invalid(format!("unknown session: {id}")))?;
-            (o.agent.clone(), o.cancelled.clone())
-        };
-        if agent.status() == dsh_agent::AgentStatus::Running {
+        let open = self
+            .open
+            .lock()
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| invalid(format!("unknown session: {id}")))?;
+        let text = prompt_text(&req.prompt)?;
+        if open.prompting.swap(true, Ordering::SeqCst) {
             return Err(invalid("a prompt is already running in this session"));
         }
-        let text = prompt_text(&req.prompt)?;
-        cancelled.store(false, std::sync::atomic::Ordering::SeqCst);
-        let from = agent.session().len();
-        agent
-            .followup(Message::user_text("", text))
-            .map_err(|e| internal(e.to_string()))?;
-        // The waking send made the agent busy: idle now means this prompt's turn is over.
-        agent.when_idle().await;
-        let reason = agent.session().with_events_since(from, |events| {
-            events.iter().rev().find_map(|e| match e.core() {
-                Some(CoreEvent::TurnEnd(end)) if *e.event_kind() == EventKind::TurnEnd => {
-                    Some(end.reason.clone())
+        let result = self.run_prompt(&id, &open, text, &connection).await;
+        open.prompting.store(false, Ordering::SeqCst);
+        result
+    }
+
+    async fn run_prompt(
+        &self,
+        id: &str,
+        open: &Open,
+        text: String,
+        connection: &ConnectionTo<Client>,
+    ) -> Result<PromptResponse, Error> {
+        let summary = self.host.session(id).await.map_err(host_error)?;
+        if matches!(
+            summary.state,
+            SessionState::Working | SessionState::WaitingForApproval
+        ) {
+            return Err(invalid("a prompt is already running in this session"));
+        }
+        open.cancelled.store(false, Ordering::SeqCst);
+        // Waiting from before the op: the turn may end before the op's answer arrives.
+        let turn = open.turns.expect(summary.last_seq);
+        let op = match slash_command(&text, &open.commands) {
+            Some((name, args)) => Op::RunCommand { name, args },
+            None => Op::Submit {
+                text,
+                attachments: Vec::new(),
+            },
+        };
+        let accepted = match self.host.send(id, op).await {
+            Ok(a) => a,
+            Err(e) => {
+                open.turns.clear();
+                return Err(host_error(e));
+            }
+        };
+        match accepted.command {
+            // A command that ran here: its output is the answer; no turn runs.
+            Some(CommandOutcome::Done { text }) => {
+                open.turns.clear();
+                if !text.is_empty() {
+                    notify(
+                        connection,
+                        id,
+                        SessionUpdate::AgentMessageChunk(updates::text_chunk(&text)),
+                    );
                 }
-                _ => None,
-            })
-        });
-        let was_cancelled = cancelled.swap(false, std::sync::atomic::Ordering::SeqCst);
+                return Ok(PromptResponse::new(StopReason::EndTurn));
+            }
+            // Work that reports through later events (a compaction): the prompt is done.
+            Some(CommandOutcome::Started) => {
+                open.turns.clear();
+                return Ok(PromptResponse::new(StopReason::EndTurn));
+            }
+            // A prompt was submitted (a plain one, or a command's expansion): its turn.
+            Some(CommandOutcome::Submitted { .. }) | None => {}
+        }
+        let reason = turn.await.ok();
+        let was_cancelled = open.cancelled.swap(false, Ordering::SeqCst);
         updates::stop_reason(reason.as_ref(), was_cancelled)
             .map(PromptResponse::new)
             .map_err(|e| internal(e.to_string()))
     }
 
-    fn cancel(&self, session: &SessionId) {
-        let open = self.open.lock();
-        if let Some(o) = open.get(&*session.0) {
-            o.cancelled.store(true, std::sync::atomic::Ordering::SeqCst);
+    /// `session/set_config_option`: the op of the option, then the options as they are now.
+    async fn set_config(
+        &self,
+        req: SetSessionConfigOptionRequest,
+    ) -> Result<SetSessionConfigOptionResponse, Error> {
+        let id = req.session_id.0.to_string();
+        if !self.open.lock().contains_key(&id) {
+            return Err(invalid(format!("unknown session: {id}")));
+        }
+        let op = config::op(&req.config_id.0, &req.value).map_err(|e| invalid(e.to_string()))?;
+        self.host.send(&id, op).await.map_err(host_error)?;
+        let summary = self.host.session(&id).await.map_err(host_error)?;
+        Ok(SetSessionConfigOptionResponse::new(config::options(
+            &summary.settings,
+        )))
+    }
+
+    async fn cancel(&self, session: &SessionId) {
+        let open = self.open.lock().get(&*session.0).cloned();
+        if let Some(o) = open {
+            o.cancelled.store(true, Ordering::SeqCst);
             // Delivered text is kept: the loop commits it as an interrupted message.
-            o.agent.cancel(CancelCause::User, false);
+            if let Err(e) = self.host.send(&session.0, Op::Interrupt).await {
+                tracing::debug!(error = %e, "interrupt not taken");
+            }
         }
     }
 }
 
-/// The tool cards of `agent`'s session, described by the tools it sees (the generic display
-/// when the composition mounts no `tools` service).
-fn cards(root: &Ctx, agent: &dyn DshAgent) -> updates::Cards {
-    let tools = root.get::<dyn dsh_tools::Tools>();
-    let scope = agent.ctx().scope_key();
-    let display: updates::Displayer = Box::new(move |call| match &tools {
-        Some(t) => t.display(scope.as_ref(), call),
-        None => dsh_tools::generic_display(call),
-    });
-    updates::Cards::new(display, agent.options().cwd)
+/// The config options of a session with `settings` (`None` when it has none).
+fn config_options(settings: &dsh_protocol::SessionSettings) -> Option<Vec<SessionConfigOption>> {
+    let options = config::options(settings);
+    (!options.is_empty()).then_some(options)
+}
+
+/// `/name args` when `name` is one of the session's commands.
+fn slash_command(text: &str, commands: &[CommandInfo]) -> Option<(String, String)> {
+    let line = text.strip_prefix('/')?;
+    let (name, args) = match line.split_once(char::is_whitespace) {
+        Some((n, a)) => (n, a.trim()),
+        None => (line.trim_end(), ""),
+    };
+    commands
+        .iter()
+        .any(|c| c.name == name)
+        .then(|| (name.to_owned(), args.to_owned()))
 }
 
 /// The prompt as one user text: text blocks in order, resource links flattened.
@@ -512,66 +546,32 @@ fn prompt_text(blocks: &[ContentBlock]) -> Result<String, Error> {
     Ok(text)
 }
 
-/// The approval seam answered by the client's `session/request_permission`.
-struct ClientAnswerer {
-    state: std::sync::Weak<State>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_protocol::CommandSource;
 
-impl ApprovalAnswerer for ClientAnswerer {
-    fn answer<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
-        Box::pin(async move {
-            let Some(state) = self.state.upgrade() else {
-                return ApprovalAnswer::Cancelled;
-            };
-            let Some(connection) = state.connection.lock().clone() else {
-                return ApprovalAnswer::Deny {
-                    reason: Some("no ACP client is connected".into()),
-                };
-            };
-            let tool_call = ToolCallUpdate::new(
-                request.call_id.clone(),
-                ToolCallUpdateFields::new()
-                    .title(format!("{}: {}", request.tool_name, request.reason))
-                    .raw_input(Some(request.arguments.clone())),
-            );
-            let ask = RequestPermissionRequest::new(
-                SessionId::new(request.session_id.as_str()),
-                tool_call,
-                vec![
-                    PermissionOption::new(
-                        "allow-once",
-                        "Allow once",
-                        PermissionOptionKind::AllowOnce,
-                    ),
-                    PermissionOption::new(
-                        "allow-always",
-                        "Always allow",
-                        PermissionOptionKind::AllowAlways,
-                    ),
-                    PermissionOption::new(
-                        "reject-once",
-                        "Reject",
-                        PermissionOptionKind::RejectOnce,
-                    ),
-                ],
-            );
-            match connection.send_request(ask).block_task().await {
-                Ok(r) => match r.outcome {
-                    RequestPermissionOutcome::Selected(s) => match &*s.option_id.0 {
-                        "allow-once" => ApprovalAnswer::AllowOnce,
-                        "allow-always" => ApprovalAnswer::AllowAlways,
-                        _ => ApprovalAnswer::Deny {
-                            reason: Some("the user rejected it".into()),
-                        },
-                    },
-                    RequestPermissionOutcome::Cancelled => ApprovalAnswer::Cancelled,
-                    _ => ApprovalAnswer::Cancelled,
-                },
-                // A failed request fails closed.
-                Err(e) => ApprovalAnswer::Deny {
-                    reason: Some(format!("the permission request failed: {e}")),
-                },
-            }
-        })
+    fn command(name: &str) -> CommandInfo {
+        CommandInfo {
+            name: name.into(),
+            description: String::new(),
+            argument_hint: None,
+            source: CommandSource::Builtin,
+        }
+    }
+
+    #[test]
+    fn only_a_known_command_is_run_as_one() {
+        let commands = [command("model"), command("compact")];
+        assert_eq!(
+            slash_command("/model deepseek-chat", &commands),
+            Some(("model".into(), "deepseek-chat".into()))
+        );
+        assert_eq!(
+            slash_command("/compact", &commands),
+            Some(("compact".into(), String::new()))
+        );
+        assert_eq!(slash_command("/usr/bin/env is a path", &commands), None);
+        assert_eq!(slash_command("run /model", &commands), None);
     }
 }

@@ -2,12 +2,11 @@
 //! when `dsh acp --client-terminal` asks for it: a [`ShellExecutor`] whose runs are
 //! `terminal/create` (`bash -c <command>`), `terminal/wait_for_exit` (bounded by the call's
 //! deadline and cancellation, then `terminal/kill`), `terminal/output` and `terminal/release`.
-//! The session gets its own `bash` tool on it (registered in its scope, shadowing the global
-//! one), so the editor shows and owns the processes. They run where the client runs them:
+//! The composition root gives the session its own `bash` tool on it ([`crate::SessionSetup`]),
+//! so the editor shows and owns the processes. They run where the client runs them:
 //! dsh's sandbox does not confine them.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use agent_client_protocol::Client;
@@ -143,15 +142,4 @@ impl ShellExecutor for ClientTerminal {
     fn run(&self, request: ShellRequest) -> BoxFuture<'_, Result<ShellOutcome, ShellError>> {
         Box::pin(self.run_in_client(request))
     }
-}
-
-/// The session's own `bash` tool on the client's terminal.
-pub(crate) fn bash_tool(
-    connection: ConnectionTo<Client>,
-    session: &str,
-) -> Arc<dsh_tool_bash::BashTool> {
-    Arc::new(dsh_tool_bash::BashTool::new(Arc::new(ClientTerminal {
-        connection,
-        session: session.to_owned(),
-    })))
 }

@@ -1,93 +1,119 @@
-//! From dsh's vocabulary to ACP `session/update` payloads: message and thought chunks, tool cards
-//! (kind, title, locations, diffs) and their results, and the stop reason of a turn.
+//! From the protocol's vocabulary to ACP `session/update` payloads: message and thought chunks,
+//! tool cards (kind, title, locations, diffs) built from each call's [`ToolDisplay`] and their
+//! results, plans from task lists, and the stop reason of a turn. Pure functions: no tool is
+//! known here by name, and nothing here touches a session.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    SessionUpdate, StopReason, TextContent, ToolCall, ToolCallContent, ToolCallLocation,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    AvailableCommand, AvailableCommandInput, ContentBlock, ContentChunk, Diff, Plan, PlanEntry,
+    PlanEntryPriority, PlanEntryStatus, SessionUpdate, StopReason, TextContent, ToolCall,
+    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind, UnstructuredCommandInput,
 };
-use dsh_llm::LlmFailure;
-use dsh_llm::Message;
-use dsh_protocol::{TodoStatus, ToolDisplay, ToolKind as DisplayKind};
-use dsh_session::data::{ToolCallEvent, ToolResult, TurnEndReason};
-use dsh_tools::{DisplayInput, DisplayResult};
-use serde_json::Value;
+use dsh_protocol::{
+    CommandInfo, ProtocolError, TodoItem, TodoStatus, ToolDisplay, ToolKind as DisplayKind,
+    TurnEndReason,
+};
 
 /// A text chunk.
 pub(crate) fn text_chunk(text: &str) -> ContentChunk {
     ContentChunk::new(ContentBlock::Text(TextContent::new(text)))
 }
 
-/// Describes a call (the session's tools: `dsh_tools::Tools::display`).
-pub(crate) type Displayer = Box<dyn Fn(&DisplayInput<'_>) -> ToolDisplay + Send + Sync>;
-
-/// The tool cards of one session: each call becomes a `tool_call` (or a `plan` when its
-/// display carries a task list), its result the `tool_call_update` that closes it; both from
-/// the display the tool gives, so no tool is known here by name.
+/// The tool cards of one session: each call becomes a `tool_call` built from the display its
+/// tool gives, its end the `tool_call_update` that closes it. A call whose display is a task
+/// list (`todos`, or the `todo` kind) is no card: the session's task list arrives as a `plan`
+/// ([`plan`]); its end closes nothing unless it failed.
 pub(crate) struct Cards {
-    display: Displayer,
     cwd: PathBuf,
-    /// Calls shown, by id: their name and arguments (the result's display needs them).
-    open: HashMap<String, (String, dsh_llm::ToolArguments)>,
-    /// Calls shown as a plan: their result closes no card.
-    plans: HashSet<String>,
+    /// Calls shown as cards.
+    open: HashSet<String>,
+    /// Task-list calls (no card), by id: their display, for a failure's card.
+    plans: HashMap<String, ToolDisplay>,
+    /// Output streamed so far by running calls.
+    progress: HashMap<String, String>,
 }
 
 impl Cards {
-    /// Cards described by `display`, paths resolved against `cwd`.
-    pub(crate) fn new(display: Displayer, cwd: PathBuf) -> Self {
+    /// Cards with paths resolved against `cwd`.
+    pub(crate) fn new(cwd: PathBuf) -> Self {
         Cards {
-            display,
             cwd,
-            open: HashMap::new(),
-            plans: HashSet::new(),
+            open: HashSet::new(),
+            plans: HashMap::new(),
+            progress: HashMap::new(),
         }
     }
 
-    /// The update of a call: a `plan` for a call whose display is a task list, else its card.
-    pub(crate) fn call(&mut self, call: &ToolCallEvent) -> SessionUpdate {
-        let display = (self.display)(&DisplayInput::new(&call.name, &call.arguments));
-        if let Some(plan) = plan(&display) {
-            self.plans.insert(call.call_id.clone());
-            return SessionUpdate::Plan(plan);
-        }
-        self.open.insert(
-            call.call_id.clone(),
-            (call.name.clone(), call.arguments.clone()),
-        );
-        SessionUpdate::ToolCall(tool_call(call, &display, &self.cwd))
+    /// The session's working directory changed.
+    pub(crate) fn set_cwd(&mut self, cwd: PathBuf) {
+        self.cwd = cwd;
     }
 
-    /// The update closing a call's card (none for a call shown as a plan).
-    pub(crate) fn result(&mut self, result: &ToolResult) -> Option<SessionUpdate> {
-        let id = result.message.tool_call_id.clone().unwrap_or_default();
-        if self.plans.remove(&id) {
+    /// The card of a call being shown (title, kind), for a permission request about it.
+    pub(crate) fn title(&self, display: &ToolDisplay) -> String {
+        title(display, &self.cwd)
+    }
+
+    /// The update of a call that began: its card, or nothing for a task-list call.
+    pub(crate) fn began(&mut self, call_id: &str, display: &ToolDisplay) -> Option<SessionUpdate> {
+        if is_task_list(display) {
+            self.plans.insert(call_id.to_owned(), display.clone());
             return None;
         }
-        let display = self.open.remove(&id).map(|(name, arguments)| {
-            let text = result_text(&result.message);
-            let meta = result
-                .meta
-                .as_ref()
-                .map(dsh_session::data::ToolMeta::to_value);
-            let code = result.error.as_ref().map(|e| e.code.to_string());
-            let ended = DisplayResult {
-                text: &text,
-                is_error: failed(result),
-                error_code: code.as_deref(),
-                meta: meta.as_ref(),
-            };
-            (self.display)(&DisplayInput::new(&name, &arguments).with_result(ended))
-        });
-        Some(SessionUpdate::ToolCallUpdate(tool_result(
-            result,
-            display.as_ref(),
-            &self.cwd,
+        self.open.insert(call_id.to_owned());
+        Some(SessionUpdate::ToolCall(tool_call(
+            call_id, display, &self.cwd,
         )))
     }
+
+    /// The update of partial output of a running call: the output so far.
+    pub(crate) fn progress(&mut self, call_id: &str, output: &str) -> Option<SessionUpdate> {
+        if !self.open.contains(call_id) {
+            return None;
+        }
+        let so_far = self.progress.entry(call_id.to_owned()).or_default();
+        so_far.push_str(output);
+        Some(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            call_id.to_owned(),
+            ToolCallUpdateFields::new().content(vec![text_content(so_far.clone())]),
+        )))
+    }
+
+    /// The updates closing a call: its card's `tool_call_update` (completed or failed, the
+    /// output the display summarises, the title with the headline). A task-list call closes
+    /// nothing, unless it failed: then its card appears, failed.
+    pub(crate) fn ended(
+        &mut self,
+        call_id: &str,
+        display: &ToolDisplay,
+        failure: Option<Failure<'_>>,
+    ) -> Vec<SessionUpdate> {
+        let is_error = failure.is_some();
+        self.progress.remove(call_id);
+        let mut out = Vec::new();
+        if let Some(began) = self.plans.remove(call_id) {
+            if !is_error {
+                return out;
+            }
+            out.push(SessionUpdate::ToolCall(tool_call(
+                call_id, &began, &self.cwd,
+            )));
+        } else {
+            self.open.remove(call_id);
+        }
+        out.push(SessionUpdate::ToolCallUpdate(tool_ended(
+            call_id, display, failure, &self.cwd,
+        )));
+        out
+    }
+}
+
+/// Whether a display is a task list (shown as the plan, not as a card).
+fn is_task_list(display: &ToolDisplay) -> bool {
+    display.todos.is_some() || display.kind == DisplayKind::Todo
 }
 
 /// ACP's kind of a display kind.
@@ -136,6 +162,10 @@ fn title(display: &ToolDisplay, cwd: &Path) -> String {
     title
 }
 
+fn text_content(text: String) -> ToolCallContent {
+    ToolCallContent::from(ContentBlock::Text(TextContent::new(text)))
+}
+
 /// The content a display shows before any output: the diff, the plan, the labelled fields.
 fn content(display: &ToolDisplay, cwd: &Path) -> Vec<ToolCallContent> {
     let mut content = Vec::new();
@@ -155,9 +185,7 @@ fn content(display: &ToolDisplay, cwd: &Path) -> Vec<ToolCallContent> {
             .map(|f| format!("{}: {}", f.label, f.value)),
     );
     if !text.is_empty() {
-        content.push(ToolCallContent::from(ContentBlock::Text(TextContent::new(
-            text.join("\n"),
-        ))));
+        content.push(text_content(text.join("\n")));
     }
     content
 }
@@ -174,62 +202,85 @@ fn locations(display: &ToolDisplay, cwd: &Path) -> Vec<ToolCallLocation> {
 }
 
 /// The tool card of a call, from its display: kind, title, content (a diff, a plan, the
-/// display's fields), locations; the arguments as the raw input.
-pub(crate) fn tool_call(call: &ToolCallEvent, display: &ToolDisplay, cwd: &Path) -> ToolCall {
-    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
-    ToolCall::new(call.call_id.clone(), title(display, cwd))
+/// display's fields), locations.
+pub(crate) fn tool_call(call_id: &str, display: &ToolDisplay, cwd: &Path) -> ToolCall {
+    ToolCall::new(call_id.to_owned(), title(display, cwd))
         .kind(kind(display.kind))
         .status(ToolCallStatus::InProgress)
-        .raw_input(Some(args))
         .content(content(display, cwd))
         .locations(locations(display, cwd))
 }
 
-fn failed(result: &ToolResult) -> bool {
-    result.error.is_some() || result.message.is_error == Some(true)
+/// The output a card shows once its call ended: the display's output summary (the head or
+/// tail the tool chose, with a note of what was left out), else its headline.
+fn output_text(display: &ToolDisplay) -> String {
+    let Some(o) = &display.output else {
+        return String::new();
+    };
+    if o.text.is_empty() {
+        return o.headline.clone().unwrap_or_default();
+    }
+    if !o.truncated {
+        return o.text.clone();
+    }
+    let note = match o.lines {
+        Some(n) => format!("[{n} lines in all]"),
+        None => "[output truncated]".to_owned(),
+    };
+    if o.tail {
+        format!("{note}\n{}", o.text)
+    } else {
+        format!("{}\n{note}", o.text)
+    }
 }
 
-/// The text of a tool result message.
-fn result_text(message: &Message) -> String {
-    let mut out = String::new();
-    for b in &message.content {
-        match b {
-            dsh_llm::ContentBlock::Text { text } => out.push_str(text),
-            other => {
-                if let Ok(v) = serde_json::to_value(other)
-                    && let Some(t) = v.get("text").and_then(Value::as_str)
-                {
-                    out.push_str(t);
-                }
-            }
+/// How a call failed, as its end says.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Failure<'a> {
+    /// The error's code.
+    pub(crate) code: Option<&'a str>,
+    /// The first line of the error result.
+    pub(crate) message: Option<&'a str>,
+}
+
+impl Failure<'_> {
+    /// What the card says went wrong: `CODE: message`, either alone, or `failed`.
+    fn text(&self) -> String {
+        match (self.code, self.message.filter(|m| !m.is_empty())) {
+            (Some(c), Some(m)) if !m.contains(c) => format!("{c}: {m}"),
+            (_, Some(m)) => m.to_owned(),
+            (Some(c), None) => c.to_owned(),
+            (None, None) => "failed".to_owned(),
         }
     }
-    out
 }
 
-/// The update that closes a tool card: completed or failed, with the output; the title once
-/// more from the ended call's display (its headline), when it is known.
-pub(crate) fn tool_result(
-    result: &ToolResult,
-    display: Option<&ToolDisplay>,
+/// The update that closes a tool card: completed or failed, the output (for a failed call
+/// whose display shows no output: what went wrong), the title and kind once more from the
+/// ended call's display (its headline).
+pub(crate) fn tool_ended(
+    call_id: &str,
+    display: &ToolDisplay,
+    failure: Option<Failure<'_>>,
     cwd: &Path,
 ) -> ToolCallUpdate {
-    let text = result_text(&result.message);
-    let call_id = result.message.tool_call_id.clone().unwrap_or_default();
-    let mut fields = ToolCallUpdateFields::new()
-        .status(if failed(result) {
+    let mut text = output_text(display);
+    if let Some(f) = &failure
+        && text.is_empty()
+    {
+        text = f.text();
+    }
+    let fields = ToolCallUpdateFields::new()
+        .status(if failure.is_some() {
             ToolCallStatus::Failed
         } else {
             ToolCallStatus::Completed
         })
-        .content(vec![ToolCallContent::from(ContentBlock::Text(
-            TextContent::new(text.clone()),
-        ))])
-        .raw_output(Some(Value::String(text)));
-    if let Some(d) = display {
-        fields = fields.title(title(d, cwd)).kind(kind(d.kind));
-    }
-    ToolCallUpdate::new(call_id, fields)
+        .content(vec![text_content(text.clone())])
+        .raw_output(Some(serde_json::Value::String(text)))
+        .title(title(display, cwd))
+        .kind(kind(display.kind));
+    ToolCallUpdate::new(call_id.to_owned(), fields)
 }
 
 /// Why a prompt's turn answers `session/prompt` with an error.
@@ -237,8 +288,8 @@ pub(crate) fn tool_result(
 pub(crate) enum TurnFailure {
     /// The turn ended on a failure.
     #[error("turn failed: {}: {}", .0.code, .0.message)]
-    Failed(LlmFailure),
-    /// No turn end was logged.
+    Failed(ProtocolError),
+    /// No turn end was seen (the session closed first).
     #[error("the turn did not run")]
     NotRun,
 }
@@ -254,21 +305,19 @@ pub(crate) fn stop_reason(
     match reason {
         Some(TurnEndReason::Completed) | Some(TurnEndReason::Blocked) => Ok(StopReason::EndTurn),
         Some(TurnEndReason::MaxTokens) => Ok(StopReason::MaxTokens),
-        Some(TurnEndReason::Aborted { .. }) | Some(TurnEndReason::Interrupted) => {
+        Some(TurnEndReason::Aborted) | Some(TurnEndReason::Interrupted) => {
             Ok(StopReason::Cancelled)
         }
         Some(TurnEndReason::Error { error }) => Err(TurnFailure::Failed(error.clone())),
-        // forked, and kinds this build does not know: the turn ended without a failure.
-        Some(_) => Ok(StopReason::EndTurn),
+        // forked, and reasons this build does not know: the turn ended without a failure.
+        Some(TurnEndReason::Forked) | Some(TurnEndReason::Other { .. }) => Ok(StopReason::EndTurn),
         None => Err(TurnFailure::NotRun),
     }
 }
 
-/// The `plan` update of a call whose display is a task list (`todo_write`'s): one entry per
-/// task, priority `medium` (tasks have none). `None` for any other display.
-pub(crate) fn plan(display: &ToolDisplay) -> Option<Plan> {
-    let todos = display.todos.as_ref()?;
-    let entries = todos
+/// The `plan` update of a task list: one entry per task, priority `medium` (tasks have none).
+pub(crate) fn plan(items: &[TodoItem]) -> Plan {
+    let entries = items
         .iter()
         .map(|t| {
             let status = match t.status {
@@ -279,7 +328,23 @@ pub(crate) fn plan(display: &ToolDisplay) -> Option<Plan> {
             PlanEntry::new(t.content.clone(), PlanEntryPriority::Medium, status)
         })
         .collect();
-    Some(Plan::new(entries))
+    Plan::new(entries)
+}
+
+/// The slash commands of a session as ACP's available commands.
+pub(crate) fn commands(commands: &[CommandInfo]) -> Vec<AvailableCommand> {
+    commands
+        .iter()
+        .map(|c| {
+            let mut a = AvailableCommand::new(c.name.clone(), c.description.clone());
+            if let Some(hint) = &c.argument_hint {
+                a = a.input(AvailableCommandInput::Unstructured(
+                    UnstructuredCommandInput::new(hint.clone()),
+                ));
+            }
+            a
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -288,39 +353,43 @@ mod tests {
 
     use super::*;
     use dsh_kernel::{Kernel, PluginRegistry};
-    use dsh_tools::{Tool, ToolContext, ToolError, ToolOutput, Tools, ToolsConfig, ToolsPlugin};
+    use dsh_tools::{
+        DisplayInput, DisplayResult, Tool, ToolContext, ToolError, ToolOutput, Tools, ToolsConfig,
+        ToolsPlugin,
+    };
     use futures::future::BoxFuture;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn call(name: &str, arguments: &str) -> ToolCallEvent {
-        serde_json::from_value(serde_json::json!({
-            "turn": 1, "step": 1, "callId": "c1", "name": name, "arguments": arguments
-        }))
-        .unwrap()
-    }
-
-    fn result(text: &str, is_error: bool, meta: Option<Value>) -> ToolResult {
-        let mut r = json!({
-            "turn": 1, "step": 1,
-            "message": {"role": "tool", "content": [{"type": "text", "text": text}],
-                        "source": {"kind": "tool", "callId": "c1"}, "id": "r1",
-                        "toolCallId": "c1", "isError": is_error}
-        });
-        if let Some(m) = meta {
-            r["meta"] = m;
+    /// The display `tools` give a call of `name` with `arguments` (ended with `result`).
+    fn shown(
+        tools: &dyn Tools,
+        name: &str,
+        arguments: &str,
+        result: Option<(&str, bool)>,
+    ) -> ToolDisplay {
+        let input = DisplayInput::new(name, arguments);
+        match result {
+            None => tools.display(None, &input),
+            Some((text, is_error)) => tools.display(
+                None,
+                &input.with_result(DisplayResult {
+                    text,
+                    is_error,
+                    error_code: None,
+                    meta: None,
+                }),
+            ),
         }
-        serde_json::from_value(r).unwrap()
     }
 
     /// `todo_write`'s own display (the test's tool set), any other tool the generic one.
     fn plan_of(name: &str, arguments: &str) -> Option<Plan> {
-        let c = call(name, arguments);
-        let input = DisplayInput::new(&c.name, &c.arguments);
+        let input = DisplayInput::new(name, arguments);
         let display = match name {
             "todo_write" => dsh_tool_todo::display(&input),
             _ => dsh_tools::generic_display(&input),
         };
-        plan(&display)
+        display.todos.as_deref().map(plan)
     }
 
     #[test]
@@ -400,8 +469,9 @@ mod tests {
                     })
                     .with_field("line", a.line.to_string());
             }
-            if call.succeeded().is_some() {
+            if let Some(r) = call.succeeded() {
                 d = d.with_output(dsh_protocol::OutputSummary {
+                    text: r.text.to_owned(),
                     headline: Some("1 line".into()),
                     ..Default::default()
                 });
@@ -431,19 +501,17 @@ mod tests {
         (kernel, tools)
     }
 
-    fn cards(tools: Arc<dyn Tools>) -> Cards {
-        Cards::new(
-            Box::new(move |c| tools.display(None, c)),
-            PathBuf::from("/work"),
-        )
+    fn cards() -> Cards {
+        Cards::new(PathBuf::from("/work"))
     }
 
     #[tokio::test]
     async fn a_tool_defined_here_shows_its_own_kind_title_diff_and_location() {
         let (kernel, tools) = tools().await;
-        let mut cards = cards(tools);
+        let mut cards = cards();
         let args = r#"{"file":"src/a.rs","line":7,"old":"let a = 1;\n","new":"let a = 2;\n"}"#;
-        let SessionUpdate::ToolCall(card) = cards.call(&call("patch_line", args)) else {
+        let began = shown(&*tools, "patch_line", args, None);
+        let Some(SessionUpdate::ToolCall(card)) = cards.began("c1", &began) else {
             panic!("not a tool call");
         };
         let v = serde_json::to_value(&card).unwrap();
@@ -461,12 +529,11 @@ mod tests {
                 {"type": "content", "content": {"type": "text", "text": "line: 7"}}
             ])
         );
-        let Some(SessionUpdate::ToolCallUpdate(update)) =
-            cards.result(&result("patched", false, None))
-        else {
+        let ended = shown(&*tools, "patch_line", args, Some(("patched", false)));
+        let [SessionUpdate::ToolCallUpdate(update)] = &cards.ended("c1", &ended, None)[..] else {
             panic!("no update");
         };
-        let v = serde_json::to_value(&update).unwrap();
+        let v = serde_json::to_value(update).unwrap();
         assert_eq!(v["status"], "completed");
         assert_eq!(v["title"], "Patch /work/src/a.rs (1 line)");
         assert_eq!(v["content"][0]["content"]["text"], "patched");
@@ -476,9 +543,9 @@ mod tests {
     #[tokio::test]
     async fn an_unknown_tool_gets_the_generic_card() {
         let (kernel, tools) = tools().await;
-        let mut cards = cards(tools);
-        let SessionUpdate::ToolCall(card) = cards.call(&call("mcp__gone__lookup", r#"{"id": 7}"#))
-        else {
+        let mut cards = cards();
+        let began = shown(&*tools, "mcp__gone__lookup", r#"{"id": 7}"#, None);
+        let Some(SessionUpdate::ToolCall(card)) = cards.began("c1", &began) else {
             panic!("not a tool call");
         };
         let v = serde_json::to_value(&card).unwrap();
@@ -487,13 +554,27 @@ mod tests {
         assert_eq!(v["title"], r#"mcp__gone__lookup {"id":7}"#);
         assert!(v.get("locations").is_none_or(|l| l == &json!([])), "{v}");
         assert!(v.get("content").is_none_or(|c| c == &json!([])), "{v}");
-        let Some(SessionUpdate::ToolCallUpdate(update)) =
-            cards.result(&result("Error: gone", true, None))
+        let ended = shown(
+            &*tools,
+            "mcp__gone__lookup",
+            r#"{"id": 7}"#,
+            Some(("Error: gone", true)),
+        );
+        let failure = Failure {
+            code: Some("MCP_TOOL_ERROR"),
+            message: Some("Error: gone"),
+        };
+        let [SessionUpdate::ToolCallUpdate(update)] = &cards.ended("c1", &ended, Some(failure))[..]
         else {
             panic!("no update");
         };
-        let v = serde_json::to_value(&update).unwrap();
+        let v = serde_json::to_value(update).unwrap();
         assert_eq!(v["status"], "failed");
+        // The generic display shows no output of a failure: the card says what went wrong.
+        assert_eq!(
+            v["content"][0]["content"]["text"],
+            "MCP_TOOL_ERROR: Error: gone"
+        );
         kernel.dispose().await;
     }
 }

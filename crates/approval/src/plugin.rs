@@ -143,6 +143,17 @@ enum Asked {
     Denied(String),
 }
 
+/// How the wait for an answer ended.
+enum Waited {
+    Answered(ApprovalAnswer),
+    TimedOut,
+    /// The call's turn was interrupted first.
+    Interrupted,
+}
+
+/// Why a question closed when its turn was interrupted (logged, and in the tool result).
+const INTERRUPTED: &str = "the turn was interrupted";
+
 struct Engine {
     ctx: Ctx,
     policy: ApprovalPolicy,
@@ -351,11 +362,26 @@ impl Engine {
                     reason: reason.clone(),
                     escalation,
                 };
-                let answer = tokio::time::timeout(self.answer_timeout, answerer.answer(&request))
-                    .await
-                    .ok();
+                // The turn's interruption ends the wait, whichever answerer holds the
+                // question: dropping its future closes the question on its side.
+                let answer = tokio::select! {
+                    biased;
+                    () = call.cancel.cancelled() => Waited::Interrupted,
+                    answer = tokio::time::timeout(self.answer_timeout, answerer.answer(&request)) => {
+                        answer.map_or(Waited::TimedOut, Waited::Answered)
+                    }
+                };
                 match answer {
-                    None => {
+                    Waited::Interrupted => (
+                        DecidedOutcome::Cancelled,
+                        false,
+                        Some(INTERRUPTED.to_owned()),
+                        Asked::Denied(format!(
+                            "approval for tool \"{name}\" was cancelled: {INTERRUPTED}; it was not \
+                             run"
+                        )),
+                    ),
+                    Waited::TimedOut => {
                         let secs = self.answer_timeout.as_secs_f64();
                         let why = format!("no answer within {secs}s");
                         (
@@ -367,14 +393,14 @@ impl Engine {
                             )),
                         )
                     }
-                    Some(ApprovalAnswer::AllowOnce) => {
+                    Waited::Answered(ApprovalAnswer::AllowOnce) => {
                         (DecidedOutcome::AllowedOnce, false, None, Asked::Allowed)
                     }
-                    Some(ApprovalAnswer::AllowAlways) => {
+                    Waited::Answered(ApprovalAnswer::AllowAlways) => {
                         let stored = escalation.is_none() && self.store_rules(call);
                         (DecidedOutcome::AllowedOnce, stored, None, Asked::Allowed)
                     }
-                    Some(ApprovalAnswer::Deny { reason }) => {
+                    Waited::Answered(ApprovalAnswer::Deny { reason }) => {
                         let why = reason
                             .as_deref()
                             .map(|r| format!(": {r}"))
@@ -388,7 +414,7 @@ impl Engine {
                             )),
                         )
                     }
-                    Some(ApprovalAnswer::Cancelled) => (
+                    Waited::Answered(ApprovalAnswer::Cancelled) => (
                         DecidedOutcome::Cancelled,
                         false,
                         None,
@@ -437,6 +463,7 @@ impl Approvals for Engine {
                 reason.map_or_else(|| format!("tool \"{}\" asks", call.name), str::to_owned);
             match Engine::ask(self, call, reason, None).await {
                 Asked::Allowed => ApprovalOutcome::AllowedOnce,
+                Asked::Denied(_) if call.cancel.is_cancelled() => ApprovalOutcome::Cancelled,
                 Asked::Denied(_) => ApprovalOutcome::Rejected,
             }
         })

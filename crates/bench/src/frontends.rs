@@ -112,6 +112,41 @@ fn exec_turns(dsh: &Path, runs: usize) -> Result<Vec<f64>> {
     Ok(out)
 }
 
+/// Stops a world's background server (SIGTERM to the pid in `$DSH_HOME/run/serve.pid`).
+struct BgServer(std::path::PathBuf);
+
+impl Drop for BgServer {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(&self.0) {
+            let _ = std::process::Command::new("kill")
+                .arg(pid.trim())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// `dsh exec --bg "Hello"` spawn → exit (the session id printed), ms: (starting the background
+/// server, with the server running).
+fn bg_starts(dsh: &Path, runs: usize) -> Result<(Vec<f64>, Vec<f64>)> {
+    let mut cold = Vec::with_capacity(runs);
+    let mut warm = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let world = World::new()?;
+        reply(&world, 2);
+        let _server = BgServer(world.home.path().join("run").join("serve.pid"));
+        for times in [&mut cold, &mut warm] {
+            let run =
+                run_dsh(dsh, &world, &["exec", "--bg", "Hello"], false).context("dsh exec --bg")?;
+            if !run.stdout.trim().starts_with("session-") {
+                bail!("dsh exec --bg printed no session id: {:?}", run.stdout);
+            }
+            times.push(ms(run.wall));
+        }
+    }
+    Ok((cold, warm))
+}
+
 /// SDK runtime: (first prompt → idle incl. session creation, warm prompts → idle), ms.
 fn sdk_turns(dsh: &Path, warm: usize) -> Result<(f64, Vec<f64>)> {
     let world = World::new()?;
@@ -287,6 +322,7 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
     let runs = if quick { 3 } else { iterations.max(5) as usize };
     let warm = if quick { 5 } else { 20 };
     let exec = exec_turns(dsh, runs)?;
+    let (bg_cold, bg_warm) = bg_starts(dsh, runs)?;
     let mut sdk_first = Vec::new();
     let mut sdk_warm = Vec::new();
     let mut acp_new = Vec::new();
@@ -312,6 +348,18 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
         "front ends (one short turn: dsh exec, the SDK runtime, the ACP server)",
     );
     g.info("dsh exec: spawn → exit of one turn", &exec, "ms", 2);
+    g.info(
+        "dsh exec --bg: spawn → id printed, starting the background server",
+        &bg_cold,
+        "ms",
+        2,
+    );
+    g.info(
+        "dsh exec --bg: spawn → id printed, background server running",
+        &bg_warm,
+        "ms",
+        2,
+    );
     g.info(
         "SDK runtime: first prompt → idle (creates the session)",
         &sdk_first,

@@ -5,6 +5,7 @@
 // Printing the report is this binary's job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod catalog;
 mod compaction;
 mod compression;
 mod confine;
@@ -98,6 +99,8 @@ enum Only {
     Payload,
     /// A ~1 MB PNG through `read_image` on `deepseek-flash`: bytes sent, body build time.
     Images,
+    /// The session catalog on 10,000 generated sessions: rebuild, search, list, stats, size.
+    Catalog,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -161,6 +164,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Frontends => frontends::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Tools => tool_set::rows(&dsh, &mut rows)?,
                 Only::Images => images::rows(&dsh, cli.iterations, &mut rows)?,
+                Only::Catalog => catalog::rows(cli.quick, cli.iterations, &mut rows)?,
                 Only::Tui => tui::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Sandbox => {
                     let runs = confine::runs(&dsh, cli.iterations, cli.quick)?;

@@ -18,6 +18,7 @@ pub(crate) fn registry() -> PluginRegistry {
     r.register::<dsh_session::plugin::SessionsPlugin>()
         .register::<dsh_session_jsonl::JsonlPlugin>()
         .register::<dsh_session_title::SessionTitlePlugin>()
+        .register::<dsh_catalog::CatalogPlugin>()
         .register::<dsh_llm::service::LlmPlugin>()
         .register::<dsh_llm::AttachmentLocalPlugin>()
         .register::<dsh_llm_deepseek::DeepSeekPlugin>()
@@ -46,7 +47,7 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_jobs::ToolJobsPlugin>()
         .register::<dsh_context::ContextPlugin>()
         .register::<dsh_hooks::HooksPlugin>()
-        .register::<dsh_sdk_server::SdkServerPlugin>()
+        .register::<crate::sdk_cmd::SdkServerPlugin>()
         .register::<dsh_mcp_client::McpClientPlugin>()
         .register::<dsh_tool_todo::TodoToolPlugin>()
         .register::<dsh_tool_workdir::WorkingDirectoryToolPlugin>()
@@ -57,6 +58,11 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_commands::CommandsPlugin>()
         .register::<dsh_compaction::CompactCommandPlugin>()
         .register::<dsh_plan_mode::PlanCommandPlugin>()
+        .register::<dsh_goal::GoalPlugin>()
+        .register::<dsh_goal::GoalCommandPlugin>()
+        .register::<dsh_tool_ask_user::AskUserToolPlugin>()
+        .register::<dsh_checkpoint::CheckpointPlugin>()
+        .register::<dsh_checkpoint::RewindCommandPlugin>()
         .register::<dsh_context::ContextCommandsPlugin>();
     r
 }

@@ -5,13 +5,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use dsh_agent::events::AgentStreamChunk;
-use dsh_agent::{Agent, AgentError, AgentOptions, Agents, CancelCause, CreateAgent, ResumeAgent};
+use dsh_agent::{Agent, AgentOptions, Agents};
 use dsh_kernel::{Composer, Composition, Kernel};
-use dsh_llm::{Message, StreamChunk};
+use dsh_protocol::{Client, ErrorCode, EventMsg, Op, OpenSession, ProtocolError, SessionOptions};
 use dsh_session::data::TurnEndReason;
-use dsh_session::plugin::SessionEvent;
 use dsh_session::{CoreEvent, EventKind, Sessions};
+use futures::StreamExt;
 use serde_json::Value;
 
 use crate::compose::{compose, registry};
@@ -49,19 +48,6 @@ pub(crate) fn working_dir(arg: Option<&PathBuf>) -> Result<PathBuf, Failure> {
         )));
     }
     Ok(dir)
-}
-
-pub(crate) fn agent_error(e: AgentError) -> Failure {
-    match e {
-        AgentError::NotFound(id) => Failure::usage(anyhow!(
-            "no stored session `{id}` (see `dsh sessions list`)"
-        )),
-        AgentError::Session(s) if s.code() == "SESSION_CORRUPT" => Failure::run(anyhow!(
-            "{s}\n(`dsh sessions repair <ID>` keeps the valid part and moves the rest aside; nothing is deleted)"
-        )),
-        AgentError::Session(s) => Failure::run(anyhow!("{s}")),
-        other => Failure::run(anyhow!("{other}")),
-    }
 }
 
 /// The latest stored session whose working directory is `cwd`.
@@ -115,51 +101,6 @@ fn describe(reason: &TurnEndReason) -> String {
     }
 }
 
-/// What the retry notice needs of an `llm/retry` payload.
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RetryNotice {
-    retry: u32,
-    delay_ms: u64,
-    failure: dsh_llm::LlmFailure,
-}
-
-/// Resumes `resume_id` or creates a session (with the exact id `session_id` when given): the one
-/// way front ends open their agent.
-pub(crate) async fn open_agent(
-    agents: &dyn Agents,
-    root: &dsh_kernel::Ctx,
-    resume_id: Option<String>,
-    session_id: Option<String>,
-    options: AgentOptions,
-) -> Result<Arc<dyn Agent>, Failure> {
-    match resume_id {
-        Some(session_id) => agents
-            .resume(
-                root,
-                ResumeAgent {
-                    session_id,
-                    options,
-                    setup: None,
-                },
-            )
-            .await
-            .map_err(agent_error),
-        None => agents
-            .create(
-                root,
-                CreateAgent {
-                    session_id,
-                    label: None,
-                    options,
-                    setup: None,
-                },
-            )
-            .await
-            .map_err(agent_error),
-    }
-}
-
 /// Runs `dsh exec`.
 pub(crate) async fn run(mut args: ExecArgs) -> Result<u8, Failure> {
     if let Some(id) = &args.resume {
@@ -170,6 +111,9 @@ pub(crate) async fn run(mut args: ExecArgs) -> Result<u8, Failure> {
     let prompt = read_prompt(&args.prompt)?;
     if let Some(server) = args.server.clone() {
         return crate::exec_remote::run(args, server, prompt).await;
+    }
+    if args.bg {
+        return crate::bg::exec(args, prompt).await;
     }
     let cwd = working_dir(args.cwd.as_ref())?;
     args.compose.project_dir = Some(cwd.clone());
@@ -214,6 +158,352 @@ pub(crate) async fn run(mut args: ExecArgs) -> Result<u8, Failure> {
     result
 }
 
+/// What the in-process host adds to the protocol for a local `exec`: the agent itself, for what
+/// the protocol does not carry (waiting for background work, the usage line, the outcome read
+/// from the log).
+pub(crate) struct Local {
+    root: dsh_kernel::Ctx,
+    host: dsh_host::Host,
+    /// Resumed (or continued) rather than created.
+    resumed: Option<String>,
+    wait: std::time::Duration,
+    usage: bool,
+}
+
+impl Local {
+    fn agent(&self, id: &str) -> Result<Arc<dyn Agent>, Failure> {
+        self.host
+            .agent(id)
+            .ok_or_else(|| Failure::run(anyhow!("session {id} is not open in this process")))
+    }
+
+    /// A failed open, as `exec` always said it.
+    fn open_failure(&self, e: ProtocolError) -> Failure {
+        match (&self.resumed, &e.code) {
+            (Some(id), ErrorCode::SessionNotFound) => Failure::usage(anyhow!(
+                "no stored session `{id}` (see `dsh sessions list`)"
+            )),
+            (Some(id), ErrorCode::Internal) if self.corrupt(id) => Failure::run(anyhow!(
+                "{}\n(`dsh sessions repair <ID>` keeps the valid part and moves the rest aside; nothing is deleted)",
+                e.message
+            )),
+            _ => Failure::run(anyhow!("{}", e.message)),
+        }
+    }
+
+    /// Whether the stored log of `id` is refused as corrupt (asked only after a failed open).
+    fn corrupt(&self, id: &str) -> bool {
+        self.root
+            .get::<dyn Sessions>()
+            .is_some_and(|s| matches!(s.read(id), Err(e) if e.code() == "SESSION_CORRUPT"))
+    }
+}
+
+/// How the run ends, by signal.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Interrupt,
+    Terminate,
+}
+
+impl Stop {
+    fn code(self) -> u8 {
+        match self {
+            Stop::Interrupt => 130,
+            Stop::Terminate => 143,
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn stop_signal() -> Stop {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                r = tokio::signal::ctrl_c() => match r {
+                    Ok(()) => Stop::Interrupt,
+                    Err(_) => futures::future::pending().await,
+                },
+                _ = term.recv() => Stop::Terminate,
+            };
+        }
+    }
+    match tokio::signal::ctrl_c().await {
+        Ok(()) => Stop::Interrupt,
+        Err(_) => futures::future::pending().await,
+    }
+}
+
+/// What the event stream told of the turn (a remote run ends on its `turnEnded`).
+#[derive(Default)]
+struct Seen {
+    text: String,
+    reason: Option<dsh_protocol::TurnEndReason>,
+}
+
+/// Follows the session's events: the streamed text on a terminal, retry notices, the last
+/// answer and turn end (for a remote run).
+async fn follow(
+    mut events: dsh_protocol::EventStream,
+    stream_text: bool,
+    remote: bool,
+    seen: tokio::sync::watch::Sender<Seen>,
+) {
+    while let Some(ev) = events.next().await {
+        match ev.msg {
+            EventMsg::TextDelta { text } if stream_text => {
+                let _ = write!(std::io::stderr().lock(), "{text}");
+            }
+            EventMsg::ToolCallBegan {
+                tool_name, display, ..
+            } if stream_text => {
+                let what = display.subject.unwrap_or(display.title);
+                let _ = writeln!(std::io::stderr().lock(), "\n[{tool_name}] {what}");
+            }
+            EventMsg::AssistantMessage { text, .. } => {
+                if stream_text {
+                    let _ = writeln!(std::io::stderr().lock());
+                }
+                if !text.is_empty() {
+                    seen.send_modify(|s| s.text = text);
+                }
+            }
+            // A retried attempt restarts the answer: say so, whatever stderr is, so the partial
+            // text already shown (or the pause) is explained.
+            EventMsg::Retrying {
+                attempt,
+                delay_ms,
+                error,
+                ..
+            } => eprintln!(
+                "\ndsh: the answer restarts: {} ({}); retry {attempt} in {delay_ms} ms",
+                error.code, error.message
+            ),
+            EventMsg::Error(e) if remote => eprintln!("dsh: {e}"),
+            EventMsg::TurnEnded { reason, .. } => seen.send_modify(|s| s.reason = Some(reason)),
+            _ => {}
+        }
+    }
+}
+
+/// Runs one task on `client`: opens the session, prints its log with `--json`, submits the
+/// prompt, waits for the turn (and, locally, the background work it started), interrupts it on
+/// Ctrl-C or SIGTERM, and answers with exec's output and exit status. The one path of a local
+/// `exec` (an in-process host, `local`) and of `exec --server` (a remote client).
+pub(crate) async fn drive(
+    client: Arc<dyn Client>,
+    open: OpenSession,
+    prompt: String,
+    json: bool,
+    local: Option<Local>,
+    server: Option<&str>,
+) -> Result<u8, Failure> {
+    let summary = match client.open(open).await {
+        Ok(s) => s,
+        Err(e) => {
+            return Err(match &local {
+                Some(l) => l.open_failure(e),
+                None => crate::exec_remote::failure(e),
+            });
+        }
+    };
+    let id = summary.id.clone();
+    tracing::debug!(
+        resumed = local.as_ref().is_some_and(|l| l.resumed.is_some()),
+        "session opened"
+    );
+    let agent = match &local {
+        Some(l) => Some(l.agent(&id)?),
+        None => None,
+    };
+    if let Some(agent) = &agent {
+        // Acquire and test the write path before any token is spent: a read-only or full home,
+        // or a concurrent creator of the same id, fails here with nothing sent to the model. A
+        // new session's first write-through publishes its file (and takes the lock); a resumed
+        // one's writes the repair closers without waiting for the disk (the turn end syncs them).
+        if let Err(e) = agent.session().write_through().await {
+            let _ = client.close(&id).await;
+            return Err(Failure::run(anyhow!(
+                "cannot write session {id}: {e} (nothing was sent to the model)"
+            )));
+        }
+    }
+    let mut printer = None;
+    if json {
+        // A session that never ran a turn (new, also through `--session`): print what its start
+        // logged too.
+        let fresh = match (&local, &agent) {
+            (Some(l), Some(a)) => {
+                l.resumed.is_none()
+                    && !a
+                        .session()
+                        .events()
+                        .iter()
+                        .any(|e| *e.event_kind() == EventKind::TurnStart)
+            }
+            _ => summary.turns == 0,
+        };
+        let after = if fresh { None } else { summary.last_seq };
+        let log = client
+            .log(&id, after)
+            .await
+            .map_err(|e| Failure::run(anyhow!("{e}")))?;
+        printer = Some(crate::json_out::JsonPrinter::start(log));
+    }
+    let tty = std::io::stderr().is_terminal();
+    let events = client
+        .subscribe(&id, summary.last_seq)
+        .await
+        .map_err(|e| Failure::run(anyhow!("{e}")))?;
+    let (seen_tx, mut seen) = tokio::sync::watch::channel(Seen::default());
+    let follower = tokio::spawn(follow(events, tty && !json, server.is_some(), seen_tx));
+    if tty {
+        match server {
+            Some(s) => eprintln!("session {id} on {s}"),
+            None => eprintln!("session {id}"),
+        }
+    }
+    let submit = Op::Submit {
+        text: prompt,
+        attachments: Vec::new(),
+    };
+    if let Err(e) = client.send(&id, submit).await {
+        follower.abort();
+        return Err(match &local {
+            Some(_) => Failure::run(anyhow!("{}", e.message)),
+            None => crate::exec_remote::failure(e),
+        });
+    }
+    let mut stopped = None;
+    let mut left_running = None;
+    match (&local, &agent) {
+        (Some(l), Some(agent)) => {
+            tokio::select! {
+                left = crate::background::settle(&l.root, agent, l.wait) => left_running = left,
+                stop = stop_signal() => {
+                    stopped = Some(stop);
+                    // Pending input is dropped: nothing starts after the interrupted turn.
+                    client
+                        .send(&id, Op::InterruptDropQueued)
+                        .await
+                        .map_err(|e| Failure::run(anyhow!("{}", e.message)))?;
+                    // A second signal exits at once.
+                    tokio::spawn(async move {
+                        let again = stop_signal().await;
+                        std::process::exit(i32::from(again.code()));
+                    });
+                    agent.when_idle().await;
+                }
+            }
+        }
+        _ => loop {
+            tokio::select! {
+                r = seen.wait_for(|s| s.reason.is_some()) => {
+                    if r.is_err() {
+                        return Err(Failure::run(anyhow!(
+                            "the server closed session {id} before its turn ended"
+                        )));
+                    }
+                    break;
+                }
+                stop = stop_signal(), if stopped.is_none() => {
+                    stopped = Some(stop);
+                    // As locally: nothing queued starts after the interrupted turn.
+                    client
+                        .send(&id, Op::InterruptDropQueued)
+                        .await
+                        .map_err(crate::exec_remote::failure)?;
+                }
+            }
+        },
+    }
+    let Some(l) = &local else {
+        // Remote: the session stays open on the server.
+        let (reason, text) = {
+            let s = seen.borrow();
+            (s.reason.clone(), s.text.clone())
+        };
+        follower.abort();
+        if tty {
+            eprintln!();
+        }
+        if !text.is_empty() {
+            crate::config_cmd::write_stdout(&format!("{text}\n"))?;
+        }
+        if let Some(stop) = stopped {
+            eprintln!("dsh: interrupted; session {id} saved on the server");
+            return Ok(stop.code());
+        }
+        return match reason {
+            Some(dsh_protocol::TurnEndReason::Completed) => Ok(0),
+            Some(r) => Err(Failure::run(anyhow!(
+                "{} (session {id})",
+                crate::exec_remote::describe(&r)
+            ))),
+            None => Err(Failure::run(anyhow!("the turn did not run (session {id})"))),
+        };
+    };
+    let agent = agent.ok_or_else(|| Failure::run(anyhow!("session {id} is not open")))?;
+    let (reason, text) = outcome(&agent);
+    let goal = goal_outcome(&agent, summary.last_seq);
+    if let Some(line) = &left_running {
+        eprintln!("{line}");
+    }
+    let usage = (l.usage || tty).then(|| crate::background::usage_line(&l.root, &agent));
+    // Closed through the host: the turn settled, the log flushed, the lock released; the log
+    // stream ends after the records the close committed.
+    if let Err(e) = client.close(&id).await {
+        tracing::warn!(error = %e, "closing the session failed");
+        agent.dispose().await;
+    }
+    follower.abort();
+    if let Some(line) = usage {
+        eprintln!("{line}");
+    }
+    if let Some(printer) = printer {
+        printer.finish().await;
+    }
+    if !json && !text.is_empty() {
+        crate::config_cmd::write_stdout(&format!("{text}\n"))?;
+    }
+    if let Some(stop) = stopped {
+        eprintln!("dsh: interrupted; session {} saved", id);
+        return Ok(stop.code());
+    }
+    // A goal this run worked on decides: complete 0; blocked (out of rounds too) or paused 1.
+    match goal {
+        Some(g) if g.phase == dsh_goal_api::GoalPhase::Complete => return Ok(0),
+        Some(g) if g.phase != dsh_goal_api::GoalPhase::Active => {
+            let why = g
+                .blocked_reason
+                .map(|r| format!(": {}: {}", r.code, r.message))
+                .unwrap_or_default();
+            return Err(Failure::run(anyhow!(
+                "the goal is {}{why} (session {id})",
+                g.phase.as_str()
+            )));
+        }
+        _ => {}
+    }
+    match reason {
+        Some(TurnEndReason::Completed) => Ok(0),
+        Some(r) => Err(Failure::run(anyhow!("{} (session {id})", describe(&r)))),
+        None => Err(Failure::run(anyhow!("the turn did not run (session {id})"))),
+    }
+}
+
+/// The session's goal when this run (the events after `before`) changed it or ran a round of it.
+fn goal_outcome(agent: &Arc<dyn Agent>, before: Option<u64>) -> Option<dsh_goal_api::Goal> {
+    let events = agent.session().events();
+    let touched = events
+        .iter()
+        .any(|e| before.is_none_or(|b| e.seq() > b) && dsh_goal_api::GoalFold::reads(e));
+    touched.then(|| dsh_goal_api::GoalFold::of(&events).current.map(|s| s.goal))?
+}
+
+/// A local `exec`: an in-process host over the kernel, driven through the client.
 async fn run_agent(
     kernel: &Kernel,
     args: ExecArgs,
@@ -221,14 +511,16 @@ async fn run_agent(
     cwd: PathBuf,
 ) -> Result<u8, Failure> {
     let root = kernel.root();
-    let agents = root
-        .get::<dyn Agents>()
-        .ok_or_else(|| Failure::usage(anyhow!("the composition mounts no `agents` service")))?;
+    if root.get::<dyn Agents>().is_none() {
+        return Err(Failure::usage(anyhow!(
+            "the composition mounts no `agents` service"
+        )));
+    }
     let sessions = root
         .get::<dyn Sessions>()
         .ok_or_else(|| Failure::usage(anyhow!("the composition mounts no `sessions` service")))?;
     crate::providers::check_route(&root, &args.provider)?;
-    let options = AgentOptions {
+    let defaults = AgentOptions {
         provider: Some(args.provider.clone()),
         model: args.model.clone(),
         reasoning_effort: args.effort.map(Into::into),
@@ -241,130 +533,39 @@ async fn run_agent(
         (None, true) => Some(latest_for(sessions.as_ref(), &cwd.to_string_lossy())?),
         (None, false) => None,
     };
-    let new_session = resume_id.is_none();
-    let agent = open_agent(
-        agents.as_ref(),
-        &root,
-        resume_id,
-        args.session.clone(),
-        options,
+    // Approvals keep exec's policy: no person answers here (the approval plugin decides).
+    let host = dsh_host::Host::new(
+        root.clone(),
+        dsh_host::HostOptions {
+            defaults,
+            answer_approvals: false,
+        },
     )
-    .await?;
-    tracing::debug!(resumed = !new_session, "agent opened");
-    let id: Arc<str> = Arc::from(agent.id());
-    // Acquire and test the write path before any token is spent: a read-only or full home, or
-    // a concurrent creator of the same id, fails here with nothing sent to the model. A new
-    // session's first write-through publishes its file (and takes the lock); a resumed one's
-    // writes the repair closers without waiting for the disk (the turn end syncs them).
-    if let Err(e) = agent.session().write_through().await {
-        agent.dispose().await;
-        return Err(Failure::run(anyhow!(
-            "cannot write session {id}: {e} (nothing was sent to the model)"
-        )));
-    }
-    let mut printer = None;
-    if args.json {
-        // A session that never ran a turn (new, also through `--session`): print what its
-        // start logged too.
-        let new_session = new_session
-            && !agent
-                .session()
-                .events()
-                .iter()
-                .any(|e| *e.event_kind() == EventKind::TurnStart);
-        printer = Some(
-            crate::json_out::JsonPrinter::start(&root, agent.session(), new_session)
-                .map_err(Failure::run)?,
-        );
-    } else if std::io::stderr().is_terminal() {
-        root.on::<AgentStreamChunk>(|e| {
-            let mut err = std::io::stderr().lock();
-            match &e.chunk {
-                StreamChunk::TextDelta { text, .. } => write!(err, "{text}")?,
-                StreamChunk::BlockEnd {
-                    block: dsh_llm::ContentBlock::ToolCall(c),
-                    ..
-                } => writeln!(err, "\n[{}] {}", c.name, c.arguments)?,
-                StreamChunk::Finish { .. } => writeln!(err)?,
-                _ => {}
-            }
-            Ok(())
-        })
-        .map_err(|e| Failure::run(anyhow!(e)))?;
-    }
-    // A retried attempt restarts the answer: say so, whatever stderr is, so the partial text
-    // already shown (or the pause) is explained.
-    let retry_id = id.clone();
-    root.on::<SessionEvent>(move |e| {
-        if e.session_id == retry_id
-            && *e.event.event_kind() == EventKind::LlmRetry
-            && let Ok(r) = e.event.data_as::<RetryNotice>()
-        {
-            let mut err = std::io::stderr().lock();
-            writeln!(
-                err,
-                "\ndsh: the answer restarts: {} ({}); retry {} in {} ms",
-                r.failure.code, r.failure.message, r.retry, r.delay_ms
-            )?;
-        }
-        Ok(())
-    })
-    .map_err(|e| Failure::run(anyhow!(e)))?;
-    eprintln_if_tty(&format!("session {}", agent.id()));
-    agent
-        .followup(Message::user_text("", prompt))
-        .map_err(agent_error)?;
-
-    let wait = std::time::Duration::from_secs(args.wait_background);
-    let mut left_running = None;
-    let interrupted = tokio::select! {
-        left = crate::background::settle(&root, &agent, wait) => {
-            left_running = left;
-            false
-        }
-        r = tokio::signal::ctrl_c() => {
-            if r.is_ok() {
-                agent.cancel(CancelCause::User, false);
-                // A second Ctrl-C exits at once.
-                tokio::spawn(async {
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        std::process::exit(130);
-                    }
-                });
-                agent.when_idle().await;
-            }
-            r.is_ok()
-        }
+    .map_err(|e| Failure::usage(anyhow!("{}", e.message)))?;
+    // The session keeps exec's directory, resumed or new.
+    let options = SessionOptions {
+        cwd: Some(cwd.display().to_string()),
+        ..Default::default()
     };
-    let (reason, text) = outcome(&agent);
-    if let Some(line) = &left_running {
-        eprintln!("{line}");
-    }
-    let usage = (args.usage || std::io::stderr().is_terminal())
-        .then(|| crate::background::usage_line(&root, &agent));
-    agent.dispose().await;
-    if let Some(line) = usage {
-        eprintln!("{line}");
-    }
-    if let Some(printer) = printer {
-        printer.finish().await;
-    }
-    if !args.json && !text.is_empty() {
-        crate::config_cmd::write_stdout(&format!("{text}\n"))?;
-    }
-    if interrupted {
-        eprintln!("dsh: interrupted; session {} saved", id);
-        return Ok(130);
-    }
-    match reason {
-        Some(TurnEndReason::Completed) => Ok(0),
-        Some(r) => Err(Failure::run(anyhow!("{} (session {id})", describe(&r)))),
-        None => Err(Failure::run(anyhow!("the turn did not run (session {id})"))),
-    }
-}
-
-fn eprintln_if_tty(line: &str) {
-    if std::io::stderr().is_terminal() {
-        eprintln!("{line}");
-    }
+    let open = match &resume_id {
+        Some(id) => OpenSession::Resume {
+            session_id: id.clone(),
+            options,
+        },
+        None => OpenSession::Create {
+            session_id: args.session.clone(),
+            options,
+            prompt: None,
+        },
+    };
+    let local = Local {
+        root,
+        host: host.clone(),
+        resumed: resume_id,
+        wait: std::time::Duration::from_secs(args.wait_background),
+        usage: args.usage,
+    };
+    let result = drive(host.client(), open, prompt, args.json, Some(local), None).await;
+    host.shutdown().await;
+    result
 }

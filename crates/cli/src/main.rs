@@ -6,6 +6,8 @@
 mod acp_cmd;
 mod audit;
 mod background;
+mod bg;
+mod catalog;
 mod compose;
 mod config_cmd;
 mod context_cmd;
@@ -17,11 +19,13 @@ mod mcp_cmd;
 mod permissions_cmd;
 mod plan_args;
 mod providers;
+mod rewind_cmd;
 mod sandbox_args;
 mod sandbox_cmd;
 mod sdk_cmd;
 mod serve_cmd;
 mod sessions_cmd;
+mod stats_cmd;
 mod tui_cmd;
 mod watch;
 
@@ -49,7 +53,7 @@ enum Command {
     /// Run one task headless and print the final answer.
     #[command(alias = "headless")]
     Exec(ExecArgs),
-    /// List, show or export stored sessions.
+    /// List, search, show or export stored sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
     /// Show the composed configuration or the config schemas.
@@ -75,6 +79,20 @@ enum Command {
     Mcp(mcp_cmd::McpCommand),
     /// Serve sessions over HTTP (JSON, Server-Sent Events); `serve token` manages its tokens.
     Serve(serve_cmd::ServeArgs),
+    /// Sessions, turns, tokens, cache-hit ratio and cost, by day, model or project.
+    Stats(stats_cmd::StatsArgs),
+    /// Rewind files and/or conversation to before an earlier turn (`--undo` takes it back).
+    Rewind(rewind_cmd::RewindArgs),
+    /// The workspace checkpoints behind `dsh rewind`: list, gc.
+    #[command(subcommand)]
+    Checkpoints(rewind_cmd::CheckpointsCommand),
+    /// List the background server's sessions (`dsh exec --bg`): waiting for an approval first,
+    /// then working; what each is doing now.
+    Ps(bg::PsArgs),
+    /// Interrupt a background session's turn.
+    Stop(bg::StopArgs),
+    /// Open the terminal UI on a background session (`--follow`: print its events as text).
+    Attach(bg::AttachArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -167,6 +185,13 @@ pub(crate) struct ExecArgs {
     /// needs one, comes from `DSH_SERVER_TOKEN`. The composition is the server's.
     #[arg(long, value_name = "URL", conflicts_with_all = ["continue_latest", "json"])]
     pub(crate) server: Option<String>,
+    /// Run the task in the background: the per-user server (a `dsh serve` on
+    /// `$DSH_HOME/run/serve.sock`, started if none runs, gone after `$DSH_BG_IDLE_EXIT`
+    /// (default 5m) without clients or work) runs it; its session id is printed at once. See
+    /// `dsh ps`, `dsh attach ID`, `dsh stop ID`. The composition (sandbox, approval policy,
+    /// plugins) is the server's: the flags that change it are refused here.
+    #[arg(long, conflicts_with_all = ["server", "continue_latest", "json", "usage", "max_parallel_tools", "config", "patch", "sandbox", "network", "ask_for_approval", "plan"])]
+    pub(crate) bg: bool,
     #[command(flatten)]
     pub(crate) compose: ComposeArgs,
     #[command(flatten)]
@@ -177,8 +202,10 @@ pub(crate) struct ExecArgs {
 
 #[derive(Debug, Subcommand)]
 enum SessionsCommand {
-    /// Stored sessions, newest first.
-    List,
+    /// Stored sessions, newest first (children under their parent).
+    List(sessions_cmd::ListArgs),
+    /// Search the text of every session: prompts, replies, tool calls and results.
+    Search(sessions_cmd::SearchArgs),
     /// A readable transcript of a session.
     Show {
         /// Session id.
@@ -270,12 +297,21 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             init_logging();
             runtime()?.block_on(async move {
                 match cmd {
-                    SessionsCommand::List => sessions_cmd::list().await,
+                    SessionsCommand::List(args) => sessions_cmd::list(args).await,
+                    SessionsCommand::Search(args) => sessions_cmd::search(args).await,
                     SessionsCommand::Show { id } => sessions_cmd::show(&id).await,
                     SessionsCommand::Export { id } => sessions_cmd::export(&id).await,
                     SessionsCommand::Repair { id, yes } => sessions_cmd::repair(&id, yes).await,
                 }
             })
+        }
+        Some(Command::Rewind(args)) => {
+            init_logging();
+            runtime()?.block_on(rewind_cmd::rewind(args))
+        }
+        Some(Command::Checkpoints(cmd)) => {
+            init_logging();
+            runtime()?.block_on(rewind_cmd::checkpoints(cmd))
         }
         Some(Command::Config(cmd)) => match cmd {
             ConfigCommand::Dump(args) => config_cmd::dump(&args),
@@ -298,6 +334,22 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Some(Command::Serve(args)) => {
             init_logging();
             runtime()?.block_on(serve_cmd::run(args))
+        }
+        Some(Command::Stats(args)) => {
+            init_logging();
+            runtime()?.block_on(stats_cmd::run(args))
+        }
+        Some(Command::Ps(args)) => {
+            init_logging();
+            runtime()?.block_on(bg::ps::run(args.json, args.all))
+        }
+        Some(Command::Stop(args)) => {
+            init_logging();
+            runtime()?.block_on(bg::stop(args))
+        }
+        Some(Command::Attach(args)) => {
+            init_logging();
+            runtime()?.block_on(bg::attach(args))
         }
     }
 }

@@ -12,8 +12,13 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
-use dsh_kernel::{Composer, Composition, Kernel, Layer};
-use dsh_sdk_server::{SdkServer, ServeEnd};
+use dsh_agent::AgentOptions;
+use dsh_host::{Host, HostOptions};
+use dsh_kernel::{BoxError, Composer, Composition, Ctx, Kernel, Layer, Plugin, Service};
+use dsh_llm::{CallSettings, Llm, ReasoningEffort};
+use dsh_protocol::Client;
+use dsh_sdk_server::{ConnectError, Connector, Init, SdkServerConfig, ServeEnd, aliases};
+use parking_lot::Mutex;
 
 use crate::compose::{HEADLESS_PRESET, registry};
 use crate::{ComposeArgs, Failure};
@@ -149,18 +154,125 @@ async fn serve(name: String, composition: Composition) -> Result<u8, Failure> {
             }
         }
     };
+    let connector = Arc::new(SdkConnector {
+        root: root.clone(),
+        host: Mutex::new(None),
+    });
     let end = dsh_sdk_server::serve(
-        root,
+        connector.clone(),
         tokio::io::stdin(),
         tokio::io::stdout(),
         server.config(),
         stop,
     )
     .await;
+    let host = connector.host.lock().take();
+    if let Some(host) = host {
+        host.shutdown().await;
+    }
     kernel.dispose().await;
     match end {
-        Ok(ServeEnd::Stopped) if interrupted.load(std::sync::atomic::Ordering::SeqCst) => Ok(130),
-        Ok(_) => Ok(0),
-        Err(e) => Err(Failure::run(anyhow!(e))),
+        ServeEnd::Stopped if interrupted.load(std::sync::atomic::Ordering::SeqCst) => Ok(130),
+        _ => Ok(0),
+    }
+}
+
+/// The SDK server's `initialize`: the client's route checked against the mounted providers
+/// (the original's names mapped onto dsh's), then an in-process host whose new sessions use
+/// it. Approvals follow the profile's policy (nobody answers them over this protocol).
+struct SdkConnector {
+    root: Ctx,
+    host: Mutex<Option<Host>>,
+}
+
+impl Connector for SdkConnector {
+    fn connect(&self, init: Init) -> Result<Arc<dyn Client>, ConnectError> {
+        let Some(llm) = self.root.get::<dyn Llm>() else {
+            return Err(ConnectError(
+                "the composition mounts no `llm` service".into(),
+            ));
+        };
+        let routes = llm.routes();
+        let provider = aliases::provider(&init.provider, &routes).ok_or_else(|| {
+            ConnectError(format!(
+                "no adapter registered for provider \"{}\"",
+                init.provider
+            ))
+        })?;
+        // The original's model names are served under dsh's ids (`deepseek-v4-flash` is
+        // `deepseek-flash`).
+        let model = init
+            .model
+            .map(|m| aliases::model(&m).map(str::to_owned).unwrap_or(m));
+        let effort = init
+            .reasoning_effort
+            .as_deref()
+            .map(ReasoningEffort::from_wire);
+        if let Err(e) = llm.prepare_call(&CallSettings {
+            provider: provider.clone(),
+            model: model.clone(),
+            effort: effort.clone(),
+            max_tokens: init.max_tokens,
+            ..Default::default()
+        }) {
+            return Err(ConnectError(format!(
+                "initialize: {} ({})",
+                e.message,
+                e.code.as_str()
+            )));
+        }
+        tracing::info!(%provider, ?model, "SDK runtime initialized");
+        let host = Host::new(
+            self.root.clone(),
+            HostOptions {
+                defaults: AgentOptions {
+                    provider: Some(provider),
+                    model,
+                    reasoning_effort: effort,
+                    max_tokens: init.max_tokens,
+                    temperature: None,
+                    cwd: init.cwd,
+                },
+                answer_approvals: false,
+            },
+        )
+        .map_err(|e| ConnectError(e.message))?;
+        let client = host.client();
+        *self.host.lock() = Some(host);
+        Ok(client)
+    }
+}
+
+/// The mounted SDK server: its configuration (the binary serves stdio with it).
+pub(crate) trait SdkServer: Send + Sync + 'static {
+    /// The row's configuration.
+    fn config(&self) -> SdkServerConfig;
+}
+
+impl Service for dyn SdkServer {
+    const NAME: &'static str = "sdk-server";
+}
+
+struct Mounted(SdkServerConfig);
+
+impl SdkServer for Mounted {
+    fn config(&self) -> SdkServerConfig {
+        self.0.clone()
+    }
+}
+
+/// `sdk-jsonrpc-server`: the row that makes a composition an SDK profile; provides the
+/// `sdk-server` service with the server's configuration.
+pub(crate) struct SdkServerPlugin;
+
+impl Plugin for SdkServerPlugin {
+    const NAME: &'static str = "sdk-jsonrpc-server";
+    type Config = SdkServerConfig;
+
+    async fn apply(ctx: Ctx, config: SdkServerConfig) -> Result<(), BoxError> {
+        config.validate()?;
+        let service: Arc<dyn SdkServer> = Arc::new(Mounted(config));
+        ctx.provide::<dyn SdkServer>(service)?;
+        Ok(())
     }
 }

@@ -32,6 +32,12 @@ pub(crate) struct ServeArgs {
     /// Listen on a unix socket instead (created owner-only).
     #[arg(long, value_name = "PATH")]
     unix: Option<PathBuf>,
+    /// With --unix: exit (closing every session) after this long with no request or event
+    /// stream open and no session working or waiting for an approval (`300ms`, `90s`, `5m`).
+    /// Such a server asks no token (the socket's mode is the access control). The background
+    /// server of `dsh exec --bg` runs with it.
+    #[arg(long, value_name = "DURATION", requires = "unix", value_parser = crate::bg::server::parse_duration)]
+    idle_exit: Option<std::time::Duration>,
     /// Another name clients may use in the `Host` header (besides the listen address,
     /// localhost, 127.0.0.1 and [::1]); repeatable.
     #[arg(long = "allow-host", value_name = "NAME")]
@@ -150,6 +156,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<u8, Failure> {
         token: command,
         listen,
         unix,
+        idle_exit,
         allow_host,
         model,
         provider,
@@ -200,7 +207,10 @@ pub(crate) async fn run(args: ServeArgs) -> Result<u8, Failure> {
         composer.clone(),
         composition,
     );
-    let result = serve(&kernel, config, listen, unix, provider, model, effort, cwd).await;
+    let result = serve(
+        &kernel, config, listen, unix, idle_exit, provider, model, effort, cwd,
+    )
+    .await;
     kernel.dispose().await;
     result
 }
@@ -211,6 +221,7 @@ async fn serve(
     config: ServeConfig,
     listen: Option<SocketAddr>,
     unix: Option<PathBuf>,
+    idle_exit: Option<std::time::Duration>,
     provider: String,
     model: Option<String>,
     effort: Option<Effort>,
@@ -263,7 +274,12 @@ async fn serve(
             let listener = bind_unix(&path)?;
             println!("unix:{}", path.display());
             eprintln!("dsh serve: listening on unix socket {}", path.display());
-            tokio::spawn(dsh_serve::serve_unix(listener, client, config, shutdown))
+            match idle_exit {
+                Some(idle) => tokio::spawn(crate::bg::serve_until_idle(
+                    listener, client, config, idle, shutdown, path,
+                )),
+                None => tokio::spawn(dsh_serve::serve_unix(listener, client, config, shutdown)),
+            }
         }
         (None, None) => return Err(Failure::usage(anyhow!("nothing to listen on"))),
     };

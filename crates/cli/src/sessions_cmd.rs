@@ -1,17 +1,19 @@
-//! `dsh sessions list | show | export`: read-only views of `$DSH_HOME/sessions`.
+//! `dsh sessions list | search | show | export | repair`: views of `$DSH_HOME/sessions`; list
+//! and search come from the catalog (`crate::catalog`).
 
 use std::sync::Arc;
 
 use anyhow::anyhow;
 use dsh_llm::{ContentBlock, Message};
 use dsh_session::data::UserMessage;
-use dsh_session::feature::SessionTitle;
 use dsh_session::wire::SourceKind;
 use dsh_session::{CoreEvent, SessionLog, SessionPersistence};
 use dsh_session_jsonl::error::StoreError;
 use dsh_session_jsonl::repair::RepairCause;
 use dsh_session_jsonl::store::JsonlStore;
 use std::io::IsTerminal;
+
+use dsh_catalog_api::SessionRow;
 
 use crate::config_cmd::write_stdout;
 use crate::{Failure, home};
@@ -30,48 +32,6 @@ fn read(id: &str) -> Result<SessionLog, Failure> {
     decoded.replay().map_err(|e| Failure::run(anyhow!("{e}")))
 }
 
-fn first_prompt(log: &SessionLog) -> String {
-    log.events()
-        .iter()
-        .filter_map(|e| match e.core() {
-            Some(CoreEvent::UserMessage(UserMessage(m))) => Some(m),
-            _ => None,
-        })
-        .find(|m| SourceKind::of(m) == SourceKind::User)
-        .map(|m| m.text())
-        .unwrap_or_default()
-}
-
-fn title(log: &SessionLog) -> String {
-    let t = log
-        .events()
-        .iter()
-        .rev()
-        .find_map(|e| e.plugin::<SessionTitle>().and_then(Result::ok))
-        .map(|t| t.title)
-        .unwrap_or_else(|| first_prompt(log));
-    let line = t.lines().next().unwrap_or("").trim().to_owned();
-    if line.chars().count() > 60 {
-        line.chars().take(59).collect::<String>() + "…"
-    } else {
-        line
-    }
-}
-
-fn last_status(log: &SessionLog) -> String {
-    let end = log
-        .last_turn_end()
-        .and_then(|seq| match log.event(seq)?.core() {
-            Some(CoreEvent::TurnEnd(end)) => Some(end.reason.kind().to_owned()),
-            _ => None,
-        });
-    match end {
-        Some(kind) => kind,
-        None if log.tracker().open_turn().is_some() => "open".into(),
-        None => "-".into(),
-    }
-}
-
 /// `YYYY-MM-DD HH:MM` in UTC; `-` for a time outside jiff's range.
 fn time(ms: i64) -> String {
     match jiff::Timestamp::from_millisecond(ms) {
@@ -80,55 +40,250 @@ fn time(ms: i64) -> String {
     }
 }
 
-/// `dsh sessions list`.
-pub(crate) async fn list() -> Result<u8, Failure> {
-    let sessions = store().list().map_err(|e| Failure::run(anyhow!("{e}")))?;
+/// `dsh sessions list`: from the catalog (reconciled with the logs first), as a tree.
+pub(crate) async fn list(args: ListArgs) -> Result<u8, Failure> {
+    let filter = args.filter.to_filter(false)?;
+    let limit = filter.limit;
+    let catalog = crate::catalog::open()?;
+    let rows = catalog
+        .list(&dsh_catalog_api::Filter {
+            limit: None,
+            ..filter
+        })
+        .map_err(|e| Failure::run(anyhow!("{e}")))?;
+    let mut ordered = tree_order(rows);
+    if let Some(n) = limit {
+        ordered.truncate(n as usize);
+    }
+    if args.filter.json {
+        let rows: Vec<&SessionRow> = ordered.iter().map(|(_, r)| r).collect();
+        return write_stdout(&(serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n"));
+    }
     let mut out = String::new();
-    for (depth, s) in tree_order(sessions) {
-        let (turns, status, title) = match read(&s.id) {
-            Ok(log) => (
-                log.tracker().last_turn().to_string(),
-                last_status(&log),
-                title(&log),
-            ),
-            Err(e) => ("?".into(), "unreadable".into(), format!("{:#}", e.error)),
+    if args.header || std::io::stdout().is_terminal() {
+        out.push_str("ID  CREATED  CWD  TURNS  STATUS  TITLE\n");
+    }
+    for (depth, s) in ordered {
+        let (turns, title) = if s.status == "unreadable" {
+            (
+                "?".to_owned(),
+                "(the log cannot be read: see `dsh sessions repair`)".to_owned(),
+            )
+        } else {
+            (s.turns.to_string(), display_title(&s))
         };
         out.push_str(&format!(
             "{}{}  {}  {}  turns={}  {}  {}\n",
             "  ".repeat(depth),
             s.id,
-            time(s.created_at),
-            s.cwd.as_deref().unwrap_or("-"),
+            time(s.created_ms),
+            if s.cwd.is_empty() { "-" } else { &s.cwd },
             turns,
-            status,
+            s.status,
             title
         ));
     }
     write_stdout(&out)
 }
 
+/// The title shown for a session: its latest title, else its first prompt, on one line.
+fn display_title(s: &SessionRow) -> String {
+    let t = s.title.as_deref().unwrap_or(&s.first_prompt);
+    let line = t.lines().next().unwrap_or("").trim().to_owned();
+    if line.chars().count() > 60 {
+        line.chars().take(59).collect::<String>() + "…"
+    } else {
+        line
+    }
+}
+
+/// `dsh sessions search QUERY`: ranked hits with a highlighted snippet, session, turn, age.
+pub(crate) async fn search(args: SearchArgs) -> Result<u8, Failure> {
+    let filter = args.filter.to_filter(true)?;
+    let catalog = crate::catalog::open()?;
+    let hits = catalog
+        .search(&dsh_catalog_api::SearchQuery {
+            text: args.query.clone(),
+            filter,
+        })
+        .map_err(|e| Failure::run(anyhow!("{e}")))?;
+    if args.filter.json {
+        return write_stdout(&(serde_json::to_string_pretty(&hits).unwrap_or_default() + "\n"));
+    }
+    if hits.is_empty() {
+        let scope = if args.filter.all || args.filter.cwd.is_some() {
+            ""
+        } else {
+            " in this project (--all searches every session)"
+        };
+        eprintln!("dsh: nothing matches `{}`{scope}", args.query);
+        return Ok(0);
+    }
+    let tty = std::io::stdout().is_terminal();
+    let now = dsh_session::now_ms();
+    let mut out = String::new();
+    for h in &hits {
+        out.push_str(&format!(
+            "{}  turn {}  {}  {}  {}\n",
+            h.session_id,
+            h.turn,
+            age(now - h.updated_ms),
+            h.kind.as_str(),
+            highlight(&h.snippet, &h.highlights, tty)
+        ));
+    }
+    write_stdout(&out)
+}
+
+/// The snippet with its matches in bold yellow on a terminal, as it is otherwise.
+fn highlight(snippet: &str, ranges: &[(usize, usize)], tty: bool) -> String {
+    if !tty {
+        return snippet.to_owned();
+    }
+    let mut out = String::with_capacity(snippet.len() + ranges.len() * 10);
+    let mut at = 0;
+    for &(a, b) in ranges {
+        if a < at
+            || b > snippet.len()
+            || !snippet.is_char_boundary(a)
+            || !snippet.is_char_boundary(b)
+        {
+            continue;
+        }
+        out.push_str(&snippet[at..a]);
+        out.push_str("\x1b[1;33m");
+        out.push_str(&snippet[a..b]);
+        out.push_str("\x1b[0m");
+        at = b;
+    }
+    out.push_str(&snippet[at..]);
+    out
+}
+
+/// A short age: `42s`, `5m`, `3h`, `12d`, `8w`.
+pub(crate) fn age(ms: i64) -> String {
+    let s = (ms / 1000).max(0);
+    match s {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3_600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3_600),
+        s if s < 86_400 * 14 => format!("{}d", s / 86_400),
+        s => format!("{}w", s / (86_400 * 7)),
+    }
+}
+
+/// Options of `dsh sessions list`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ListArgs {
+    #[command(flatten)]
+    pub(crate) filter: FilterArgs,
+    /// Print the header row even when stdout is not a terminal.
+    #[arg(long)]
+    pub(crate) header: bool,
+}
+
+/// Options of `dsh sessions search`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SearchArgs {
+    /// Words (all must occur in one prompt, reply, tool call or result); `"a phrase"`;
+    /// `pre*` for a prefix. Anything else is literal text.
+    #[arg(value_name = "QUERY")]
+    pub(crate) query: String,
+    #[command(flatten)]
+    pub(crate) filter: FilterArgs,
+}
+
+/// The filters shared by `sessions list` and `sessions search`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct FilterArgs {
+    /// Only sessions of this directory: itself, under it, or of its project (search default:
+    /// the current directory).
+    #[arg(long, value_name = "DIR", conflicts_with = "all")]
+    pub(crate) cwd: Option<std::path::PathBuf>,
+    /// Every session, whatever its directory (the default of `list`).
+    #[arg(long)]
+    pub(crate) all: bool,
+    /// Only sessions active within this long: `30m`, `12h`, `7d`, `2w`.
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub(crate) since: Option<i64>,
+    /// Only sessions whose last model (or route) is this one.
+    #[arg(long, value_name = "M")]
+    pub(crate) model: Option<String>,
+    /// At most N rows.
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<u32>,
+    /// JSON output.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+impl FilterArgs {
+    /// The catalog filter; `here`: without `--cwd`/`--all`, the current directory.
+    fn to_filter(&self, here: bool) -> Result<dsh_catalog_api::Filter, Failure> {
+        let cwd = match (&self.cwd, self.all, here) {
+            (Some(dir), _, _) => Some(absolute(dir)?),
+            (None, false, true) => Some(
+                std::env::current_dir()
+                    .map_err(|e| Failure::run(anyhow!("no current directory: {e}")))?,
+            ),
+            _ => None,
+        };
+        Ok(dsh_catalog_api::Filter {
+            cwd: cwd.map(|d| d.to_string_lossy().into_owned()),
+            since_ms: self.since.map(|ms| dsh_session::now_ms() - ms),
+            model: self.model.clone(),
+            limit: self.limit,
+        })
+    }
+}
+
+fn absolute(dir: &std::path::Path) -> Result<std::path::PathBuf, Failure> {
+    std::path::absolute(dir)
+        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+        .map_err(|e| Failure::usage(anyhow!("bad directory {}: {e}", dir.display())))
+}
+
+/// `30m`, `12h`, `7d`, `2w` (or a bare number of days) in milliseconds.
+pub(crate) fn parse_age(s: &str) -> Result<i64, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "d"),
+    };
+    let n: i64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not an age like 30m, 12h, 7d or 2w"))?;
+    let unit_ms = match unit {
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        "w" => 7 * 86_400_000,
+        _ => return Err(format!("`{s}`: the unit is one of s, m, h, d, w")),
+    };
+    n.checked_mul(unit_ms)
+        .ok_or_else(|| format!("`{s}` is too long ago"))
+}
+
 /// Sessions as a tree: top-level sessions newest first, each followed by its children (oldest
 /// first, recursively) with their depth. A child whose parent is not stored counts as top level.
-fn tree_order(
-    sessions: Vec<dsh_session::SessionSummary>,
-) -> Vec<(usize, dsh_session::SessionSummary)> {
+fn tree_order(sessions: Vec<SessionRow>) -> Vec<(usize, SessionRow)> {
     use std::collections::{BTreeMap, HashSet};
     let ids: HashSet<String> = sessions.iter().map(|s| s.id.clone()).collect();
     let mut roots = Vec::new();
-    let mut children: BTreeMap<String, Vec<dsh_session::SessionSummary>> = BTreeMap::new();
+    let mut children: BTreeMap<String, Vec<SessionRow>> = BTreeMap::new();
     for s in sessions {
-        match s.parent_session.clone() {
+        match s.parent.clone() {
             Some(p) if p != s.id && ids.contains(&p) => children.entry(p).or_default().push(s),
             _ => roots.push(s),
         }
     }
-    roots.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+    roots.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then(b.id.cmp(&a.id)));
     for list in children.values_mut() {
-        list.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        list.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then(a.id.cmp(&b.id)));
     }
     let mut out = Vec::new();
-    let mut stack: Vec<(usize, dsh_session::SessionSummary)> =
-        roots.into_iter().rev().map(|s| (0, s)).collect();
+    let mut stack: Vec<(usize, SessionRow)> = roots.into_iter().rev().map(|s| (0, s)).collect();
     let mut seen = HashSet::new();
     while let Some((depth, s)) = stack.pop() {
         if !seen.insert(s.id.clone()) {

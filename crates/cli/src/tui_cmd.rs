@@ -1,12 +1,16 @@
-//! `dsh [PROMPT]`: the interactive terminal UI (dsh-tui) over a composed harness.
+//! `dsh [PROMPT]`: the interactive terminal UI (dsh-tui) over a composed harness, through an
+//! in-process host (dsh-host); `dsh --attach URL [SESSION]`: the same UI over a `dsh serve`
+//! (dsh-serve's remote client).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::anyhow;
 use clap::Args;
-use dsh_agent::{AgentOptions, Agents};
+use dsh_agent::AgentOptions;
+use dsh_host::{Host, HostOptions};
 use dsh_kernel::{Composer, Composition, Kernel};
+use dsh_protocol::{Client, SessionOptions, SessionSettings};
 use dsh_session::Sessions;
 
 use crate::compose::{compose, registry};
@@ -38,6 +42,11 @@ pub(crate) struct TuiArgs {
     /// Continue the latest session of the working directory.
     #[arg(long = "continue")]
     pub(crate) continue_latest: bool,
+    /// Run the UI against a `dsh serve` at URL (`http://HOST:PORT` or `unix:/path/to.sock`;
+    /// token from `DSH_SERVER_TOKEN`). The positional argument is then the session to attach
+    /// to (default: a new session on the server).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["resume", "continue_latest"])]
+    pub(crate) attach: Option<String>,
     #[command(flatten)]
     pub(crate) compose: ComposeArgs,
     #[command(flatten)]
@@ -81,6 +90,9 @@ fn init_file_logging() {
 /// Runs the TUI.
 pub(crate) async fn run(args: TuiArgs) -> Result<u8, Failure> {
     init_file_logging();
+    if let Some(url) = args.attach.clone() {
+        return attach(args, &url).await;
+    }
     if let Some(id) = args.resume.as_deref().filter(|id| !id.is_empty()) {
         // As `dsh exec --resume`: the log is read while the composition starts.
         dsh_session_jsonl::prefetch::start(dsh_session_jsonl::default_root(), id);
@@ -111,20 +123,33 @@ pub(crate) async fn run(args: TuiArgs) -> Result<u8, Failure> {
         composer.clone(),
         composition,
     );
-    let result = run_tui(&kernel, args, cwd).await;
+    let result = run_local(&kernel, args, cwd).await;
     kernel.dispose().await;
     result
 }
 
-async fn run_tui(kernel: &Kernel, args: TuiArgs, cwd: PathBuf) -> Result<u8, Failure> {
+/// A host over the composed kernel that asks approval questions through the protocol (unless
+/// the composition answers them itself, e.g. `approval-scripted`).
+fn host(kernel: &Kernel, defaults: AgentOptions) -> Result<Host, Failure> {
+    let options = |answer_approvals| HostOptions {
+        defaults: defaults.clone(),
+        answer_approvals,
+    };
+    match Host::new(kernel.root(), options(true)) {
+        Ok(h) => Ok(h),
+        Err(e) => {
+            tracing::warn!("approval questions are not asked in the TUI: {}", e.message);
+            Host::new(kernel.root(), options(false)).map_err(|e| Failure::usage(anyhow!("{e}")))
+        }
+    }
+}
+
+async fn run_local(kernel: &Kernel, args: TuiArgs, cwd: PathBuf) -> Result<u8, Failure> {
     let root = kernel.root();
-    let agents = root
-        .get::<dyn Agents>()
-        .ok_or_else(|| Failure::usage(anyhow!("the composition mounts no `agents` service")))?;
     let sessions = root
         .get::<dyn Sessions>()
         .ok_or_else(|| Failure::usage(anyhow!("the composition mounts no `sessions` service")))?;
-    let options = AgentOptions {
+    let defaults = AgentOptions {
         provider: Some(args.provider.clone()),
         model: args.model.clone(),
         reasoning_effort: args.effort.map(Into::into),
@@ -133,42 +158,144 @@ async fn run_tui(kernel: &Kernel, args: TuiArgs, cwd: PathBuf) -> Result<u8, Fai
         cwd: cwd.clone(),
     };
     let mut open_picker = false;
-    let resume_id = match (&args.resume, args.continue_latest) {
-        (Some(id), _) if !id.is_empty() => Some(id.clone()),
+    let target = match (&args.resume, args.continue_latest) {
+        (Some(id), _) if !id.is_empty() => dsh_tui::Target::Resume(id.clone()),
         (Some(_), _) => {
             open_picker = true;
-            None
+            dsh_tui::Target::New
         }
-        (None, true) => Some(latest_for(sessions.as_ref(), &cwd.to_string_lossy())?),
-        (None, false) => None,
+        (None, true) => {
+            dsh_tui::Target::Resume(latest_for(sessions.as_ref(), &cwd.to_string_lossy())?)
+        }
+        (None, false) => dsh_tui::Target::New,
     };
-    let agent = crate::exec::open_agent(agents.as_ref(), &root, resume_id, None, options).await?;
-    // The write path is tested before any token is spent (as `dsh exec` does).
-    if let Err(e) = agent.session().write_through().await {
-        let id = agent.id().to_owned();
-        agent.dispose().await;
-        return Err(Failure::run(anyhow!(
-            "cannot write session {id}: {e} (nothing was sent to the model)"
-        )));
-    }
-    // Custom commands and user-invocable skills, for completion (the `context` plugin expands
-    // them when they are sent).
-    let context = dsh_context::ContextConfig::default();
-    let extra_commands = dsh_context::report::load(
-        dsh_context::ProjectPaths::discover(&cwd, &context.instructions.project_root_markers),
-        &context.instructions,
-        &context.custom_skill_dirs,
-    )
-    .slash_commands();
-    let outcome = dsh_tui::run(dsh_tui::TuiOptions {
-        root: root.clone(),
-        agent,
-        initial_prompt: args.prompt.filter(|p| !p.trim().is_empty()),
-        history_file: Some(history_file(&cwd)),
-        theme: dsh_tui::Theme::from_env(),
+    let host = host(kernel, defaults)?;
+    let opts = TuiRun {
+        target,
+        new_session: session_options(&args, Some(&cwd)),
+        close_on_leave: true,
+        initial_prompt: args.prompt.clone(),
         open_picker,
-        project_dir: Some(cwd.clone()),
-        extra_commands,
+        project_dir: Some(cwd),
+    };
+    let result = run_with_client(host.client(), opts).await;
+    host.shutdown().await;
+    result
+}
+
+/// The options of new sessions from the command line.
+fn session_options(args: &TuiArgs, cwd: Option<&std::path::Path>) -> SessionOptions {
+    SessionOptions {
+        cwd: cwd.map(|c| c.display().to_string()),
+        settings: SessionSettings {
+            route: Some(args.provider.clone()),
+            model: args.model.clone(),
+            effort: args.effort.map(|e| match e {
+                Effort::Off => dsh_protocol::Effort::Off,
+                Effort::Low => dsh_protocol::Effort::Low,
+                Effort::High => dsh_protocol::Effort::High,
+                Effort::Max => dsh_protocol::Effort::Max,
+            }),
+            ..Default::default()
+        },
+    }
+}
+
+/// `dsh --attach URL [SESSION]`: the UI over a server's remote client.
+async fn attach(args: TuiArgs, url: &str) -> Result<u8, Failure> {
+    let token = std::env::var("DSH_SERVER_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty());
+    let client =
+        remote_client(url, token).map_err(|e| Failure::usage(anyhow!("--attach {url}: {e}")))?;
+    let target = match args.prompt.clone().filter(|s| !s.trim().is_empty()) {
+        Some(id) => dsh_tui::Target::Attach(id),
+        None => dsh_tui::Target::New,
+    };
+    // The directory is the server's: passed as given (or this one), checked there.
+    let cwd = match &args.cwd {
+        Some(d) => Some(d.clone()),
+        None => std::env::current_dir().ok(),
+    };
+    let opts = TuiRun {
+        new_session: session_options(&args, cwd.as_deref()),
+        target,
+        close_on_leave: false,
+        initial_prompt: None,
+        open_picker: false,
+        project_dir: None,
+    };
+    run_with_client(client, opts).await
+}
+
+/// The client of the server at `url`: `unix:/path` (the socket's mode is the access control)
+/// or `http(s)://…` (with the bearer token).
+fn remote_client(
+    url: &str,
+    token: Option<String>,
+) -> Result<Arc<dyn Client>, dsh_serve::RemoteError> {
+    let client = match url.strip_prefix("unix:") {
+        Some(path) => dsh_serve::RemoteClient::unix(std::path::Path::new(path))?,
+        None => dsh_serve::RemoteClient::new(url, token)?,
+    };
+    Ok(Arc::new(client))
+}
+
+/// What to show and how, besides the client.
+#[derive(Debug)]
+pub(crate) struct TuiRun {
+    /// The session shown first.
+    pub(crate) target: dsh_tui::Target,
+    /// Options of new sessions (the first, and `/new`).
+    pub(crate) new_session: SessionOptions,
+    /// Close the sessions the UI leaves (an in-process host: yes; a server: no, other clients
+    /// may be watching).
+    pub(crate) close_on_leave: bool,
+    /// A first prompt, sent at once.
+    pub(crate) initial_prompt: Option<String>,
+    /// Open the session picker at once.
+    pub(crate) open_picker: bool,
+    /// The project whose files `@` mentions offer (`None`: a remote host's files are not here).
+    pub(crate) project_dir: Option<PathBuf>,
+}
+
+impl TuiRun {
+    /// Attach to session `id` of a host: drive it, or watch it when another process holds it
+    /// (what `dsh attach ID` runs).
+    #[allow(dead_code)] // Until `dsh attach` (the background-sessions work) calls it.
+    pub(crate) fn attach(id: impl Into<String>) -> Self {
+        TuiRun {
+            target: dsh_tui::Target::Attach(id.into()),
+            new_session: SessionOptions::default(),
+            close_on_leave: false,
+            initial_prompt: None,
+            open_picker: false,
+            project_dir: None,
+        }
+    }
+}
+
+/// Runs the interactive UI over any protocol client (the in-process host, a server's remote
+/// client) and prints where the session is saved. The one entry for every way to open the UI:
+/// `dsh`, `dsh --attach URL [SESSION]`, and `dsh attach ID`, which calls
+/// `tui_cmd::run_with_client(client, TuiRun::attach(id))` with the per-user server's client.
+pub(crate) async fn run_with_client(client: Arc<dyn Client>, run: TuiRun) -> Result<u8, Failure> {
+    let history = match (&run.project_dir, &run.new_session.cwd) {
+        (Some(d), _) => Some(history_file(d)),
+        (None, Some(c)) => Some(history_file(std::path::Path::new(c))),
+        (None, None) => None,
+    };
+    let outcome = dsh_tui::run(dsh_tui::TuiOptions {
+        client,
+        target: run.target,
+        new_session: run.new_session,
+        close_on_leave: run.close_on_leave,
+        initial_prompt: run.initial_prompt.filter(|p| !p.trim().is_empty()),
+        history_file: history,
+        theme: dsh_tui::Theme::from_env(),
+        open_picker: run.open_picker,
+        project_dir: run.project_dir,
+        extra_commands: Vec::new(),
     })
     .await
     .map_err(|e| Failure::run(anyhow!(e)))?;

@@ -13,11 +13,15 @@
 //! (`scripts/fuzz`); `tests/all` runs each a fixed number of times over `fixtures/` seeds and
 //! deterministic mutations of them.
 
+mod serve_request;
+
 use std::path::Path;
 
 use dsh_llm::{SseFramer, SseItem, StreamChunk};
 use dsh_llm_http::{Decoder, Progress};
 use serde_json::Value;
+
+pub use serve_request::{serve_request, serve_request_status};
 
 /// A target: one input, panics on a finding.
 pub type Target = fn(&[u8]);
@@ -33,6 +37,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("acp_frame", acp_frame),
     ("mcp_render", mcp_render),
     ("approval_rules", approval_rules),
+    ("serve_request", serve_request),
 ];
 
 /// The target named `name`.

@@ -2,13 +2,17 @@
 //!
 //! The approval plugin logs `approval/asked` before it asks, so every subscriber sees the
 //! request as a projected event; the host keeps the open question until the first client
-//! answers ([`dsh_protocol::Op::AnswerApproval`]), the turn ends, or the plugin gives up.
+//! answers ([`dsh_protocol::Op::AnswerApproval`]), the turn ends, or the plugin gives up. A
+//! question asked without `approval/asked` (plan mode's) is resolved to the clients here.
 
 use std::collections::HashMap;
 use std::sync::Weak;
 
 use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest as AskedRequest};
-use dsh_protocol::{ApprovalDecision, ApprovalRequest, ErrorCode, ProtocolError, SandboxMode};
+use dsh_protocol::{
+    ApprovalDecision, ApprovalOutcome, ApprovalRequest, ErrorCode, EventMsg, ProtocolError,
+    SandboxMode,
+};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
@@ -66,11 +70,18 @@ impl HostAnswerer {
     }
 }
 
-/// Closes a question when its asker stops waiting, answered or not.
+/// Closes a question when its asker stops waiting, answered or not (an interrupted turn drops
+/// the wait).
 struct Open {
     inner: Weak<Inner>,
     session_id: String,
     request_id: String,
+    call_id: String,
+    /// Asked without `approval/asked` in the log (plan mode's accept question): no
+    /// `approval/decided` will be projected, so the close itself tells the clients.
+    unlogged: bool,
+    /// The answer, once one came; none when the asker stopped waiting first.
+    answer: Option<ApprovalAnswer>,
 }
 
 impl Drop for Open {
@@ -78,6 +89,22 @@ impl Drop for Open {
         if let Some(inner) = self.inner.upgrade() {
             inner.approvals.remove(&self.request_id);
             if let Some(hub) = inner.hubs.lock().get(&self.session_id) {
+                if self.unlogged {
+                    let (outcome, reason) = match self.answer.take() {
+                        Some(ApprovalAnswer::AllowOnce) => (ApprovalOutcome::AllowedOnce, None),
+                        Some(ApprovalAnswer::AllowAlways) => (ApprovalOutcome::AllowedAlways, None),
+                        Some(ApprovalAnswer::Deny { reason }) => (ApprovalOutcome::Denied, reason),
+                        Some(ApprovalAnswer::Cancelled) | None => {
+                            (ApprovalOutcome::Cancelled, None)
+                        }
+                    };
+                    hub.live_event(EventMsg::ApprovalResolved {
+                        request_id: self.request_id.clone(),
+                        call_id: Some(self.call_id.clone()),
+                        outcome,
+                        reason,
+                    });
+                }
                 hub.approval_closed(&self.request_id);
             }
         }
@@ -107,6 +134,7 @@ impl ApprovalAnswerer for HostAnswerer {
                 .lock()
                 .projector
                 .call_display(&request.call_id, &request.tool_name);
+            let unlogged = !hub.state.lock().projector.asked.contains(&request.id);
             let (tx, rx) = oneshot::channel();
             inner.approvals.open.lock().insert(request.id.clone(), tx);
             hub.approval_opened(ApprovalRequest {
@@ -118,14 +146,19 @@ impl ApprovalAnswerer for HostAnswerer {
                 reason: request.reason.clone(),
                 escalation: request.escalation.map(escalation),
             });
-            let _open = Open {
+            let mut open = Open {
                 inner: self.inner.clone(),
                 session_id: request.session_id.clone(),
                 request_id: request.id.clone(),
+                call_id: request.call_id.clone(),
+                unlogged,
+                answer: None,
             };
             drop(inner);
             drop(hub);
-            rx.await.unwrap_or(ApprovalAnswer::Cancelled)
+            let answer = rx.await.unwrap_or(ApprovalAnswer::Cancelled);
+            open.answer = Some(answer.clone());
+            answer
         })
     }
 }

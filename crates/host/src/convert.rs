@@ -78,3 +78,33 @@ pub fn todo(t: LogTodo) -> TodoItem {
         },
     }
 }
+
+/// The goal a logged `goal/change` leaves (`None`: cleared).
+pub fn goal(change: dsh_goal_api::GoalChange) -> Option<dsh_protocol::GoalInfo> {
+    use dsh_goal_api::GoalPhase as P;
+    use dsh_protocol::GoalPhase;
+    match change {
+        dsh_goal_api::GoalChange::Clear { .. } => None,
+        dsh_goal_api::GoalChange::Snapshot {
+            goal,
+            rounds_started,
+            ..
+        } => Some(dsh_protocol::GoalInfo {
+            id: goal.id,
+            revision: goal.revision,
+            objective: goal.objective,
+            phase: match goal.phase {
+                P::Active => GoalPhase::Active,
+                P::Paused => GoalPhase::Paused,
+                P::Blocked => GoalPhase::Blocked,
+                P::Complete => GoalPhase::Complete,
+            },
+            rounds_started,
+            max_rounds: goal.max_goal_rounds,
+            blocked: goal.blocked_reason.map(|r| dsh_protocol::GoalBlocked {
+                code: r.code,
+                message: r.message,
+            }),
+        }),
+    }
+}

@@ -16,7 +16,7 @@ use dsh_kernel::{Ctx, Registration};
 use dsh_llm::{Message, ReasoningEffort, StreamChunk};
 use dsh_protocol::{
     ApprovalRequest, ErrorCode, Event, EventMsg, EventStream, LiveAttempt, ProtocolError,
-    QueuedSteer, SessionState, Snapshot,
+    QuestionRequest, QueuedSteer, SessionState, Snapshot, SubagentMode,
 };
 use dsh_session::plugin::SessionEvent;
 use dsh_subagent_api::events::SubagentStarted;
@@ -46,6 +46,8 @@ pub(crate) struct HubState {
     pub live: Option<LiveAttempt>,
     pub steers: Vec<QueuedSteer>,
     pub approvals: Vec<ApprovalRequest>,
+    /// Questions of `ask_user_question` waiting for an answer.
+    pub questions: Vec<QuestionRequest>,
     pub state: SessionState,
 }
 
@@ -93,6 +95,7 @@ impl Hub {
                 live: None,
                 steers: Vec::new(),
                 approvals: Vec::new(),
+                questions: Vec::new(),
                 state,
             }),
             registrations: Mutex::new(Vec::new()),
@@ -139,6 +142,17 @@ impl Hub {
                     && *e.agent_id == *hub.id
                 {
                     hub.status(e.status);
+                    if e.status == AgentStatus::Idle && hub.owned {
+                        // Steers still queued when the turn ended without another step
+                        // become the next prompt (off this notification's stack).
+                        match tokio::runtime::Handle::try_current() {
+                            Ok(rt) => {
+                                let hub = hub.clone();
+                                rt.spawn(async move { hub.flush_steers_if_idle() });
+                            }
+                            Err(_) => hub.flush_steers_if_idle(),
+                        }
+                    }
                 }
                 Ok(())
             })
@@ -154,6 +168,10 @@ impl Hub {
                         session_id: e.child_id.clone(),
                         call_id: None,
                         label: e.label.clone(),
+                        mode: Some(match e.mode {
+                            dsh_subagent_api::SubagentMode::Spawn => SubagentMode::Spawn,
+                            dsh_subagent_api::SubagentMode::Fork => SubagentMode::Fork,
+                        }),
                     });
                 }
                 Ok(())
@@ -261,7 +279,9 @@ impl Hub {
     fn status(&self, status: AgentStatus) {
         let mut st = self.state.lock();
         let state = match status {
-            AgentStatus::Running if !st.approvals.is_empty() => SessionState::WaitingForApproval,
+            AgentStatus::Running if !st.approvals.is_empty() || !st.questions.is_empty() => {
+                SessionState::WaitingForApproval
+            }
             AgentStatus::Running => SessionState::Working,
             AgentStatus::Idle => SessionState::Idle,
             _ => SessionState::Ended,
@@ -334,10 +354,18 @@ impl Hub {
         }
     }
 
-    /// An approval question is open (its request was already projected from `approval/asked`).
+    /// An approval question is open. Its request was projected from `approval/asked` when the
+    /// approval plugin logged one; a question asked without one (plan mode's accept question)
+    /// is sent to the subscribers here.
     pub fn approval_opened(&self, request: ApprovalRequest) {
         let mut st = self.state.lock();
         st.approvals.retain(|a| a.request_id != request.request_id);
+        if !st.projector.asked.contains(&request.request_id) {
+            self.send(
+                st.last_seq.unwrap_or(0),
+                EventMsg::ApprovalRequested(request.clone()),
+            );
+        }
         st.approvals.push(request);
         self.set_state(&mut st, SessionState::WaitingForApproval);
     }
@@ -346,7 +374,36 @@ impl Hub {
     pub fn approval_closed(&self, request_id: &str) {
         let mut st = self.state.lock();
         st.approvals.retain(|a| a.request_id != request_id);
-        if st.approvals.is_empty() && st.state == SessionState::WaitingForApproval {
+        if st.approvals.is_empty()
+            && st.questions.is_empty()
+            && st.state == SessionState::WaitingForApproval
+        {
+            let state = match self.agent.status() {
+                AgentStatus::Running => SessionState::Working,
+                AgentStatus::Idle => SessionState::Idle,
+                _ => SessionState::Ended,
+            };
+            self.set_state(&mut st, state);
+        }
+    }
+
+    /// A question is open: told to every subscriber, kept in the snapshot until it closes.
+    pub fn question_opened(&self, request: QuestionRequest) {
+        let mut st = self.state.lock();
+        st.questions.retain(|q| q.request_id != request.request_id);
+        st.questions.push(request.clone());
+        self.send(st.last_seq.unwrap_or(0), EventMsg::QuestionAsked(request));
+        self.set_state(&mut st, SessionState::WaitingForApproval);
+    }
+
+    /// A question closed (answered or dismissed).
+    pub fn question_closed(&self, request_id: &str) {
+        let mut st = self.state.lock();
+        st.questions.retain(|q| q.request_id != request_id);
+        if st.approvals.is_empty()
+            && st.questions.is_empty()
+            && st.state == SessionState::WaitingForApproval
+        {
             let state = match self.agent.status() {
                 AgentStatus::Running => SessionState::Working,
                 AgentStatus::Idle => SessionState::Idle,
@@ -377,6 +434,8 @@ impl Hub {
             last_seq: st.last_seq,
             settings: st.projector.settings.clone(),
             usage: Some(st.projector.total),
+            first_prompt: st.projector.first_prompt.clone(),
+            last_turn_end: st.projector.last_turn_end.clone(),
         }
     }
 
@@ -389,7 +448,7 @@ impl Hub {
                 session: self.summary(&st),
                 usage: st.projector.total,
                 pending_approvals: st.approvals.clone(),
-                pending_questions: Vec::new(),
+                pending_questions: st.questions.clone(),
                 queued_steers: st.steers.clone(),
                 live: st.live.clone(),
             };
@@ -407,8 +466,12 @@ impl Hub {
             loop {
                 match rx.recv().await {
                     Ok(ev) => {
-                        // Committed events already replayed are skipped; live ones are new.
-                        if !ev.is_live() && replayed_to.is_some_and(|r| ev.seq <= r) {
+                        // Committed events already replayed are skipped; live ones are new (a
+                        // question asked without a log record is sent at the last seq).
+                        if !ev.is_live()
+                            && !matches!(ev.msg, EventMsg::ApprovalRequested(_))
+                            && replayed_to.is_some_and(|r| ev.seq <= r)
+                        {
                             continue;
                         }
                         return Some((Arc::unwrap_or_clone(ev), rx));

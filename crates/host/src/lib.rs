@@ -14,8 +14,11 @@ mod approvals;
 mod builtins;
 pub mod convert;
 pub mod hub;
+mod log;
 pub mod project;
+mod questions;
 mod sessions;
+mod workdir;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,7 +29,7 @@ use dsh_kernel::Ctx;
 use dsh_llm::Llm;
 use dsh_llm::service::CallSettings;
 use dsh_protocol::{
-    Client, CommandInfo, ErrorCode, EventMsg, EventStream, Op, OpAccepted, OpenSession,
+    Client, CommandInfo, ErrorCode, EventMsg, EventStream, LogStream, Op, OpAccepted, OpenSession,
     ProtocolError, QueuedSteer, SessionQuery, SessionSummary,
 };
 use dsh_session::SessionError;
@@ -38,13 +41,15 @@ use crate::hub::Hub;
 use crate::project::{Pricer, Projector};
 
 pub use approvals::HostAnswerer;
+pub use questions::HostQuestions;
 
 /// What a host needs.
 pub struct HostOptions {
     /// Options of new sessions where the client leaves them open (route, model, effort, cwd).
     pub defaults: AgentOptions,
     /// Provide the `approval-answerer` service, so approval questions reach the clients (the
-    /// TUI, the server). Off for hosts whose composition answers otherwise (a script).
+    /// TUI, the server), and the `question-answerer` service (`ask_user_question`). Off for hosts
+    /// whose composition answers otherwise (a script) or that have no person (`dsh exec`).
     pub answer_approvals: bool,
 }
 
@@ -62,6 +67,7 @@ pub(crate) struct Inner {
     pub defaults: AgentOptions,
     pub hubs: Mutex<HashMap<String, Arc<Hub>>>,
     pub approvals: approvals::Pending,
+    pub questions: questions::PendingQuestions,
     pub next_steer: std::sync::atomic::AtomicU64,
 }
 
@@ -121,6 +127,7 @@ impl Host {
             defaults: options.defaults,
             hubs: Mutex::new(HashMap::new()),
             approvals: approvals::Pending::default(),
+            questions: questions::PendingQuestions::default(),
             next_steer: std::sync::atomic::AtomicU64::new(1),
         });
         if options.answer_approvals {
@@ -131,6 +138,17 @@ impl Host {
                     ProtocolError::new(
                         ErrorCode::Conflict,
                         format!("approval questions cannot be answered here: {e}"),
+                    )
+                })?;
+            // A host whose clients answer approvals has a person: it answers the agent's
+            // questions too (`ask_user_question`).
+            let questions: Arc<dyn dsh_approval_api::QuestionAnswerer> =
+                Arc::new(HostQuestions::new(Arc::downgrade(&inner)));
+            root.provide::<dyn dsh_approval_api::QuestionAnswerer>(questions)
+                .map_err(|e| {
+                    ProtocolError::new(
+                        ErrorCode::Conflict,
+                        format!("questions to the user cannot be answered here: {e}"),
                     )
                 })?;
         }
@@ -237,6 +255,8 @@ impl Inner {
             s.route = Some(p.provider.clone());
             s.model = Some(p.model.id.clone());
             s.effort = p.effort.as_ref().and_then(convert::effort_out);
+            s.context_window = Some(p.model.context_window);
+            s.priced = Some(p.model.pricing.is_some());
         } else {
             s.route = options.provider;
             s.model = settings.model;
@@ -438,6 +458,20 @@ impl Inner {
                 agent.cancel(CancelCause::User, true);
                 Ok(accepted(None))
             }
+            Op::InterruptDropQueued => {
+                let queued: Vec<String> = hub
+                    .state
+                    .lock()
+                    .steers
+                    .iter()
+                    .map(|s| s.steer_id.clone())
+                    .collect();
+                for steer_id in queued {
+                    hub.withdraw_steer(&steer_id);
+                }
+                agent.cancel(CancelCause::User, false);
+                Ok(accepted(None))
+            }
             Op::AnswerApproval {
                 request_id,
                 decision,
@@ -446,10 +480,20 @@ impl Inner {
                 hub.approval_closed(&request_id);
                 Ok(accepted(Some(request_id)))
             }
-            Op::AnswerQuestion { request_id, .. } => Err(ProtocolError::new(
-                ErrorCode::UnknownRequest,
-                format!("no open question `{request_id}` in session `{id}`"),
-            )),
+            Op::AnswerQuestion {
+                request_id,
+                answers,
+            } => {
+                let told = EventMsg::QuestionAnswered {
+                    request_id: request_id.clone(),
+                    answers: answers.clone(),
+                };
+                self.questions.answer(id, &request_id, answers, || {
+                    hub.question_closed(&request_id);
+                    hub.live_event(told);
+                })?;
+                Ok(accepted(Some(request_id)))
+            }
             Op::RunCommand { name, args } => {
                 let call = CommandCall {
                     agent: agent.clone(),
@@ -483,6 +527,10 @@ impl Inner {
             Op::SetEffort { effort } => {
                 self.set_route(&hub, None, Some(effort));
                 Ok(accepted(None))
+            }
+            Op::SetWorkingDirectory { path } => {
+                let cwd = workdir::set(agent, &path)?;
+                Ok(accepted(Some(cwd)))
             }
         }
     }
@@ -588,6 +636,15 @@ impl Client for Host {
                 Err(e) => Err(e),
             }
         })
+    }
+
+    fn log(
+        &self,
+        session_id: &str,
+        after: Option<u64>,
+    ) -> BoxFuture<'_, Result<LogStream, ProtocolError>> {
+        let id = session_id.to_owned();
+        Box::pin(async move { log::open(&self.inner, &id, after).await })
     }
 
     fn sessions(

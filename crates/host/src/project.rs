@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use dsh_approval_api::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
 use dsh_compaction_api::events::{CompactionEnd, CompactionTokens};
+use dsh_goal_api::{GoalChange, GoalSource};
 use dsh_kernel::ScopeKey;
 use dsh_llm::{ContentBlock, ModelPricing, TokenUsage};
 use dsh_protocol::{
@@ -58,8 +59,18 @@ pub struct Projector {
     pub settings: SessionSettings,
     /// The latest title.
     pub title: Option<String>,
+    /// The session's goal (`goal/change`, rounds counted from their prompts).
+    pub goal: Option<dsh_protocol::GoalInfo>,
+    /// The goal round the current turn runs, if it is one.
+    round: Option<(String, u64)>,
     /// The latest working directory change.
     pub cwd: Option<String>,
+    /// The first prompt a person wrote.
+    pub first_prompt: Option<String>,
+    /// How the last turn ended (`None` while one is open).
+    pub last_turn_end: Option<TurnEndReason>,
+    /// Approval requests logged (`approval/asked`) and not yet decided.
+    pub asked: std::collections::HashSet<String>,
     /// The model of the latest answer (prices failed attempts).
     model: String,
     /// The session whose log this is (approval requests name it).
@@ -124,7 +135,12 @@ impl Projector {
             turns: 0,
             settings: SessionSettings::default(),
             title: None,
+            goal: None,
+            round: None,
             cwd: None,
+            first_prompt: None,
+            last_turn_end: None,
+            asked: std::collections::HashSet::new(),
             model: String::new(),
             session_id: session_id.into(),
             compaction_tokens: None,
@@ -172,20 +188,44 @@ impl Projector {
         let mut out = Vec::new();
         match ev.core() {
             Some(CoreEvent::TurnStart(t)) => {
+                self.last_turn_end = None;
                 self.turn = t.turn;
                 self.turns = self.turns.max(t.turn);
                 self.turn_usage = Usage::default();
+                self.round = None;
                 out.push(EventMsg::TurnStarted { turn: t.turn });
             }
             Some(CoreEvent::TurnEnd(end)) => {
                 self.calls.clear();
+                let reason = turn_end(&end.reason);
+                self.last_turn_end = Some(reason.clone());
+                let usage = std::mem::take(&mut self.turn_usage);
                 out.push(EventMsg::TurnEnded {
                     turn: end.turn,
-                    reason: turn_end(&end.reason),
-                    usage: std::mem::take(&mut self.turn_usage),
+                    reason,
+                    usage,
                 });
+                if let Some((goal_id, round)) = self.round.take() {
+                    let max_rounds = self
+                        .goal
+                        .as_ref()
+                        .filter(|g| g.id == goal_id)
+                        .map_or(0, |g| g.max_rounds);
+                    out.push(EventMsg::GoalRoundEnded {
+                        goal_id,
+                        round,
+                        max_rounds,
+                        usage,
+                    });
+                }
             }
             Some(CoreEvent::UserMessage(m)) => {
+                if let Some(s) = GoalSource::of(&m.0) {
+                    if let Some(g) = self.goal.as_mut().filter(|g| g.id == s.goal_id) {
+                        g.rounds_started = g.rounds_started.max(s.round);
+                    }
+                    self.round = Some((s.goal_id, s.round));
+                }
                 let source = match m.0.source.kind.as_str() {
                     "user" => MessageSource::User,
                     "command" | "dsh-command" => MessageSource::Command,
@@ -193,9 +233,13 @@ impl Projector {
                     "subagent" | "job" | "agent" => MessageSource::Agent,
                     other => MessageSource::Other(other.to_owned()),
                 };
+                let text = m.0.text();
+                if source == MessageSource::User && self.first_prompt.is_none() {
+                    self.first_prompt = Some(text.clone());
+                }
                 out.push(EventMsg::UserMessage {
                     turn: self.turn,
-                    text: m.0.text(),
+                    text,
                     source,
                 });
             }
@@ -276,12 +320,17 @@ impl Projector {
                         self.display(&DisplayInput::new("tool", "{}").with_result(result)),
                     ),
                 };
+                let error_message = is_error
+                    .then(|| text.lines().find(|l| !l.trim().is_empty()))
+                    .flatten()
+                    .map(str::to_owned);
                 out.push(EventMsg::ToolCallEnded {
                     call_id: id,
                     tool_name: name,
                     display,
                     is_error,
                     error_code: code.as_deref().map(ErrorCode::from_wire),
+                    error_message,
                 });
             }
             Some(_) => {}
@@ -308,6 +357,14 @@ impl Projector {
                 if let Some(Ok(t)) = ev.plugin::<TodoWrite>() {
                     let items = t.todos.into_iter().map(convert::todo).collect();
                     out.push(EventMsg::TodoList { items });
+                }
+            }
+            EventKind::GoalChange => {
+                if let Some(Ok(c)) = ev.plugin::<GoalChange>() {
+                    self.goal = convert::goal(c);
+                    out.push(EventMsg::GoalUpdated {
+                        goal: self.goal.clone(),
+                    });
                 }
             }
             EventKind::PlanMode => {
@@ -372,6 +429,7 @@ impl Projector {
             }
             EventKind::ApprovalAsked => {
                 if let Some(Ok(a)) = ev.plugin::<ApprovalAsked>() {
+                    self.asked.insert(a.id.clone());
                     let call_id = a.call_id.unwrap_or_default();
                     out.push(EventMsg::ApprovalRequested(ApprovalRequest {
                         request_id: a.id,
@@ -386,6 +444,7 @@ impl Projector {
             }
             EventKind::ApprovalDecided => {
                 if let Some(Ok(d)) = ev.plugin::<ApprovalDecided>() {
+                    self.asked.remove(&d.id);
                     let outcome = match (d.outcome, d.always) {
                         (DecidedOutcome::AllowedOnce, true) => ApprovalOutcome::AllowedAlways,
                         (DecidedOutcome::AllowedOnce, false) => ApprovalOutcome::AllowedOnce,

@@ -1,7 +1,10 @@
 //! Stored sessions: listing, summaries, replay of a log no process serves here, and fork
 //! boundaries.
 
+use std::collections::HashSet;
 use std::sync::Arc;
+
+use dsh_catalog_api::{Catalog, Filter, SearchQuery};
 
 use dsh_kernel::Ctx;
 use dsh_protocol::{
@@ -82,15 +85,68 @@ fn stored(s: &dsh_session::persist::SessionSummary) -> SessionSummary {
     }
 }
 
-/// Stored and open sessions, newest first.
+/// A catalogued session (its row is counted from the whole log).
+fn catalogued(r: dsh_catalog_api::SessionRow) -> SessionSummary {
+    SessionSummary {
+        id: r.id,
+        parent_id: r.parent,
+        title: r.title,
+        cwd: r.cwd,
+        created_ms: r.created_ms,
+        updated_ms: r.updated_ms,
+        state: SessionState::Ended,
+        turns: r.turns,
+        last_seq: r.last_seq,
+        first_prompt: (!r.first_prompt.is_empty()).then_some(r.first_prompt),
+        ..Default::default()
+    }
+}
+
+/// The ids of the sessions whose text matches `q` in the catalog (`None`: no catalog, or it
+/// failed).
+fn catalog_matches(catalog: &dyn Catalog, q: &str) -> Option<HashSet<String>> {
+    let query = SearchQuery {
+        text: q.to_owned(),
+        filter: Filter {
+            limit: Some(1_000),
+            ..Default::default()
+        },
+    };
+    match catalog.search(&query) {
+        Ok(hits) => Some(hits.into_iter().map(|h| h.session_id).collect()),
+        Err(e) => {
+            tracing::warn!("the catalog search failed, matching titles only: {e}");
+            None
+        }
+    }
+}
+
+/// Stored and open sessions, newest first. With a catalog mounted, stored sessions come from
+/// it (no log is read) and `q` also matches their full text; without one, or when it fails,
+/// from the logs' headers and `q` matches titles and ids.
 pub(crate) async fn list(
     inner: &Inner,
     query: SessionQuery,
 ) -> Result<Vec<SessionSummary>, ProtocolError> {
     let sessions = sessions_service(&inner.root)?;
-    let mut all: Vec<SessionSummary> = blocking(move || {
-        let list = sessions.list().map_err(|e| session_error(&e))?;
-        Ok(list.iter().map(stored).collect())
+    let catalog = inner.root.get::<dyn Catalog>();
+    let q = query.q.clone();
+    let (mut all, matches): (Vec<SessionSummary>, Option<HashSet<String>>) = blocking(move || {
+        let Some(catalog) = catalog else {
+            let list = sessions.list().map_err(|e| session_error(&e))?;
+            return Ok((list.iter().map(stored).collect(), None));
+        };
+        let matches = q
+            .as_deref()
+            .and_then(|q| catalog_matches(catalog.as_ref(), q));
+        match catalog.list(&Filter::default()) {
+            Ok(rows) => Ok((rows.into_iter().map(catalogued).collect(), matches)),
+            Err(e) => {
+                tracing::warn!("the catalog failed, listing the logs: {e}");
+                let list = sessions.list().map_err(|e| session_error(&e))?;
+                Ok((list.iter().map(stored).collect(), matches))
+            }
+        }
     })
     .await?;
     let open: Vec<SessionSummary> = inner
@@ -118,6 +174,7 @@ pub(crate) async fn list(
                 .as_deref()
                 .is_some_and(|t| t.to_lowercase().contains(&q))
                 || s.id.contains(&q)
+                || matches.as_ref().is_some_and(|m| m.contains(&s.id))
         });
     }
     all.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then(b.id.cmp(&a.id)));
@@ -167,6 +224,8 @@ async fn read_stored(
             last_seq: log.events().last().map(|e| e.seq()),
             settings: projector.settings.clone(),
             usage: Some(projector.total),
+            first_prompt: projector.first_prompt.clone(),
+            last_turn_end: projector.last_turn_end.clone(),
         };
         Ok((summary, events))
     })

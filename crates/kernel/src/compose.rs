@@ -2,11 +2,13 @@
 //! plugin name, with a diff by `id` when the composition changes.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 
 use serde::Deserialize;
 
 use crate::ctx::Ctx;
 use crate::error::KernelError;
+use crate::fiber::FiberState;
 use crate::kernel::FiberHandle;
 use crate::plugin::PluginRegistry;
 
@@ -250,14 +252,69 @@ impl Composer {
         Ok(report)
     }
 
-    /// Waits until every mounted row is active; fails on the first that failed.
+    /// Waits until every mounted row is active, or waits for a service that no row provides;
+    /// fails on the first row that failed (or was disposed).
+    ///
+    /// A row whose dependency is never provided (say `compact-command` with the `commands` row
+    /// disabled) would otherwise wait forever: once nothing is loading or about to start, such
+    /// rows are left pending (they start if the service appears later), each named with what it
+    /// waits for in a warning, and [`Composer::waiting`] lists them.
     pub async fn ready(&self) -> Result<(), KernelError> {
-        for id in &self.order {
-            if let Some((_, h)) = self.mounted.get(id) {
-                h.ready().await?;
+        loop {
+            // Subscribe before looking, so a change between the look and the wait wakes us.
+            let mut watches = Vec::with_capacity(self.order.len());
+            let mut busy = false;
+            let mut nudge = None;
+            for id in &self.order {
+                let Some((_, h)) = self.mounted.get(id) else {
+                    continue;
+                };
+                watches.push(h.fiber.state.subscribe());
+                match h.state() {
+                    FiberState::Active => {}
+                    FiberState::Failed | FiberState::Disposed => return h.ready().await,
+                    FiberState::Loading | FiberState::Unloading => busy = true,
+                    FiberState::Pending => {
+                        if h.fiber.start_scheduled.load(Ordering::SeqCst) {
+                            busy = true;
+                        } else if h.missing_dependencies().is_empty() {
+                            // Startable but not scheduled: ask the kernel to start it.
+                            busy = true;
+                            nudge = h.fiber.kernel.upgrade();
+                        }
+                    }
+                }
+            }
+            if let Some(kernel) = nudge {
+                kernel.reconcile();
+            }
+            if !busy {
+                for (id, missing) in self.waiting() {
+                    tracing::warn!(
+                        row = %id,
+                        waits_for = %missing.join(", "),
+                        "plugin row not started: no row provides the services it needs"
+                    );
+                }
+                return Ok(());
+            }
+            let changes = watches.iter_mut().map(|w| Box::pin(w.changed()));
+            if futures::future::select_all(changes).await.0.is_err() {
+                return Err(KernelError::KernelGone);
             }
         }
-        Ok(())
+    }
+
+    /// The rows pending on services that are not there, with the names of those services.
+    pub fn waiting(&self) -> Vec<(String, Vec<&'static str>)> {
+        self.order
+            .iter()
+            .filter_map(|id| {
+                let (_, h) = self.mounted.get(id)?;
+                let missing = h.missing_dependencies();
+                (!missing.is_empty()).then(|| (id.clone(), missing))
+            })
+            .collect()
     }
 }
 

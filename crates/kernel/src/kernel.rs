@@ -59,6 +59,20 @@ impl KernelInner {
         Some(out)
     }
 
+    /// The names of `deps` that are not (yet) visible to `fiber`: absent, still loading, or
+    /// provided by the fiber itself.
+    pub(crate) fn missing(&self, deps: &[Dep], fiber: u64) -> Vec<&'static str> {
+        let services = self.services.lock();
+        deps.iter()
+            .filter(|dep| {
+                services
+                    .get(&dep.type_id)
+                    .is_none_or(|e| !e.published || e.owner == fiber)
+            })
+            .map(|dep| dep.name)
+            .collect()
+    }
+
     /// Makes the services a fiber provided while loading visible.
     pub(crate) fn publish(&self, fiber: u64) {
         for entry in self.services.lock().values_mut() {
@@ -340,6 +354,18 @@ impl FiberHandle {
     /// The current state.
     pub fn state(&self) -> FiberState {
         self.fiber.state()
+    }
+
+    /// The services the plugin waits for that no active fiber provides (empty unless it is
+    /// pending on them).
+    pub fn missing_dependencies(&self) -> Vec<&'static str> {
+        if self.fiber.state() != FiberState::Pending {
+            return Vec::new();
+        }
+        match self.fiber.kernel.upgrade() {
+            Some(kernel) => kernel.missing(&self.fiber.deps, self.fiber.id),
+            None => Vec::new(),
+        }
     }
 
     /// The error of the last failed `apply`, if any.

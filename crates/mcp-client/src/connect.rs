@@ -358,7 +358,7 @@ fn die_with_parent(cmd: &mut tokio::process::Command) {
 fn http_transport(
     config: &McpServerConfig,
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, ConnectError> {
-    install_crypto_provider();
+    dsh_tls::install_crypto_provider();
     let mut headers = HashMap::new();
     for (k, v) in &config.headers {
         let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
@@ -367,7 +367,14 @@ fn http_transport(
             .map_err(|_| ConnectError::Header(k.clone()))?;
         headers.insert(name, value);
     }
-    let client = reqwest::Client::builder()
+    // The process's one TLS configuration: building the client reads no certificate; the
+    // first TLS handshake of any client loads the system's roots, once for the process.
+    let builder = reqwest::Client::builder();
+    let builder = match dsh_tls::client_config() {
+        Some(tls) => builder.tls_backend_preconfigured(tls),
+        None => builder,
+    };
+    let client = builder
         .build()
         .map_err(|e| ConnectError::Http(e.to_string()))?;
     let url = config.url.clone().unwrap_or_default();
@@ -377,13 +384,4 @@ fn http_transport(
         client,
         transport_config,
     ))
-}
-
-/// Installs rustls' `ring` provider once per process (a provider installed by someone else
-/// is kept).
-fn install_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }

@@ -4,6 +4,8 @@
 //! client) implements it over the network. A front end holds an `Arc<dyn Client>` and nothing
 //! else of the engine.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
@@ -17,6 +19,23 @@ use crate::session::{OpenSession, SessionQuery, SessionSummary};
 /// an [`crate::EventMsg::Error`] of code `SUBSCRIBER_LAGGED` when the subscriber fell too far behind the
 /// live events to be served (subscribe again from the last seq seen: the log has everything).
 pub type EventStream = BoxStream<'static, Event>;
+
+/// One committed record of a session's log: its sequence number and its exact JSON line in the
+/// session format (`docs/session-format.md`), without the trailing newline. Consumers that
+/// promise the session format (`dsh exec --json`, the SDK server) pass the line on byte for
+/// byte; nothing in this crate parses it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogRecord {
+    /// The record's `seq` (the same number its line carries).
+    pub seq: u64,
+    /// The JSON line.
+    pub line: Arc<str>,
+}
+
+/// A stream of one session's raw log records, in seq order, each once. It ends when the session
+/// is closed (after its last record), or after an `Err` (storage or transport failed: open a new
+/// stream after the last seq seen).
+pub type LogStream = BoxStream<'static, Result<LogRecord, ProtocolError>>;
 
 /// A host of sessions, as a front end sees it.
 pub trait Client: Send + Sync + 'static {
@@ -34,6 +53,17 @@ pub trait Client: Send + Sync + 'static {
         session_id: &str,
         after: Option<u64>,
     ) -> BoxFuture<'_, Result<EventStream, ProtocolError>>;
+
+    /// The session's raw log: every committed record after `after` (all of them when `None`),
+    /// then each record as it commits, until the session is closed. A record is yielded only
+    /// once it is written through to the operating system (a consumer never sees a record a
+    /// crash of the host could lose). A session the host does not have open yields its stored
+    /// records and ends. Watching never takes the session's write lock.
+    fn log(
+        &self,
+        session_id: &str,
+        after: Option<u64>,
+    ) -> BoxFuture<'_, Result<LogStream, ProtocolError>>;
 
     /// Stored and open sessions, newest first.
     fn sessions(

@@ -163,6 +163,51 @@ pub struct QuestionRequest {
     pub questions: Vec<Question>,
 }
 
+/// Where a goal is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum GoalPhase {
+    /// Rounds continue.
+    Active,
+    /// Stopped by a person (or an interrupted round).
+    Paused,
+    /// Stopped by a blocker or its round limit (see `blocked`).
+    Blocked,
+    /// Achieved.
+    Complete,
+}
+
+/// Why a goal is blocked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalBlocked {
+    /// `round-limit` (out of rounds), `model-reported`, or another kebab-case code.
+    pub code: String,
+    /// What blocks it.
+    pub message: String,
+}
+
+/// A session's goal: a persistent objective that drives automatic continuation rounds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalInfo {
+    /// Its id.
+    pub id: String,
+    /// Its revision (one more at each change).
+    pub revision: u64,
+    /// What to achieve.
+    pub objective: String,
+    /// Where it is.
+    pub phase: GoalPhase,
+    /// Rounds started so far.
+    pub rounds_started: u64,
+    /// The most rounds it may start.
+    pub max_rounds: u64,
+    /// Why it is blocked, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<GoalBlocked>,
+}
+
 /// A steer waiting for the next step boundary.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -183,6 +228,16 @@ pub enum RunStatus {
     Failed,
     /// It was stopped.
     Cancelled,
+}
+
+/// How a sub-agent was started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SubagentMode {
+    /// A fresh session with its own prompt.
+    Spawn,
+    /// A session seeded with the parent's history.
+    Fork,
 }
 
 /// The state of a background job.
@@ -384,6 +439,9 @@ pub enum EventMsg {
         /// The error's code.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error_code: Option<ErrorCode>,
+        /// The first line of an error result (what the card says went wrong).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_message: Option<String>,
     },
     /// A tool call waits for approval.
     ApprovalRequested(ApprovalRequest),
@@ -441,6 +499,9 @@ pub enum EventMsg {
         call_id: Option<String>,
         /// Its label.
         label: String,
+        /// How it was started, when the host knows.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<SubagentMode>,
     },
     /// A sub-agent's run ended.
     #[serde(rename_all = "camelCase")]
@@ -470,6 +531,25 @@ pub enum EventMsg {
     TodoList {
         /// The tasks.
         items: Vec<TodoItem>,
+    },
+    /// The session's goal was created or changed (committed: `goal/change`).
+    #[serde(rename_all = "camelCase")]
+    GoalUpdated {
+        /// The goal now (`None`: cleared).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        goal: Option<GoalInfo>,
+    },
+    /// A goal's continuation round ended (committed: sent after its turn's `turnEnded`).
+    #[serde(rename_all = "camelCase")]
+    GoalRoundEnded {
+        /// The goal.
+        goal_id: String,
+        /// The round (1-based).
+        round: u64,
+        /// The goal's round limit.
+        max_rounds: u64,
+        /// Tokens and cost of the round (its turn).
+        usage: Usage,
     },
     /// Plan mode was entered or left.
     #[serde(rename_all = "camelCase")]

@@ -84,6 +84,10 @@ pub enum Op {
     },
     /// Stop the running turn; what was streamed is kept.
     Interrupt,
+    /// Stop the running turn and discard the session's pending input (prompts queued for the
+    /// next turn, queued steers: each gets `steerWithdrawn`): nothing starts after the
+    /// interrupted turn. What a headless run (`dsh exec`) sends on Ctrl-C.
+    InterruptDropQueued,
     /// Answer an approval request; the first answer wins.
     #[serde(rename_all = "camelCase")]
     AnswerApproval {
@@ -120,6 +124,15 @@ pub enum Op {
     SetEffort {
         /// The effort.
         effort: Effort,
+    },
+    /// Move the session to another working directory (absolute, or relative to its current
+    /// one; it must exist). The host logs `working-directory/change` (a resumed session
+    /// continues there) and tells the model in a one-line notice before its next request; an
+    /// unchanged directory logs nothing. The answer's `id` is the new directory, canonical.
+    #[serde(rename_all = "camelCase")]
+    SetWorkingDirectory {
+        /// The directory.
+        path: String,
     },
 }
 

@@ -52,6 +52,14 @@ pub struct SessionSummary {
     /// Tokens and cost so far, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The first prompt a person wrote, when the log was read (pickers show it when there is
+    /// no title).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_prompt: Option<String>,
+    /// How the last turn ended, when the log was read and a turn ended (`None` with `turns`
+    /// above zero: a turn is open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_turn_end: Option<crate::event::TurnEndReason>,
 }
 
 /// Options of a new or reopened session; each `None` keeps the composition's default.

@@ -109,4 +109,12 @@ pub struct SessionSettings {
     /// The approval policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_policy: Option<ApprovalPolicy>,
+    /// The model's context window in tokens, as the host knows it (reported by the host; a
+    /// client never chooses it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    /// Whether the host has prices for the model, so usage carries a cost (reported by the
+    /// host; a client never chooses it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priced: Option<bool>,
 }

@@ -3,18 +3,23 @@
 //!
 //! - [`frame`]: newline-delimited JSON-RPC 2.0 framing with a bounded line length.
 //! - [`protocol`]: the methods' typed parameters and results.
-//! - [`serve`]: the server over any async reader/writer (the binary hands it stdio): methods on
-//!   the `Agents` service, every session event as `session.event`, agent status as
-//!   `session.status`.
-//! - [`SdkServerPlugin`] (`sdk-jsonrpc-server`): the composition row that makes a profile an
-//!   SDK profile and configures the server.
+//! - [`serve`]: the server over any async reader/writer (the binary hands it stdio) and a
+//!   [`Connector`] (the composition root's: at `initialize` it answers an
+//!   `Arc<dyn dsh_protocol::Client>` for the client's route). Methods are protocol ops; each
+//!   session's raw log records are `session.event`, its live state `session.status`, its
+//!   sub-agents `subagent.started`/`finished`.
+//! - [`SdkServerConfig`]: the configuration of the `sdk-jsonrpc-server` row (the row's plugin,
+//!   which makes a profile an SDK profile, lives in the composition root).
 
 pub mod aliases;
+mod connect;
 pub mod frame;
 mod output;
 mod plugin;
 pub mod protocol;
 mod server;
+mod streams;
 
-pub use plugin::{SdkServer, SdkServerConfig, SdkServerPlugin};
-pub use server::{SdkServerError, ServeEnd, serve};
+pub use connect::{ConnectError, Connector, Init};
+pub use plugin::{InvalidConfig, SdkServerConfig};
+pub use server::{ServeEnd, serve};

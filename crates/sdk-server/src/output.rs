@@ -1,14 +1,13 @@
 //! The one writer of stdout: every frame (responses, `session.event`, `session.status`) goes
-//! through one ordered queue, so a receipt event emitted inside `send` precedes the prompt's
-//! response and a `turn/end` precedes the `idle` that follows it.
+//! through one ordered queue, in the order the server queues them (a status only after the log
+//! records before it: see `streams`).
 //!
 //! Memory stays bounded when the client stops reading: responses hold a permit of a bounded
 //! semaphore (the reader stops reading requests when they run out), and events are queued as
-//! `Arc`s of events the session log holds anyway, serialised only when written.
+//! the `Arc`'d lines the log stream yields.
 
 use std::sync::Arc;
 
-use dsh_session::Event;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 
@@ -24,8 +23,8 @@ pub(crate) enum Out {
         /// Released when the frame leaves the queue.
         _permit: Option<OwnedSemaphorePermit>,
     },
-    /// `session.event`.
-    Event(Arc<str>, Arc<Event>),
+    /// `session.event`: the session id and the record's exact log line.
+    Event(Arc<str>, Arc<str>),
     /// `session.status`.
     Status(Arc<str>, WireStatus),
     /// Resolves once everything queued before it is written and flushed.
@@ -39,7 +38,7 @@ fn render(out: &Out) -> Option<String> {
             let params = format!(
                 r#"{{"sessionId":{},"event":{}}}"#,
                 serde_json::Value::String(session.to_string()),
-                event.to_json_line()
+                event
             );
             Some(frame::notification_raw("session.event", &params))
         }

@@ -1,8 +1,6 @@
-//! The `sdk-jsonrpc-server` plugin: the row that makes a composition an SDK profile.
+//! The `sdk-jsonrpc-server` row's configuration (the row itself, the `Plugin` that makes a
+//! composition an SDK profile, is mounted by the composition root: `dsh-cli`'s `sdk_cmd`).
 
-use std::sync::Arc;
-
-use dsh_kernel::{BoxError, Ctx, Plugin, Service};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -32,39 +30,17 @@ impl Default for SdkServerConfig {
     }
 }
 
-/// The mounted SDK server: its configuration (the binary serves stdio with it).
-pub trait SdkServer: Send + Sync + 'static {
-    /// The row's configuration.
-    fn config(&self) -> SdkServerConfig;
-}
-
-impl Service for dyn SdkServer {
-    const NAME: &'static str = "sdk-server";
-}
-
-struct Mounted(SdkServerConfig);
-
-impl SdkServer for Mounted {
-    fn config(&self) -> SdkServerConfig {
-        self.0.clone()
-    }
-}
-
-/// Provides the `sdk-server` service.
-pub struct SdkServerPlugin;
-
-impl Plugin for SdkServerPlugin {
-    const NAME: &'static str = "sdk-jsonrpc-server";
-    type Config = SdkServerConfig;
-
-    async fn apply(ctx: Ctx, config: SdkServerConfig) -> Result<(), BoxError> {
-        if config.max_line_bytes == 0 || config.max_pending_responses == 0 {
-            return Err(
-                "sdk-jsonrpc-server: maxLineBytes and maxPendingResponses must be positive".into(),
-            );
+impl SdkServerConfig {
+    /// Checks the limits (both must be positive).
+    pub fn validate(&self) -> Result<(), InvalidConfig> {
+        if self.max_line_bytes == 0 || self.max_pending_responses == 0 {
+            return Err(InvalidConfig);
         }
-        let service: Arc<dyn SdkServer> = Arc::new(Mounted(config));
-        ctx.provide::<dyn SdkServer>(service)?;
         Ok(())
     }
 }
+
+/// A configuration with a zero limit.
+#[derive(Debug, thiserror::Error)]
+#[error("sdk-jsonrpc-server: maxLineBytes and maxPendingResponses must be positive")]
+pub struct InvalidConfig;

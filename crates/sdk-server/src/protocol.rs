@@ -1,6 +1,5 @@
 //! The methods' parameters and results (protocol §1.3), typed.
 
-use dsh_llm::ContentBlock;
 use serde::{Deserialize, Serialize};
 
 /// The methods the runtime serves.
@@ -183,4 +182,15 @@ pub struct SubagentFinishedParams {
     /// The child's last non-empty assistant text (else all its text); absent when none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_assistant_message: Option<String>,
+}
+
+/// One content block of a prompt (only `text` blocks are accepted).
+#[derive(Clone, Debug, Deserialize)]
+pub struct ContentBlock {
+    /// The block's type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text of a `text` block.
+    #[serde(default)]
+    pub text: Option<String>,
 }

@@ -43,6 +43,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/v1/sessions/{id}/ops", axum::routing::post(send_op))
         .route("/v1/sessions/{id}/commands", get(commands))
         .route("/v1/sessions/{id}/events", get(events))
+        .route("/v1/sessions/{id}/log", get(log))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -274,6 +275,56 @@ async fn events(
     let stream = positioned(state.client.clone(), &id, start).await?;
     let sse: std::pin::Pin<Box<dyn Stream<Item = Result<SseEvent, Infallible>> + Send>> =
         Box::pin(stream.map(|p| Ok(sse_event(&p))));
+    let sse = Sse::new(sse).keep_alive(
+        KeepAlive::new()
+            .interval(state.config.keep_alive)
+            .text("keep-alive"),
+    );
+    let mut response = sse.into_response();
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    Ok(response)
+}
+
+/// The SSE form of a log stream item: `event: record`, `id:` its seq, `data:` its exact line;
+/// or `event: error` with a `ProtocolError` (the stream ends after it).
+pub(crate) fn log_event(
+    item: Result<dsh_protocol::LogRecord, dsh_protocol::ProtocolError>,
+) -> SseEvent {
+    match item {
+        Ok(r) => SseEvent::default()
+            .event("record")
+            .id(r.seq.to_string())
+            .data(&*r.line),
+        Err(e) => SseEvent::default()
+            .event("error")
+            .data(serde_json::to_string(&e).unwrap_or_default()),
+    }
+}
+
+async fn log(
+    State(state): State<Arc<AppState>>,
+    Id(id): Id,
+    Q(query): Q<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let after = match query.after {
+        Some(a) => Some(a),
+        None => match headers.get("last-event-id") {
+            None => None,
+            Some(v) => {
+                let v = v.to_str().unwrap_or_default();
+                Some(v.trim().parse::<u64>().map_err(|_| {
+                    ApiError::invalid(format!("Last-Event-ID `{v}` is not a log seq"))
+                })?)
+            }
+        },
+    };
+    let stream = state.client.log(&id, after).await?;
+    let sse: std::pin::Pin<Box<dyn Stream<Item = Result<SseEvent, Infallible>> + Send>> =
+        Box::pin(stream.map(|item| Ok(log_event(item))));
     let sse = Sse::new(sse).keep_alive(
         KeepAlive::new()
             .interval(state.config.keep_alive)

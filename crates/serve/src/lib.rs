@@ -12,6 +12,7 @@ pub mod app;
 pub mod error;
 pub mod events;
 pub mod guard;
+pub mod idle;
 pub mod openapi;
 pub mod remote;
 pub mod sse;

@@ -42,6 +42,21 @@ fn session_id_param() -> Value {
     })
 }
 
+/// One event of the log stream (OpenAPI 3.1 describes a `text/event-stream` by the schema of
+/// one event): a record (`id` its seq, `data` its session-format line) or an error.
+fn log_event_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["data"],
+        "properties": {
+            "event": {"type": "string", "enum": ["record", "error"]},
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+            "data": {"type": "string", "contentMediaType": "application/json",
+                     "description": "A record: its JSON line exactly as the session file holds it. An error: a ProtocolError."}
+        }
+    })
+}
+
 /// The document.
 pub fn openapi() -> Value {
     let mut settings = SchemaSettings::draft2020_12();
@@ -150,6 +165,29 @@ pub fn openapi() -> Value {
                         "200": {
                             "description": "The event stream (each `data:` is an `Event`).",
                             "content": {"text/event-stream": {"schema": {"type": "string"}, "x-event-schema": event}}
+                        },
+                        "default": errors
+                    }
+                }
+            },
+            "/v1/sessions/{id}/log": {
+                "parameters": [session_id_param()],
+                "get": {
+                    "operationId": "sessionLog",
+                    "summary": "The session's raw log as Server-Sent Events: each committed record after `after` (or after `Last-Event-ID`) as its exact session-format JSON line, then each record as it commits, until the session is closed.",
+                    "description": "Each SSE event is `event: record`, `id:` = the record's seq, `data:` = the record's JSON line byte for byte (docs/session-format.md). A record is sent once it is written through to the operating system. A failure sends `event: error` with a `ProtocolError` and ends the stream. A session not open in the server sends its stored records and ends. Comments (`: keep-alive`) every 15 s.",
+                    "parameters": [
+                        {"name": "after", "in": "query", "required": false,
+                         "description": "Only records with a greater seq (wins over Last-Event-ID).",
+                         "schema": {"type": "integer", "format": "uint64", "minimum": 0}},
+                        {"name": "Last-Event-ID", "in": "header", "required": false,
+                         "description": "Resume after this seq.",
+                         "schema": {"type": "string", "pattern": "^[0-9]+$"}}
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "The log stream (each `data:` is one session-format record).",
+                            "content": {"text/event-stream": {"schema": log_event_schema()}}
                         },
                         "default": errors
                     }

@@ -9,8 +9,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use dsh_protocol::{
-    Client, CommandInfo, ErrorCode, Event, EventMsg, EventStream, Op, OpAccepted, OpenSession,
-    ProtocolError, SessionQuery, SessionSummary,
+    Client, CommandInfo, ErrorCode, Event, EventMsg, EventStream, LogRecord, LogStream, Op,
+    OpAccepted, OpenSession, ProtocolError, SessionQuery, SessionSummary,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -80,6 +80,26 @@ impl RemoteClient {
         })
     }
 
+    /// A client of the server on the unix socket at `path` (`dsh serve --unix`): no token, the
+    /// socket's file mode is the access control.
+    #[cfg(unix)]
+    pub fn unix(path: &std::path::Path) -> Result<Self, RemoteError> {
+        // No TLS over the socket, but reqwest wants a crypto provider to build a client.
+        dsh_tls::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .unix_socket(path)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        let base = Url::parse("http://localhost/")
+            .map_err(|_| RemoteError::InvalidUrl(path.display().to_string()))?;
+        Ok(RemoteClient {
+            http,
+            base,
+            token: None,
+            retry_delay: Duration::from_millis(100),
+        })
+    }
+
     /// The first delay between reconnects of an event stream (doubled up to 2 s).
     pub fn with_retry_delay(mut self, delay: Duration) -> Self {
         self.retry_delay = delay;
@@ -139,14 +159,15 @@ impl RemoteClient {
             .body(body))
     }
 
-    /// Opens the event stream from `after` or `last_id`.
+    /// Opens the event stream (`events`) or the log stream (`log`) from `after` or `last_id`.
     async fn connect(
         &self,
         session: &str,
+        route: &str,
         after: Option<u64>,
         last_id: Option<&str>,
     ) -> Result<reqwest::Response, ProtocolError> {
-        let mut url = self.url(&["v1", "sessions", session, "events"]);
+        let mut url = self.url(&["v1", "sessions", session, route]);
         if let Some(a) = after.filter(|_| last_id.is_none()) {
             url.query_pairs_mut().append_pair("after", &a.to_string());
         }
@@ -236,7 +257,7 @@ impl Reader {
             tokio::time::sleep(delay).await;
             match self
                 .client
-                .connect(&self.session, self.after, self.last_id.as_deref())
+                .connect(&self.session, "events", self.after, self.last_id.as_deref())
                 .await
             {
                 Ok(r) => {
@@ -288,6 +309,113 @@ impl Reader {
     }
 }
 
+/// The reading side of a log stream: reconnects after a drop from the last seq it yielded.
+struct LogReader {
+    client: RemoteClient,
+    session: String,
+    /// The last seq yielded (or asked for).
+    after: Option<u64>,
+    body: Option<BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>>,
+    parser: SseParser,
+    ready: VecDeque<Result<LogRecord, ProtocolError>>,
+    done: bool,
+}
+
+impl LogReader {
+    fn take(&mut self, msgs: Vec<SseMessage>) {
+        for m in msgs {
+            if m.event.as_deref() == Some("error") {
+                let e = serde_json::from_str::<ProtocolError>(&m.data).unwrap_or_else(|e| {
+                    ProtocolError::new(
+                        ErrorCode::MalformedResponse,
+                        format!("an error of the server cannot be read: {e}"),
+                    )
+                });
+                self.ready.push_back(Err(e));
+                self.done = true;
+                continue;
+            }
+            match m.id.as_deref().map(str::parse::<u64>) {
+                Some(Ok(seq)) => {
+                    self.after = Some(seq);
+                    self.ready.push_back(Ok(LogRecord {
+                        seq,
+                        line: m.data.into(),
+                    }));
+                }
+                _ => {
+                    self.ready.push_back(Err(ProtocolError::new(
+                        ErrorCode::MalformedResponse,
+                        "a log record of the server has no seq id",
+                    )));
+                    self.done = true;
+                }
+            }
+        }
+    }
+
+    async fn reconnect(&mut self) -> Result<(), ProtocolError> {
+        let mut delay = self.client.retry_delay;
+        let mut last = None;
+        for _ in 0..RECONNECTS {
+            tokio::time::sleep(delay).await;
+            match self
+                .client
+                .connect(&self.session, "log", self.after, None)
+                .await
+            {
+                Ok(r) => {
+                    self.body = Some(body_of(r));
+                    self.parser = SseParser::new(MAX_EVENT);
+                    return Ok(());
+                }
+                Err(e) if e.code != ErrorCode::Transport => return Err(e),
+                Err(e) => last = Some(e),
+            }
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+        Err(last.unwrap_or_else(|| ProtocolError::new(ErrorCode::Transport, "reconnect failed")))
+    }
+
+    async fn next(mut self) -> Option<(Result<LogRecord, ProtocolError>, LogReader)> {
+        loop {
+            if let Some(r) = self.ready.pop_front() {
+                return Some((r, self));
+            }
+            if self.done {
+                return None;
+            }
+            let body = self.body.as_mut()?;
+            match body.try_next().await {
+                Ok(Some(bytes)) => match self.parser.push(&bytes) {
+                    Ok(msgs) => {
+                        if !self.done {
+                            self.take(msgs);
+                        }
+                    }
+                    Err(e) => {
+                        self.done = true;
+                        self.ready.push_back(Err(ProtocolError::new(
+                            ErrorCode::MalformedResponse,
+                            e.to_string(),
+                        )));
+                    }
+                },
+                // A clean end: the session was closed.
+                Ok(None) => self.done = true,
+                Err(e) => {
+                    tracing::debug!(session = %self.session, "log stream dropped: {e}; reconnecting");
+                    self.body = None;
+                    if let Err(e) = self.reconnect().await {
+                        self.done = true;
+                        self.ready.push_back(Err(e));
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl Client for RemoteClient {
     fn open(&self, request: OpenSession) -> BoxFuture<'_, Result<SessionSummary, ProtocolError>> {
         Box::pin(async move {
@@ -311,7 +439,7 @@ impl Client for RemoteClient {
     ) -> BoxFuture<'_, Result<EventStream, ProtocolError>> {
         let session = session_id.to_owned();
         Box::pin(async move {
-            let response = self.connect(&session, after, None).await?;
+            let response = self.connect(&session, "events", after, None).await?;
             let reader = Reader {
                 client: self.clone(),
                 session,
@@ -323,6 +451,27 @@ impl Client for RemoteClient {
                 done: false,
             };
             Ok(futures::stream::unfold(reader, Reader::next).boxed())
+        })
+    }
+
+    fn log(
+        &self,
+        session_id: &str,
+        after: Option<u64>,
+    ) -> BoxFuture<'_, Result<LogStream, ProtocolError>> {
+        let session = session_id.to_owned();
+        Box::pin(async move {
+            let response = self.connect(&session, "log", after, None).await?;
+            let reader = LogReader {
+                client: self.clone(),
+                session,
+                after,
+                body: Some(body_of(response)),
+                parser: SseParser::new(MAX_EVENT),
+                ready: VecDeque::new(),
+                done: false,
+            };
+            Ok(futures::stream::unfold(reader, LogReader::next).boxed())
         })
     }
 

@@ -21,6 +21,7 @@
 //! `[dev-dependency]`.
 
 mod builder;
+pub mod e2e;
 mod harness;
 
 use std::future::Future;

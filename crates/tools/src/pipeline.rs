@@ -41,6 +41,7 @@ pub(crate) async fn run_call(ctx: Ctx, registry: Arc<Registry>, req: ToolRequest
         session_id: req.session_id.clone(),
         cwd: req.cwd.clone(),
         scope: scope.clone(),
+        cancel: req.cancel.clone(),
     };
     let (result, call) = match prepare(&ctx, &registry, &req, &mut call).await {
         Ok((tool, shared)) => {
@@ -145,6 +146,10 @@ async fn ask(ctx: &Ctx, call: &CallInfo, reason: Option<&str>) -> Result<(), Too
         ApprovalOutcome::Rejected => {
             format!("the user rejected tool \"{name}\"; its body was not executed")
         }
+        ApprovalOutcome::Cancelled if call.cancel.is_cancelled() => format!(
+            "approval for tool \"{name}\" was cancelled: the turn was interrupted; its body was \
+             not executed"
+        ),
         ApprovalOutcome::Cancelled => {
             format!("approval for tool \"{name}\" was cancelled; its body was not executed")
         }

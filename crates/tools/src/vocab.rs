@@ -93,6 +93,9 @@ pub struct CallInfo {
     pub cwd: PathBuf,
     /// The agent scope.
     pub scope: Option<ScopeKey>,
+    /// The request's token, cancelled when the turn is aborted: a stage that waits (an
+    /// approval question) stops waiting when it fires.
+    pub cancel: CancellationToken,
 }
 
 /// `tools/pre-execute`: may allow, deny, ask for approval, or allow with rewritten arguments.

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use dsh_llm::StreamChunk;
+use dsh_protocol::{Event, EventMsg};
 use dsh_tui::app::App;
 use dsh_tui::composer::Composer;
 use dsh_tui::theme::Theme;
@@ -21,18 +21,15 @@ const H: u16 = 14;
 fn app() -> App {
     let mut app = App::new(
         Theme::COLOR,
-        Transcript::new(Theme::COLOR, Box::new(|_| None)),
+        Transcript::new(Theme::COLOR),
         Composer::new(None),
     );
     app.model = "deepseek-flash".into();
     app
 }
 
-fn delta(t: &str) -> StreamChunk {
-    StreamChunk::TextDelta {
-        index: 0,
-        text: t.into(),
-    }
+fn delta(t: &str) -> Event {
+    Event::new(1, EventMsg::TextDelta { text: t.into() })
 }
 
 /// Streams `bytes` of markdown in 16-byte deltas, drawing the viewport after each (the worst
@@ -54,7 +51,7 @@ fn stream(bytes: usize) -> Duration {
     let chars: Vec<char> = text.chars().collect();
     for chunk in chars.chunks(16) {
         let d: String = chunk.iter().collect();
-        let lines = app.transcript.on_chunk(&delta(&d), W);
+        let lines = app.transcript.on_event(&delta(&d), W);
         app.inserts.extend(lines);
         app.inserts.clear();
         term.draw(|f| app.draw(f)).unwrap();
@@ -89,7 +86,7 @@ fn main() {
     while lines < 10_000 {
         let out = app
             .transcript
-            .on_chunk(&delta("A line of an answer in the history.\n\n"), W);
+            .on_event(&delta("A line of an answer in the history.\n\n"), W);
         lines += out.len();
     }
     println!("10,000 transcript lines folded: {:?}", start.elapsed());

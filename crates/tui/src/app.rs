@@ -50,8 +50,11 @@ pub const COMMANDS: [(&str, &str); 10] = [
 pub enum Action {
     /// Send a prompt (starts a turn).
     Send(String),
-    /// A steer was queued while the agent works (the pre-step hook delivers it).
+    /// A steer was typed while the agent works (the last of [`App::pending`], not sent yet):
+    /// the host delivers it at the next step boundary.
     Steered,
+    /// Take back the queued steer with this id (it came back to the composer).
+    WithdrawSteer(String),
     /// Interrupt the turn.
     Cancel,
     /// Leave.
@@ -81,13 +84,31 @@ pub enum Action {
         /// The arguments.
         args: String,
     },
+    /// The user answered the agent's questions of request `id`.
+    AnswerQuestion {
+        /// The request's id.
+        id: String,
+        /// One answer per question.
+        answers: Vec<dsh_protocol::QuestionAnswer>,
+    },
     /// The user answered the approval question `id`.
     Answer {
         /// The question's id.
         id: String,
         /// The answer.
-        answer: dsh_approval_api::ApprovalAnswer,
+        answer: crate::approval::ApprovalAnswer,
     },
+}
+
+/// A steer typed while the agent works, not yet delivered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingSteer {
+    /// The host's id, once queued there.
+    pub id: Option<String>,
+    /// The text.
+    pub text: String,
+    /// Sent to the host (its id may not be back yet).
+    pub sent: bool,
 }
 
 /// One row of the session picker.
@@ -160,8 +181,8 @@ pub struct App {
     pub transcript: Transcript,
     /// The composer.
     pub composer: Composer,
-    /// Steers typed while the agent works, not yet delivered (shared with the pre-step hook).
-    pub pending: Arc<Mutex<Vec<String>>>,
+    /// Steers typed while the agent works (here or by another client), not yet delivered.
+    pub pending: Mutex<Vec<PendingSteer>>,
     /// Whether a turn is running.
     pub running: bool,
     /// Model id shown.
@@ -183,6 +204,8 @@ pub struct App {
     mention_sel: usize,
     /// Approval questions, the front one on screen.
     pub approvals: std::collections::VecDeque<ApprovalPrompt>,
+    /// The agent's questions to the user, the front one on screen (after approvals).
+    pub questions: std::collections::VecDeque<crate::question::QuestionPrompt>,
     hint: Option<String>,
     quit_armed: bool,
     search: Option<usize>,
@@ -210,7 +233,7 @@ impl App {
             theme,
             transcript,
             composer,
-            pending: Arc::new(Mutex::new(Vec::new())),
+            pending: Mutex::new(Vec::new()),
             running: false,
             model: String::new(),
             effort: None,
@@ -220,6 +243,7 @@ impl App {
             inserts: Vec::new(),
             picker: None,
             approvals: std::collections::VecDeque::new(),
+            questions: std::collections::VecDeque::new(),
             files: None,
             mention_sel: 0,
             hint: None,
@@ -279,6 +303,10 @@ impl App {
             a.paste(text);
             return;
         }
+        if let Some(q) = self.questions.front_mut() {
+            q.paste(text);
+            return;
+        }
         if let Some(p) = &mut self.picker {
             p.query.push_str(text.trim());
             p.selected = 0;
@@ -314,6 +342,16 @@ impl App {
                 PromptKey::Handled => return Vec::new(),
                 PromptKey::Pass => {}
             }
+        } else if let Some(q) = self.questions.front_mut() {
+            match q.key(key) {
+                crate::question::QuestionKey::Answered(answers) => {
+                    let id = q.id().to_owned();
+                    self.questions.pop_front();
+                    return vec![Action::AnswerQuestion { id, answers }];
+                }
+                crate::question::QuestionKey::Handled => return Vec::new(),
+                crate::question::QuestionKey::Pass => {}
+            }
         }
         if let Some(actions) = self.mention_key(key) {
             return actions;
@@ -329,7 +367,7 @@ impl App {
                 if !self.composer.is_empty() {
                     self.composer.set_text("");
                 } else if self.running {
-                    self.reclaim_pending();
+                    out.extend(self.reclaim_pending());
                     out.extend(self.dismiss_approvals());
                     out.push(Action::Cancel);
                 }
@@ -375,7 +413,7 @@ impl App {
             KeyCode::Esc => {
                 let mut out = self.dismiss_approvals();
                 if self.running {
-                    self.reclaim_pending();
+                    out.extend(self.reclaim_pending());
                     out.push(Action::Cancel);
                 }
                 out
@@ -404,8 +442,8 @@ impl App {
                     let last = self.pending.lock().pop();
                     if let Some(p) = last {
                         // Edit the last undelivered steer (Enter queues it again).
-                        self.composer.set_text(&p);
-                        return Vec::new();
+                        self.composer.set_text(&p.text);
+                        return p.id.map(Action::WithdrawSteer).into_iter().collect();
                     }
                 }
                 if !self.composer.history_prev() {
@@ -506,32 +544,37 @@ impl App {
         Some(out)
     }
 
-    /// Every open question answered `Cancelled` (the turn is being interrupted).
+    /// Every open question answered `Cancelled` (the turn is being interrupted: the host
+    /// dismisses the agent's questions too).
     fn dismiss_approvals(&mut self) -> Vec<Action> {
+        self.questions.clear();
         self.approvals
             .drain(..)
             .map(|a| Action::Answer {
                 id: a.question.id,
-                answer: dsh_approval_api::ApprovalAnswer::Cancelled,
+                answer: crate::approval::ApprovalAnswer::Cancelled,
             })
             .collect()
     }
 
     /// Undelivered steers come back to the composer when the turn is interrupted: nothing
-    /// typed is lost.
-    fn reclaim_pending(&mut self) {
-        let pending: Vec<String> = std::mem::take(&mut *self.pending.lock());
+    /// typed is lost (the host is asked to withdraw them).
+    fn reclaim_pending(&mut self) -> Vec<Action> {
+        let pending: Vec<PendingSteer> = std::mem::take(&mut *self.pending.lock());
         if pending.is_empty() {
-            return;
+            return Vec::new();
         }
         let mut text = self.composer.raw();
+        let mut out = Vec::new();
         for p in pending {
             if !text.is_empty() {
                 text.push('\n');
             }
-            text.push_str(&p);
+            text.push_str(&p.text);
+            out.extend(p.id.map(Action::WithdrawSteer));
         }
         self.composer.set_text(&text);
+        out
     }
 
     fn submit(&mut self, width: u16) -> Vec<Action> {
@@ -560,7 +603,11 @@ impl App {
             return self.command(&text, width);
         }
         if self.running {
-            self.pending.lock().push(text);
+            self.pending.lock().push(PendingSteer {
+                id: None,
+                text,
+                sent: false,
+            });
             return vec![Action::Steered];
         }
         vec![Action::Send(text)]
@@ -698,6 +745,8 @@ impl App {
         let mut popup: Vec<Line<'static>> = Vec::new();
         if let Some(a) = self.approvals.front() {
             popup = a.render(theme, width, self.approvals.len() - 1);
+        } else if let Some(q) = self.questions.front() {
+            popup = q.render(theme, width, self.questions.len() - 1);
         } else if let Some(p) = &self.picker {
             popup.push(Line::from(vec![
                 Span::styled("resume ", theme.heading()),
@@ -745,7 +794,7 @@ impl App {
         }
         let mut steers: Vec<Line<'static>> = Vec::new();
         for p in self.pending.lock().iter() {
-            let first = p.lines().next().unwrap_or("");
+            let first = p.text.lines().next().unwrap_or("");
             steers.push(Line::from(vec![
                 Span::styled("⏳ queued: ", theme.warn()),
                 Span::raw(wrap::truncate(first, usize::from(width).saturating_sub(12))),
@@ -799,7 +848,7 @@ impl App {
             model: &self.model,
             effort: self.effort.as_deref(),
             context_window: self.context_window,
-            usage: &usage,
+            usage,
             priced: self.priced,
             running: self.running,
             hint: self.hint.as_deref(),

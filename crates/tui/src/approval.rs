@@ -1,40 +1,60 @@
-//! Inline approval prompts: the TUI's side of the approval seam (`dsh-approval`).
-//!
-//! The TUI provides the kernel service `approval-answerer` ([`TuiAnswerer`]). A question the
-//! `approval` plugin asks becomes an [`ApprovalPrompt`] in the viewport (queued when several
-//! calls ask at once) and takes one key: `y` (or Enter) allows the call once, `a` allows it and
-//! stores a rule for the project, `n` denies it after an optional one-line reason that the model
-//! is shown. Esc interrupts the turn as anywhere else (the question is answered `Cancelled`).
-//! The decision is logged by the plugin (`approval/decided`) and shown from the log, so a
-//! resumed session shows its decisions too.
+//! Inline approval prompts. An approval request of the session ([`ApprovalRequest`], asked by
+//! the approval plugin through the host) becomes an [`ApprovalPrompt`] in the viewport (queued
+//! when several calls ask at once) and takes one key: `y` (or Enter) allows the call once, `a`
+//! allows it and stores a rule for the project, `n` denies it after an optional one-line reason
+//! that the model is shown. Esc interrupts the turn as anywhere else (the host then dismisses
+//! the question). Whichever client answers first wins; the resolution is logged and shown from
+//! the log (`approvalResolved`), so every client and a resumed session show the decisions.
 
 use std::collections::HashMap;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use dsh_approval_api::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
-use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
-use futures::future::BoxFuture;
+use dsh_protocol::{ApprovalDecision, ApprovalOutcome, ApprovalRequest};
 use ratatui::text::{Line, Span};
-use tokio::sync::oneshot;
 
 use crate::cells::{Cell, NoticeKind, sanitize};
 use crate::theme::Theme;
-use crate::tool_display::Displayer;
 use crate::wrap;
-use dsh_protocol::ToolDisplay;
-use dsh_tools::DisplayInput;
+
+/// A person's answer to a prompt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    /// Run this call once.
+    AllowOnce,
+    /// Run it, and calls like it in this project from now on.
+    AllowAlways,
+    /// Do not run it; the reason is shown to the model.
+    Deny {
+        /// Why (optional).
+        reason: Option<String>,
+    },
+    /// Dismissed: the turn is being interrupted (the host cancels the question).
+    Cancelled,
+}
+
+impl ApprovalAnswer {
+    /// The protocol's decision (`None` for a dismissal: the interrupt answers it).
+    pub fn decision(self) -> Option<ApprovalDecision> {
+        match self {
+            ApprovalAnswer::AllowOnce => Some(ApprovalDecision::AllowOnce),
+            ApprovalAnswer::AllowAlways => Some(ApprovalDecision::AllowAlways),
+            ApprovalAnswer::Deny { reason } => Some(ApprovalDecision::Deny { reason }),
+            ApprovalAnswer::Cancelled => None,
+        }
+    }
+}
 
 /// What the prompt shows of one question.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Question {
-    /// The id logged in `approval/asked` / `approval/decided`.
+    /// The request's id (answered with it).
     pub id: String,
     /// The tool.
     pub tool_name: String,
     /// Why approval is needed (from the policy).
     pub reason: String,
     /// What the call does, as the tool describes it (its display's subject: the command, the
-    /// path, the URL), else the arguments.
+    /// path, the URL), else its title.
     pub subject: String,
     /// The tool call the question is about.
     pub call_id: String,
@@ -44,14 +64,15 @@ pub struct Question {
 }
 
 impl Question {
-    /// The question of `request`, whose call the tool describes as `display`.
-    pub fn from_request(request: &ApprovalRequest, display: &ToolDisplay) -> Self {
+    /// The question of `request` (its call as the tool describes it).
+    pub fn from_request(request: &ApprovalRequest) -> Self {
+        let display = &request.display;
         let subject = match &display.subject {
             Some(s) if !s.is_empty() => s.clone(),
-            _ => request.arguments.to_string(),
+            _ => display.title.clone(),
         };
         Question {
-            id: request.id.clone(),
+            id: request.request_id.clone(),
             tool_name: request.tool_name.clone(),
             reason: request.reason.clone(),
             subject: sanitize(&subject),
@@ -59,13 +80,6 @@ impl Question {
             plan: display.plan.clone(),
         }
     }
-}
-
-/// The display of the call an approval request is about, as the tools of `displayer` describe
-/// it.
-pub fn request_display(request: &ApprovalRequest, displayer: &Displayer) -> ToolDisplay {
-    let arguments = request.arguments.to_string();
-    displayer(&DisplayInput::new(&request.tool_name, &arguments))
 }
 
 /// The lines of a plan shown for review: a heading, then the plan as markdown.
@@ -283,72 +297,48 @@ fn reason_lines(
     ]
 }
 
-/// A question handed to the UI, with the way back.
-pub(crate) struct Asked {
-    pub(crate) question: Question,
-    pub(crate) reply: oneshot::Sender<ApprovalAnswer>,
-}
-
-/// The TUI's answerer: each question goes to the UI loop and waits for the user's key. A
-/// question whose turn ends first (its call dropped) disappears from the screen.
-pub(crate) struct TuiAnswerer {
-    pub(crate) send: Box<dyn Fn(Asked) -> bool + Send + Sync>,
-    /// Describes the call of a question (the session's tools, looked up per request).
-    pub(crate) display: Box<dyn Fn(&ApprovalRequest) -> ToolDisplay + Send + Sync>,
-}
-
-impl ApprovalAnswerer for TuiAnswerer {
-    fn answer<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            let asked = Asked {
-                question: Question::from_request(request, &(self.display)(request)),
-                reply,
-            };
-            if !(self.send)(asked) {
-                // The UI is gone.
-                return ApprovalAnswer::Cancelled;
-            }
-            answer.await.unwrap_or(ApprovalAnswer::Cancelled)
-        })
-    }
-}
-
-/// The questions of the log, for the decision lines (`approval/asked` then `approval/decided`).
+/// The questions of the session, for the decision lines (`approvalRequested` then
+/// `approvalResolved`).
 #[derive(Debug, Default)]
 pub struct Decisions {
-    asked: HashMap<String, ApprovalAsked>,
+    asked: HashMap<String, String>,
 }
 
 impl Decisions {
-    /// Remembers a question.
-    pub fn asked(&mut self, asked: ApprovalAsked) {
-        self.asked.insert(asked.id.clone(), asked);
+    /// Remembers a question's tool.
+    pub fn asked(&mut self, request_id: &str, tool_name: &str) {
+        self.asked
+            .insert(request_id.to_owned(), tool_name.to_owned());
     }
 
-    /// The line of a decision.
-    pub fn decided(&mut self, decided: &ApprovalDecided) -> Cell {
+    /// The line of a resolution.
+    pub fn decided(
+        &mut self,
+        request_id: &str,
+        outcome: ApprovalOutcome,
+        reason: Option<&str>,
+    ) -> Cell {
         let tool = self
             .asked
-            .remove(&decided.id)
-            .map_or_else(|| "the call".to_owned(), |a| a.tool_name);
-        let (text, kind) = match decided.outcome {
-            DecidedOutcome::AllowedOnce if decided.always => (
+            .remove(request_id)
+            .unwrap_or_else(|| "the call".to_owned());
+        let (text, kind) = match outcome {
+            ApprovalOutcome::AllowedAlways => (
                 format!("✓ {tool} allowed always (a rule was stored for this project)"),
                 NoticeKind::Info,
             ),
-            DecidedOutcome::AllowedOnce => (format!("✓ {tool} allowed once"), NoticeKind::Info),
-            DecidedOutcome::Rejected => (
-                match &decided.reason {
+            ApprovalOutcome::AllowedOnce => (format!("✓ {tool} allowed once"), NoticeKind::Info),
+            ApprovalOutcome::Denied => (
+                match reason {
                     Some(r) => format!("✗ {tool} denied: {r}"),
                     None => format!("✗ {tool} denied"),
                 },
                 NoticeKind::Warn,
             ),
-            DecidedOutcome::Cancelled => {
+            ApprovalOutcome::Cancelled => {
                 (format!("✗ approval of {tool} cancelled"), NoticeKind::Warn)
             }
-            DecidedOutcome::Unavailable => (
+            ApprovalOutcome::Unavailable => (
                 format!("✗ {tool} needed approval and nobody could answer: not run"),
                 NoticeKind::Warn,
             ),

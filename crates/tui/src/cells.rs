@@ -2,13 +2,10 @@
 //! time (a user message, an answer, collapsed reasoning, a tool card, a notice).
 
 use dsh_protocol::{ExitStatus, TodoStatus, ToolDisplay};
-use dsh_tools::{DisplayInput, DisplayResult};
 use ratatui::text::{Line, Span};
-use serde_json::Value;
 
 use crate::markdown;
 use crate::theme::Theme;
-use crate::tool_display::Displayer;
 use crate::wrap;
 
 /// Lines of reasoning shown while collapsed.
@@ -62,74 +59,47 @@ pub enum Cell {
     Lines(Vec<Line<'static>>),
 }
 
-/// A tool call as dispatched, its display, and its result once it came.
+/// A tool call as the tool describes it, and its result once it came.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCard {
-    /// Tool name.
-    pub name: String,
-    /// Raw argument string (shared with the logged call).
-    pub arguments: dsh_llm::ToolArguments,
-    /// How the tool describes the call (recomputed when the result comes).
+    /// How the tool describes the call (with its output summary once it ended).
     pub display: Box<ToolDisplay>,
     /// The result (`None` while running).
     pub result: Option<ToolOutcome>,
 }
 
-/// The result of a tool call.
-#[derive(Clone, Debug, PartialEq)]
+/// The result of a tool call, as its card needs it.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolOutcome {
-    /// The model-visible text.
+    /// An error's message (its first line is shown).
     pub text: String,
     /// Whether the result is an error.
     pub is_error: bool,
     /// The error code, for errors.
     pub error_code: Option<String>,
-    /// The tool's presentation facts (`tool/result.meta`).
-    pub meta: Option<Value>,
 }
 
 impl ToolCard {
-    /// A running call of `name`, described by `displayer`.
-    pub fn new(
-        name: impl Into<String>,
-        arguments: dsh_llm::ToolArguments,
-        displayer: &Displayer,
-    ) -> Self {
-        let name = name.into();
-        let display = Box::new(displayer(&DisplayInput::new(&name, &arguments)));
+    /// A running call, as the tool describes it.
+    pub fn new(display: ToolDisplay) -> Self {
         ToolCard {
-            name,
-            arguments,
-            display,
+            display: Box::new(display),
             result: None,
         }
     }
 
-    /// The call ended with `outcome`: the display is described again with the result.
-    pub fn finish(&mut self, outcome: ToolOutcome, displayer: &Displayer) {
-        let result = DisplayResult {
-            text: &outcome.text,
-            is_error: outcome.is_error,
-            error_code: outcome.error_code.as_deref(),
-            meta: outcome.meta.as_ref(),
-        };
-        *self.display =
-            displayer(&DisplayInput::new(&self.name, &self.arguments).with_result(result));
+    /// The call ended with `outcome`, described again with its result as `display`.
+    pub fn finish(&mut self, display: ToolDisplay, outcome: ToolOutcome) {
+        *self.display = display;
         self.result = Some(outcome);
     }
 
-    /// A finished call of `name`, described by `displayer` (tests, history).
-    pub fn ended(
-        name: impl Into<String>,
-        arguments: dsh_llm::ToolArguments,
-        outcome: Option<ToolOutcome>,
-        displayer: &Displayer,
-    ) -> Self {
-        let mut card = ToolCard::new(name, arguments, displayer);
-        if let Some(o) = outcome {
-            card.finish(o, displayer);
+    /// A finished call (history, tests).
+    pub fn ended(display: ToolDisplay, outcome: Option<ToolOutcome>) -> Self {
+        ToolCard {
+            display: Box::new(display),
+            result: outcome,
         }
-        card
     }
 }
 

@@ -1,5 +1,6 @@
-//! Live sub-agent cards: each child of the shown agent (`subagent/start` … `subagent/end`) is
-//! drawn in the viewport while it runs, from its own committed session events. Collapsed (the
+//! Live sub-agent cards: each child of the shown session (`subagentStarted` …
+//! `subagentFinished`) is drawn in the viewport while it runs, from its own session's events
+//! (the runtime subscribes to the child's session). Collapsed (the
 //! default) a card is one line: the delegation's label, status, elapsed time, tool count,
 //! tokens and the tool running now; Ctrl+O expands every card to the child's recent activity
 //! (its last tool calls and answer lines) and collapses them again. A finished child leaves the
@@ -8,12 +9,11 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use dsh_session::{CoreEvent, Event};
+use dsh_protocol::{Event, EventMsg};
 use ratatui::text::{Line, Span};
 
 use crate::cells::{ToolCard, ToolOutcome, sanitize};
 use crate::theme::Theme;
-use crate::tool_display::Displayer;
 use crate::wrap;
 
 /// Activity lines kept (and shown expanded) per child.
@@ -62,31 +62,15 @@ impl LiveChild {
     }
 }
 
-/// The running children of the shown agent.
-#[derive(Default)]
+/// The running children of the shown session.
+#[derive(Debug, Default)]
 pub struct LiveAgents {
     children: Vec<LiveChild>,
     /// Cards show the recent activity (Ctrl+O).
     pub expanded: bool,
-    /// Describes the children's tool calls (`None`: the generic display).
-    displayer: Option<Displayer>,
-}
-
-impl std::fmt::Debug for LiveAgents {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LiveAgents")
-            .field("children", &self.children)
-            .field("expanded", &self.expanded)
-            .finish_non_exhaustive()
-    }
 }
 
 impl LiveAgents {
-    /// Describe the children's tool calls with `displayer` from now on.
-    pub fn set_displayer(&mut self, displayer: Displayer) {
-        self.displayer = Some(displayer);
-    }
-
     /// No child is running.
     pub fn is_empty(&self) -> bool {
         self.children.is_empty()
@@ -123,47 +107,53 @@ impl LiveAgents {
         self.children.clear();
     }
 
-    /// Folds one committed event of child `id`.
+    /// Whether child `id` is running (shown).
+    pub fn contains(&self, id: &str) -> bool {
+        self.children.iter().any(|c| c.id == id)
+    }
+
+    /// Folds one event of child `id`.
     pub fn event(&mut self, id: &str, ev: &Event) {
-        let displayer = self
-            .displayer
-            .clone()
-            .unwrap_or_else(crate::tool_display::generic);
         let Some(child) = self.children.iter_mut().find(|c| c.id == id) else {
             return;
         };
-        match ev.core() {
-            Some(CoreEvent::AssistantMessage(m)) => {
-                if let Some(u) = &m.usage {
-                    child.input_tokens += u.input_tokens + u.cache_read_tokens.unwrap_or(0);
-                    child.output_tokens += u.output_tokens;
-                }
-                let text = m.message.text();
+        match &ev.msg {
+            EventMsg::AssistantMessage { text, .. } => {
                 if let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) {
                     child.push(Activity::Text(sanitize(first)));
                 }
             }
-            Some(CoreEvent::ToolCallEvent(c)) => {
+            EventMsg::UsageUpdated { usage, .. } => {
+                child.input_tokens += usage.input_tokens + usage.cache_read_tokens;
+                child.output_tokens += usage.output_tokens;
+            }
+            EventMsg::ToolCallBegan {
+                call_id, display, ..
+            } => {
                 child.tools += 1;
                 child.push(Activity::Tool {
-                    call_id: c.call_id.clone(),
-                    card: ToolCard::new(c.name.clone(), c.arguments.clone(), &displayer),
+                    call_id: call_id.clone(),
+                    card: ToolCard::new(display.clone()),
                 });
             }
-            Some(CoreEvent::ToolResult(r)) => {
-                let id = r.message.tool_call_id.clone().unwrap_or_default();
+            EventMsg::ToolCallEnded {
+                call_id: ended,
+                display,
+                is_error,
+                error_code,
+                ..
+            } => {
                 for a in child.recent.iter_mut() {
                     if let Activity::Tool { call_id, card } = a
-                        && *call_id == id
+                        && call_id == ended
                     {
                         card.finish(
+                            display.clone(),
                             ToolOutcome {
                                 text: String::new(),
-                                is_error: r.message.is_error == Some(true),
-                                error_code: r.error.as_ref().map(|e| e.code.to_string()),
-                                meta: None,
+                                is_error: *is_error,
+                                error_code: error_code.as_ref().map(|c| c.as_str().into_owned()),
                             },
-                            &displayer,
                         );
                     }
                 }

@@ -1,39 +1,19 @@
 //! The rows of the session picker (`/resume`, `dsh --resume` without an id): title (or the
 //! first prompt), the first prompt when a title differs from it, working directory, age,
-//! turns and the last turn's status.
+//! turns and the last turn's status, from the host's session summaries.
 
-use dsh_session::data::UserMessage;
-use dsh_session::wire::SourceKind;
-use dsh_session::{CoreEvent, SessionLog, SessionSummary, Sessions};
+use dsh_protocol::{SessionSummary, TurnEndReason};
 
 use crate::app::PickItem;
 
-/// Logs read for the details (the newest sessions); older rows show what the listing has.
+/// Sessions whose log is read for the details (the newest); older rows show what the listing
+/// has.
 pub const DETAILED: usize = 50;
 
-/// The picker's rows, newest first: top-level sessions only (children are reached through
-/// their parent). Reads up to [`DETAILED`] logs (no lock taken, nothing written).
-pub fn rows(sessions: &dyn Sessions, now_ms: i64) -> Vec<PickItem> {
-    let mut list: Vec<SessionSummary> = sessions
-        .list()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|s| s.parent_session.is_none())
-        .collect();
-    list.reverse();
-    list.into_iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let log = (i < DETAILED).then(|| sessions.read(&s.id).ok()).flatten();
-            item(&s, log.as_ref(), now_ms)
-        })
-        .collect()
-}
-
-/// One row from a listing entry and, when read, its log.
-pub fn item(s: &SessionSummary, log: Option<&SessionLog>, now_ms: i64) -> PickItem {
-    let first = log.map(first_prompt).unwrap_or_default();
-    let first = one_line(&first, 80);
+/// One row from a session's summary (`detailed`: its log was read, so its first prompt, turns
+/// and last turn are known).
+pub fn item(s: &SessionSummary, detailed: bool, now_ms: i64) -> PickItem {
+    let first = one_line(s.first_prompt.as_deref().unwrap_or(""), 80);
     let title = match s.title.as_deref().map(|t| one_line(t, 80)) {
         Some(t) if !t.is_empty() => t,
         _ if !first.is_empty() => first.clone(),
@@ -43,12 +23,16 @@ pub fn item(s: &SessionSummary, log: Option<&SessionLog>, now_ms: i64) -> PickIt
     if !first.is_empty() && first != title {
         parts.push(format!("“{first}”"));
     }
-    parts.push(s.cwd.clone().unwrap_or_else(|| "-".into()));
-    parts.push(age(now_ms - s.created_at));
-    if let Some(log) = log {
-        let turns = log.tracker().last_turn();
+    parts.push(if s.cwd.is_empty() {
+        "-".to_owned()
+    } else {
+        s.cwd.clone()
+    });
+    parts.push(age(now_ms - s.created_ms));
+    if detailed {
+        let turns = s.turns;
         parts.push(format!("{turns} turn{}", if turns == 1 { "" } else { "s" }));
-        parts.push(status(log));
+        parts.push(status(s));
     }
     PickItem {
         id: s.id.clone(),
@@ -66,30 +50,26 @@ fn one_line(text: &str, max: usize) -> String {
     crate::wrap::truncate(&crate::cells::sanitize(line), max)
 }
 
-fn first_prompt(log: &SessionLog) -> String {
-    log.events()
-        .iter()
-        .filter_map(|e| match e.core() {
-            Some(CoreEvent::UserMessage(UserMessage(m))) => Some(m),
-            _ => None,
-        })
-        .find(|m| SourceKind::of(m) == SourceKind::User)
-        .map(|m| m.text())
-        .unwrap_or_default()
+/// The last turn's end (`completed`, `aborted`, `error` …), `open` while a turn is open.
+fn status(s: &SessionSummary) -> String {
+    match &s.last_turn_end {
+        Some(end) => end_word(end).to_owned(),
+        None if s.turns > 0 => "open".into(),
+        None => "new".into(),
+    }
 }
 
-/// The last turn's end (`completed`, `aborted`, `error` …), `open` while a turn is open.
-fn status(log: &SessionLog) -> String {
-    let end = log
-        .last_turn_end()
-        .and_then(|seq| match log.event(seq)?.core() {
-            Some(CoreEvent::TurnEnd(end)) => Some(end.reason.kind().to_owned()),
-            _ => None,
-        });
+/// The log's word for a turn's end.
+pub fn end_word(end: &TurnEndReason) -> &str {
     match end {
-        Some(kind) => kind,
-        None if log.tracker().open_turn().is_some() => "open".into(),
-        None => "new".into(),
+        TurnEndReason::Completed => "completed",
+        TurnEndReason::Error { .. } => "error",
+        TurnEndReason::Aborted => "aborted",
+        TurnEndReason::MaxTokens => "max-tokens",
+        TurnEndReason::Blocked => "blocked",
+        TurnEndReason::Interrupted => "interrupted",
+        TurnEndReason::Forked => "forked",
+        TurnEndReason::Other { kind } => kind,
     }
 }
 
@@ -105,4 +85,11 @@ pub fn age(ms: i64) -> String {
     } else {
         format!("{}d ago", s / 86_400)
     }
+}
+
+/// Now, in ms since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

@@ -1,120 +1,114 @@
-//! The event loop: terminal input and the agent feed in, scrollback inserts and viewport frames
-//! out. A frame is drawn only after something happened (no timer, no idle redraw); bursts of
-//! feed events are folded before one frame.
+//! The event loop: terminal input and the session's protocol events in, ops out, scrollback
+//! inserts and viewport frames out. A frame is drawn only after something happened (no timer,
+//! no idle redraw); bursts of events are folded before one frame.
+//!
+//! Everything shown comes from [`Client::subscribe`]; everything done is an [`Op`] sent
+//! through one queue per session (so a withdrawal lands before the interrupt that follows it)
+//! or a [`Client`] call (open, commands, sessions). Sub-agent cards subscribe to the child's
+//! session.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crossterm::event::{Event as TermEvent, EventStream};
-use dsh_agent::events::{AgentStatusChanged, AgentStreamChunk};
-use dsh_agent::hooks::{AgentRequest, PreStep};
-use dsh_agent::{Agent, AgentOptions, AgentStatus, Agents, CancelCause, CreateAgent, ResumeAgent};
-use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer};
-use dsh_commands::{CommandCall, Commands};
-use dsh_kernel::{Ctx, Registration};
-use dsh_llm::service::CallSettings;
-use dsh_llm::{Llm, Message, ReasoningEffort, StreamChunk};
-use dsh_protocol::{CommandOutcome, CommandSource};
-use dsh_session::plugin::SessionEvent;
-use dsh_session::{Event, Sessions};
-use dsh_subagent_api::events::{SubagentFinished, SubagentStarted};
+use dsh_protocol::{
+    Client, CommandInfo, CommandSource, Effort, ErrorCode, Event, EventMsg, Op, OpAccepted,
+    OpenSession, ProtocolError, SessionOptions, SessionQuery, SessionSettings, SessionState,
+    SessionSummary, Snapshot,
+};
 use futures::{FutureExt, StreamExt};
-use parking_lot::Mutex;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::task::JoinHandle;
 
-use crate::app::{Action, App, Picker};
-use crate::approval::{ApprovalPrompt, Asked, TuiAnswerer};
-use crate::cells::{Cell, NoticeKind, git_diff_lines};
+use crate::app::{Action, App, PendingSteer, Picker};
+use crate::approval::{ApprovalPrompt, Question};
+use crate::cells::{Cell, NoticeKind};
 use crate::composer::Composer;
 use crate::term::{self, Term};
-use crate::transcript::{Pricer, Transcript};
-use crate::{TuiError, TuiOptions, TuiOutcome};
+use crate::transcript::Transcript;
+use crate::{Target, TuiError, TuiOptions, TuiOutcome};
 
 /// Scrollback lines inserted per frame (a long resumed history goes up in chunks).
 const INSERT_CHUNK: usize = 2000;
 
-/// What the agent side tells the UI.
+/// What an op was, for its answer.
+enum OpKind {
+    /// A steer with this text.
+    Steer(String),
+    /// Anything else: a failure is shown as `/{0}: …` or `{0}: …`.
+    Other(String),
+}
+
+/// What the background tasks tell the UI.
 enum Feed {
-    Session(Arc<Event>),
-    Chunk(Box<StreamChunk>),
-    Status(AgentStatus),
-    Delivered,
-    /// An approval question (any agent of this runtime).
-    Approval(Asked),
-    /// A child of the shown agent started (`subagent/start`): its session id and label.
-    ChildStarted(String, String),
-    /// A committed event of a running child.
-    ChildEvent(Arc<str>, Arc<Event>),
-    /// A child's run ended (`subagent/end`).
-    ChildFinished(String),
+    /// An event of the shown session (of subscription `epoch`).
+    Event(u64, Event),
+    /// The shown session's event stream ended.
+    Ended(u64),
+    /// An event of a running child of the shown session.
+    Child(u64, String, Event),
+    /// An op's answer.
+    OpDone(u64, OpKind, Result<OpAccepted, ProtocolError>),
+    /// The session's commands.
+    Commands(u64, Vec<CommandInfo>),
+    /// The picker's rows.
+    Picker(Vec<crate::app::PickItem>),
+    /// A session to show (opened for `/new` or `/resume`).
+    Opened(SessionSummary),
+    /// Something failed outside the session.
+    Failed(String),
 }
 
-/// `/model` and `/effort` choices, applied by the `agent/request` hook.
-#[derive(Default)]
-struct Overrides {
-    model: Option<String>,
-    effort: Option<ReasoningEffort>,
+/// The session being shown.
+struct Shown {
+    id: String,
+    epoch: u64,
+    ops: UnboundedSender<(Op, OpKind)>,
+    reader: JoinHandle<()>,
+    children: HashMap<String, JoinHandle<()>>,
+    /// The welcome line was printed (after the first snapshot).
+    welcomed: bool,
+    /// The working directory and the settings in force.
+    cwd: String,
+    settings: SessionSettings,
 }
 
-/// The agent being shown, and what is registered for it.
-struct Attached {
-    agent: Arc<dyn Agent>,
-    registrations: Vec<Registration>,
-    /// Feed events up to this seq were rendered from the snapshot.
-    seen: u64,
+impl Drop for Shown {
+    fn drop(&mut self) {
+        self.reader.abort();
+        for (_, c) in self.children.drain() {
+            c.abort();
+        }
+    }
 }
 
 struct Runtime {
-    root: Ctx,
+    client: Arc<dyn Client>,
     app: App,
     tx: UnboundedSender<Feed>,
-    overrides: Arc<Mutex<Overrides>>,
-    attached: Option<Attached>,
+    shown: Option<Shown>,
+    epoch: u64,
+    /// Options of `/new` sessions.
+    new_session: SessionOptions,
+    /// Close the sessions this UI opened when it leaves them.
+    close_on_leave: bool,
     height: u16,
     /// Terminal input. Dropped before the viewport is opened again (Ctrl-Z): that asks the
     /// terminal for the cursor position, and crossterm's stream thread holds the input reader
     /// while it waits, so the answer would not reach the query.
     input: Option<EventStream>,
-    /// Open approval questions: where each answer goes.
-    questions: std::collections::HashMap<String, tokio::sync::oneshot::Sender<ApprovalAnswer>>,
 }
 
-/// Runs the TUI until the user quits; the shown agent is disposed (its session flushed) on
-/// every exit path, a panic included.
+/// Runs the TUI until the user quits. With `close_on_leave`, the sessions it opened are closed
+/// in the host (flushed) on every exit path, a panic included.
 pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
     term::install_panic_hook();
     crate::highlight::warm_up();
     let (tx, rx) = unbounded_channel();
     let theme = opts.theme;
-    let pricer = pricer(
-        &opts.root,
-        opts.agent.options().provider.unwrap_or_default(),
-    );
-    // Approval questions are answered by the inline prompt (unless the composition already
-    // mounts an answerer, e.g. `approval-scripted`).
-    let approvals_tx = tx.clone();
-    let tools = opts.root.get::<dyn dsh_tools::Tools>();
-    let answerer: Arc<dyn ApprovalAnswerer> = Arc::new(TuiAnswerer {
-        send: Box::new(move |asked| approvals_tx.send(Feed::Approval(asked)).is_ok()),
-        // The call as the asking session's tools describe it.
-        display: Box::new(move |request| {
-            let displayer = match &tools {
-                Some(t) => crate::tool_display::from_tools(
-                    t.clone(),
-                    Some(dsh_kernel::ScopeKey::new(request.session_id.as_str())),
-                ),
-                None => crate::tool_display::generic(),
-            };
-            crate::approval::request_display(request, &displayer)
-        }),
-    });
-    let answerer_note = opts
-        .root
-        .provide::<dyn ApprovalAnswerer>(answerer)
-        .err()
-        .map(|e| format!("approval questions are not asked here: {e}"));
     let mut app = App::new(
         theme,
-        Transcript::new(theme, pricer),
+        Transcript::new(theme),
         Composer::new(opts.history_file.clone()),
     );
     app.extra_commands = opts.extra_commands.clone();
@@ -122,38 +116,28 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
         .project_dir
         .as_deref()
         .map(crate::mentions::FileIndex::spawn);
-    if let Some(note) = answerer_note {
-        tracing::warn!("{note}");
-        let width = crossterm::terminal::size().map(|(w, _)| w).unwrap_or(80);
-        app.insert_cell(
-            &Cell::Notice {
-                text: note,
-                kind: NoticeKind::Warn,
-            },
-            width,
-        );
-    }
+    // The session is opened before the terminal is taken: a failure is an ordinary error.
+    let first = open_target(opts.client.as_ref(), &opts.target, &opts.new_session).await?;
     let rows = crossterm::terminal::size().map(|(_, r)| r).unwrap_or(24);
     let height = App::viewport_height(rows);
     let mut rt = Runtime {
-        root: opts.root.clone(),
+        client: opts.client.clone(),
         app,
         tx,
-        overrides: Arc::new(Mutex::new(Overrides::default())),
-        attached: None,
+        shown: None,
+        epoch: 0,
+        new_session: opts.new_session.clone(),
+        close_on_leave: opts.close_on_leave,
         height,
         input: None,
-        questions: std::collections::HashMap::new(),
     };
     let mut terminal = term::enter(height)?;
-    let result = std::panic::AssertUnwindSafe(rt.main(&mut terminal, rx, opts))
+    let result = std::panic::AssertUnwindSafe(rt.main(&mut terminal, rx, opts, first))
         .catch_unwind()
         .await;
     term::leave(&mut terminal);
     let id = rt.app.session_id.clone();
-    if let Some(a) = rt.attached.take() {
-        detach(a).await;
-    }
+    rt.leave().await;
     match result {
         Ok(r) => r.map(|()| TuiOutcome { session_id: id }),
         Err(panic) => {
@@ -164,6 +148,63 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
                 .unwrap_or_default();
             Err(TuiError::Panicked(msg))
         }
+    }
+}
+
+/// Opens what the command line asked for; `Attach` opens the session to drive it, or watches
+/// it when another process holds it.
+async fn open_target(
+    client: &dyn Client,
+    target: &Target,
+    new_session: &SessionOptions,
+) -> Result<(String, Option<String>), TuiError> {
+    match target {
+        Target::New => {
+            let s = client
+                .open(OpenSession::Create {
+                    session_id: None,
+                    options: new_session.clone(),
+                    prompt: None,
+                })
+                .await?;
+            Ok((s.id, None))
+        }
+        Target::Resume(id) => {
+            let s = client
+                .open(OpenSession::Resume {
+                    session_id: id.clone(),
+                    options: resume_options(new_session),
+                })
+                .await?;
+            Ok((s.id, None))
+        }
+        Target::Attach(id) => {
+            let open = client
+                .open(OpenSession::Resume {
+                    session_id: id.clone(),
+                    options: SessionOptions::default(),
+                })
+                .await;
+            match open {
+                Ok(s) => Ok((s.id, None)),
+                Err(e) if e.code == ErrorCode::SessionLocked => Ok((
+                    id.clone(),
+                    Some(format!(
+                        "session {id} is driven by another process: watching only ({})",
+                        e.message
+                    )),
+                )),
+                Err(e) => Err(e.into()),
+            }
+        }
+    }
+}
+
+/// A resumed session keeps its own directory; the command line's settings apply.
+fn resume_options(new_session: &SessionOptions) -> SessionOptions {
+    SessionOptions {
+        cwd: None,
+        settings: new_session.settings.clone(),
     }
 }
 
@@ -180,19 +221,6 @@ fn test_panic(text: &str) {
 #[cfg(not(debug_assertions))]
 fn test_panic(_: &str) {}
 
-/// Prices of the route's models, as the composition's `llm` service knows them.
-fn pricer(root: &Ctx, provider: String) -> Pricer {
-    let llm = root.get::<dyn Llm>();
-    Box::new(move |model: &str| llm.as_ref()?.pricing(&provider, model))
-}
-
-async fn detach(a: Attached) {
-    for r in a.registrations {
-        r.dispose();
-    }
-    a.agent.dispose().await;
-}
-
 impl Runtime {
     fn width(term: &Term) -> u16 {
         term.size().map(|s| s.width).unwrap_or(80)
@@ -203,9 +231,13 @@ impl Runtime {
         terminal: &mut Term,
         mut rx: UnboundedReceiver<Feed>,
         opts: TuiOptions,
+        (id, note): (String, Option<String>),
     ) -> Result<(), TuiError> {
-        let width = Self::width(terminal);
-        self.attach(opts.agent, width)?;
+        self.show(id);
+        if let Some(note) = note {
+            let width = Self::width(terminal);
+            self.notice(note, NoticeKind::Warn, width);
+        }
         // The first frame before the (possibly long) history goes up.
         self.frame(terminal, 0)?;
         if opts.open_picker {
@@ -238,7 +270,6 @@ impl Runtime {
                     while let Ok(more) = rx.try_recv() {
                         self.feed(more, width);
                     }
-                    self.flush_pending_if_idle()?;
                 }
             }
         }
@@ -257,12 +288,6 @@ impl Runtime {
             terminal.autoresize().map_err(TuiError::Terminal)?;
             terminal.clear().map_err(TuiError::Terminal)?;
         }
-        // Questions whose call went away (the turn ended) leave the screen.
-        self.questions.retain(|_, reply| !reply.is_closed());
-        let open = &self.questions;
-        self.app
-            .approvals
-            .retain(|a| open.contains_key(&a.question.id));
         let n = self.app.inserts.len().min(max_lines);
         if n > 0 {
             let lines: Vec<_> = self.app.inserts.drain(..n).collect();
@@ -288,7 +313,6 @@ impl Runtime {
                 Vec::new()
             }
             // The next frame notices the new size.
-            TermEvent::Resize(_, _) => Vec::new(),
             _ => Vec::new(),
         };
         for a in actions {
@@ -300,67 +324,458 @@ impl Runtime {
         Ok(false)
     }
 
+    fn notice(&mut self, text: String, kind: NoticeKind, width: u16) {
+        self.app.insert_cell(&Cell::Notice { text, kind }, width);
+    }
+
+    /// Sends `op` to the shown session (in order with the ops before it).
+    fn op(&self, op: Op, kind: OpKind) {
+        if let Some(s) = &self.shown {
+            let _ = s.ops.send((op, kind));
+        }
+    }
+
     fn feed(&mut self, feed: Feed, width: u16) {
+        let epoch = self.shown.as_ref().map(|s| s.epoch);
         match feed {
-            Feed::Session(ev) => {
-                let seen = self.attached.as_ref().map_or(0, |a| a.seen);
-                if ev.seq() > seen || seen == 0 {
-                    let lines = self.app.transcript.on_event(&ev, width);
-                    self.app.inserts.extend(lines);
-                    if let Some(a) = &mut self.attached {
-                        a.seen = a.seen.max(ev.seq());
+            Feed::Event(g, ev) if Some(g) == epoch => self.event(ev, width),
+            Feed::Ended(g) if Some(g) == epoch => {
+                self.app.running = false;
+                tracing::info!("the session's event stream ended");
+            }
+            Feed::Child(g, id, ev) if Some(g) == epoch => {
+                if let EventMsg::SubagentFinished { .. } = ev.msg {
+                    return;
+                }
+                self.app.agents.event(&id, &ev);
+            }
+            Feed::OpDone(g, kind, result) if Some(g) == epoch => self.op_done(kind, result, width),
+            Feed::Commands(g, list) if Some(g) == epoch => self.commands(list),
+            Feed::Picker(items) => {
+                if let Some(p) = &mut self.app.picker {
+                    p.items = items;
+                }
+            }
+            Feed::Opened(summary) => self.show(summary.id),
+            Feed::Failed(text) => self.notice(text, NoticeKind::Error, width),
+            // From a session no longer shown.
+            _ => {}
+        }
+    }
+
+    fn op_done(&mut self, kind: OpKind, result: Result<OpAccepted, ProtocolError>, width: u16) {
+        match (kind, result) {
+            (OpKind::Steer(text), Ok(accepted)) => {
+                let Some(id) = accepted.id else { return };
+                let mut pending = self.app.pending.lock();
+                if pending.iter().any(|p| p.id.as_deref() == Some(id.as_str())) {
+                    // Its `steerQueued` came first.
+                    if let Some(i) = pending
+                        .iter()
+                        .position(|p| p.id.is_none() && p.sent && p.text == text)
+                    {
+                        pending.remove(i);
                     }
+                } else if let Some(p) = pending
+                    .iter_mut()
+                    .find(|p| p.id.is_none() && p.sent && p.text == text)
+                {
+                    p.id = Some(id);
+                } else {
+                    // Taken back (Up, an interrupt) while it was on its way: withdrawn now.
+                    drop(pending);
+                    self.op(
+                        Op::WithdrawSteer { steer_id: id },
+                        OpKind::Other("withdraw".into()),
+                    );
                 }
             }
-            Feed::Chunk(c) => {
-                let lines = self.app.transcript.on_chunk(&c, width);
-                self.app.inserts.extend(lines);
-            }
-            Feed::Status(s) => self.app.running = s == AgentStatus::Running,
-            Feed::Delivered => {}
-            Feed::ChildStarted(id, label) => {
+            (OpKind::Steer(text), Err(e)) => {
                 self.app
-                    .agents
-                    .started(&id, &label, std::time::Instant::now());
+                    .pending
+                    .lock()
+                    .retain(|p| !(p.id.is_none() && p.sent && p.text == text));
+                self.notice(
+                    format!("the steer was not queued: {}", e.message),
+                    NoticeKind::Error,
+                    width,
+                );
             }
-            Feed::ChildEvent(id, ev) => self.app.agents.event(&id, &ev),
-            Feed::ChildFinished(id) => self.app.agents.finished(&id),
-            Feed::Approval(asked) => {
-                if let Some(plan) = &asked.question.plan {
-                    let lines = self
-                        .app
-                        .transcript
-                        .show_plan(&asked.question.call_id, plan, width);
-                    self.app.inserts.extend(lines);
-                }
-                self.app
-                    .approvals
-                    .push_back(ApprovalPrompt::new(asked.question.clone()));
-                self.questions.insert(asked.question.id, asked.reply);
+            (OpKind::Other(_), Ok(_)) => {}
+            // A withdrawal that came too late (the steer was delivered) is no failure to show.
+            (OpKind::Other(what), Err(e)) if what == "withdraw" => {
+                tracing::debug!("withdraw: {}", e.message);
+            }
+            (OpKind::Other(what), Err(e)) => {
+                self.notice(format!("{what}: {}", e.message), NoticeKind::Error, width);
             }
         }
     }
 
-    /// Steers left when the turn ended without another step become the next prompt.
-    fn flush_pending_if_idle(&mut self) -> Result<(), TuiError> {
-        if self.app.running {
-            return Ok(());
+    /// The registry's commands, for completion and `/help`: builtins and plugins' run through
+    /// the registry, skills and custom commands are sent as their `/name` prompt.
+    fn commands(&mut self, list: Vec<CommandInfo>) {
+        let mut names = Vec::new();
+        for c in list {
+            let slash = format!("/{}", c.name);
+            if !crate::app::COMMANDS.iter().any(|(n, _)| *n == slash)
+                && !self.app.extra_commands.iter().any(|(n, _)| *n == slash)
+            {
+                let hint = match (&c.argument_hint, c.source) {
+                    (Some(h), _) => format!("{h} "),
+                    (None, CommandSource::Skill) => "skill: ".to_owned(),
+                    (None, _) => String::new(),
+                };
+                self.app
+                    .extra_commands
+                    .push((slash, format!("{hint}{}", c.description)));
+            }
+            if matches!(c.source, CommandSource::Plugin | CommandSource::Builtin) {
+                names.push(c.name);
+            }
         }
-        let Some(a) = &self.attached else {
-            return Ok(());
+        self.app.registry_commands = names;
+    }
+
+    /// Folds one event of the shown session.
+    fn event(&mut self, ev: Event, width: u16) {
+        match &ev.msg {
+            EventMsg::Snapshot(s) => {
+                self.snapshot(s, width);
+                return;
+            }
+            EventMsg::SessionConfigured { cwd, settings, .. } => {
+                self.configured(cwd.clone(), settings.clone());
+                return;
+            }
+            EventMsg::State { state } => {
+                self.app.running = running(*state);
+                if *state != SessionState::WaitingForApproval {
+                    // Answered here or by another client, or dismissed: no question is open.
+                    self.app.approvals.clear();
+                    self.app.questions.clear();
+                }
+                return;
+            }
+            EventMsg::ApprovalRequested(r) => self.ask(r),
+            EventMsg::ApprovalResolved { request_id, .. } => {
+                self.app.approvals.retain(|a| a.question.id != *request_id);
+            }
+            EventMsg::QuestionAsked(q) => self.question(q),
+            EventMsg::QuestionAnswered { request_id, .. } => {
+                self.app.questions.retain(|q| q.id() != request_id);
+            }
+            EventMsg::TurnStarted { .. } => self.app.running = true,
+            EventMsg::SteerQueued { steer_id, text } => {
+                let mut pending = self.app.pending.lock();
+                if !pending.iter().any(|p| p.id.as_deref() == Some(steer_id)) {
+                    match pending
+                        .iter_mut()
+                        .find(|p| p.id.is_none() && p.sent && p.text == *text)
+                    {
+                        Some(p) => p.id = Some(steer_id.clone()),
+                        None => pending.push(PendingSteer {
+                            id: Some(steer_id.clone()),
+                            text: text.clone(),
+                            sent: true,
+                        }),
+                    }
+                }
+                return;
+            }
+            EventMsg::SteerDelivered { steer_id } | EventMsg::SteerWithdrawn { steer_id } => {
+                self.app
+                    .pending
+                    .lock()
+                    .retain(|p| p.id.as_deref() != Some(steer_id));
+                return;
+            }
+            EventMsg::SubagentStarted {
+                session_id, label, ..
+            } => {
+                self.child_started(session_id.clone(), label);
+                return;
+            }
+            EventMsg::SubagentFinished { session_id, .. } => {
+                self.app.agents.finished(session_id);
+                if let Some(s) = &mut self.shown
+                    && let Some(h) = s.children.remove(session_id)
+                {
+                    h.abort();
+                }
+            }
+            EventMsg::Error(e) if e.code == ErrorCode::SubscriberLagged => return,
+            _ => {}
+        }
+        let lines = self.app.transcript.on_event(&ev, width);
+        self.app.inserts.extend(lines);
+    }
+
+    /// A question of the agent: queued on screen (once).
+    fn question(&mut self, q: &dsh_protocol::QuestionRequest) {
+        if self.app.questions.iter().any(|p| p.id() == q.request_id) {
+            return;
+        }
+        self.app
+            .questions
+            .push_back(crate::question::QuestionPrompt::new(q.clone()));
+    }
+
+    /// An approval question: queued on screen (once).
+    fn ask(&mut self, r: &dsh_protocol::ApprovalRequest) {
+        if self
+            .app
+            .approvals
+            .iter()
+            .any(|a| a.question.id == r.request_id)
+        {
+            return;
+        }
+        self.app
+            .approvals
+            .push_back(ApprovalPrompt::new(Question::from_request(r)));
+    }
+
+    /// The live state after the replay: usage, pending questions and steers, the attempt in
+    /// progress, the settings; the welcome line the first time.
+    fn snapshot(&mut self, s: &Snapshot, width: u16) {
+        // Questions answered while the history replayed are gone; open ones are asked.
+        let open: Vec<&str> = s
+            .pending_approvals
+            .iter()
+            .map(|a| a.request_id.as_str())
+            .collect();
+        self.app
+            .approvals
+            .retain(|a| open.contains(&a.question.id.as_str()));
+        let asked: Vec<&str> = s
+            .pending_questions
+            .iter()
+            .map(|q| q.request_id.as_str())
+            .collect();
+        self.app.questions.retain(|q| asked.contains(&q.id()));
+        for q in &s.pending_questions {
+            self.question(q);
+        }
+        for a in &s.pending_approvals {
+            let lines = self
+                .app
+                .transcript
+                .on_msg(&EventMsg::ApprovalRequested(a.clone()), width);
+            self.app.inserts.extend(lines);
+            self.ask(a);
+        }
+        {
+            let mut pending = self.app.pending.lock();
+            pending.retain(|p| p.id.is_none());
+            for q in &s.queued_steers {
+                pending.push(PendingSteer {
+                    id: Some(q.steer_id.clone()),
+                    text: q.text.clone(),
+                    sent: true,
+                });
+            }
+        }
+        self.app.running = running(s.session.state);
+        if let Some(live) = &s.live {
+            // The attempt in progress: what this UI has not seen of it yet (all of it for a
+            // new subscriber, the missed deltas for one that fell behind).
+            let t = &mut self.app.transcript;
+            let (caught_up, lines) = t.catch_up(&live.text, width);
+            self.app.inserts.extend(lines);
+            if !caught_up {
+                t.drop_live();
+                if !live.text.is_empty() {
+                    let lines = t.on_msg(
+                        &EventMsg::TextDelta {
+                            text: live.text.clone(),
+                        },
+                        width,
+                    );
+                    self.app.inserts.extend(lines);
+                }
+            }
+            self.app
+                .transcript
+                .catch_up_reasoning(&live.reasoning, width);
+        }
+        self.configured(s.session.cwd.clone(), s.session.settings.clone());
+        let Some(shown) = &mut self.shown else { return };
+        if shown.welcomed {
+            return;
+        }
+        shown.welcomed = true;
+        let id = shown.id.clone();
+        let welcome = self.welcome();
+        self.notice(welcome, NoticeKind::Info, width);
+        self.notice(
+            format!("session {id} · /help for commands"),
+            NoticeKind::Info,
+            width,
+        );
+    }
+
+    /// The settings in force: model, effort, window and prices of the route.
+    fn configured(&mut self, cwd: String, settings: SessionSettings) {
+        self.app.model = settings.model.clone().unwrap_or_default();
+        self.app.effort = settings.effort.map(|e| e.as_str().to_owned());
+        self.app.context_window = settings.context_window;
+        self.app.priced = settings.priced.unwrap_or(false);
+        if let Some(s) = &mut self.shown {
+            s.cwd = cwd;
+            s.settings = settings;
+        }
+    }
+
+    /// The welcome line: model, effort, directory, sandbox mode and approval policy in force.
+    fn welcome(&self) -> String {
+        let (cwd, settings) = match &self.shown {
+            Some(s) => (s.cwd.as_str(), &s.settings),
+            None => ("", &SessionSettings::default()),
         };
-        if a.agent.status() != AgentStatus::Idle {
-            return Ok(());
+        let effort = settings
+            .effort
+            .map(|e| format!(" · effort {}", e.as_str()))
+            .unwrap_or_default();
+        format!(
+            "dsh · {}{effort} · {cwd} · sandbox {} · approvals {}",
+            settings.model.as_deref().unwrap_or("(no model)"),
+            settings.sandbox.map_or("none", |m| m.as_str()),
+            settings.approval_policy.map_or("never", |p| p.as_str()),
+        )
+    }
+
+    /// A child of the shown session started: its card, fed by a subscription to its session.
+    fn child_started(&mut self, child: String, label: &str) {
+        let Some(shown) = &mut self.shown else { return };
+        if shown.children.contains_key(&child) {
+            return;
         }
-        let pending: Vec<String> = std::mem::take(&mut *self.app.pending.lock());
-        if pending.is_empty() {
-            return Ok(());
+        self.app
+            .agents
+            .started(&child, label, std::time::Instant::now());
+        let (client, tx, epoch, id) = (
+            self.client.clone(),
+            self.tx.clone(),
+            shown.epoch,
+            child.clone(),
+        );
+        let task = tokio::spawn(async move {
+            let Ok(mut stream) = client.subscribe(&id, None).await else {
+                return;
+            };
+            while let Some(ev) = stream.next().await {
+                if tx.send(Feed::Child(epoch, id.clone(), ev)).is_err() {
+                    return;
+                }
+            }
+        });
+        shown.children.insert(child, task);
+    }
+
+    /// Shows session `id`: its history (the subscription replays it), then its live events.
+    fn show(&mut self, id: String) {
+        self.epoch += 1;
+        let epoch = self.epoch;
+        let (ops_tx, mut ops_rx) = unbounded_channel::<(Op, OpKind)>();
+        let (client, tx, sid) = (self.client.clone(), self.tx.clone(), id.clone());
+        tokio::spawn(async move {
+            while let Some((op, kind)) = ops_rx.recv().await {
+                let r = client.send(&sid, op).await;
+                if tx.send(Feed::OpDone(epoch, kind, r)).is_err() {
+                    return;
+                }
+            }
+        });
+        let (client, tx, sid) = (self.client.clone(), self.tx.clone(), id.clone());
+        let reader = tokio::spawn(async move {
+            if let Ok(list) = client.commands(&sid).await {
+                let _ = tx.send(Feed::Commands(epoch, list));
+            }
+            let mut after = None;
+            loop {
+                let mut stream = match client.subscribe(&sid, after).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = tx.send(Feed::Failed(format!(
+                            "cannot follow session {sid}: {}",
+                            e.message
+                        )));
+                        return;
+                    }
+                };
+                let mut lagged = false;
+                while let Some(ev) = stream.next().await {
+                    if let EventMsg::Error(e) = &ev.msg
+                        && e.code == ErrorCode::SubscriberLagged
+                    {
+                        // The log has everything: continue from the last committed event (the
+                        // live text missed comes back with the commit or the snapshot).
+                        tracing::debug!("session {sid}: fell behind, subscribing again");
+                        lagged = true;
+                        break;
+                    }
+                    if !ev.is_live() {
+                        after = Some(ev.seq);
+                    }
+                    if tx.send(Feed::Event(epoch, ev)).is_err() {
+                        return;
+                    }
+                }
+                if !lagged {
+                    let _ = tx.send(Feed::Ended(epoch));
+                    return;
+                }
+            }
+        });
+        self.app.session_id = id.clone();
+        self.shown = Some(Shown {
+            id,
+            epoch,
+            ops: ops_tx,
+            reader,
+            children: HashMap::new(),
+            welcomed: false,
+            cwd: String::new(),
+            settings: SessionSettings::default(),
+        });
+    }
+
+    /// Leaves the shown session (closed in the host when this UI opened it there).
+    async fn leave(&mut self) -> Option<String> {
+        let shown = self.shown.take()?;
+        let id = shown.id.clone();
+        drop(shown);
+        if self.close_on_leave
+            && let Err(e) = self.client.close(&id).await
+        {
+            tracing::warn!("closing session {id}: {}", e.message);
         }
-        for text in pending {
-            a.agent.followup(Message::user_text("", text))?;
+        Some(id)
+    }
+
+    /// Leaves the shown session for another: the screen starts over.
+    async fn switch(&mut self, width: u16) {
+        if let Some(id) = self.leave().await {
+            self.app.agents.clear();
+            self.notice(format!("session {id} saved"), NoticeKind::Info, width);
         }
-        self.app.running = true;
-        Ok(())
+        self.app.pending.lock().clear();
+        self.app.approvals.clear();
+        self.app.running = false;
+        self.app.transcript = Transcript::new(self.app.theme);
+    }
+
+    /// Opens a session in the background (`/new`, `/resume`); it is shown once open.
+    fn open(&self, request: OpenSession, what: String) {
+        let (client, tx) = (self.client.clone(), self.tx.clone());
+        tokio::spawn(async move {
+            let feed = match client.open(request).await {
+                Ok(s) => Feed::Opened(s),
+                Err(e) => Feed::Failed(format!("{what}: {}", e.message)),
+            };
+            let _ = tx.send(feed);
+        });
     }
 
     async fn act(&mut self, action: Action, terminal: &mut Term) -> Result<(), TuiError> {
@@ -368,443 +783,168 @@ impl Runtime {
         match action {
             Action::Send(text) => {
                 test_panic(&text);
-                if let Some(a) = &self.attached {
-                    a.agent.followup(Message::user_text("", text))?;
-                    self.app.running = true;
+                self.op(
+                    Op::Submit {
+                        text,
+                        attachments: Vec::new(),
+                    },
+                    OpKind::Other("the prompt was not sent".into()),
+                );
+                self.app.running = true;
+            }
+            Action::Steered => {
+                let text = {
+                    let mut pending = self.app.pending.lock();
+                    pending
+                        .iter_mut()
+                        .rev()
+                        .find(|p| p.id.is_none() && !p.sent)
+                        .map(|p| {
+                            p.sent = true;
+                            p.text.clone()
+                        })
+                };
+                if let Some(text) = text {
+                    self.op(Op::Steer { text: text.clone() }, OpKind::Steer(text));
                 }
             }
-            Action::Steered => self.flush_pending_if_idle()?,
-            Action::Cancel => {
-                if let Some(a) = &self.attached {
-                    a.agent.cancel(CancelCause::User, true);
-                }
+            Action::WithdrawSteer(steer_id) => {
+                self.op(
+                    Op::WithdrawSteer { steer_id },
+                    OpKind::Other("withdraw".into()),
+                );
             }
+            Action::Cancel => self.op(Op::Interrupt, OpKind::Other("interrupt".into())),
             Action::Quit => {}
             Action::Answer { id, answer } => {
-                if let Some(reply) = self.questions.remove(&id) {
-                    let _ = reply.send(answer);
+                // A dismissal is answered by the interrupt that follows it.
+                if let Some(decision) = answer.decision() {
+                    self.op(
+                        Op::AnswerApproval {
+                            request_id: id,
+                            decision,
+                        },
+                        OpKind::Other("the answer was not taken".into()),
+                    );
                 }
             }
+            Action::AnswerQuestion { id, answers } => self.op(
+                Op::AnswerQuestion {
+                    request_id: id,
+                    answers,
+                },
+                OpKind::Other("the answer was not taken".into()),
+            ),
             Action::Suspend => {
                 self.input = None;
                 term::suspend(terminal, self.height)?;
             }
             Action::New => {
-                let options = self.options();
-                self.switch(terminal).await;
-                let agents = self.agents()?;
-                let agent = agents
-                    .create(
-                        &self.root,
-                        CreateAgent {
-                            options,
-                            ..Default::default()
-                        },
-                    )
-                    .await?;
-                self.attach(agent, width)?;
-            }
-            Action::Resume(id) => {
-                let mut options = self.options();
-                options.cwd = std::path::PathBuf::new();
-                let agents = self.agents()?;
-                self.switch(terminal).await;
-                match agents
-                    .resume(
-                        &self.root,
-                        ResumeAgent {
-                            session_id: id.clone(),
-                            options: options.clone(),
-                            setup: None,
-                        },
-                    )
-                    .await
-                {
-                    Ok(agent) => self.attach(agent, width)?,
-                    Err(e) => {
-                        self.app.insert_cell(
-                            &Cell::Notice {
-                                text: format!("cannot resume {id}: {e}"),
-                                kind: NoticeKind::Error,
-                            },
-                            width,
-                        );
-                        let agent = agents
-                            .create(
-                                &self.root,
-                                CreateAgent {
-                                    options,
-                                    ..Default::default()
-                                },
-                            )
-                            .await?;
-                        self.attach(agent, width)?;
-                    }
-                }
-            }
-            Action::OpenPicker => {
-                let sessions = self
-                    .root
-                    .get::<dyn Sessions>()
-                    .ok_or(TuiError::MissingService("sessions"))?;
-                let now = dsh_session::log::now_ms();
-                let items = tokio::task::spawn_blocking(move || {
-                    crate::picker::rows(sessions.as_ref(), now)
-                })
-                .await
-                .unwrap_or_default();
-                self.app.picker = Some(Picker {
-                    items,
-                    ..Default::default()
-                });
-            }
-            Action::SetModel(m) => {
-                self.overrides.lock().model = Some(m);
-                self.refresh_route(width);
-            }
-            Action::SetEffort(e) => {
-                self.overrides.lock().effort = Some(ReasoningEffort::from(e));
-                self.refresh_route(width);
-            }
-            Action::Compact => self.run_command("compact", String::new(), width).await,
-            Action::TogglePlan => self.run_command("plan", String::new(), width).await,
-            Action::RunCommand { name, args } => self.run_command(&name, args, width).await,
-            Action::Diff => {
-                let cwd = self.options().cwd;
-                let out = tokio::task::spawn_blocking(move || {
-                    std::process::Command::new("git")
-                        .args(["diff", "--no-color", "--no-ext-diff"])
-                        .current_dir(cwd)
-                        .output()
-                })
-                .await;
-                let cell = match out {
-                    Ok(Ok(o)) if o.status.success() => {
-                        let text = String::from_utf8_lossy(&o.stdout);
-                        if text.trim().is_empty() {
-                            Cell::Notice {
-                                text: "no changes in the workspace".into(),
-                                kind: NoticeKind::Info,
-                            }
-                        } else {
-                            let mut lines = git_diff_lines(&text, self.app.theme);
-                            let total = lines.len();
-                            lines.truncate(2000);
-                            if total > 2000 {
-                                lines.push(ratatui::text::Line::from(format!(
-                                    "… {} more lines (run git diff)",
-                                    total - 2000
-                                )));
-                            }
-                            Cell::Lines(lines)
-                        }
-                    }
-                    Ok(Ok(o)) => Cell::Notice {
-                        text: format!("git diff: {}", String::from_utf8_lossy(&o.stderr).trim()),
-                        kind: NoticeKind::Error,
+                self.switch(width).await;
+                self.open(
+                    OpenSession::Create {
+                        session_id: None,
+                        options: self.new_session.clone(),
+                        prompt: None,
                     },
-                    Ok(Err(e)) => Cell::Notice {
-                        text: format!("cannot run git: {e}"),
-                        kind: NoticeKind::Error,
-                    },
-                    Err(e) => Cell::Notice {
-                        text: format!("cannot run git: {e}"),
-                        kind: NoticeKind::Error,
-                    },
-                };
-                self.app.insert_cell(&cell, width);
-            }
-        }
-        Ok(())
-    }
-
-    /// Runs a command of the registry (`dsh-commands`) in the shown session and shows what it
-    /// says.
-    async fn run_command(&mut self, name: &str, args: String, width: u16) {
-        let notice = |text: String, kind: NoticeKind| Cell::Notice { text, kind };
-        let Some(commands) = self.root.get::<dyn Commands>() else {
-            let cell = notice(
-                format!("/{name} is not available: no command registry is composed"),
-                NoticeKind::Error,
-            );
-            self.app.insert_cell(&cell, width);
-            return;
-        };
-        let Some(agent) = self.attached.as_ref().map(|a| a.agent.clone()) else {
-            return;
-        };
-        let call = CommandCall {
-            agent,
-            args,
-            cancel: tokio_util::sync::CancellationToken::new(),
-        };
-        let cell = match commands.run(name, call).await {
-            Ok(CommandOutcome::Done { text }) if !text.is_empty() => {
-                Some(notice(text, NoticeKind::Info))
-            }
-            Ok(CommandOutcome::Submitted { .. }) => {
-                self.app.running = true;
-                None
-            }
-            Ok(_) => None,
-            Err(e) => Some(notice(format!("/{name}: {e}"), NoticeKind::Error)),
-        };
-        if let Some(cell) = cell {
-            self.app.insert_cell(&cell, width);
-        }
-    }
-
-    /// The registry's plugin commands, for completion and `/help` (custom commands and skills
-    /// come through `extra_commands` and are sent as prompts).
-    fn refresh_commands(&mut self, agent: &Arc<dyn Agent>) {
-        let Some(commands) = self.root.get::<dyn Commands>() else {
-            return;
-        };
-        let mut names = Vec::new();
-        for c in commands.list(agent) {
-            if c.source != CommandSource::Plugin && c.source != CommandSource::Builtin {
-                continue;
-            }
-            let slash = format!("/{}", c.name);
-            if !crate::app::COMMANDS.iter().any(|(n, _)| *n == slash)
-                && !self.app.extra_commands.iter().any(|(n, _)| *n == slash)
-            {
-                let hint = c.argument_hint.map(|h| format!("{h} ")).unwrap_or_default();
-                self.app
-                    .extra_commands
-                    .push((slash, format!("{hint}{}", c.description)));
-            }
-            names.push(c.name);
-        }
-        self.app.registry_commands = names;
-    }
-
-    fn agents(&self) -> Result<Arc<dyn Agents>, TuiError> {
-        self.root
-            .get::<dyn Agents>()
-            .ok_or(TuiError::MissingService("agents"))
-    }
-
-    fn options(&self) -> AgentOptions {
-        self.attached
-            .as_ref()
-            .map(|a| a.agent.options())
-            .unwrap_or_default()
-    }
-
-    /// Leaves the shown agent (disposed: flushed and unlocked).
-    async fn switch(&mut self, terminal: &mut Term) {
-        if let Some(a) = self.attached.take() {
-            let id = a.agent.id().to_owned();
-            detach(a).await;
-            self.app.agents.clear();
-            let width = Self::width(terminal);
-            self.app.insert_cell(
-                &Cell::Notice {
-                    text: format!("session {id} saved"),
-                    kind: NoticeKind::Info,
-                },
-                width,
-            );
-        }
-        self.app.pending.lock().clear();
-        self.app.running = false;
-        let theme = self.app.theme;
-        let usage_reset = Transcript::new(theme, self.app_pricer());
-        self.app.transcript = usage_reset;
-    }
-
-    fn app_pricer(&self) -> Pricer {
-        pricer(&self.root, self.options().provider.unwrap_or_default())
-    }
-
-    /// Model, effort, window and prices of the route as the next request will use it.
-    fn refresh_route(&mut self, width: u16) {
-        let options = self.options();
-        let o = self.overrides.lock();
-        let settings = CallSettings {
-            provider: options.provider.clone().unwrap_or_default(),
-            model: o.model.clone().or(options.model.clone()),
-            effort: o.effort.clone().or(options.reasoning_effort.clone()),
-            ..Default::default()
-        };
-        drop(o);
-        let Some(llm) = self.root.get::<dyn Llm>() else {
-            return;
-        };
-        match llm.prepare_call(&settings) {
-            Ok(p) => {
-                self.app.model = p.model.id.clone();
-                self.app.transcript.model = p.model.id.clone();
-                self.app.effort = p.effort.as_ref().map(|e| e.to_string());
-                self.app.context_window = Some(p.model.context_window);
-                self.app.priced = p.model.pricing.is_some();
-            }
-            Err(f) => {
-                self.app.model = settings.model.unwrap_or_default();
-                self.app.insert_cell(
-                    &Cell::Notice {
-                        text: format!("{}: {}", f.code, f.message),
-                        kind: NoticeKind::Error,
-                    },
-                    width,
+                    "cannot start a new session".into(),
                 );
             }
-        }
-    }
-
-    /// Shows `agent`: its history from the log, then its live feed.
-    fn attach(&mut self, agent: Arc<dyn Agent>, width: u16) -> Result<(), TuiError> {
-        let id: Arc<str> = Arc::from(agent.id());
-        // Tool cards as this agent's tools describe its calls.
-        let displayer = crate::tool_display::from_ctx(agent.ctx());
-        self.app.transcript.set_displayer(displayer.clone());
-        self.app.agents.set_displayer(displayer);
-        let mut registrations = Vec::new();
-        let tx = self.tx.clone();
-        let sid = id.clone();
-        // The running children of this agent, whose events feed their live cards.
-        let children: Arc<Mutex<std::collections::HashSet<String>>> = Arc::default();
-        let kids = children.clone();
-        registrations.push(self.root.on::<SessionEvent>(move |e| {
-            if e.session_id == sid {
-                let _ = tx.send(Feed::Session(e.event.clone()));
-            } else if kids.lock().contains(&*e.session_id) {
-                let _ = tx.send(Feed::ChildEvent(e.session_id.clone(), e.event.clone()));
+            Action::Resume(id) => {
+                self.switch(width).await;
+                self.open(
+                    OpenSession::Resume {
+                        session_id: id.clone(),
+                        options: resume_options(&self.new_session),
+                    },
+                    format!("cannot resume {id}"),
+                );
             }
-            Ok(())
-        })?);
-        let tx = self.tx.clone();
-        let sid = id.clone();
-        let kids = children.clone();
-        registrations.push(self.root.on::<SubagentStarted>(move |e| {
-            if *e.parent_id == *sid {
-                kids.lock().insert(e.child_id.clone());
-                let _ = tx.send(Feed::ChildStarted(e.child_id.clone(), e.label.clone()));
+            Action::OpenPicker => {
+                self.app.picker = Some(Picker::default());
+                let (client, tx) = (self.client.clone(), self.tx.clone());
+                tokio::spawn(async move {
+                    let items = picker_rows(client.as_ref()).await;
+                    let _ = tx.send(Feed::Picker(items));
+                });
             }
-            Ok(())
-        })?);
-        let tx = self.tx.clone();
-        let sid = id.clone();
-        registrations.push(self.root.on::<SubagentFinished>(move |e| {
-            if *e.parent_id == *sid {
-                children.lock().remove(&e.outcome.child_id);
-                let _ = tx.send(Feed::ChildFinished(e.outcome.child_id.clone()));
+            Action::SetModel(model) => {
+                self.op(Op::SetModel { model }, OpKind::Other("/model".into()));
             }
-            Ok(())
-        })?);
-        let tx = self.tx.clone();
-        let sid = id.clone();
-        registrations.push(self.root.on::<AgentStreamChunk>(move |e| {
-            if *e.agent_id == *sid {
-                let _ = tx.send(Feed::Chunk(Box::new(e.chunk.clone())));
-            }
-            Ok(())
-        })?);
-        let tx = self.tx.clone();
-        let sid = id.clone();
-        registrations.push(self.root.on::<AgentStatusChanged>(move |e| {
-            if *e.agent_id == *sid {
-                let _ = tx.send(Feed::Status(e.status));
-            }
-            Ok(())
-        })?);
-        // Steers typed while the agent works join the next step's batch (agent scope: disposed
-        // with the agent).
-        let pending = self.app.pending.clone();
-        let tx = self.tx.clone();
-        agent.ctx().hook::<PreStep, _, _>(move |mut input, next| {
-            let steers: Vec<String> = std::mem::take(&mut *pending.lock());
-            if !steers.is_empty() {
-                for s in steers {
-                    input
-                        .batch
-                        .push(Message::user_text(dsh_session::ids::message_id(), s));
-                }
-                let _ = tx.send(Feed::Delivered);
-            }
-            next.run(input)
-        })?;
-        let overrides = self.overrides.clone();
-        agent
-            .ctx()
-            .hook::<AgentRequest, _, _>(move |mut input, next| {
-                {
-                    let o = overrides.lock();
-                    if let Some(m) = &o.model {
-                        input.settings.model = Some(m.clone());
-                    }
-                    if let Some(e) = &o.effort {
-                        input.settings.effort = Some(e.clone());
-                    }
-                }
-                next.run(input)
-            })?;
-        // The history: everything already in the log.
-        let events = agent.session().events();
-        let seen = events.last().map_or(0, |e| e.seq());
-        for e in &events {
-            let lines = self.app.transcript.on_event(e, width);
-            self.app.inserts.extend(lines);
-        }
-        self.app.session_id = id.to_string();
-        self.app.running = agent.status() == AgentStatus::Running;
-        self.attached = Some(Attached {
-            agent,
-            registrations,
-            seen: seen.max(1),
-        });
-        self.refresh_route(width);
-        if let Some(a) = self.attached.as_ref().map(|a| a.agent.clone()) {
-            self.refresh_commands(&a);
-        }
-        let welcome = self.welcome(&events);
-        self.app.insert_cell(
-            &Cell::Notice {
-                text: welcome,
-                kind: NoticeKind::Info,
+            Action::SetEffort(e) => match Effort::parse(&e) {
+                Some(effort) => self.op(Op::SetEffort { effort }, OpKind::Other("/effort".into())),
+                None => self.notice(
+                    format!("unknown effort `{e}` (off, low, high, max)"),
+                    NoticeKind::Error,
+                    width,
+                ),
             },
-            width,
-        );
-        self.app.insert_cell(
-            &Cell::Notice {
-                text: format!("session {id} · /help for commands"),
-                kind: NoticeKind::Info,
-            },
-            width,
-        );
+            Action::Compact => self.run_command("compact", String::new()),
+            Action::TogglePlan => self.run_command("plan", String::new()),
+            Action::RunCommand { name, args } => self.run_command(&name, args),
+            Action::Diff => self.run_command("diff", String::new()),
+        }
         Ok(())
     }
 
-    /// The welcome line: model, effort, directory, sandbox mode and approval policy in force
-    /// (the last `sandbox/mode` and `approval/policy` the session logged).
-    fn welcome(&self, events: &[Arc<Event>]) -> String {
-        let sandbox = events.iter().rev().find_map(|e| {
-            e.plugin::<dsh_sandbox::SandboxModeEvent>()
-                .and_then(Result::ok)
-                .map(|m| m.mode.as_str().to_owned())
-        });
-        let policy = events.iter().rev().find_map(|e| {
-            e.plugin::<dsh_session::feature::ApprovalPolicyEvent>()
-                .and_then(Result::ok)
-                .map(|p| p.policy.as_str().to_owned())
-        });
-        let effort = self
-            .app
-            .effort
-            .as_deref()
-            .map(|e| format!(" · effort {e}"))
-            .unwrap_or_default();
-        format!(
-            "dsh · {}{effort} · {} · sandbox {} · approvals {}",
-            if self.app.model.is_empty() {
-                "(no model)"
-            } else {
-                &self.app.model
+    /// Runs a command of the registry in the shown session; what it says comes back as a
+    /// `commandRan` event (to every client watching).
+    fn run_command(&mut self, name: &str, args: String) {
+        self.op(
+            Op::RunCommand {
+                name: name.to_owned(),
+                args,
             },
-            self.options().cwd.display(),
-            sandbox.as_deref().unwrap_or("none"),
-            policy.as_deref().unwrap_or("never"),
-        )
+            OpKind::Other(format!("/{name}")),
+        );
     }
+}
+
+/// Whether a session in `state` is working.
+fn running(state: SessionState) -> bool {
+    matches!(
+        state,
+        SessionState::Working | SessionState::WaitingForApproval
+    )
+}
+
+/// The picker's rows: top-level sessions, newest first; the newest ones' details are read.
+async fn picker_rows(client: &dyn Client) -> Vec<crate::app::PickItem> {
+    let list = match client.sessions(SessionQuery::default()).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("listing sessions: {}", e.message);
+            return Vec::new();
+        }
+    };
+    let now = crate::picker::now_ms();
+    let mut rows = Vec::new();
+    for (i, s) in list
+        .into_iter()
+        .filter(|s| s.parent_id.is_none())
+        .enumerate()
+    {
+        let detailed = if i < crate::picker::DETAILED {
+            client.session(&s.id).await.ok()
+        } else {
+            None
+        };
+        rows.push(match &detailed {
+            Some(d) => crate::picker::item(&merge(&s, d), true, now),
+            None => crate::picker::item(&s, false, now),
+        });
+    }
+    rows
+}
+
+/// The listing's entry completed with what its log says.
+fn merge(listed: &SessionSummary, read: &SessionSummary) -> SessionSummary {
+    let mut s = read.clone();
+    if s.title.is_none() {
+        s.title.clone_from(&listed.title);
+    }
+    if s.cwd.is_empty() {
+        s.cwd.clone_from(&listed.cwd);
+    }
+    s
 }

@@ -1,13 +1,86 @@
-//! Token usage, cost and the status line. The cost comes from [`dsh_llm::UsageTally`] and the
-//! route's [`dsh_llm::ModelPricing`]: the one fold every front end uses.
+//! Token usage, cost and the status line. Usage arrives priced by the host
+//! ([`dsh_protocol::Usage`] with its cost); the TUI only folds it per turn and in total.
 
 use std::collections::BTreeMap;
 
-use dsh_llm::{ModelPricing, TokenUsage, UsageTally};
 use ratatui::text::{Line, Span};
 
 use crate::theme::Theme;
 use crate::wrap;
+
+/// A cost in US dollars.
+#[derive(Clone, Copy, Debug, Default, PartialEq, PartialOrd)]
+pub struct Cost(pub f64);
+
+impl Cost {
+    /// In dollars.
+    pub fn usd(self) -> f64 {
+        self.0
+    }
+}
+
+impl std::ops::AddAssign for Cost {
+    fn add_assign(&mut self, rhs: Cost) {
+        self.0 += rhs.0;
+    }
+}
+
+impl std::fmt::Display for Cost {
+    /// `$0.0123` (four decimals; six under a cent so small sessions are not shown as zero).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let usd = self.0;
+        if usd != 0.0 && usd < 0.01 {
+            write!(f, "${usd:.6}")
+        } else {
+            write!(f, "${usd:.4}")
+        }
+    }
+}
+
+/// Token usage and cost folded over many requests (a turn, a session).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct UsageTally {
+    /// Uncached input tokens.
+    pub cache_miss_input: u64,
+    /// Cached input tokens.
+    pub cache_hit_input: u64,
+    /// Input tokens written to the cache.
+    pub cache_write_input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Requests that reported usage.
+    pub attempts: u64,
+    /// Cost of the usage that had prices.
+    pub cost: Cost,
+    /// Requests without prices (their cost is not in `cost`).
+    pub unpriced: u64,
+}
+
+impl UsageTally {
+    /// Folds one request's usage.
+    pub fn add(&mut self, u: &dsh_protocol::Usage) {
+        self.cache_miss_input += u.input_tokens;
+        self.cache_hit_input += u.cache_read_tokens;
+        self.cache_write_input += u.cache_write_tokens;
+        self.output += u.output_tokens;
+        self.attempts += 1;
+        match u.cost_usd {
+            Some(c) => self.cost += Cost(c),
+            None => self.unpriced += 1,
+        }
+    }
+
+    /// All input tokens (read from the cache, written to it, and neither).
+    pub fn input(&self) -> u64 {
+        self.cache_miss_input + self.cache_hit_input + self.cache_write_input
+    }
+
+    /// Share of input served from the cache, in `0.0..=1.0` (`None` before any input).
+    pub fn cache_hit_ratio(&self) -> Option<f64> {
+        let input = self.input();
+        (input > 0).then(|| self.cache_hit_input as f64 / input as f64)
+    }
+}
 
 /// Usage of a session, per turn and in total.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -22,56 +95,18 @@ pub struct Usage {
 
 impl Usage {
     /// Folds a sub-agent's usage into `turn` (it does not change the context size).
-    pub fn add_subagent(&mut self, turn: u64, usage: &TokenUsage, pricing: Option<&ModelPricing>) {
-        self.session.add(usage, pricing);
-        self.turns.entry(turn).or_default().add(usage, pricing);
+    pub fn add_subagent(&mut self, turn: u64, usage: &dsh_protocol::Usage) {
+        self.session.add(usage);
+        self.turns.entry(turn).or_default().add(usage);
     }
 
-    /// Folds one attempt's usage of `turn`.
-    pub fn add(&mut self, turn: u64, usage: &TokenUsage, pricing: Option<&ModelPricing>) {
-        self.session.add(usage, pricing);
-        self.turns.entry(turn).or_default().add(usage, pricing);
+    /// Folds one request's usage of `turn`.
+    pub fn add(&mut self, turn: u64, usage: &dsh_protocol::Usage) {
+        self.session.add(usage);
+        self.turns.entry(turn).or_default().add(usage);
         self.context_used =
-            Some(usage.input_tokens + usage.cache_read_tokens.unwrap_or(0) + usage.output_tokens);
+            Some(usage.input_tokens + usage.cache_read_tokens + usage.output_tokens);
     }
-}
-
-/// The usage a sub-agent's result carries in its `tool/result.meta` (`childSessionId`,
-/// `usage`, `model`, written by `dsh-tool-subagent`), with the model that priced it.
-pub fn subagent_usage(meta: &serde_json::Value) -> Option<(TokenUsage, Option<String>)> {
-    meta.get("childSessionId")?;
-    let usage = serde_json::from_value::<TokenUsage>(meta.get("usage")?.clone()).ok()?;
-    let model = meta
-        .get("model")
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_owned);
-    Some((usage, model))
-}
-
-/// The usage of a `dsh/subagent-usage` record (`{usage, model?, nested?}`, logged by
-/// `dsh-subagent` in the parent when a child's run ends, failed runs too): the child's share
-/// and its own children's, each with the model that priced it. Read by shape.
-pub fn subagent_record_usage(data: &serde_json::Value) -> Vec<(TokenUsage, Option<String>)> {
-    let mut out = Vec::new();
-    let Ok(usage) =
-        serde_json::from_value::<TokenUsage>(data.get("usage").cloned().unwrap_or_default())
-    else {
-        return out;
-    };
-    let model = data
-        .get("model")
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_owned);
-    out.push((usage, model));
-    for n in data
-        .get("nested")
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        out.extend(subagent_record_usage(n));
-    }
-    out
 }
 
 /// `950`, `12.3k`, `1.2M`.

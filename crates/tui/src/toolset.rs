@@ -1,44 +1,51 @@
-//! The TUI side of issue 22's tools: the live checklist of `todo_write` (each `todo/write`
-//! event is drawn as a checklist), plan-mode and working-directory changes. (`/plan` and
-//! Shift+Tab run the registry's `plan` command.)
+//! The TUI side of issue 22's tools: the live checklist of the agent's task list (each
+//! `todoList` event is drawn as a checklist), plan-mode and working-directory changes. (`/plan`
+//! and Shift+Tab run the registry's `plan` command.)
 
-use dsh_session::Event;
-use dsh_session::feature::{PlanModeChange, TodoStatus, TodoWrite, WorkingDirectoryChange};
+use dsh_protocol::{EventMsg, TodoStatus};
 use ratatui::text::{Line, Span};
 
 use crate::theme::Theme;
 
-/// The lines of a `todo/write`, `plan/mode` or `working-directory/change` event (`None` for
-/// other events or an undecodable payload).
-pub fn lines(ev: &Event, theme: Theme) -> Option<Vec<Line<'static>>> {
-    if let Some(Ok(todo)) = ev.plugin::<TodoWrite>() {
-        let mut out = vec![Line::from(Span::styled("☰ tasks", theme.heading()))];
-        for t in &todo.todos {
-            let style = match t.status {
-                TodoStatus::Completed => theme.ok(),
-                TodoStatus::InProgress => theme.warn(),
-                TodoStatus::Pending => theme.dim(),
-            };
-            out.push(Line::from(vec![
-                Span::styled(format!("  {} ", t.status.mark()), style),
-                Span::raw(t.content.clone()),
-            ]));
+/// The mark of a task's state.
+pub fn mark(status: TodoStatus) -> &'static str {
+    match status {
+        TodoStatus::Completed => "[x]",
+        TodoStatus::InProgress => "[~]",
+        TodoStatus::Pending => "[ ]",
+    }
+}
+
+/// The lines of a task list, plan-mode or working-directory event (`None` for other events).
+pub fn lines(ev: &EventMsg, theme: Theme) -> Option<Vec<Line<'static>>> {
+    match ev {
+        EventMsg::TodoList { items } => {
+            let mut out = vec![Line::from(Span::styled("☰ tasks", theme.heading()))];
+            for t in items {
+                let style = match t.status {
+                    TodoStatus::Completed => theme.ok(),
+                    TodoStatus::InProgress => theme.warn(),
+                    TodoStatus::Pending => theme.dim(),
+                };
+                out.push(Line::from(vec![
+                    Span::styled(format!("  {} ", mark(t.status)), style),
+                    Span::raw(t.content.clone()),
+                ]));
+            }
+            Some(out)
         }
-        return Some(out);
-    }
-    if let Some(Ok(mode)) = ev.plugin::<PlanModeChange>() {
-        let text = if mode.active {
-            "◇ plan mode on: read-only tools until the plan is accepted (Shift+Tab to leave)"
-        } else {
-            "◆ plan mode off"
-        };
-        return Some(vec![Line::from(Span::styled(text, theme.warn()))]);
-    }
-    if let Some(Ok(wd)) = ev.plugin::<WorkingDirectoryChange>() {
-        return Some(vec![Line::from(Span::styled(
-            format!("· working directory: {}", wd.cwd),
+        EventMsg::PlanMode { active, .. } => {
+            let text = if *active {
+                "◇ plan mode on: read-only tools until the plan is accepted (Shift+Tab to leave)"
+            } else {
+                "◆ plan mode off"
+            };
+            Some(vec![Line::from(Span::styled(text, theme.warn()))])
+        }
+        EventMsg::WorkingDirectory { cwd } => Some(vec![Line::from(Span::styled(
+            format!("· working directory: {cwd}"),
             theme.dim(),
-        ))]);
+        ))]),
+        _ => None,
     }
-    None
 }

@@ -1,44 +1,26 @@
-//! The fold of the session feed into scrollback lines and the live region.
+//! The fold of the session's protocol events into scrollback lines and the live region.
 //!
-//! Committed session events (the log: the truth, so a resumed session shows its whole history)
-//! become [`Cell`]s; live stream chunks of the attempt in progress become markdown pieces as
-//! they complete. Events of later plugins (compaction, sub-agents) arrive through the same feed
-//! and are shown generically.
+//! Committed events (projected from the log: the truth, so a resumed session shows its whole
+//! history) become [`Cell`]s; the live deltas of the attempt in progress become markdown pieces
+//! as they complete. Tool cards are drawn from the displays the tools themselves fill in.
 
-use std::collections::HashMap;
-
-use dsh_llm::{ContentBlock, ModelPricing, StreamChunk, TokenUsage};
-use dsh_session::data::TurnEndReason;
-use dsh_session::{CoreEvent, Event, EventKind, PluginEvent};
+use dsh_protocol::{Event, EventMsg, JobState, MessageSource, TurnEndReason};
 use ratatui::text::{Line, Span};
 
 use crate::cells::{Cell, NoticeKind, ToolCard, ToolOutcome, sanitize};
 use crate::markdown::{MarkdownStream, PieceRenderer};
 use crate::status::Usage;
 use crate::theme::Theme;
-use crate::tool_display::Displayer;
 use crate::wrap;
-
-/// Prices by model id (`None`: the route has none).
-pub type Pricer = Box<dyn Fn(&str) -> Option<ModelPricing> + Send>;
-
-/// What an `llm/retry` payload says (written by the retry plugin; read by shape, not by type,
-/// since a front end depends on no plugin implementation).
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RetryNotice {
-    retry: u32,
-    #[serde(default)]
-    max_retries: Option<u32>,
-    delay_ms: u64,
-    failure: dsh_llm::LlmFailure,
-}
 
 /// The attempt being streamed.
 struct Live {
     md: MarkdownStream,
     renderer: PieceRenderer,
     reasoning: String,
+    /// Bytes of answer text received so far (deltas missed by a subscriber that fell behind are
+    /// recovered from the committed message or a snapshot: what follows this many bytes).
+    received: usize,
     width: u16,
 }
 
@@ -49,22 +31,13 @@ pub struct Transcript {
     calls: Vec<(String, ToolCard)>,
     /// Usage and cost.
     pub usage: Usage,
-    pricer: Pricer,
-    prices: HashMap<String, Option<ModelPricing>>,
     /// The last reasoning shown collapsed (Ctrl+O shows it whole).
     pub last_reasoning: Option<String>,
     decisions: crate::approval::Decisions,
-    /// The usage chunk of the attempt in progress, priced (shown until the attempt commits).
-    live_usage: Option<(TokenUsage, Option<ModelPricing>)>,
-    /// The model the next requests use (prices live chunks and failed attempts, which carry
-    /// no model id).
-    pub model: String,
     /// Calls whose plan was printed when it was asked about.
     plans_shown: std::collections::HashSet<String>,
-    /// Describes the tool calls for their cards.
-    displayer: Displayer,
-    /// `dsh/compaction-tokens` of the compaction being closed.
-    compaction_tokens: Option<(u64, u64)>,
+    /// The agent's open questions by request id: `(question id, question)`.
+    questions: std::collections::HashMap<String, Vec<(String, String)>>,
 }
 
 impl std::fmt::Debug for Transcript {
@@ -77,47 +50,25 @@ impl std::fmt::Debug for Transcript {
 
 impl Transcript {
     /// An empty transcript.
-    pub fn new(theme: Theme, pricer: Pricer) -> Self {
+    pub fn new(theme: Theme) -> Self {
         Transcript {
             theme,
             live: None,
             calls: Vec::new(),
             usage: Usage::default(),
-            pricer,
-            prices: HashMap::new(),
             last_reasoning: None,
             decisions: crate::approval::Decisions::default(),
-            live_usage: None,
-            model: String::new(),
             plans_shown: std::collections::HashSet::new(),
-            displayer: crate::tool_display::generic(),
-            compaction_tokens: None,
+            questions: std::collections::HashMap::new(),
         }
-    }
-
-    /// Describe tool calls with `displayer` (the tools' own displays) from now on.
-    pub fn set_displayer(&mut self, displayer: Displayer) {
-        self.displayer = displayer;
-    }
-
-    /// The displayer of the tool cards.
-    pub fn displayer(&self) -> &Displayer {
-        &self.displayer
     }
 
     /// The lines of the plan of call `call_id`, asked about now (its card will not repeat it).
     pub fn show_plan(&mut self, call_id: &str, plan: &str, width: u16) -> Vec<Line<'static>> {
-        self.plans_shown.insert(call_id.to_owned());
-        crate::approval::plan_lines(plan, self.theme, width)
-    }
-
-    fn pricing(&mut self, model: &str) -> Option<ModelPricing> {
-        if let Some(p) = self.prices.get(model) {
-            return *p;
+        if !self.plans_shown.insert(call_id.to_owned()) {
+            return Vec::new();
         }
-        let p = (self.pricer)(model);
-        self.prices.insert(model.to_owned(), p);
-        p
+        crate::approval::plan_lines(plan, self.theme, width)
     }
 
     fn cell(&self, cell: &Cell, width: u16) -> Vec<Line<'static>> {
@@ -130,82 +81,53 @@ impl Transcript {
             md: MarkdownStream::new(),
             renderer: PieceRenderer::new(theme, width),
             reasoning: String::new(),
+            received: 0,
             width,
         })
     }
 
-    /// Folds one live chunk; returns the lines it completed.
-    pub fn on_chunk(&mut self, chunk: &StreamChunk, width: u16) -> Vec<Line<'static>> {
+    /// Streams `text` into the live answer (the reasoning is complete once its answer starts).
+    fn push_text(&mut self, text: &str, width: u16) -> Vec<Line<'static>> {
         let mut out = Vec::new();
-        match chunk {
-            StreamChunk::TextDelta { text, .. } => {
-                let live = self.live(width);
-                for p in live.md.push(text) {
-                    out.extend(live.renderer.piece(&p));
-                }
-            }
-            StreamChunk::ReasoningDelta { text, .. } => self.live(width).reasoning.push_str(text),
-            StreamChunk::BlockEnd { block, .. } => match block {
-                ContentBlock::Reasoning { .. } => {
-                    let text = std::mem::take(&mut self.live(width).reasoning);
-                    out.extend(self.reasoning_cell(text, width));
-                }
-                ContentBlock::Text { .. } => {
-                    let live = self.live(width);
-                    for p in live.md.finish() {
-                        out.extend(live.renderer.piece(&p));
-                    }
-                }
-                _ => {}
-            },
-            StreamChunk::Usage { usage } => {
-                self.live(width);
-                let model = self.model.clone();
-                let p = self.pricing(&model);
-                self.live_usage = Some((*usage, p));
-            }
-            _ => {
-                self.live(width);
-            }
+        let reasoning = std::mem::take(&mut self.live(width).reasoning);
+        out.extend(self.reasoning_cell(reasoning, width));
+        let live = self.live(width);
+        live.received += text.len();
+        for p in live.md.push(text) {
+            out.extend(live.renderer.piece(&p));
         }
         out
     }
 
-    /// The usage to show: committed attempts plus the usage chunk of the one in progress.
-    pub fn usage_now(&self) -> std::borrow::Cow<'_, Usage> {
-        match &self.live_usage {
-            None => std::borrow::Cow::Borrowed(&self.usage),
-            Some((u, p)) => {
-                let mut shown = self.usage.clone();
-                shown.session.add(u, p.as_ref());
-                shown.context_used =
-                    Some(u.input_tokens + u.cache_read_tokens.unwrap_or(0) + u.output_tokens);
-                std::borrow::Cow::Owned(shown)
+    /// Brings the live attempt up to `full` (its whole text so far, from a commit or a
+    /// snapshot): the part not streamed yet is streamed now. `false` when `full` is shorter than
+    /// what was streamed (another attempt).
+    pub fn catch_up(&mut self, full: &str, width: u16) -> (bool, Vec<Line<'static>>) {
+        let Some(live) = &self.live else {
+            return (false, Vec::new());
+        };
+        // The same attempt's text only grows: what was received is its prefix.
+        match full.get(live.received..) {
+            Some("") => (true, Vec::new()),
+            Some(rest) => {
+                let rest = rest.to_owned();
+                (true, self.push_text(&rest, width))
             }
+            None => (false, Vec::new()),
         }
     }
 
-    /// A settled attempt that committed nothing (it failed and was retried, or the turn
-    /// failed): the usage it reported is billed, so it is counted.
-    fn failed_attempt(&mut self, a: &dsh_session::data::AssistantAttempt) {
-        self.live_usage = None;
-        let Ok(records) = a.stream.records() else {
-            return;
-        };
-        let Ok(chunks) = dsh_session::stream::expand_stream(&records) else {
-            return;
-        };
-        let usage = chunks.iter().rev().find_map(|(_, c)| {
-            match serde_json::from_value::<StreamChunk>(c.clone()) {
-                Ok(StreamChunk::Usage { usage }) => Some(usage),
-                _ => None,
-            }
-        });
-        if let Some(u) = usage {
-            let model = self.model.clone();
-            let p = self.pricing(&model);
-            self.usage.add(a.turn, &u, p.as_ref());
+    /// Brings the live reasoning up to `full` (a snapshot's).
+    pub fn catch_up_reasoning(&mut self, full: &str, width: u16) {
+        let live = self.live(width);
+        if full.len() > live.reasoning.len() && full.starts_with(live.reasoning.as_str()) {
+            live.reasoning = full.to_owned();
         }
+    }
+
+    /// The usage to show.
+    pub fn usage_now(&self) -> &Usage {
+        &self.usage
     }
 
     fn reasoning_cell(&mut self, text: String, width: u16) -> Vec<Line<'static>> {
@@ -237,34 +159,49 @@ impl Transcript {
         out
     }
 
-    /// Folds one committed event; returns the lines to insert into the scrollback.
+    /// Forgets the attempt in progress without printing it (a snapshot restates it).
+    pub fn drop_live(&mut self) {
+        self.live = None;
+    }
+
+    /// Folds one event of the shown session; returns the lines to insert into the scrollback.
     pub fn on_event(&mut self, ev: &Event, width: u16) -> Vec<Line<'static>> {
+        self.on_msg(&ev.msg, width)
+    }
+
+    /// Folds one event's message.
+    pub fn on_msg(&mut self, msg: &EventMsg, width: u16) -> Vec<Line<'static>> {
         let mut out = Vec::new();
-        match ev.core() {
-            Some(CoreEvent::UserMessage(m)) => {
-                if m.0.source.kind == "user" {
-                    out.extend(self.cell(&Cell::User { text: m.0.text() }, width));
-                }
-            }
-            Some(CoreEvent::AssistantMessage(m)) => {
-                if self.live.is_some() {
+        match msg {
+            EventMsg::UserMessage {
+                text,
+                source: MessageSource::User,
+                ..
+            } => out.extend(self.cell(&Cell::User { text: text.clone() }, width)),
+            EventMsg::TextDelta { text } => out.extend(self.push_text(text, width)),
+            EventMsg::ReasoningDelta { text } => self.live(width).reasoning.push_str(text),
+            EventMsg::AssistantMessage {
+                text,
+                reasoning,
+                interrupted,
+                ..
+            } => {
+                let (caught_up, lines) = self.catch_up(text, width);
+                out.extend(lines);
+                if caught_up || (self.live.is_some() && text.trim().is_empty()) {
                     out.extend(self.finish_live());
                 } else {
-                    for block in &m.message.content {
-                        match block {
-                            ContentBlock::Reasoning { text } => {
-                                out.extend(self.reasoning_cell(text.clone(), width));
-                            }
-                            ContentBlock::Text { text } if !text.trim().is_empty() => {
-                                out.extend(
-                                    self.cell(&Cell::Assistant { text: text.clone() }, width),
-                                );
-                            }
-                            _ => {}
-                        }
+                    // Nothing streamed of this message here (history), or the live text was
+                    // another attempt's: the message whole.
+                    self.live = None;
+                    if let Some(r) = reasoning {
+                        out.extend(self.reasoning_cell(r.clone(), width));
+                    }
+                    if !text.trim().is_empty() {
+                        out.extend(self.cell(&Cell::Assistant { text: text.clone() }, width));
                     }
                 }
-                if m.interrupted == Some(true) {
+                if *interrupted {
                     out.extend(self.cell(
                         &Cell::Notice {
                             text: "⏹ interrupted (the delivered text is kept)".into(),
@@ -273,101 +210,58 @@ impl Transcript {
                         width,
                     ));
                 }
-                self.live_usage = None;
-                if let Some(u) = &m.usage {
-                    let model = m.message.source.model_id().unwrap_or("").to_owned();
-                    let p = self.pricing(&model);
-                    self.usage.add(m.turn, u, p.as_ref());
-                }
             }
-            Some(CoreEvent::ToolCallEvent(c)) => {
-                self.calls.push((
-                    c.call_id.clone(),
-                    ToolCard::new(c.name.clone(), c.arguments.clone(), &self.displayer),
-                ));
+            EventMsg::UsageUpdated { turn, usage, .. } => self.usage.add(*turn, usage),
+            EventMsg::ToolCallBegan {
+                call_id, display, ..
+            } => {
+                out.extend(self.finish_live());
+                self.calls
+                    .push((call_id.clone(), ToolCard::new(display.clone())));
             }
-            Some(CoreEvent::ToolResult(r)) => {
-                let id = r.message.tool_call_id.clone().unwrap_or_default();
-                let mut card = match self.calls.iter().position(|(c, _)| *c == id) {
+            EventMsg::ToolCallEnded {
+                call_id,
+                display,
+                is_error,
+                error_code,
+                error_message,
+                ..
+            } => {
+                let mut card = match self.calls.iter().position(|(c, _)| c == call_id) {
                     Some(i) => self.calls.remove(i).1,
-                    None => ToolCard::new("tool", Default::default(), &self.displayer),
+                    None => ToolCard::new(display.clone()),
                 };
                 card.finish(
+                    display.clone(),
                     ToolOutcome {
-                        text: r.message.text(),
-                        is_error: r.message.is_error == Some(true),
-                        error_code: r.error.as_ref().map(|e| e.code.to_string()),
-                        meta: r.meta.as_ref().map(dsh_session::data::ToolMeta::to_value),
+                        text: error_message.clone().unwrap_or_default(),
+                        is_error: *is_error,
+                        error_code: error_code.as_ref().map(|c| c.as_str().into_owned()),
                     },
-                    &self.displayer,
                 );
-                // A plan nobody was asked about here (a resumed session, another policy) is
-                // printed before its card.
-                if !self.plans_shown.remove(&id)
+                // A plan nobody was asked about here (another policy) is printed before its
+                // card.
+                if !self.plans_shown.remove(call_id)
                     && let Some(plan) = &card.display.plan
                 {
                     out.extend(crate::approval::plan_lines(plan, self.theme, width));
                 }
                 out.extend(self.cell(&Cell::Tool(card), width));
             }
-            Some(CoreEvent::AssistantAttempt(a)) => self.failed_attempt(a),
-            Some(CoreEvent::TurnEnd(end)) => {
-                self.live_usage = None;
+            EventMsg::Retrying {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error,
+            } => {
                 out.extend(self.finish_live());
-                self.calls.clear();
-                let notice = match &end.reason {
-                    TurnEndReason::Completed | TurnEndReason::Forked => None,
-                    TurnEndReason::Error { error } => Some((
-                        format!("✗ the turn failed: {}: {}", error.code, error.message),
-                        NoticeKind::Error,
-                    )),
-                    TurnEndReason::Aborted { .. } => {
-                        Some(("⏹ turn interrupted".to_owned(), NoticeKind::Warn))
-                    }
-                    TurnEndReason::MaxTokens => Some((
-                        "⚠ the answer reached the output cap".to_owned(),
-                        NoticeKind::Warn,
-                    )),
-                    TurnEndReason::Blocked => Some((
-                        "⚠ the turn was blocked by a plugin".to_owned(),
-                        NoticeKind::Warn,
-                    )),
-                    TurnEndReason::Interrupted => Some((
-                        "⚠ this turn was cut short by a crash (repaired on resume)".to_owned(),
-                        NoticeKind::Warn,
-                    )),
-                    TurnEndReason::Unknown(_) => Some((
-                        format!("· turn ended `{}`", end.reason.kind()),
-                        NoticeKind::Info,
-                    )),
-                };
-                if let Some((text, kind)) = notice {
-                    out.extend(self.cell(&Cell::Notice { text, kind }, width));
-                }
-            }
-            Some(_) => {}
-            None => out.extend(self.plugin_event(ev, width)),
-        }
-        out
-    }
-
-    fn plugin_event(&mut self, ev: &Event, width: u16) -> Vec<Line<'static>> {
-        match ev.event_kind() {
-            EventKind::LlmRetry => {
-                let mut out = self.finish_live();
-                let text = match ev.data_as::<RetryNotice>() {
-                    Ok(r) => {
-                        let of = r.max_retries.map(|m| format!("/{m}")).unwrap_or_default();
-                        format!(
-                            "↻ stream dropped ({}: {}), retrying {}{of} in {}",
-                            r.failure.code,
-                            r.failure.message,
-                            r.retry,
-                            crate::cells::duration(r.delay_ms)
-                        )
-                    }
-                    Err(_) => "↻ retrying".to_owned(),
-                };
+                let of = max_attempts.map(|m| format!("/{m}")).unwrap_or_default();
+                let text = format!(
+                    "↻ stream dropped ({}: {}), retrying {attempt}{of} in {}",
+                    error.code,
+                    error.message,
+                    crate::cells::duration(*delay_ms)
+                );
                 out.extend(self.cell(
                     &Cell::Notice {
                         text,
@@ -375,76 +269,165 @@ impl Transcript {
                     },
                     width,
                 ));
-                out
+            }
+            EventMsg::TurnEnded { reason, .. } => {
+                out.extend(self.finish_live());
+                self.calls.clear();
+                if let Some((text, kind)) = turn_end_notice(reason) {
+                    out.extend(self.cell(&Cell::Notice { text, kind }, width));
+                }
+            }
+            EventMsg::TodoList { .. }
+            | EventMsg::PlanMode { .. }
+            | EventMsg::WorkingDirectory { .. } => {
+                if let Some(lines) = crate::toolset::lines(msg, self.theme) {
+                    out.extend(self.cell(&Cell::Lines(lines), width));
+                }
+            }
+            EventMsg::ApprovalRequested(r) => {
+                self.decisions.asked(&r.request_id, &r.tool_name);
+                if let Some(plan) = &r.display.plan {
+                    out.extend(self.show_plan(&r.call_id, plan, width));
+                }
+            }
+            EventMsg::ApprovalResolved {
+                request_id,
+                outcome,
+                reason,
+                ..
+            } => {
+                let cell = self
+                    .decisions
+                    .decided(request_id, *outcome, reason.as_deref());
+                out.extend(self.cell(&cell, width));
+            }
+            EventMsg::QuestionAsked(r) => {
+                let qs = r
+                    .questions
+                    .iter()
+                    .map(|q| (q.id.clone(), q.question.clone()))
+                    .collect();
+                self.questions.insert(r.request_id.clone(), qs);
+            }
+            EventMsg::QuestionAnswered {
+                request_id,
+                answers,
+            } => {
+                let asked = self.questions.remove(request_id).unwrap_or_default();
+                if answers.is_empty() {
+                    out.extend(self.cell(
+                        &Cell::Notice {
+                            text: "✗ the question was dismissed".to_owned(),
+                            kind: NoticeKind::Warn,
+                        },
+                        width,
+                    ));
+                }
+                for a in answers {
+                    let question = asked
+                        .iter()
+                        .find(|(id, _)| *id == a.question_id)
+                        .map_or("the question", |(_, q)| q.as_str());
+                    let mut said = a.selected.join(", ");
+                    if let Some(t) = &a.text {
+                        if !said.is_empty() {
+                            said.push_str(", ");
+                        }
+                        said.push_str(t);
+                    }
+                    out.extend(self.notice(format!("? {question} → {said}"), width));
+                }
+            }
+            EventMsg::CompactionStarted { .. } => {
+                out.extend(self.notice("⟳ compacting the history".to_owned(), width));
+            }
+            EventMsg::CompactionEnded {
+                tokens_before,
+                tokens_after,
+                error,
+            } => {
+                let text = match (error, tokens_before, tokens_after) {
+                    (Some(e), _, _) => format!("compaction failed: {}", e.message),
+                    (None, Some(b), Some(a)) => format!("✓ history compacted: ~{b} → ~{a} tokens"),
+                    _ => "compaction ended".to_owned(),
+                };
+                out.extend(self.notice(text, width));
+            }
+            // Foreground bash calls are jobs too: only background work settling is worth a line.
+            EventMsg::JobUpdated {
+                kind,
+                state,
+                description,
+                ..
+            } if kind != "bash" && *state != JobState::Running => {
+                let word = match state {
+                    JobState::Completed => "completed",
+                    JobState::Failed => "failed",
+                    JobState::Cancelled => "killed",
+                    JobState::Running => "running",
+                };
+                let label = description.as_deref().unwrap_or(kind);
+                out.extend(self.notice(format!("· job {label} {word}"), width));
             }
             // A sub-agent's run ended: its usage (failed runs too) counts in this session's
             // totals, under the latest turn.
-            EventKind::Other(k) if &**k == "dsh/subagent-usage" => {
+            EventMsg::SubagentFinished { usage, .. } => {
                 let turn = self.usage.turns.keys().next_back().copied().unwrap_or(0);
-                let data = ev.data_as::<serde_json::Value>().unwrap_or_default();
-                for (u, model) in crate::status::subagent_record_usage(&data) {
-                    let p = self.pricing(model.as_deref().unwrap_or(""));
-                    self.usage.add_subagent(turn, &u, p.as_ref());
-                }
-                Vec::new()
+                self.usage.add_subagent(turn, usage);
             }
-            EventKind::TodoWrite | EventKind::PlanMode | EventKind::WorkingDirectoryChange => {
-                match crate::toolset::lines(ev, self.theme) {
-                    Some(lines) => self.cell(&Cell::Lines(lines), width),
-                    None => Vec::new(),
+            EventMsg::CommandRan { name, outcome } => {
+                if let dsh_protocol::CommandOutcome::Done { text } = outcome
+                    && !text.trim().is_empty()
+                {
+                    out.extend(self.command_output(name, text, width));
                 }
             }
-            EventKind::ApprovalAsked => {
-                if let Ok(asked) = ev.data_as::<dsh_approval_api::events::ApprovalAsked>() {
-                    self.decisions.asked(asked);
-                }
-                Vec::new()
-            }
-            EventKind::ApprovalDecided => {
-                match ev.data_as::<dsh_approval_api::events::ApprovalDecided>() {
-                    Ok(d) => {
-                        let cell = self.decisions.decided(&d);
-                        self.cell(&cell, width)
-                    }
-                    Err(_) => Vec::new(),
-                }
-            }
-            EventKind::CompactionStart | EventKind::CompactionEnd => {
-                let text = if *ev.event_kind() == EventKind::CompactionStart {
-                    "⟳ compacting the history".to_owned()
-                } else {
-                    match self.compaction_tokens.take() {
-                        Some((before, after)) => {
-                            format!("✓ history compacted: ~{before} → ~{after} tokens")
-                        }
-                        None => dsh_compaction_api::events::describe(ev)
-                            .unwrap_or_else(|| "compaction ended".to_owned()),
-                    }
+            EventMsg::Notice { level, text } => {
+                let kind = match level {
+                    dsh_protocol::NoticeLevel::Info => NoticeKind::Info,
+                    dsh_protocol::NoticeLevel::Warning => NoticeKind::Warn,
                 };
-                self.notice(text, width)
+                out.extend(self.cell(
+                    &Cell::Notice {
+                        text: text.clone(),
+                        kind,
+                    },
+                    width,
+                ));
             }
-            EventKind::Other(k) if &**k == dsh_compaction_api::events::CompactionTokens::TYPE => {
-                if let Some(Ok(t)) = ev.plugin::<dsh_compaction_api::events::CompactionTokens>() {
-                    self.compaction_tokens = Some((t.tokens_before, t.tokens_after));
-                }
-                Vec::new()
-            }
-            EventKind::JobSettled => {
-                match ev.plugin::<dsh_session::feature::JobSettled>() {
-                    // Foreground bash calls are jobs too: only background work is worth a line.
-                    Some(Ok(j)) if j.kind != "bash" => {
-                        self.notice(format!("· job {} {}", j.label, j.status.as_str()), width)
-                    }
-                    _ => Vec::new(),
-                }
-            }
-            // Recorded for the log's readers; what they mean is on screen already (the welcome
-            // line, tool cards, the status line) or is bookkeeping. No raw event kind is shown.
-            other => {
-                tracing::debug!(kind = other.as_str(), "event not shown");
-                Vec::new()
-            }
+            EventMsg::Error(e) => out.extend(self.cell(
+                &Cell::Notice {
+                    text: format!("✗ {}: {}", e.code, e.message),
+                    kind: NoticeKind::Error,
+                },
+                width,
+            )),
+            // Bookkeeping or state the viewport shows elsewhere (the welcome line, the status
+            // line, the steer list, live cards). No raw event kind is shown.
+            _ => {}
         }
+        out
+    }
+
+    /// What a command said: a diff coloured, anything else as a notice.
+    fn command_output(&self, name: &str, text: &str, width: u16) -> Vec<Line<'static>> {
+        if let Some(diff) = text
+            .strip_prefix("```diff\n")
+            .and_then(|t| t.strip_suffix("```"))
+        {
+            let mut lines = crate::cells::git_diff_lines(diff, self.theme);
+            let total = lines.len();
+            lines.truncate(2000);
+            if total > 2000 {
+                lines.push(Line::from(format!(
+                    "… {} more lines (run git diff)",
+                    total - 2000
+                )));
+            }
+            return self.cell(&Cell::Lines(lines), width);
+        }
+        tracing::debug!(command = name, "command output");
+        self.notice(text.to_owned(), width)
     }
 
     fn notice(&self, text: String, width: u16) -> Vec<Line<'static>> {
@@ -481,5 +464,30 @@ impl Transcript {
     /// Whether anything is live.
     pub fn is_live(&self) -> bool {
         self.live.is_some() || !self.calls.is_empty()
+    }
+}
+
+/// The notice of a turn's end (`None` for a normal end).
+fn turn_end_notice(reason: &TurnEndReason) -> Option<(String, NoticeKind)> {
+    match reason {
+        TurnEndReason::Completed | TurnEndReason::Forked => None,
+        TurnEndReason::Error { error } => Some((
+            format!("✗ the turn failed: {}: {}", error.code, error.message),
+            NoticeKind::Error,
+        )),
+        TurnEndReason::Aborted => Some(("⏹ turn interrupted".to_owned(), NoticeKind::Warn)),
+        TurnEndReason::MaxTokens => Some((
+            "⚠ the answer reached the output cap".to_owned(),
+            NoticeKind::Warn,
+        )),
+        TurnEndReason::Blocked => Some((
+            "⚠ the turn was blocked by a plugin".to_owned(),
+            NoticeKind::Warn,
+        )),
+        TurnEndReason::Interrupted => Some((
+            "⚠ this turn was cut short by a crash (repaired on resume)".to_owned(),
+            NoticeKind::Warn,
+        )),
+        TurnEndReason::Other { kind } => Some((format!("· turn ended `{kind}`"), NoticeKind::Info)),
     }
 }

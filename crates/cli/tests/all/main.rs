@@ -4,15 +4,15 @@
 
 mod support;
 
-mod acp_acpx;
-mod acp_fs;
-mod acp_wire;
 mod approval;
+mod background;
 mod basics;
+mod catalog;
 mod compaction;
 mod context;
 mod exec;
 mod failures;
+mod goals;
 mod hooks;
 mod images;
 mod mcp;
@@ -20,15 +20,12 @@ mod mcp_interop;
 mod original;
 mod providers;
 mod resume;
+mod rewind;
 mod sandbox;
-mod sdk_python;
-mod sdk_wire;
 mod serve;
 mod storage;
 mod subagent;
 mod subagent_continuable;
 mod titles;
 mod tool_set;
-mod tui;
-mod tui_flows;
 mod wire;

@@ -550,3 +550,154 @@ fn the_first_resumed_request_reuses_the_other_harness_prefix() {
         assert!(text.contains(w), "{w}: {text}");
     }
 }
+
+/// The `goal/change` rows of a stored log, and the rounds (`user/message` source `goal`).
+fn goal_rows(events: &[Value]) -> (Vec<Value>, Vec<u64>) {
+    let changes = events
+        .iter()
+        .filter(|e| e["type"] == "goal/change")
+        .map(|e| e["data"].clone())
+        .collect();
+    let rounds = events
+        .iter()
+        .filter(|e| e["type"] == "user/message" && e["data"]["source"]["kind"] == "goal")
+        .map(|e| e["data"]["source"]["round"].as_u64().unwrap())
+        .collect();
+    (changes, rounds)
+}
+
+/// `schema` without its `description` members (and the `additionalProperties: true` the
+/// original writes on open objects, the JSON Schema default).
+fn without_descriptions(schema: &Value) -> Value {
+    match schema {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, v)| {
+                    *k != "description"
+                        && !(*k == "additionalProperties" && **v == Value::Bool(true))
+                })
+                .map(|(k, v)| (k.clone(), without_descriptions(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_descriptions).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The text of the last tool result in `body` whose text starts with `prefix` (both dialects).
+fn tool_text(body: &Value, prefix: &str) -> Option<String> {
+    let text = serde_json::to_string(&body["messages"]).ok()?;
+    let start = text.rfind(&prefix.replace('"', "\\\""))?;
+    let rest = &text[start..];
+    let end = rest.find("}\"").map_or(rest.len(), |e| e + 1);
+    Some(rest[..end].replace("\\\"", "\""))
+}
+
+/// A goal exchanged both ways: the original creates it (at most one round) and ends its run; dsh
+/// resumes the session, reads the original's goal (`get_goal`), runs its round and blocks it at
+/// the limit; the original resumes that and reads dsh's changes (its own `get_goal`), so each
+/// harness folds the other's `goal/change` rows and round messages.
+#[test]
+fn a_goal_original_to_dsh_and_back() {
+    let Some(exe) = original() else { return };
+    let env = Env::new();
+    let s = Script::install(&env);
+    s.original(
+        anthropic::Message::new()
+            .tool_use(
+                "toolu_goal_01",
+                "create_goal",
+                r#"{"objective":"ship the release","max_goal_rounds":1}"#,
+            )
+            .stop_reason("tool_use")
+            .reply(),
+    );
+    s.original(anthropic::Message::new().text("Goal set.").reply());
+    let out = run_original(&env, &exe, &["Keep at it until the release ships"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let id = env.session_id();
+    let (changes, rounds) = goal_rows(&env.stored_events());
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0]["operation"], "create");
+    assert!(
+        rounds.is_empty(),
+        "the original's headless run ends with its turn"
+    );
+    let goal_id = changes[0]["goal"]["id"].as_str().unwrap().to_owned();
+    let original_tools = bodies(&env, 0, true)[0]["tools"].clone();
+
+    // dsh: reads the goal, then (armed again on resume) runs round 1 and blocks at the limit.
+    let from = env.server().request_count();
+    s.dsh(
+        Completion::new()
+            .tool_call_with_id("call_get_goal", "get_goal", "{}")
+            .reply(),
+    );
+    s.dsh(Completion::new().text("dsh read the goal.").reply());
+    s.dsh(Completion::new().text("Round one by dsh.").reply());
+    let out = env.exec(&["--resume", &id, "what is the goal?"]);
+    // Its run ended with the goal blocked at its limit: exec exits 1 and says why.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the goal is blocked: round-limit"),
+        "{}",
+        stderr(&out)
+    );
+    let dsh_req = bodies(&env, from, false);
+    assert_eq!(dsh_req.len(), 3, "the prompt's two steps, then round 1");
+    let read = tool_text(&dsh_req[1], "{\"goal\"").expect("get_goal's result");
+    assert_eq!(
+        read,
+        format!(
+            "{{\"goal\":{{\"id\":\"{goal_id}\",\"revision\":1,\"objective\":\"ship the release\",\"phase\":\"active\",\"roundsStarted\":0,\"maxGoalRounds\":1}},\"activation\":\"armed\"}}"
+        )
+    );
+    // The goal tools take the original's arguments: the same schemas but for descriptions.
+    let dsh_tools = dsh_req[1]["tools"].clone();
+    for name in ["create_goal", "get_goal", "update_goal"] {
+        let theirs = original_tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| without_descriptions(&t["input_schema"]));
+        let ours = dsh_tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["function"]["name"] == name)
+            .map(|t| without_descriptions(&t["function"]["parameters"]));
+        assert!(theirs.is_some(), "the original declares {name}");
+        assert_eq!(ours, theirs, "{name}");
+    }
+    let (changes, rounds) = goal_rows(&env.stored_events());
+    assert_eq!(rounds, [1]);
+    assert_eq!(changes.len(), 2);
+    assert_eq!(changes[1]["operation"], "block");
+    assert_eq!(changes[1]["goal"]["blockedReason"]["code"], "round-limit");
+
+    // The original: folds dsh's round and block; its get_goal says so.
+    let from = env.server().request_count();
+    s.original(
+        anthropic::Message::new()
+            .tool_use("toolu_goal_02", "get_goal", "{}")
+            .stop_reason("tool_use")
+            .reply(),
+    );
+    s.original(
+        anthropic::Message::new()
+            .text("The original read it.")
+            .reply(),
+    );
+    let out = run_original(&env, &exe, &["--session-id", &id, "and now?"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let orig_req = bodies(&env, from, true);
+    assert!(orig_req.len() >= 2, "{}", stderr(&out));
+    let read = tool_text(&orig_req[1], "{\"goal\"").expect("the original's get_goal result");
+    assert!(
+        read.starts_with(&format!(
+            "{{\"goal\":{{\"id\":\"{goal_id}\",\"revision\":2,\"objective\":\"ship the release\",\"phase\":\"blocked\",\"roundsStarted\":1,\"maxGoalRounds\":1,\"blockedReason\":{{\"code\":\"round-limit\""
+        )),
+        "{read}"
+    );
+}

@@ -158,3 +158,43 @@ async fn composer_restarts_only_changed_rows() {
     assert_eq!(composer.ids(), ["a", "b"]);
     k.dispose().await;
 }
+
+/// A row whose dependency no row provides (the `commands` row disabled under `compact-command`,
+/// say) used to keep `ready()` waiting forever: now it returns once nothing else is starting,
+/// and the row is named with what it waits for. It still starts when the service appears.
+#[tokio::test]
+async fn ready_returns_when_a_row_waits_for_a_service_no_row_provides() {
+    use crate::common::{Consumer, Provider};
+    let mut r = registry();
+    r.register::<Consumer>().register::<Provider>();
+    let k = Kernel::new(r);
+    let mut composer = Composer::new(k.root());
+    let rows = "plugins:\n  - id: a\n    name: echo\n  - id: needs-greeter\n    name: consumer\n";
+    let c = Composition::compose(&[Layer::parse("p", rows).unwrap()], k.registry()).unwrap();
+    composer.apply(&c).await.unwrap();
+    // Bounded: before the fix this wait never ended.
+    tokio::time::timeout(std::time::Duration::from_secs(30), composer.ready())
+        .await
+        .expect("ready() returned")
+        .unwrap();
+    assert_eq!(
+        composer.waiting(),
+        vec![("needs-greeter".to_owned(), vec!["greeter"])]
+    );
+    assert_eq!(
+        composer.fiber("a").unwrap().state(),
+        dsh_kernel::FiberState::Active
+    );
+
+    // The provider arrives in a later composition: the waiting row starts, nothing waits.
+    let rows = format!("{rows}  - id: greeter\n    name: provider\n");
+    let c = Composition::compose(&[Layer::parse("p", &rows).unwrap()], k.registry()).unwrap();
+    composer.apply(&c).await.unwrap();
+    composer.ready().await.unwrap();
+    assert!(composer.waiting().is_empty());
+    assert_eq!(
+        composer.fiber("needs-greeter").unwrap().state(),
+        dsh_kernel::FiberState::Active
+    );
+    k.dispose().await;
+}

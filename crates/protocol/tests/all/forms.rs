@@ -90,6 +90,7 @@ fn events_carry_their_seq_beside_the_tag() {
                     }),
                 is_error: false,
                 error_code: None,
+                error_message: None,
             },
         ),
         json!({"seq": 7, "type": "toolCallEnded", "callId": "c1", "toolName": "bash",

@@ -1,24 +1,22 @@
 //! Snapshots of the plan accept prompt, the live sub-agent cards and nested fenced code.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use dsh_protocol::EventMsg;
 use dsh_tui::app::App;
-use dsh_tui::cells::{Cell, ToolOutcome};
+use dsh_tui::cells::Cell;
 use dsh_tui::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::json;
 
-mod support;
-use support::*;
+use crate::support::*;
 
 /// `exit_plan_mode`'s question: the plan as markdown for the scrollback, a one-key prompt
 /// (`y` accepts, `a` means nothing, `n` asks for feedback), and the card of each outcome.
 #[test]
 fn plan_prompt_shows_the_plan_and_takes_accept_or_feedback() {
-    use dsh_approval_api::ApprovalAnswer;
     use dsh_tui::app::Action;
+    use dsh_tui::approval::ApprovalAnswer;
     let plan = "## Steps\n\n1. Replace `old` with **new**\n2. Run the tests";
     let mut app = app(Theme::COLOR);
     app.running = true;
@@ -85,46 +83,70 @@ fn live_subagent_card_collapsed_expanded_and_finished() {
     app.running = true;
     app.agents.started("child-1", "Scan the repo", t0);
     let msg = |text: &str| {
-        json!({"turn": 1, "step": 1,
-               "message": {"role": "assistant", "content": [{"type": "text", "text": text}],
-                           "source": {"kind": "model", "provider": "deepseek-official",
-                                      "model": "deepseek-flash"}, "id": "m1"},
-               "usage": {"inputTokens": 1200, "outputTokens": 40, "cacheReadTokens": 800},
-               "stream": []})
+        ev(EventMsg::AssistantMessage {
+            turn: 1,
+            text: text.into(),
+            reasoning: None,
+            interrupted: false,
+            model: Some("deepseek-flash".into()),
+        })
+    };
+    let used = {
+        let u = priced(
+            &dsh_llm::TokenUsage {
+                input_tokens: 1200,
+                output_tokens: 40,
+                total_tokens: None,
+                cache_read_tokens: Some(800),
+                cache_write_tokens: None,
+                reasoning_tokens: None,
+            },
+            None,
+        );
+        ev(EventMsg::UsageUpdated {
+            turn: 1,
+            usage: u,
+            total: u,
+            context_tokens: 2040,
+        })
     };
     let call = |id: &str, name: &str, args: serde_json::Value| {
-        json!({"turn": 1, "step": 1, "callId": id, "name": name,
-               "arguments": args.to_string()})
+        ev(EventMsg::ToolCallBegan {
+            call_id: id.into(),
+            tool_name: name.into(),
+            display: display(name, &args, None),
+        })
     };
-    let result = |id: &str, error: bool| {
-        json!({"turn": 1, "step": 1,
-               "message": {"role": "tool", "content": [{"type": "text", "text": "ok"}],
-                           "source": {"kind": "tool", "callId": id}, "id": format!("r{id}"),
-                           "toolCallId": id, "isError": error}})
+    let result = |id: &str, name: &str, args: serde_json::Value, error: bool| {
+        let outcome = ToolOutcome {
+            text: "ok".into(),
+            is_error: error,
+            error_code: None,
+            meta: None,
+        };
+        ev(EventMsg::ToolCallEnded {
+            call_id: id.into(),
+            tool_name: name.into(),
+            display: display(name, &args, Some(&outcome)),
+            is_error: error,
+            error_code: None,
+            error_message: error.then(|| "ok".to_owned()),
+        })
     };
+    let glob = json!({"pattern": "**/*.rs"});
+    let bash = json!({"command": "cargo test -q"});
     let evs = [
-        event(
-            2,
-            "assistant/message",
-            msg("Looking at the layout first.\nthen more"),
-        ),
-        event(
-            3,
-            "tool/call",
-            call("c1", "glob", json!({"pattern": "**/*.rs"})),
-        ),
-        event(4, "tool/result", result("c1", false)),
-        event(
-            5,
-            "tool/call",
-            call("c2", "bash", json!({"command": "cargo test -q"})),
-        ),
+        msg("Looking at the layout first.\nthen more"),
+        used,
+        call("c1", "glob", glob.clone()),
+        result("c1", "glob", glob, false),
+        call("c2", "bash", bash.clone()),
     ];
     for e in &evs {
         app.agents.event("child-1", e);
     }
     // Events of another session are not this card's.
-    app.agents.event("other", &evs[1]);
+    app.agents.event("other", &evs[2]);
     assert_eq!(app.agents.children()[0].tools, 2);
     let at = |secs: u64| t0 + std::time::Duration::from_secs(secs);
     let frame = |app: &App, width: u16, secs: u64| {
@@ -139,7 +161,7 @@ fn live_subagent_card_collapsed_expanded_and_finished() {
     assert!(app.key(ctrl_o, 100).is_empty());
     assert!(app.agents.expanded);
     app.agents
-        .event("child-1", &event(6, "tool/result", result("c2", true)));
+        .event("child-1", &result("c2", "bash", bash, true));
     insta::assert_snapshot!("live_subagent_expanded", frame(&app, 100, 9).backend());
     app.key(ctrl_o, 100);
     assert!(!app.agents.expanded);
@@ -257,44 +279,57 @@ async fn a_tool_defined_in_a_test_shows_as_it_describes_itself() {
     tools
         .register(&root, std::sync::Arc::new(Deploy { parameters }))
         .unwrap();
-    let mut t = dsh_tui::transcript::Transcript::new(Theme::COLOR, Box::new(|_| None));
-    t.set_displayer(dsh_tui::tool_display::from_ctx(&root));
-
-    let call = |id: &str, name: &str, args: serde_json::Value| {
-        json!({"turn": 1, "step": 1, "callId": id, "name": name,
-               "arguments": args.to_string()})
-    };
-    let result = |id: &str, text: &str, meta: serde_json::Value| {
-        json!({"turn": 1, "step": 1,
-               "message": {"role": "tool", "content": [{"type": "text", "text": text}],
-                           "source": {"kind": "tool", "callId": id}, "id": format!("r{id}"),
-                           "toolCallId": id, "isError": false},
-               "meta": meta})
-    };
+    // The host describes each call with the session's tools; the TUI draws what it is sent.
+    let described =
+        |name: &str, args: &serde_json::Value, result: Option<(&str, serde_json::Value)>| {
+            let args = args.to_string();
+            let input = dsh_tools::DisplayInput::new(name, &args);
+            match &result {
+                None => tools.display(None, &input),
+                Some((text, meta)) => tools.display(
+                    None,
+                    &input.with_result(dsh_tools::DisplayResult {
+                        text,
+                        is_error: false,
+                        error_code: None,
+                        meta: Some(meta),
+                    }),
+                ),
+            }
+        };
+    let mut t = dsh_tui::transcript::Transcript::new(Theme::COLOR);
     let mut lines = Vec::new();
-    for ev in [
-        event(
-            1,
-            "tool/call",
-            call(
-                "c1",
-                "deploy",
-                json!({"env": "staging", "version": "1.4.2"}),
-            ),
+    for (id, name, args, text, meta) in [
+        (
+            "c1",
+            "deploy",
+            json!({"env": "staging", "version": "1.4.2"}),
+            "host-a ok\nhost-b ok\nhost-c ok",
+            json!({"hosts": 3}),
         ),
-        event(
-            2,
-            "tool/result",
-            result("c1", "host-a ok\nhost-b ok\nhost-c ok", json!({"hosts": 3})),
+        (
+            "c2",
+            "mcp__gone__lookup",
+            json!({"q": "hi"}),
+            "answer",
+            json!({}),
         ),
-        event(
-            3,
-            "tool/call",
-            call("c2", "mcp__gone__lookup", json!({"q": "hi"})),
-        ),
-        event(4, "tool/result", result("c2", "answer", json!({}))),
     ] {
-        lines.extend(t.on_event(&ev, 60));
+        let began = EventMsg::ToolCallBegan {
+            call_id: id.into(),
+            tool_name: name.into(),
+            display: described(name, &args, None),
+        };
+        let ended = EventMsg::ToolCallEnded {
+            call_id: id.into(),
+            tool_name: name.into(),
+            display: described(name, &args, Some((text, meta))),
+            is_error: false,
+            error_code: None,
+            error_message: None,
+        };
+        lines.extend(t.on_event(&ev(began), 60));
+        lines.extend(t.on_event(&ev(ended), 60));
     }
     assert_eq!(
         flat(&lines),

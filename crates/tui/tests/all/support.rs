@@ -1,19 +1,18 @@
 //! Helpers shared by the snapshot test files.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use dsh_llm::{ModelPricing, UsdPerMTok};
+use dsh_llm::{ModelPricing, TokenUsage, UsdPerMTok};
+use dsh_protocol::{Event, EventMsg, ToolDisplay};
 use dsh_tui::app::App;
 use dsh_tui::composer::Composer;
 use dsh_tui::theme::Theme;
-use dsh_tui::tool_display::Displayer;
 use dsh_tui::transcript::Transcript;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
-use serde_json::json;
 
 pub const PRICES: ModelPricing = ModelPricing::new(
     UsdPerMTok::from_micros(28_000),
@@ -29,8 +28,21 @@ pub fn lines_terminal(lines: Vec<Line<'static>>, width: u16) -> Terminal<TestBac
     t
 }
 
+/// Describes a call (the host's job: the tools fill in their displays).
+pub type Displayer = std::sync::Arc<dyn Fn(&dsh_tools::DisplayInput<'_>) -> ToolDisplay>;
+
+/// A tool call's result as a test writes it; the card is described from it (as the host does)
+/// and shows what the protocol carries.
+#[derive(Clone, Debug)]
+pub struct ToolOutcome {
+    pub text: String,
+    pub is_error: bool,
+    pub error_code: Option<String>,
+    pub meta: Option<serde_json::Value>,
+}
+
 /// The displays of the tools the snapshots show, as their crates describe them (the test's
-/// stand-in for a session's `tools` service); any other tool gets the generic display.
+/// stand-in for the host's `tools` service); any other tool gets the generic display.
 pub fn displayer() -> Displayer {
     use dsh_tools::Tool;
     std::sync::Arc::new(|call| {
@@ -47,20 +59,63 @@ pub fn displayer() -> Displayer {
     })
 }
 
+/// The display of a call of `name` with `args` (and its result when it ended).
+pub fn display(name: &str, args: &serde_json::Value, result: Option<&ToolOutcome>) -> ToolDisplay {
+    let args = args.to_string();
+    let input = dsh_tools::DisplayInput::new(name, &args);
+    let d = displayer();
+    match result {
+        None => d(&input),
+        Some(r) => d(&input.with_result(dsh_tools::DisplayResult {
+            text: &r.text,
+            is_error: r.is_error,
+            error_code: r.error_code.as_deref(),
+            meta: r.meta.as_ref(),
+        })),
+    }
+}
+
 /// The card of a call of `name` with `args`, and its result when it ended.
 pub fn tool_card(
     name: &str,
     args: serde_json::Value,
-    result: Option<dsh_tui::cells::ToolOutcome>,
+    result: Option<ToolOutcome>,
 ) -> dsh_tui::cells::ToolCard {
-    dsh_tui::cells::ToolCard::ended(name, args.to_string().into(), result, &displayer())
+    let d = display(name, &args, result.as_ref());
+    dsh_tui::cells::ToolCard::ended(
+        d,
+        result.map(|r| dsh_tui::cells::ToolOutcome {
+            text: if r.is_error {
+                r.text.lines().next().unwrap_or("").to_owned()
+            } else {
+                String::new()
+            },
+            is_error: r.is_error,
+            error_code: r.error_code,
+        }),
+    )
+}
+
+/// Usage priced as the host prices it.
+pub fn priced(u: &TokenUsage, pricing: Option<&ModelPricing>) -> dsh_protocol::Usage {
+    dsh_protocol::Usage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        cache_read_tokens: u.cache_read_tokens.unwrap_or(0),
+        cache_write_tokens: u.cache_write_tokens.unwrap_or(0),
+        reasoning_tokens: u.reasoning_tokens.unwrap_or(0),
+        cost_usd: pricing.map(|p| p.cost(u).usd()),
+    }
+}
+
+/// An event of the shown session.
+pub fn ev(msg: EventMsg) -> Event {
+    Event::new(1, msg)
 }
 
 pub fn app(theme: Theme) -> App {
-    let mut transcript = Transcript::new(theme, Box::new(|_| Some(PRICES)));
-    transcript.set_displayer(displayer());
+    let transcript = Transcript::new(theme);
     let mut app = App::new(theme, transcript, Composer::new(None));
-    app.agents.set_displayer(displayer());
     app.model = "deepseek-flash".into();
     app.effort = Some("high".into());
     app.context_window = Some(1_000_000);
@@ -83,19 +138,16 @@ pub fn question(
     tool: &str,
     args: serde_json::Value,
 ) -> dsh_tui::approval::ApprovalPrompt {
-    let request = dsh_approval_api::ApprovalRequest {
-        id: id.into(),
+    let request = dsh_protocol::ApprovalRequest {
+        request_id: id.into(),
         session_id: "s".into(),
         call_id: "c".into(),
         tool_name: tool.into(),
-        arguments: args,
+        display: display(tool, &args, None),
         reason: format!("tool \"{tool}\" is not read-only and the approval policy is untrusted"),
         escalation: None,
     };
-    let display = dsh_tui::approval::request_display(&request, &displayer());
-    dsh_tui::approval::ApprovalPrompt::new(dsh_tui::approval::Question::from_request(
-        &request, &display,
-    ))
+    dsh_tui::approval::ApprovalPrompt::new(dsh_tui::approval::Question::from_request(&request))
 }
 
 /// Each span of rendered lines as `text` plus its colour (`-` for none).
@@ -117,12 +169,4 @@ pub fn spans_with_colours(lines: &[Line<'static>]) -> String {
         out.push_str("⏎\n");
     }
     out
-}
-
-pub fn event(seq: u64, kind: &str, data: serde_json::Value) -> dsh_session::Event {
-    dsh_session::Event::from_json(
-        json!({"type": kind, "data": data, "seq": seq, "time": 1_790_000_000_000i64}),
-        seq,
-    )
-    .unwrap()
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use dsh_testkit::{Completion, Gate};
 use serde_json::{Value, json};
 
-use crate::support::{Env, read_rows, session_files, stalled_text};
+use dsh_test_harness::e2e::{Env, read_rows, session_files, stalled_text};
 
 /// A generous safety bound on waiting for a frame: a hang fails the test instead of the CI job.
 const BOUND: Duration = Duration::from_secs(60);

@@ -10,7 +10,7 @@ use std::process::Command;
 use dsh_testkit::Completion;
 use serde_json::Value;
 
-use crate::support::{Env, request_messages};
+use dsh_test_harness::e2e::{Env, dsh_bin, request_messages};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
@@ -62,7 +62,7 @@ fn drive(python: &Path, env: &Env, scenario: &str) -> Value {
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", env.home.path())
         .env("DSH_HOME", env.home.path())
-        .env("DSH_BIN", env!("CARGO_BIN_EXE_dsh"))
+        .env("DSH_BIN", dsh_bin())
         .env("WORK", env.cwd())
         .env("DEEPSEEK_BASE_URL", env.server().base_url())
         .current_dir(env.work.path())

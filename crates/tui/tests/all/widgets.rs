@@ -1,12 +1,11 @@
 //! Snapshots of the TestBackend buffer for every widget and state of the TUI.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use dsh_llm::{ContentBlock, StreamChunk, TokenUsage};
+use dsh_llm::TokenUsage;
+use dsh_protocol::{Event, EventMsg};
 use dsh_tui::app::{PickItem, Picker};
-use dsh_tui::cells::{Cell, NoticeKind, ToolOutcome};
-use dsh_tui::status::{StatusInfo, Usage, cost_table, status_line, subagent_usage};
+use dsh_tui::cells::{Cell, NoticeKind};
+use dsh_tui::status::{StatusInfo, Usage, cost_table, status_line};
 use dsh_tui::theme::Theme;
 use dsh_tui::transcript::Transcript;
 use ratatui::Terminal;
@@ -14,8 +13,7 @@ use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 use serde_json::json;
 
-mod support;
-use support::*;
+use crate::support::*;
 
 fn cell(c: &Cell, width: u16) -> Terminal<TestBackend> {
     lines_terminal(c.render(Theme::COLOR, width), width)
@@ -45,11 +43,8 @@ fn usage(miss: u64, hit: u64, out: u64) -> TokenUsage {
     }
 }
 
-fn text_delta(t: &str) -> StreamChunk {
-    StreamChunk::TextDelta {
-        index: 0,
-        text: t.into(),
-    }
+fn text_delta(t: &str) -> Event {
+    ev(EventMsg::TextDelta { text: t.into() })
 }
 
 #[test]
@@ -62,7 +57,7 @@ fn streaming_text_commits_blocks_and_shows_the_open_tail_live() {
         "ult\n\nThe first para",
         "graph is done.\n\nThe second is stre",
     ] {
-        inserted.extend(app.transcript.on_chunk(&text_delta(d), 60));
+        inserted.extend(app.transcript.on_event(&text_delta(d), 60));
     }
     insta::assert_snapshot!("streaming_inserted", lines_terminal(inserted, 60).backend());
     insta::assert_snapshot!("streaming_viewport", draw(&app, 60, 8).backend());
@@ -94,19 +89,17 @@ fn reasoning_collapsed_and_expanded() {
         )
         .backend()
     );
-    let mut t = Transcript::new(Theme::COLOR, Box::new(|_| None));
-    t.on_chunk(
-        &StreamChunk::ReasoningDelta {
-            index: 0,
-            text: text.into(),
-        },
-        50,
-    );
-    let lines = t.on_chunk(
-        &StreamChunk::BlockEnd {
-            index: 0,
-            block: ContentBlock::reasoning(text),
-        },
+    let mut t = Transcript::new(Theme::COLOR);
+    t.on_event(&ev(EventMsg::ReasoningDelta { text: text.into() }), 50);
+    // The attempt commits with its reasoning only.
+    let lines = t.on_event(
+        &ev(EventMsg::AssistantMessage {
+            turn: 1,
+            text: String::new(),
+            reasoning: Some(text.into()),
+            interrupted: false,
+            model: None,
+        }),
         50,
     );
     assert_eq!(lines.len(), 5, "header, 3 lines, the more marker");
@@ -261,8 +254,8 @@ fn notices_error_retry_interrupted() {
 #[test]
 fn status_line_with_cost_and_narrow_widths() {
     let mut u = Usage::default();
-    u.add(1, &usage(2_000, 8_000, 500), Some(&PRICES));
-    u.add(2, &usage(1_000, 12_000, 300), Some(&PRICES));
+    u.add(1, &priced(&usage(2_000, 8_000, 500), Some(&PRICES)));
+    u.add(2, &priced(&usage(1_000, 12_000, 300), Some(&PRICES)));
     let info = StatusInfo {
         model: "deepseek-flash",
         effort: Some("high"),
@@ -360,7 +353,7 @@ fn no_color_uses_no_colours_at_all() {
     let mut app = app(Theme::PLAIN);
     app.running = true;
     app.transcript
-        .on_chunk(&text_delta("Some `code` and **bold**"), 50);
+        .on_event(&text_delta("Some `code` and **bold**"), 50);
     let t = draw(&app, 50, 8);
     insta::assert_snapshot!("no_color_viewport", t.backend());
     let c = card(
@@ -386,24 +379,30 @@ fn no_color_uses_no_colours_at_all() {
 
 #[test]
 fn a_subagent_result_carries_the_childs_usage_into_the_totals() {
-    let meta = json!({
-        "childSessionId": "session-child",
-        "usage": {"inputTokens": 20, "outputTokens": 7, "cacheReadTokens": 100},
-        "model": "deepseek-flash"
-    });
-    let (u, model) = subagent_usage(&meta).unwrap();
-    assert_eq!(
-        (u.input_tokens, u.output_tokens, u.cache_read_tokens),
-        (20, 7, Some(100))
+    let child = TokenUsage {
+        input_tokens: 20,
+        output_tokens: 7,
+        total_tokens: None,
+        cache_read_tokens: Some(100),
+        cache_write_tokens: None,
+        reasoning_tokens: None,
+    };
+    let mut t = Transcript::new(Theme::COLOR);
+    t.on_event(
+        &ev(EventMsg::SubagentFinished {
+            session_id: "session-child".into(),
+            status: dsh_protocol::RunStatus::Completed,
+            usage: priced(&child, Some(&PRICES)),
+        }),
+        80,
     );
-    assert_eq!(model.as_deref(), Some("deepseek-flash"));
-    let mut usage = Usage::default();
-    usage.add(1, &u, Some(&PRICES));
+    let usage = &t.usage;
     assert_eq!(usage.session.output, 7);
     assert_eq!(usage.session.cache_hit_input, 100);
-    // Other tools' meta is not usage.
-    assert!(subagent_usage(&json!({"exitCode": 0})).is_none());
-    assert!(subagent_usage(&json!({"usage": {"inputTokens": 1, "outputTokens": 1}})).is_none());
+    // Counted once, priced, and not as the context size.
+    assert_eq!(usage.session.attempts, 1);
+    assert!(usage.session.cost > dsh_tui::status::Cost::default());
+    assert_eq!(usage.context_used, None);
 }
 
 #[test]
@@ -438,8 +437,8 @@ fn plugin_slash_commands_complete_and_are_sent_as_prompts() {
 
 #[test]
 fn approval_prompt_takes_one_key_and_a_reason_for_deny() {
-    use dsh_approval_api::ApprovalAnswer;
     use dsh_tui::app::Action;
+    use dsh_tui::approval::ApprovalAnswer;
     let mut app = app(Theme::COLOR);
     app.running = true;
     app.approvals.push_back(question(
@@ -497,8 +496,8 @@ fn approval_prompt_takes_one_key_and_a_reason_for_deny() {
 
 #[test]
 fn esc_on_an_approval_prompt_cancels_the_question_and_the_turn() {
-    use dsh_approval_api::ApprovalAnswer;
     use dsh_tui::app::Action;
+    use dsh_tui::approval::ApprovalAnswer;
     let mut app = app(Theme::COLOR);
     app.running = true;
     app.approvals
@@ -528,28 +527,18 @@ fn esc_on_an_approval_prompt_cancels_the_question_and_the_turn() {
 
 #[test]
 fn approval_decisions_from_the_log_are_shown() {
-    use dsh_approval_api::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
+    use dsh_protocol::ApprovalOutcome;
     let mut d = dsh_tui::approval::Decisions::default();
     let mut lines = Vec::new();
-    for (id, outcome, always, reason) in [
-        ("1", DecidedOutcome::AllowedOnce, false, None),
-        ("2", DecidedOutcome::AllowedOnce, true, None),
-        ("3", DecidedOutcome::Rejected, false, Some("not that file")),
-        ("4", DecidedOutcome::Cancelled, false, None),
-        ("5", DecidedOutcome::Unavailable, false, None),
+    for (id, outcome, reason) in [
+        ("1", ApprovalOutcome::AllowedOnce, None),
+        ("2", ApprovalOutcome::AllowedAlways, None),
+        ("3", ApprovalOutcome::Denied, Some("not that file")),
+        ("4", ApprovalOutcome::Cancelled, None),
+        ("5", ApprovalOutcome::Unavailable, None),
     ] {
-        d.asked(ApprovalAsked {
-            id: id.into(),
-            tool_name: "bash".into(),
-            call_id: None,
-            reason: None,
-        });
-        let cell = d.decided(&ApprovalDecided {
-            id: id.into(),
-            outcome,
-            always,
-            reason: reason.map(str::to_owned),
-        });
+        d.asked(id, "bash");
+        let cell = d.decided(id, outcome, reason);
         lines.extend(cell.render(Theme::COLOR, 80));
     }
     insta::assert_snapshot!("approval_decisions", lines_terminal(lines, 80).backend());
@@ -656,52 +645,165 @@ fn the_file_index_honours_gitignore() {
     assert_eq!(files, ["README.md", "src/lib.rs"]);
 }
 
-fn usage_chunk_records(u: TokenUsage) -> serde_json::Value {
-    let mut p = dsh_session::stream::StreamPacker::new();
-    p.push(1_790_000_000_000, &StreamChunk::Usage { usage: u });
-    serde_json::Value::Array(p.finish().records().unwrap())
-}
-
 #[test]
-fn cost_shows_at_every_usage_chunk_and_failed_attempts_are_priced() {
-    let mut t = Transcript::new(Theme::COLOR, Box::new(|_| Some(PRICES)));
-    t.model = "deepseek-flash".into();
-    assert_eq!(t.usage_now().session.cost, dsh_llm::Cost::default());
-    // The live usage chunk counts at once, before the attempt commits.
-    let u = usage(1000, 800, 50);
-    t.on_chunk(&StreamChunk::Usage { usage: u }, 80);
+fn cost_shows_at_every_usage_update_and_failed_attempts_are_priced() {
+    let mut t = Transcript::new(Theme::COLOR);
+    assert_eq!(t.usage_now().session.cost, dsh_tui::status::Cost::default());
+    let update = |u: TokenUsage| {
+        let u = priced(&u, Some(&PRICES));
+        ev(EventMsg::UsageUpdated {
+            turn: 1,
+            usage: u,
+            total: u,
+            context_tokens: u.input_tokens + u.cache_read_tokens + u.output_tokens,
+        })
+    };
+    // The committed answer's usage counts at once.
+    t.on_event(&update(usage(1000, 800, 50)), 80);
     let live = t.usage_now().session;
     assert_eq!(
         (live.cache_miss_input, live.cache_hit_input, live.output),
         (1000, 800, 50)
     );
-    assert!(live.cost > dsh_llm::Cost::default());
-    // The commit carries the same usage: counted once.
+    assert!(live.cost > dsh_tui::status::Cost::default());
+    // The commit's message adds nothing more: counted once.
     t.on_event(
-        &event(
-            2,
-            "assistant/message",
-            json!({"turn": 1, "step": 1,
-                   "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}],
-                               "source": {"kind": "model", "provider": "deepseek-official",
-                                          "model": "deepseek-flash"}, "id": "m1"},
-                   "usage": {"inputTokens": 1000, "outputTokens": 50, "cacheReadTokens": 800},
-                   "stream": []}),
-        ),
+        &ev(EventMsg::AssistantMessage {
+            turn: 1,
+            text: "hi".into(),
+            reasoning: None,
+            interrupted: false,
+            model: Some("deepseek-flash".into()),
+        }),
         80,
     );
     assert_eq!(t.usage_now().session, live);
     // A failed attempt (no message) that reported usage is billed: priced into the totals.
-    t.on_event(
-        &event(
-            3,
-            "assistant/attempt",
-            json!({"turn": 1, "step": 2, "stream": usage_chunk_records(usage(500, 0, 10))}),
-        ),
-        80,
-    );
+    t.on_event(&update(usage(500, 0, 10)), 80);
     let after = t.usage_now().session;
     assert_eq!((after.cache_miss_input, after.output), (1500, 60));
     assert!(after.cost > live.cost);
     assert_eq!(t.usage.turns[&1], after);
+}
+
+#[test]
+fn a_question_of_the_agent_takes_one_key_per_option_or_a_line_of_text() {
+    use dsh_protocol::{Question, QuestionAnswer, QuestionOption, QuestionRequest};
+    use dsh_tui::app::Action;
+    use dsh_tui::question::QuestionPrompt;
+    let option = |label: &str, description: Option<&str>| QuestionOption {
+        label: label.into(),
+        description: description.map(Into::into),
+    };
+    let request = QuestionRequest {
+        request_id: "r1".into(),
+        questions: vec![
+            Question {
+                id: "db".into(),
+                header: Some("Storage".into()),
+                question: "Which database?".into(),
+                options: vec![
+                    option("SQLite", Some("one file, no server")),
+                    option("Postgres", None),
+                ],
+                multi_select: false,
+            },
+            Question {
+                id: "extras".into(),
+                header: None,
+                question: "Which extras?".into(),
+                options: vec![
+                    option("tests", None),
+                    option("docs", None),
+                    option("ci", None),
+                ],
+                multi_select: true,
+            },
+            Question {
+                id: "name".into(),
+                header: None,
+                question: "The crate's name?".into(),
+                options: Vec::new(),
+                multi_select: false,
+            },
+        ],
+    };
+    let mut app = app(Theme::COLOR);
+    app.running = true;
+    app.questions.push_back(QuestionPrompt::new(request));
+    insta::assert_snapshot!("question_prompt", draw(&app, 70, 10).backend());
+    // A key with no option, and the composer's keys, do nothing.
+    assert!(app.key(key(KeyCode::Char('7')), 70).is_empty());
+    assert!(app.key(key(KeyCode::Char('x')), 70).is_empty());
+    assert_eq!(app.composer.raw(), "");
+    // One key answers a single choice; a multi-select toggles, Enter answers.
+    assert!(app.key(key(KeyCode::Char('2')), 70).is_empty());
+    assert!(app.key(key(KeyCode::Char('3')), 70).is_empty());
+    assert!(app.key(key(KeyCode::Char('1')), 70).is_empty());
+    assert!(app.key(key(KeyCode::Char('3')), 70).is_empty());
+    assert!(app.key(key(KeyCode::Char('3')), 70).is_empty());
+    insta::assert_snapshot!("question_multi", draw(&app, 70, 10).backend());
+    assert!(app.key(key(KeyCode::Enter), 70).is_empty());
+    // A question without options takes a line of text.
+    for c in "dsh-fast".chars() {
+        assert!(app.key(key(KeyCode::Char(c)), 70).is_empty());
+    }
+    assert_eq!(
+        app.key(key(KeyCode::Enter), 70),
+        [Action::AnswerQuestion {
+            id: "r1".into(),
+            answers: vec![
+                QuestionAnswer {
+                    question_id: "db".into(),
+                    selected: vec!["Postgres".into()],
+                    text: None,
+                },
+                QuestionAnswer {
+                    question_id: "extras".into(),
+                    selected: vec!["tests".into(), "ci".into()],
+                    text: None,
+                },
+                QuestionAnswer {
+                    question_id: "name".into(),
+                    selected: Vec::new(),
+                    text: Some("dsh-fast".into()),
+                },
+            ],
+        }]
+    );
+    assert!(app.questions.is_empty());
+}
+
+/// A subscriber that fell behind misses deltas: the committed message (or a snapshot) brings the
+/// rest, and nothing is shown twice.
+#[test]
+fn deltas_missed_by_a_lagging_subscriber_come_back_from_the_commit() {
+    let mut t = Transcript::new(Theme::PLAIN);
+    let mut lines = Vec::new();
+    for d in ["First paragraph.\n\n", "Second "] {
+        lines.extend(t.on_event(&ev(EventMsg::TextDelta { text: d.into() }), 60));
+    }
+    // "para", "graph.\n\nThird." never arrived; the commit carries the whole text.
+    lines.extend(t.on_event(
+        &ev(EventMsg::AssistantMessage {
+            turn: 1,
+            text: "First paragraph.\n\nSecond paragraph.\n\nThird.".into(),
+            reasoning: None,
+            interrupted: false,
+            model: None,
+        }),
+        60,
+    ));
+    let text: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            l.spans
+                .iter()
+                .map(|s| s.content.as_ref())
+                .collect::<String>()
+        })
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(text, ["First paragraph.", "Second paragraph.", "Third."]);
+    assert!(!t.is_live());
 }

@@ -1,8 +1,9 @@
-//! More of the interactive UI end to end (the harness is `tui`'s): plan mode's accept prompt,
+//! More of the interactive UI end to end (the harness is `pty`): plan mode's accept prompt,
 //! the live sub-agent card, Ctrl-Z and the panic path.
 
-use crate::support::{Env, request_messages};
-use crate::tui::{Tui, text_reply, tool_reply};
+use dsh_test_harness::e2e::{Env, request_messages};
+
+use crate::pty::{Tui, text_reply, tool_reply};
 
 const EDIT: &str = r#"{"file_path":"a.txt","old_string":"old","new_string":"new"}"#;
 

@@ -432,3 +432,90 @@ fn with_client_terminal_bash_runs_in_the_clients_terminal() {
         "{tool}"
     );
 }
+
+#[test]
+fn slash_commands_and_the_effort_option_go_through_the_session() {
+    let env = Env::new();
+    env.server()
+        .push(dsh_testkit::Completion::new().text("ok").reply());
+    let mut acp = Acp::start(&env);
+    acp.initialize();
+    let cwd = env.cwd().display().to_string();
+    let r = acp.request(1, "session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let result = &r.last().unwrap()["result"];
+    let session = result["sessionId"].as_str().unwrap().to_owned();
+    // The registry's commands are announced before the answer.
+    let announced: Vec<&str> = r
+        .iter()
+        .find(|f| f["params"]["update"]["sessionUpdate"] == "available_commands_update")
+        .unwrap_or_else(|| panic!("{r:#?}"))["params"]["update"]["availableCommands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for name in ["model", "effort", "cost", "compact"] {
+        assert!(announced.contains(&name), "{announced:?}");
+    }
+    // The effort is a config option; setting it is the session's effort from then on.
+    let effort = &result["configOptions"][0];
+    assert_eq!(effort["id"], "effort", "{result}");
+    assert_eq!(effort["category"], "thought_level");
+    let r = acp.request(
+        2,
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "effort", "value": "max"}),
+    );
+    assert_eq!(
+        r.last().unwrap()["result"]["configOptions"][0]["currentValue"],
+        "max",
+        "{r:#?}"
+    );
+    // A command runs in the session without a model request; its output is the answer.
+    let r = acp.request(
+        3,
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "/cost"}]}),
+    );
+    assert_eq!(
+        r.last().unwrap()["result"]["stopReason"],
+        "end_turn",
+        "{r:#?}"
+    );
+    assert!(
+        chunk_text(&r, "agent_message_chunk").contains("tokens:"),
+        "{r:#?}"
+    );
+    assert!(env.server().request(0).is_none());
+    let r = acp.request(
+        4,
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    assert_eq!(
+        r.last().unwrap()["result"]["stopReason"],
+        "end_turn",
+        "{r:#?}"
+    );
+    assert_eq!(chunk_text(&r, "agent_message_chunk"), "ok");
+    // The context in use of the model's window.
+    let usage = r
+        .iter()
+        .find(|f| f["params"]["update"]["sessionUpdate"] == "usage_update")
+        .unwrap_or_else(|| panic!("no usage_update: {r:#?}"));
+    let usage = &usage["params"]["update"];
+    assert!(usage["used"].as_u64().unwrap() > 0, "{usage}");
+    assert!(
+        usage["size"].as_u64().unwrap() > usage["used"].as_u64().unwrap(),
+        "{usage}"
+    );
+    let sent = env.server().request(0).unwrap().body_json().unwrap();
+    assert_eq!(sent["reasoning_effort"], "max", "{sent}");
+    // An unknown option is refused.
+    let r = acp.request(
+        5,
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "mode", "value": "x"}),
+    );
+    assert_eq!(r.last().unwrap()["error"]["code"], -32602, "{r:#?}");
+}

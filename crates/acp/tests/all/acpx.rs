@@ -1,5 +1,6 @@
 //! `dsh acp` driven by `acpx` (the headless ACP client, from npm, installed by
-//! `scripts/test-clients` into a cache directory) against the testkit model.
+//! `scripts/test-clients` into a cache directory) against the testkit model (the real `dsh`
+//! binary, found by `dsh_test_harness::e2e::dsh_bin`).
 
 #![allow(clippy::print_stderr)] // skip reasons are printed
 
@@ -42,7 +43,7 @@ fn acpx() -> Option<PathBuf> {
 
 /// Runs acpx with dsh as its agent; returns the JSON-RPC frames it printed (`--format json`).
 fn run_acpx(acpx: &Path, env: &Env, args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
-    let agent = format!("{} acp", env!("CARGO_BIN_EXE_dsh"));
+    let agent = format!("{} acp", crate::support::dsh_bin().display());
     let out = Command::new(acpx)
         .args(["--agent", &agent, "--cwd"])
         .arg(env.cwd())
@@ -131,7 +132,7 @@ fn acpx_streams_chunks_and_a_tool_card_of_a_real_bash_call() {
 
 /// acpx with dsh as its agent, as a command to run or spawn (persistent-session commands).
 fn acpx_command(acpx: &Path, env: &Env, args: &[&str]) -> Command {
-    let agent = format!("{} acp", env!("CARGO_BIN_EXE_dsh"));
+    let agent = format!("{} acp", crate::support::dsh_bin().display());
     let mut c = Command::new(acpx);
     c.args(["--agent", &agent, "--cwd"])
         .arg(env.cwd())
@@ -295,7 +296,10 @@ fn acpx_runs_bash_in_its_own_terminal_with_client_terminal() {
             .reply(),
     );
     env.server().push(Completion::new().text("ok").reply());
-    let agent = format!("{} acp --client-terminal", env!("CARGO_BIN_EXE_dsh"));
+    let agent = format!(
+        "{} acp --client-terminal",
+        crate::support::dsh_bin().display()
+    );
     let out = Command::new(&acpx)
         .args(["--agent", &agent, "--cwd"])
         .arg(env.cwd())
