@@ -33,8 +33,10 @@ pub struct Health {
     pub version: String,
 }
 
-/// The router: every route, the fallbacks with typed bodies, and the guard.
-pub(crate) fn router(state: Arc<AppState>) -> Router {
+/// The router: every route, `extra` (routes of another front end served beside the API, e.g.
+/// the web app; without a fallback of its own), the fallbacks with typed bodies, and the guard
+/// over all of them.
+pub(crate) fn router(state: Arc<AppState>, extra: Router) -> Router {
     Router::new()
         .route("/v1/health", get(health))
         .route("/openapi.json", get(openapi))
@@ -44,13 +46,14 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/v1/sessions/{id}/commands", get(commands))
         .route("/v1/sessions/{id}/events", get(events))
         .route("/v1/sessions/{id}/log", get(log))
+        .with_state(state.clone())
+        .merge(extra)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state,
             crate::guard::guard,
         ))
-        .with_state(state)
 }
 
 async fn not_found() -> ApiError {

@@ -108,11 +108,26 @@ pub fn check_exposure(config: &ServeConfig) -> Result<(), ServeError> {
 
 /// The application: every route over `client`.
 pub fn router(client: Arc<dyn Client>, config: ServeConfig) -> axum::Router {
-    app::router(Arc::new(AppState {
-        client,
-        config,
-        openapi: openapi::openapi(),
-    }))
+    router_with(client, config, axum::Router::new())
+}
+
+/// The application with `extra` routes merged beside the API (another front end of the same
+/// server, e.g. `dsh web`'s page and assets). They pass the same guard (`Host`, `Origin`, and
+/// the bearer token when `config.tokens` is set); `extra` must not set a fallback, and its paths
+/// must not collide with the API's (axum panics on both).
+pub fn router_with(
+    client: Arc<dyn Client>,
+    config: ServeConfig,
+    extra: axum::Router,
+) -> axum::Router {
+    app::router(
+        Arc::new(AppState {
+            client,
+            config,
+            openapi: openapi::openapi(),
+        }),
+        extra,
+    )
 }
 
 /// Serves `client` on a TCP listener until `shutdown` resolves (then stops accepting, ends the
