@@ -1,0 +1,512 @@
+// dsh web: one more client of the dsh serve HTTP API (docs/http-api.md). Sessions list,
+// conversation (event stream), composer, approvals, status. No framework, no build step.
+
+import { h, markdown, fillCard, age, money, count } from './render.js';
+
+const ACCESS = document.querySelector('meta[name="dsh-access"]')?.content ?? 'read-only';
+const READ_ONLY = ACCESS !== 'full';
+const main = document.getElementById('main');
+const crumb = document.getElementById('crumb');
+const conn = document.getElementById('conn');
+
+document.getElementById('watch-only').hidden = !READ_ONLY;
+document.getElementById('logout').addEventListener('click', async () => {
+  await fetch('/logout', { method: 'POST', headers: { 'x-dsh-web': '1' } });
+  location.assign('/');
+});
+
+class ApiError extends Error {
+  constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+}
+
+/** One API call; the page's header marks it as coming from the page (CSRF). */
+async function api(method, path, body) {
+  const init = { method, headers: { 'x-dsh-web': '1' } };
+  if (body !== undefined) {
+    init.headers['content-type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const r = await fetch(path, init);
+  const text = await r.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!r.ok) {
+    if (r.status === 401) location.reload();
+    throw new ApiError(r.status, data?.code ?? 'HTTP', data?.message ?? `HTTP ${r.status}`);
+  }
+  return data;
+}
+
+const op = (id, body) => api('POST', `/v1/sessions/${encodeURIComponent(id)}/ops`, body);
+
+// ---- routing ----
+
+let teardown = () => {};
+
+function route() {
+  teardown();
+  teardown = () => {};
+  const m = location.hash.match(/^#\/s\/([^/?#]+)/);
+  if (m) conversation(decodeURIComponent(m[1]));
+  else sessions();
+}
+window.addEventListener('hashchange', route);
+
+function badge(state) {
+  return h('span', { class: `badge state-${state}`, dataset: { state } }, state.replaceAll('-', ' '));
+}
+
+function toast(message) {
+  const t = h('div', { class: 'toast', role: 'alert' }, message);
+  document.body.append(t);
+  setTimeout(() => t.remove(), 6000);
+}
+
+// ---- sessions ----
+
+function sessions() {
+  crumb.textContent = 'Sessions';
+  const list = h('ul', { class: 'session-list', id: 'session-list', 'aria-label': 'Sessions' });
+  const q = h('input', {
+    type: 'search', id: 'q', placeholder: 'Search sessions', 'aria-label': 'Search sessions',
+    autocomplete: 'off',
+  });
+  const section = h('section', { class: 'sessions' }, h('div', { class: 'toolbar' }, q));
+  if (!READ_ONLY) section.append(newSessionForm());
+  section.append(list);
+  main.replaceChildren(section);
+
+  let pending = 0;
+  const load = async () => {
+    const mine = ++pending;
+    const params = new URLSearchParams({ limit: '200' });
+    if (q.value.trim()) params.set('q', q.value.trim());
+    try {
+      const items = await api('GET', `/v1/sessions?${params}`);
+      if (mine !== pending) return;
+      list.replaceChildren(...(items.length ? items.map(sessionRow)
+        : [h('li', { class: 'muted empty' }, q.value.trim() ? 'No session matches.' : 'No sessions yet.')]));
+    } catch (e) {
+      if (mine === pending) list.replaceChildren(h('li', { class: 'error' }, e.message));
+    }
+  };
+  let timer = 0;
+  q.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(load, 200); });
+  const every = setInterval(load, 5000);
+  teardown = () => { clearInterval(every); clearTimeout(timer); };
+  load();
+}
+
+function sessionRow(s) {
+  const title = s.title || s.firstPrompt || s.id;
+  return h('li', null, h('a', { class: 'session', href: `#/s/${encodeURIComponent(s.id)}`, dataset: { id: s.id } },
+    h('span', { class: 'row1' }, badge(s.state), h('span', { class: 'title' }, title)),
+    h('span', { class: 'row2 muted' },
+      h('span', { class: 'cwd' }, s.cwd),
+      h('span', null, age(s.updatedMs)),
+      h('span', null, `${s.turns} turn${s.turns === 1 ? '' : 's'}`),
+      h('span', { class: 'cost' }, money(s.usage?.costUsd)))));
+}
+
+function select(name, label, options) {
+  return h('label', null, label, h('select', { name },
+    h('option', { value: '' }, 'default'), options.map((o) => h('option', { value: o }, o))));
+}
+
+function newSessionForm() {
+  const form = h('form', { class: 'new-session', id: 'new-session' },
+    h('label', { class: 'wide' }, 'Directory', h('input', {
+      name: 'cwd', placeholder: 'absolute path (default: the server\'s directory)', autocomplete: 'off',
+    })),
+    h('label', null, 'Model', h('input', { name: 'model', placeholder: 'default', autocomplete: 'off' })),
+    select('effort', 'Effort', ['off', 'low', 'high', 'max']),
+    select('sandbox', 'Sandbox', ['read-only', 'workspace-write', 'danger-full-access']),
+    select('approvalPolicy', 'Approvals', ['untrusted', 'on-request', 'on-failure', 'never']),
+    h('label', { class: 'wide' }, 'First prompt', h('textarea', { name: 'prompt', rows: 2, placeholder: 'optional' })),
+    h('button', { type: 'submit' }, 'Start session'));
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const body = {};
+    for (const [k, v] of new FormData(form)) if (String(v).trim()) body[k] = String(v).trim();
+    try {
+      const s = await api('POST', '/v1/sessions', body);
+      location.hash = `#/s/${encodeURIComponent(s.id)}`;
+    } catch (err) { toast(err.message); }
+  });
+  return h('details', { class: 'new' }, h('summary', null, 'New session'), form);
+}
+
+// ---- conversation ----
+
+const EVENT_TYPES = [
+  'snapshot', 'sessionConfigured', 'state', 'turnStarted', 'turnEnded', 'userMessage',
+  'textDelta', 'reasoningDelta', 'assistantMessage', 'usageUpdated', 'retrying', 'toolCallBegan',
+  'toolCallProgress', 'toolCallEnded', 'approvalRequested', 'approvalResolved', 'questionAsked',
+  'questionAnswered', 'compactionStarted', 'compactionEnded', 'subagentStarted',
+  'subagentFinished', 'jobUpdated', 'todoList', 'planMode', 'title', 'workingDirectory',
+  'steerQueued', 'steerDelivered', 'steerWithdrawn', 'commandRan', 'notice', 'error',
+];
+
+const OUTCOME = {
+  'allowed-once': 'allowed once', 'allowed-always': 'allowed always', denied: 'denied',
+  cancelled: 'cancelled', unavailable: 'unavailable',
+};
+
+function conversation(id) {
+  crumb.textContent = '';
+  const S = {
+    id, state: 'idle', settings: {}, usage: null, ctx: null, cwd: '', title: '',
+    cards: new Map(), approvals: new Map(), steers: new Map(), live: null, commands: [],
+    lastSeq: null, closed: false,
+  };
+  const title = h('h1', { id: 'title' }, id);
+  const stateBox = h('span', { id: 'state' }, badge('idle'));
+  const status = h('div', { class: 'status', id: 'status', 'aria-label': 'Status' });
+  const log = h('div', { class: 'log', id: 'log', role: 'log', 'aria-label': 'Conversation' });
+  const steers = h('ul', { class: 'steers', id: 'steers', 'aria-label': 'Queued steers' });
+  const text = h('textarea', {
+    id: 'prompt', rows: 2, placeholder: 'Message (Enter sends, Shift+Enter new line, / commands)',
+    'aria-label': 'Message', autocomplete: 'off',
+  });
+  const completions = h('ul', { class: 'completions', id: 'completions', role: 'listbox', hidden: true });
+  const send = h('button', { type: 'submit', id: 'send' }, 'Send');
+  const interrupt = h('button', { type: 'button', id: 'interrupt', class: 'danger', hidden: true }, 'Interrupt');
+  const composer = h('form', { class: 'composer', id: 'composer' }, completions, text,
+    h('div', { class: 'actions' }, interrupt, send));
+  const section = h('section', { class: 'conv' },
+    h('div', { class: 'conv-head' }, h('a', { href: '#/', class: 'back', 'aria-label': 'All sessions' }, '←'), title, stateBox),
+    status, log, steers, READ_ONLY ? null : composer);
+  main.replaceChildren(section);
+
+  const nearBottom = () => window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+  const add = (el) => {
+    const stick = nearBottom();
+    if (S.live && S.live.el.isConnected) log.insertBefore(el, S.live.el);
+    else log.append(el);
+    if (stick) el.scrollIntoView({ block: 'end' });
+    return el;
+  };
+  const row = (cls, ...children) => add(h('div', { class: `row ${cls}` }, ...children));
+
+  function renderStatus() {
+    const u = S.usage;
+    const parts = [
+      ['model', S.settings.model || 'default'],
+      ['effort', S.settings.effort || 'default'],
+    ];
+    if (S.ctx != null) parts.push(['context', count(S.ctx)]);
+    if (u) {
+      parts.push(['tokens', `${count(u.inputTokens + (u.cacheReadTokens || 0))} in · ${count(u.outputTokens)} out`]);
+      const total = u.inputTokens + (u.cacheReadTokens || 0);
+      parts.push(['cache hit', total ? `${Math.round(((u.cacheReadTokens || 0) / total) * 100)}%` : '–']);
+      parts.push(['cost', money(u.costUsd)]);
+    }
+    status.replaceChildren(...parts.map(([k, v]) => h('span', { class: 'stat', dataset: { stat: k } }, h('span', { class: 'k' }, k), ' ', h('span', { class: 'v' }, v))));
+  }
+
+  function setState(state) {
+    S.state = state;
+    stateBox.replaceChildren(badge(state));
+    const busy = state === 'working' || state === 'waiting-for-approval';
+    interrupt.hidden = !busy;
+    send.textContent = busy ? 'Queue steer' : 'Send';
+  }
+
+  function setTitle(t) {
+    S.title = t;
+    title.textContent = t || S.id;
+    document.title = `${t || S.id} · dsh`;
+  }
+
+  function renderSteers() {
+    steers.replaceChildren(...[...S.steers.values()].map((s) => h('li', { class: 'steer', dataset: { steer: s.steerId } },
+      h('span', { class: 'label' }, 'queued'), h('span', { class: 'text' }, s.text),
+      READ_ONLY ? null : h('button', { type: 'button', class: 'link', onclick: () => withdraw(s, true) }, 'Edit'),
+      READ_ONLY ? null : h('button', { type: 'button', class: 'link', onclick: () => withdraw(s, false) }, 'Remove'))));
+  }
+
+  async function withdraw(s, edit) {
+    try {
+      await op(S.id, { type: 'withdrawSteer', steerId: s.steerId });
+      if (edit) { text.value = s.text; text.focus(); }
+    } catch (e) { toast(e.code === 'CONFLICT' ? 'That steer was already delivered.' : e.message); }
+  }
+
+  // The answer being streamed: text and reasoning so far.
+  function ensureLive() {
+    if (!S.live) {
+      const reasoning = h('details', { class: 'reasoning', hidden: true }, h('summary', null, 'Reasoning'), h('div', { class: 'rtext' }));
+      const body = h('div', { class: 'md' });
+      const el = h('div', { class: 'msg assistant live', id: 'live' }, reasoning, body);
+      S.live = { el, reasoning, body, text: '', thinking: '' };
+      log.append(el);
+    }
+    return S.live;
+  }
+  function paintLive() {
+    const l = S.live;
+    if (!l) return;
+    const stick = nearBottom();
+    l.body.textContent = l.text;
+    l.reasoning.hidden = !l.thinking;
+    l.reasoning.querySelector('.rtext').textContent = l.thinking;
+    if (stick) l.el.scrollIntoView({ block: 'end' });
+  }
+  function dropLive() {
+    if (S.live) { S.live.el.remove(); S.live = null; }
+  }
+
+  function approvalCard(a) {
+    if (S.approvals.has(a.requestId)) return;
+    const buttons = READ_ONLY ? null : h('div', { class: 'choices' },
+      h('button', { type: 'button', dataset: { decision: 'allowOnce' } }, 'Allow once'),
+      h('button', { type: 'button', dataset: { decision: 'allowAlways' } }, 'Allow always'),
+      h('button', { type: 'button', class: 'danger', dataset: { decision: 'deny' } }, 'Deny'));
+    const d = a.display || {};
+    const card = h('div', { class: 'card approval', dataset: { request: a.requestId } },
+      h('div', { class: 'card-head' }, h('span', { class: 'icon', 'aria-hidden': 'true' }, '?'),
+        h('span', { class: 'title' }, `Allow ${d.title || 'this tool'}?`),
+        d.subject ? h('code', { class: 'subject' }, d.subject) : null),
+      a.reason ? h('div', { class: 'reason' }, a.reason) : null,
+      buttons);
+    buttons?.addEventListener('click', async (e) => {
+      const b = e.target.closest('button');
+      if (!b) return;
+      buttons.querySelectorAll('button').forEach((x) => { x.disabled = true; });
+      const decision = { type: b.dataset.decision };
+      try {
+        await op(S.id, { type: 'answerApproval', requestId: a.requestId, decision });
+      } catch (err) {
+        if (err.code !== 'UNKNOWN_REQUEST') {
+          toast(err.message);
+          buttons.querySelectorAll('button').forEach((x) => { x.disabled = false; });
+        }
+      }
+    });
+    S.approvals.set(a.requestId, card);
+    add(card);
+    buttons?.querySelector('button')?.focus({ preventScroll: true });
+  }
+
+  function card(callId) {
+    let c = S.cards.get(callId);
+    if (!c) {
+      c = h('div', { class: 'card tool', dataset: { call: callId } });
+      S.cards.set(callId, c);
+      add(c);
+    }
+    return c;
+  }
+
+  const handlers = {
+    snapshot(ev) {
+      const s = ev.session;
+      if (s) {
+        setTitle(s.title || s.firstPrompt || '');
+        S.cwd = s.cwd;
+        S.settings = s.settings || {};
+        setState(s.state);
+      }
+      if (ev.usage) S.usage = ev.usage;
+      for (const a of ev.pendingApprovals || []) approvalCard(a);
+      S.steers = new Map((ev.queuedSteers || []).map((q) => [q.steerId, q]));
+      renderSteers();
+      if (ev.live) {
+        const l = ensureLive();
+        l.text = ev.live.text || '';
+        l.thinking = ev.live.reasoning || '';
+        paintLive();
+      } else dropLive();
+      renderStatus();
+      if (s?.state === 'ended') close();
+    },
+    sessionConfigured(ev) { S.settings = ev.settings || {}; S.cwd = ev.cwd; renderStatus(); },
+    state(ev) { setState(ev.state); },
+    turnEnded(ev) {
+      dropLive();
+      const r = ev.reason || {};
+      if (r.type && r.type !== 'completed') {
+        row('turn-end', `Turn ${ev.turn} ended: ${r.type}${r.error?.message ? ` (${r.error.message})` : ''}`);
+      }
+    },
+    userMessage(ev) {
+      add(h('div', { class: `msg user source-${ev.source || 'user'}` },
+        ev.source && ev.source !== 'user' ? h('span', { class: 'source' }, ev.source) : null,
+        h('div', { class: 'text' }, ev.text)));
+    },
+    textDelta(ev) { ensureLive().text += ev.text; paintLive(); },
+    reasoningDelta(ev) { ensureLive().thinking += ev.text; paintLive(); },
+    assistantMessage(ev) {
+      dropLive();
+      if (!ev.text && !ev.reasoning) return;
+      add(h('div', { class: `msg assistant${ev.interrupted ? ' interrupted' : ''}` },
+        ev.reasoning ? h('details', { class: 'reasoning' }, h('summary', null, 'Reasoning'), h('div', { class: 'rtext' }, ev.reasoning)) : null,
+        h('div', { class: 'md' }, markdown(ev.text || '')),
+        ev.interrupted ? h('div', { class: 'mark' }, 'interrupted') : null));
+    },
+    usageUpdated(ev) { S.usage = ev.total; S.ctx = ev.contextTokens; renderStatus(); },
+    retrying(ev) {
+      if (S.live) { S.live.text = ''; S.live.thinking = ''; paintLive(); }
+      row('retry', `Retrying (attempt ${ev.attempt}${ev.maxAttempts ? ` of ${ev.maxAttempts}` : ''}): ${ev.error?.message || ''}`);
+    },
+    toolCallBegan(ev) { fillCard(card(ev.callId), ev.display, null); },
+    toolCallProgress(ev) {
+      const c = card(ev.callId);
+      c._progress = (c._progress || '') + (ev.output || '');
+      if (!c.classList.contains('ended')) {
+        const pre = c.querySelector('pre.output.live') || c.appendChild(h('pre', { class: 'output live' }));
+        pre.textContent = c._progress;
+      }
+    },
+    toolCallEnded(ev) { fillCard(card(ev.callId), ev.display, { isError: ev.isError, errorCode: ev.errorCode }); },
+    approvalRequested(ev) { approvalCard(ev); },
+    approvalResolved(ev) {
+      const c = S.approvals.get(ev.requestId);
+      if (!c) return;
+      c.classList.add('resolved', `outcome-${ev.outcome}`);
+      c.querySelector('.choices')?.remove();
+      if (!c.querySelector('.outcome')) {
+        c.append(h('div', { class: 'outcome', dataset: { outcome: ev.outcome } }, OUTCOME[ev.outcome] || ev.outcome, ev.reason ? `: ${ev.reason}` : ''));
+      }
+    },
+    questionAsked(ev) {
+      row('question', 'The agent asks: ', (ev.questions || []).map((q) => q.question || q.header || '').join(' / '),
+        h('span', { class: 'muted' }, ' (answer it from the terminal; the web page cannot yet)'));
+    },
+    compactionStarted() { row('compaction', 'Compacting the conversation…'); },
+    compactionEnded(ev) {
+      row('compaction', ev.error ? `Compaction failed: ${ev.error}`
+        : `Compacted${ev.tokensBefore ? `: ${count(ev.tokensBefore)} → ${count(ev.tokensAfter)} tokens` : ''}`);
+    },
+    subagentStarted(ev) {
+      row('agent', 'Sub-agent ', h('a', { href: `#/s/${encodeURIComponent(ev.sessionId)}` }, ev.label || ev.sessionId), ' started');
+    },
+    subagentFinished(ev) {
+      row('agent', 'Sub-agent ', h('a', { href: `#/s/${encodeURIComponent(ev.sessionId)}` }, ev.sessionId), ` ${ev.status}`);
+    },
+    jobUpdated(ev) { row('job', `Job ${ev.jobId} ${ev.state}${ev.description ? `: ${ev.description}` : ''}`); },
+    todoList(ev) {
+      fillCard(add(h('div', { class: 'card tool' })), { kind: 'todo', title: 'Tasks', todos: ev.items || [] }, { isError: false });
+    },
+    planMode(ev) {
+      const r = row('plan', ev.active ? 'Plan mode on' : 'Plan mode off');
+      if (ev.plan) r.append(h('div', { class: 'md plan' }, markdown(ev.plan)));
+    },
+    title(ev) { setTitle(ev.title); },
+    workingDirectory(ev) { S.cwd = ev.cwd; row('cwd', 'Working directory: ', h('code', null, ev.cwd)); },
+    steerQueued(ev) { S.steers.set(ev.steerId, ev); renderSteers(); },
+    steerDelivered(ev) { S.steers.delete(ev.steerId); renderSteers(); },
+    steerWithdrawn(ev) { S.steers.delete(ev.steerId); renderSteers(); },
+    commandRan(ev) {
+      const o = ev.outcome || {};
+      const r = row('command', h('code', null, `/${ev.name}`));
+      if (o.type === 'done' && o.text) r.append(h('pre', { class: 'output' }, o.text));
+      else if (o.type === 'submitted') r.append(' → ', o.prompt || '');
+    },
+    notice(ev) { row(`notice ${ev.level || ''}`, ev.text); },
+    error(ev) { row('error', `${ev.code}: ${ev.message}`); },
+  };
+
+  // The event stream: EventSource resumes by itself with Last-Event-ID (every committed event
+  // once, then a fresh snapshot); a lagged stream is reopened after the last committed seq.
+  let source = null;
+  function open(after) {
+    const url = `/v1/sessions/${encodeURIComponent(id)}/events${after != null ? `?after=${after}` : ''}`;
+    source = new EventSource(url);
+    source.onopen = () => { conn.textContent = 'live'; conn.dataset.state = 'live'; };
+    source.onerror = (e) => {
+      if (e instanceof MessageEvent && e.data) return; // an `error` event of the protocol
+      if (S.closed) return;
+      conn.textContent = 'reconnecting…';
+      conn.dataset.state = 'down';
+    };
+    for (const type of EVENT_TYPES) {
+      source.addEventListener(type, (e) => {
+        if (!(e instanceof MessageEvent) || !e.data) return;
+        let ev;
+        try { ev = JSON.parse(e.data); } catch { return; }
+        if (typeof ev.seq === 'number' && !LIVE.has(ev.type)) S.lastSeq = ev.seq;
+        handlers[ev.type]?.(ev);
+        if (ev.type === 'error' && ev.code === 'SUBSCRIBER_LAGGED') {
+          source.close();
+          open(S.lastSeq);
+        }
+      });
+    }
+  }
+  function close() {
+    S.closed = true;
+    source?.close();
+    conn.textContent = 'ended';
+    conn.dataset.state = 'ended';
+  }
+  open(null);
+
+  // The composer.
+  api('GET', `/v1/sessions/${encodeURIComponent(id)}/commands`).then((c) => { S.commands = c || []; }).catch(() => {});
+  function matches() {
+    const m = text.value.match(/^\/(\S*)$/);
+    if (!m) return [];
+    return S.commands.filter((c) => c.name.startsWith(m[1])).slice(0, 8);
+  }
+  function showCompletions() {
+    const list = matches();
+    completions.hidden = !list.length;
+    completions.replaceChildren(...list.map((c, i) => h('li', { role: 'option', 'aria-selected': i === 0 ? 'true' : 'false', dataset: { name: c.name } },
+      h('code', null, `/${c.name}`), c.argumentHint ? ` ${c.argumentHint}` : '', ' ', h('span', { class: 'muted' }, c.description || ''))));
+  }
+  completions.addEventListener('mousedown', (e) => {
+    const li = e.target.closest('li');
+    if (!li) return;
+    e.preventDefault();
+    text.value = `/${li.dataset.name} `;
+    showCompletions();
+    text.focus();
+  });
+  text.addEventListener('input', showCompletions);
+  text.addEventListener('keydown', (e) => {
+    if (e.key === 'Tab' && !completions.hidden) {
+      const first = matches()[0];
+      if (first) { e.preventDefault(); text.value = `/${first.name} `; showCompletions(); }
+    } else if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      composer.requestSubmit();
+    } else if (e.key === 'Escape' && !interrupt.hidden) {
+      e.preventDefault();
+      interrupt.click();
+    }
+  });
+  composer.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const value = text.value.trim();
+    if (!value) return;
+    const busy = S.state === 'working' || S.state === 'waiting-for-approval';
+    const cmd = value.match(/^\/(\S+)\s*([\s\S]*)$/);
+    let body;
+    if (cmd && S.commands.some((c) => c.name === cmd[1] && c.source !== 'custom' && c.source !== 'skill')) {
+      body = { type: 'runCommand', name: cmd[1], ...(cmd[2] ? { args: cmd[2] } : {}) };
+    } else if (busy) body = { type: 'steer', text: value };
+    else body = { type: 'submit', text: value };
+    send.disabled = true;
+    try {
+      await op(id, body);
+      text.value = '';
+      showCompletions();
+    } catch (err) { toast(err.message); }
+    send.disabled = false;
+    text.focus();
+  });
+  interrupt.addEventListener('click', async () => {
+    try { await op(id, { type: 'interrupt' }); } catch (err) { toast(err.message); }
+  });
+
+  renderStatus();
+  teardown = () => { S.closed = true; source?.close(); conn.textContent = ''; };
+}
+
+const LIVE = new Set([
+  'textDelta', 'reasoningDelta', 'toolCallProgress', 'state', 'sessionConfigured', 'steerQueued',
+  'steerDelivered', 'steerWithdrawn', 'subagentStarted', 'commandRan', 'notice', 'error', 'snapshot',
+]);
+
+route();
