@@ -33,6 +33,9 @@ pub enum Error {
         /// The budget.
         budget_ms: u64,
     },
+    /// A stored text cannot be read back (the catalog is damaged: it is rebuilt).
+    #[error("catalog text: {0}")]
+    Unpack(#[from] crate::pack::UnpackError),
     /// Reading the session logs failed.
     #[error("reading the session logs: {0}")]
     Logs(#[from] dsh_session::SessionError),
@@ -44,7 +47,7 @@ impl Error {
     pub fn is_damage(&self) -> bool {
         use rusqlite::ErrorCode;
         match self {
-            Error::Version { .. } => true,
+            Error::Version { .. } | Error::Unpack(_) => true,
             Error::Sql(rusqlite::Error::SqliteFailure(e, _)) => {
                 matches!(e.code, ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt)
             }

@@ -14,6 +14,7 @@ use dsh_session::{CoreEvent, Event, SessionHeader};
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use crate::error::Error;
+use crate::pack::pack;
 use crate::schema::SEQ_BITS;
 use crate::text;
 
@@ -186,9 +187,10 @@ pub(crate) fn index_batch<E: Borrow<Event>>(
     let mut usage: HashMap<(String, String, String), Usage> = HashMap::new();
     let mut out = Indexed::default();
     let mut next = row.last_seq.map_or(0, |s| s + 1);
-    let mut insert_doc = tx.prepare_cached(
-        "INSERT OR REPLACE INTO docs(rowid, body, turn, kind) VALUES (?1, ?2, ?3, ?4)",
+    let mut insert_text = tx.prepare_cached(
+        "INSERT OR REPLACE INTO docs_text(id, turn, kind, z) VALUES (?1, ?2, ?3, ?4)",
     )?;
+    let mut insert_doc = tx.prepare_cached("INSERT INTO docs(rowid, body) VALUES (?1, ?2)")?;
     let mut prices: HashMap<(String, String), Option<ModelPricing>> = HashMap::new();
     for e in events {
         let e: &Event = e.borrow();
@@ -291,17 +293,15 @@ pub(crate) fn index_batch<E: Borrow<Event>>(
                 _ => TEXT_MAX,
             };
             if let Some(body) = text::body(&t, max) {
-                insert_doc.execute(params![
-                    (row.sid << SEQ_BITS) | seq,
-                    body,
-                    row.cur_turn,
-                    kind.as_str()
-                ])?;
+                let id = (row.sid << SEQ_BITS) | seq;
+                insert_text.execute(params![id, row.cur_turn, kind_code(kind), pack(&body)])?;
+                insert_doc.execute(params![id, body])?;
                 out.docs += 1;
             }
         }
     }
     drop(insert_doc);
+    drop(insert_text);
     let mut up = tx.prepare_cached(
         "INSERT INTO usage(sid, day, provider, model, turns, requests, tokens_in, tokens_out, \
          tokens_cached, cost_pico) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
@@ -360,6 +360,28 @@ pub(crate) fn index_batch<E: Borrow<Event>>(
         mtime
     ])?;
     Ok(out)
+}
+
+/// How `docs_text.kind` stores a hit kind.
+pub(crate) fn kind_code(kind: HitKind) -> i64 {
+    match kind {
+        HitKind::Prompt => 0,
+        HitKind::Assistant => 1,
+        HitKind::ToolCall => 2,
+        HitKind::ToolResult => 3,
+        HitKind::Title => 4,
+    }
+}
+
+/// The hit kind of a stored `docs_text.kind` (an unknown code reads as a reply).
+pub(crate) fn kind_of(code: i64) -> HitKind {
+    match code {
+        0 => HitKind::Prompt,
+        2 => HitKind::ToolCall,
+        3 => HitKind::ToolResult,
+        4 => HitKind::Title,
+        _ => HitKind::Assistant,
+    }
 }
 
 /// `(input with cached, output, cached)`.

@@ -14,6 +14,7 @@
 
 pub mod error;
 mod index;
+mod pack;
 pub mod plugin;
 mod query;
 pub mod schema;
@@ -22,6 +23,7 @@ mod text;
 
 pub use error::Error;
 pub use index::{Indexed, Pricer, Stamp, project_root};
+pub use pack::UnpackError;
 pub use plugin::{CatalogConfig, CatalogPlugin};
 pub use query::DEFAULT_SEARCH_LIMIT;
 pub use store::{

@@ -3,13 +3,13 @@
 use std::time::Instant;
 
 use dsh_catalog_api::{
-    Catalog, CatalogError, Filter, GroupBy, Hit, HitKind, SearchQuery, SessionRow, StatRow,
+    Catalog, CatalogError, Filter, GroupBy, Hit, SearchQuery, SessionRow, StatRow,
 };
 use rusqlite::types::Value;
 use rusqlite::{Connection, Row, params_from_iter};
 
 use crate::error::Error;
-use crate::index::{day, project_root};
+use crate::index::{day, kind_of, project_root};
 use crate::schema::SEQ_BITS;
 use crate::store::SqliteCatalog;
 use crate::text;
@@ -160,9 +160,10 @@ impl SqliteCatalog {
         };
         let mut params = vec![Value::Text(expr)];
         let sql = format!(
-            "SELECT s.id, s.title, s.cwd, s.updated_ms, docs.turn, docs.kind, docs.rowid, \
+            "SELECT s.id, s.title, s.cwd, s.updated_ms, t.turn, t.kind, docs.rowid, \
              snippet(docs, 0, char(2), char(3), '…', 16), docs.rank \
              FROM docs JOIN sessions s ON s.sid = (docs.rowid >> {SEQ_BITS}) \
+             JOIN docs_text t ON t.id = docs.rowid \
              WHERE docs MATCH ?{} ORDER BY docs.rank{}",
             conditions(&query.filter, false, &mut params),
             limit(&query.filter, Some(DEFAULT_SEARCH_LIMIT))
@@ -170,7 +171,7 @@ impl SqliteCatalog {
         self.budgeted(|conn| {
             let mut stmt = conn.prepare_cached(&sql)?;
             let rows = stmt.query_map(params_from_iter(params), |r| {
-                let kind: String = r.get(5)?;
+                let kind: i64 = r.get(5)?;
                 let rowid: i64 = r.get(6)?;
                 let raw: String = r.get(7)?;
                 let rank: f64 = r.get(8)?;
@@ -182,7 +183,7 @@ impl SqliteCatalog {
                     updated_ms: r.get(3)?,
                     turn: u(r.get(4)?),
                     seq: u(rowid & ((1i64 << SEQ_BITS) - 1)),
-                    kind: HitKind::parse(&kind).unwrap_or(HitKind::Assistant),
+                    kind: kind_of(kind),
                     snippet,
                     highlights,
                     score: -rank,

@@ -9,7 +9,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::error::Error;
 
 /// The schema version (`PRAGMA user_version`). A file with another version is rebuilt.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a writer waits for another process's transaction.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -46,10 +46,17 @@ CREATE TABLE sessions(
   file_mtime INTEGER
 );
 CREATE INDEX sessions_updated ON sessions(updated_ms);
+CREATE TABLE docs_text(
+  id INTEGER PRIMARY KEY,
+  turn INTEGER NOT NULL,
+  kind INTEGER NOT NULL,
+  z BLOB NOT NULL
+);
+CREATE VIEW docs_body(id, body) AS SELECT id, catalog_unpack(z) FROM docs_text;
 CREATE VIRTUAL TABLE docs USING fts5(
   body,
-  turn UNINDEXED,
-  kind UNINDEXED,
+  content = 'docs_body',
+  content_rowid = 'id',
   tokenize = "unicode61 remove_diacritics 2 categories 'L* N* Co So'"
 );
 CREATE TABLE usage(
@@ -128,12 +135,15 @@ fn open_file(path: &Path) -> Result<Connection, Error> {
     // A derived index: a power cut may lose the last transactions, which the logs restore.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "OFF")?;
+    crate::pack::register(&conn)?;
     migrate(conn)
 }
 
 /// An in-memory catalog (a read-only `$DSH_HOME`: listed and searched from the logs).
 pub(crate) fn open_memory() -> Result<Connection, Error> {
-    migrate(Connection::open_in_memory()?)
+    let conn = Connection::open_in_memory()?;
+    crate::pack::register(&conn)?;
+    migrate(conn)
 }
 
 fn migrate(mut conn: Connection) -> Result<Connection, Error> {

@@ -370,7 +370,10 @@ impl SqliteCatalog {
         {
             let mut conn = self.conn.lock();
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.execute_batch("DELETE FROM docs; DELETE FROM usage; DELETE FROM sessions;")?;
+            tx.execute_batch(
+                "INSERT INTO docs(docs) VALUES ('delete-all'); DELETE FROM docs_text; \
+                 DELETE FROM usage; DELETE FROM sessions;",
+            )?;
             tx.commit()?;
         }
         self.reconcile(persistence, progress)
@@ -490,8 +493,23 @@ fn forget(tx: &Transaction<'_>, id: &str) -> Result<(), Error> {
     let Some(sid) = sid else { return Ok(()) };
     let lo = sid << SEQ_BITS;
     let hi = lo | ((1i64 << SEQ_BITS) - 1);
+    // An external-content index forgets a document given its text.
+    {
+        let mut texts =
+            tx.prepare_cached("SELECT id, z FROM docs_text WHERE id BETWEEN ?1 AND ?2")?;
+        let mut unindex =
+            tx.prepare_cached("INSERT INTO docs(docs, rowid, body) VALUES ('delete', ?1, ?2)")?;
+        let rows = texts.query_map(params![lo, hi], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
+        })?;
+        for row in rows {
+            let (id, z) = row?;
+            let body = crate::pack::unpack(&z).map_err(Error::Unpack)?;
+            unindex.execute(params![id, body])?;
+        }
+    }
     tx.execute(
-        "DELETE FROM docs WHERE rowid BETWEEN ?1 AND ?2",
+        "DELETE FROM docs_text WHERE id BETWEEN ?1 AND ?2",
         params![lo, hi],
     )?;
     tx.execute("DELETE FROM usage WHERE sid = ?1", [sid])?;
