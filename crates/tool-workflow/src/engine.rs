@@ -1,0 +1,409 @@
+//! The script engine: QuickJS (through `rquickjs`) on a thread of its own, with the run's
+//! limits. The script sees the API of `prelude.js` over four host functions; it has no file,
+//! process or network access (no `std`/`os` modules are loaded).
+//!
+//! Host calls block the engine thread (a sub-agent's result, a tool's answer) while the
+//! sub-agents themselves run on the caller's tokio runtime: starting is immediate, so a
+//! script that starts five agents and then awaits them all waits as long as the slowest.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use rquickjs::{Context, Ctx, Exception, Function, Runtime};
+use serde_json::Value;
+
+use crate::error::WorkflowError;
+
+const PRELUDE: &str = include_str!("prelude.js");
+
+/// Bytes of an error text the model gets at most.
+const MAX_ERROR_TEXT: usize = 4096;
+
+/// Where a run's first stop reason is kept: set by a limit, a cancellation or the deadline;
+/// the engine's interrupt handler sees it and ends the script (uncatchably).
+#[derive(Debug, Default)]
+pub struct StopSignal {
+    set: AtomicBool,
+    reason: Mutex<Option<WorkflowError>>,
+}
+
+impl StopSignal {
+    /// Records `reason` unless one is already recorded (the first wins).
+    pub fn stop(&self, reason: WorkflowError) {
+        let mut slot = self.reason.lock();
+        if slot.is_none() {
+            *slot = Some(reason);
+        }
+        self.set.store(true, Ordering::Release);
+    }
+
+    /// Whether the run must stop.
+    pub fn is_set(&self) -> bool {
+        self.set.load(Ordering::Acquire)
+    }
+
+    /// The recorded reason.
+    pub fn reason(&self) -> Option<WorkflowError> {
+        self.reason.lock().clone()
+    }
+}
+
+/// What a host call that blocks may end with besides its answer.
+#[derive(Debug)]
+pub enum Blocked {
+    /// The run is stopping (the reason is in the [`StopSignal`]).
+    Stopped,
+}
+
+/// What the engine asks of its host (the sub-agents and tools of a run).
+pub trait Host {
+    /// Starts a sub-agent with the script's options (JSON); returns its seq, or the message of
+    /// the error the script gets.
+    fn start_agent(&mut self, options: Value) -> Result<u64, String>;
+    /// Blocks until sub-agent `seq` ended; its result object.
+    fn wait_agent(&mut self, seq: u64) -> Result<Result<Value, String>, Blocked>;
+    /// Runs tool `name` with `arguments` (JSON text): its text, or its error text.
+    fn call_tool(
+        &mut self,
+        name: &str,
+        arguments: String,
+    ) -> Result<Result<String, String>, Blocked>;
+    /// A line the script logged.
+    fn log(&mut self, line: &str);
+}
+
+/// A host with no sub-agents and no tools (engine start measurements, plain scripts).
+#[derive(Debug, Default)]
+pub struct NoHost;
+
+impl Host for NoHost {
+    fn start_agent(&mut self, _options: Value) -> Result<u64, String> {
+        Err("sub-agents are not available in this run".to_owned())
+    }
+    fn wait_agent(&mut self, seq: u64) -> Result<Result<Value, String>, Blocked> {
+        Ok(Err(format!("no sub-agent {seq} in this run")))
+    }
+    fn call_tool(
+        &mut self,
+        name: &str,
+        _arguments: String,
+    ) -> Result<Result<String, String>, Blocked> {
+        Ok(Err(format!("tool {name} is not available in this run")))
+    }
+    fn log(&mut self, line: &str) {
+        tracing::debug!(target: "dsh_tool_workflow::script", "{line}");
+    }
+}
+
+/// The engine's limits.
+#[derive(Clone, Debug)]
+pub struct EngineLimits {
+    /// When the script must have ended.
+    pub deadline: Instant,
+    /// The wall-time limit (for the error).
+    pub max_wall_ms: u64,
+    /// Heap limit, bytes.
+    pub max_memory_bytes: u64,
+    /// Stack limit, bytes.
+    pub max_stack_bytes: u64,
+}
+
+/// One script to run.
+#[derive(Debug)]
+pub struct ScriptInput {
+    /// The script: the body of an async function (`return` gives the result).
+    pub script: String,
+    /// The call's `args` (global `args`).
+    pub args: Value,
+    /// The call's `meta` (global `meta`).
+    pub meta: Value,
+    /// Names of the tools the script may call (`tools.<name>`).
+    pub tools: Vec<String>,
+}
+
+type Outcome = Rc<RefCell<Option<Result<String, WorkflowError>>>>;
+
+/// Runs `input` to its end on the current thread (the caller gives it a thread of its own):
+/// the script's return value as JSON, or why it has none.
+pub fn run_script(
+    input: ScriptInput,
+    host: Box<dyn Host>,
+    limits: &EngineLimits,
+    stop: &Arc<StopSignal>,
+) -> Result<Value, WorkflowError> {
+    let rt = Runtime::new().map_err(|e| WorkflowError::Engine(e.to_string()))?;
+    rt.set_memory_limit(usize::try_from(limits.max_memory_bytes).unwrap_or(usize::MAX));
+    rt.set_max_stack_size(usize::try_from(limits.max_stack_bytes).unwrap_or(usize::MAX));
+    {
+        let stop = stop.clone();
+        let (deadline, ms) = (limits.deadline, limits.max_wall_ms);
+        rt.set_interrupt_handler(Some(Box::new(move || {
+            if stop.is_set() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                stop.stop(WorkflowError::WallTime { ms });
+                return true;
+            }
+            false
+        })));
+    }
+    let ctx = Context::full(&rt).map_err(|e| WorkflowError::Engine(e.to_string()))?;
+    let outcome: Outcome = Rc::default();
+    let host = Rc::new(RefCell::new(host));
+    let started = ctx.with(|ctx| -> Result<(), WorkflowError> {
+        install(&ctx, &input, &host, &outcome).map_err(|e| engine_error(&ctx, e))?;
+        // The script is the body of an async function; its first line is line 1.
+        let source = format!("__dsh_finish((async () => {{{}\n}})());", input.script);
+        ctx.eval::<(), _>(source)
+            .map_err(|e| script_error(&ctx, e, limits))
+    });
+    let result = started.and_then(|()| drain_jobs(&rt, limits));
+    let result = match (result, stop.reason()) {
+        // A stop (limit, cancel, deadline) wins over what the script made of it.
+        (_, Some(reason)) => Err(reason),
+        (Err(e), None) => Err(e),
+        (Ok(()), None) => match outcome.borrow_mut().take() {
+            Some(Ok(json)) => {
+                serde_json::from_str(&json).map_err(|e| WorkflowError::NotJson(e.to_string()))
+            }
+            Some(Err(e)) => Err(e),
+            None => Err(WorkflowError::NeverSettled),
+        },
+    };
+    match result {
+        Err(WorkflowError::Script(text)) if is_out_of_memory(&text) => Err(WorkflowError::Memory {
+            bytes: limits.max_memory_bytes,
+        }),
+        other => other,
+    }
+}
+
+fn is_out_of_memory(text: &str) -> bool {
+    text.contains("out of memory")
+}
+
+/// Runs pending jobs (promise reactions) until none is left.
+fn drain_jobs(rt: &Runtime, limits: &EngineLimits) -> Result<(), WorkflowError> {
+    loop {
+        match rt.execute_pending_job() {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            Err(job) => {
+                return Err(job
+                    .0
+                    .with(|ctx| script_error(&ctx, rquickjs::Error::Exception, limits)));
+            }
+        }
+    }
+}
+
+fn engine_error(ctx: &Ctx<'_>, e: rquickjs::Error) -> WorkflowError {
+    match e {
+        rquickjs::Error::Exception => WorkflowError::Engine(exception_text(ctx)),
+        other => WorkflowError::Engine(other.to_string()),
+    }
+}
+
+fn script_error(ctx: &Ctx<'_>, e: rquickjs::Error, limits: &EngineLimits) -> WorkflowError {
+    let text = match e {
+        rquickjs::Error::Exception => exception_text(ctx),
+        other => other.to_string(),
+    };
+    if is_out_of_memory(&text) {
+        return WorkflowError::Memory {
+            bytes: limits.max_memory_bytes,
+        };
+    }
+    WorkflowError::Script(cut(text))
+}
+
+fn exception_text(ctx: &Ctx<'_>) -> String {
+    let value = ctx.catch();
+    if let Some(exception) = value.as_exception() {
+        let name: Option<String> = exception.as_object().get("name").ok();
+        let message = exception.message().unwrap_or_default();
+        let mut text = match name {
+            Some(name) if !name.is_empty() => format!("{name}: {message}"),
+            _ => message,
+        };
+        if let Some(stack) = exception.stack().filter(|s| !s.trim().is_empty()) {
+            text.push('\n');
+            text.push_str(&stack_head(&stack));
+        }
+        return text;
+    }
+    if let Some(s) = value.as_string().and_then(|s| s.to_string().ok()) {
+        return s;
+    }
+    format!("uncaught {}", value.type_name())
+}
+
+/// Lines of a stack trace an error keeps (a runaway recursion repeats one frame).
+const STACK_LINES: usize = 6;
+
+fn stack_head(stack: &str) -> String {
+    let lines: Vec<&str> = stack.trim_end().lines().collect();
+    let mut head = lines[..lines.len().min(STACK_LINES)].join("\n");
+    if lines.len() > STACK_LINES {
+        head.push_str(&format!(
+            "\n    … {} more frames",
+            lines.len() - STACK_LINES
+        ));
+    }
+    head
+}
+
+/// A failure text from the prelude (`Name: message` and the stack) with the stack's head.
+fn fail_text(text: &str) -> String {
+    match text.split_once('\n') {
+        Some((first, stack)) => format!("{first}\n{}", stack_head(stack)),
+        None => text.to_owned(),
+    }
+}
+
+fn cut(mut text: String) -> String {
+    if text.len() > MAX_ERROR_TEXT {
+        let mut end = MAX_ERROR_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+fn install<'js>(
+    ctx: &Ctx<'js>,
+    input: &ScriptInput,
+    host: &Rc<RefCell<Box<dyn Host>>>,
+    outcome: &Outcome,
+) -> rquickjs::Result<()> {
+    let g = ctx.globals();
+    let json = |v: &Value| ctx.json_parse(v.to_string());
+    g.set("args", json(&input.args)?)?;
+    g.set("meta", json(&input.meta)?)?;
+    let names = rquickjs::Array::new(ctx.clone())?;
+    for (i, name) in input.tools.iter().enumerate() {
+        names.set(i, name.as_str())?;
+    }
+    g.set("__dsh_tool_names", names)?;
+    {
+        let host = host.clone();
+        g.set(
+            "__dsh_start",
+            Function::new(
+                ctx.clone(),
+                move |ctx: Ctx<'js>, options: String| -> rquickjs::Result<f64> {
+                    let options: Value = serde_json::from_str(&options).unwrap_or(Value::Null);
+                    // `as` is exact: seqs are bounded by maxAgents.
+                    #[allow(clippy::cast_precision_loss)]
+                    host.borrow_mut()
+                        .start_agent(options)
+                        .map(|seq| seq as f64)
+                        .map_err(|m| Exception::throw_message(&ctx, &m))
+                },
+            )?,
+        )?;
+    }
+    {
+        let host = host.clone();
+        g.set(
+            "__dsh_wait",
+            Function::new(
+                ctx.clone(),
+                move |ctx: Ctx<'js>, seq: f64| -> rquickjs::Result<String> {
+                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                    let seq = seq as u64;
+                    match host.borrow_mut().wait_agent(seq) {
+                        Ok(Ok(v)) => Ok(v.to_string()),
+                        Ok(Err(m)) => Err(Exception::throw_message(&ctx, &m)),
+                        Err(Blocked::Stopped) => {
+                            Err(Exception::throw_internal(&ctx, "workflow stopped"))
+                        }
+                    }
+                },
+            )?,
+        )?;
+    }
+    {
+        let host = host.clone();
+        g.set(
+            "__dsh_tool",
+            Function::new(
+                ctx.clone(),
+                move |ctx: Ctx<'js>, name: String, arguments: String| -> rquickjs::Result<String> {
+                    match host.borrow_mut().call_tool(&name, arguments) {
+                        Ok(Ok(text)) => Ok(text),
+                        Ok(Err(m)) => Err(Exception::throw_message(&ctx, &m)),
+                        Err(Blocked::Stopped) => {
+                            Err(Exception::throw_internal(&ctx, "workflow stopped"))
+                        }
+                    }
+                },
+            )?,
+        )?;
+    }
+    {
+        let host = host.clone();
+        g.set(
+            "__dsh_log",
+            Function::new(ctx.clone(), move |line: String| {
+                host.borrow_mut().log(&line);
+            })?,
+        )?;
+    }
+    {
+        let outcome = outcome.clone();
+        g.set(
+            "__dsh_done",
+            Function::new(ctx.clone(), move |json: String| {
+                outcome.borrow_mut().get_or_insert(Ok(json));
+            })?,
+        )?;
+    }
+    {
+        let outcome = outcome.clone();
+        g.set(
+            "__dsh_fail",
+            Function::new(ctx.clone(), move |text: String| {
+                outcome
+                    .borrow_mut()
+                    .get_or_insert(Err(WorkflowError::Script(cut(fail_text(&text)))));
+            })?,
+        )?;
+    }
+    {
+        let outcome = outcome.clone();
+        g.set(
+            "__dsh_not_json",
+            Function::new(ctx.clone(), move |text: String| {
+                outcome
+                    .borrow_mut()
+                    .get_or_insert(Err(WorkflowError::NotJson(text)));
+            })?,
+        )?;
+    }
+    ctx.eval::<(), _>(PRELUDE)
+}
+
+/// Starts an engine and runs a script that returns at once, with no host: what a run costs
+/// before its script does anything (dsh-bench's engine-start row).
+pub fn probe(limits: &EngineLimits) -> Result<Value, WorkflowError> {
+    run_script(
+        ScriptInput {
+            script: "return { ready: typeof agent === 'function' };".to_owned(),
+            args: Value::Object(Default::default()),
+            meta: Value::Object(Default::default()),
+            tools: Vec::new(),
+        },
+        Box::new(NoHost),
+        limits,
+        &Arc::new(StopSignal::default()),
+    )
+}

@@ -1,0 +1,69 @@
+//! The `tool-workflow` plugin.
+
+use std::sync::Arc;
+
+use dsh_kernel::{BoxError, Ctx, Dep, Plugin};
+use dsh_subagent_api::Subagents;
+use dsh_subagent_api::events::SubagentStarted;
+use dsh_tools::Tools;
+
+use crate::config::{NEVER_SCRIPTED, WorkflowConfig};
+use crate::run::StartRegistry;
+use crate::tool::WorkflowTool;
+
+/// Registers `workflow` while a `subagents` service exists.
+#[derive(Debug)]
+pub struct WorkflowToolPlugin;
+
+fn check(config: &WorkflowConfig) -> Result<(), BoxError> {
+    if let Some(t) = config
+        .tools
+        .iter()
+        .find(|t| NEVER_SCRIPTED.contains(&t.as_str()))
+    {
+        return Err(format!(
+            "tool-workflow: tools: `{t}` is not read-only; scripts may call read-only tools only"
+        )
+        .into());
+    }
+    for (name, value) in [
+        ("maxWallMs", config.max_wall_ms),
+        ("maxMemoryBytes", config.max_memory_bytes),
+        ("maxStackBytes", config.max_stack_bytes),
+        ("maxAgents", config.max_agents),
+        ("maxTokens", config.max_tokens),
+    ] {
+        if value == 0 {
+            return Err(format!("tool-workflow: {name} must be above 0").into());
+        }
+    }
+    Ok(())
+}
+
+impl Plugin for WorkflowToolPlugin {
+    const NAME: &'static str = "tool-workflow";
+    type Config = WorkflowConfig;
+
+    fn deps() -> Vec<Dep> {
+        vec![Dep::on::<dyn Tools>(), Dep::on::<dyn Subagents>()]
+    }
+
+    async fn apply(ctx: Ctx, config: WorkflowConfig) -> Result<(), BoxError> {
+        check(&config)?;
+        let tools = ctx.dep::<dyn Tools>()?;
+        let subagents = ctx.dep::<dyn Subagents>()?;
+        let starts = Arc::new(StartRegistry::default());
+        {
+            let starts = starts.clone();
+            ctx.on::<SubagentStarted>(move |e| {
+                starts.started(&e.parent_id, &e.label, &e.child_id);
+                Ok(())
+            })?;
+        }
+        tools.register(
+            &ctx,
+            Arc::new(WorkflowTool::new(ctx.clone(), subagents, starts, config)),
+        )?;
+        Ok(())
+    }
+}

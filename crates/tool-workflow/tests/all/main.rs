@@ -1,0 +1,371 @@
+//! The `workflow` tool on the real agent loop and sub-agent provider, with a scripted model:
+//! fan-out and join, the limits (wall time, memory, number of agents), cancellation, the
+//! read-only tools, the records in the calling session.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use dsh_agent::Agent;
+use dsh_subagent::{SubagentUsage, SubagentsConfig, SubagentsPlugin};
+use dsh_test_harness::{Script, TestHarness, text, within};
+use dsh_tool_workflow::events::{
+    AgentEnd, AgentOutcome, AgentStart, RunEnd, RunStart, RunStopReason,
+};
+use dsh_tool_workflow::{WorkflowConfig, WorkflowToolPlugin};
+use dsh_tools::{ToolRequest, ToolResult};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+async fn harness(config: WorkflowConfig) -> TestHarness {
+    TestHarness::builder()
+        .plugin::<SubagentsPlugin>(SubagentsConfig::default())
+        .plugin::<dsh_tool_fs::FsToolsPlugin>(Default::default())
+        .plugin::<WorkflowToolPlugin>(config)
+        .build()
+        .await
+}
+
+/// Calls `workflow` as agent `parent`'s call `call_id` with `script`.
+async fn call(
+    h: &TestHarness,
+    parent: &Arc<dyn Agent>,
+    script: &str,
+    cancel: CancellationToken,
+) -> ToolResult {
+    let args = json!({
+        "script": script,
+        "meta": {"name": "probe", "description": "a test workflow", "phases": [{"title": "fan out"}]},
+        "args": {"n": 5}
+    })
+    .to_string();
+    let mut request = ToolRequest::new("call_wf", "workflow", args, parent.id(), h.dir());
+    request.cancel = cancel;
+    h.tools().execute(request).await
+}
+
+/// The start of a text answer that never ends (until its request is cancelled).
+fn hanging(t: &str) -> Vec<dsh_llm::StreamChunk> {
+    let mut chunks = text(t);
+    chunks.truncate(2);
+    chunks
+}
+
+/// The run's records in the parent's log, in order.
+#[derive(Debug, Default)]
+struct Records {
+    runs: Vec<RunStart>,
+    starts: Vec<AgentStart>,
+    ends: Vec<AgentEnd>,
+    run_ends: Vec<RunEnd>,
+    usage: Vec<SubagentUsage>,
+}
+
+fn records(parent: &Arc<dyn Agent>) -> Records {
+    let mut r = Records::default();
+    for e in parent.session().events().iter() {
+        if let Some(Ok(v)) = e.plugin::<RunStart>() {
+            r.runs.push(v);
+        } else if let Some(Ok(v)) = e.plugin::<AgentStart>() {
+            assert_eq!(r.runs.len(), 1, "agent-start before run-start");
+            r.starts.push(v);
+        } else if let Some(Ok(v)) = e.plugin::<AgentEnd>() {
+            r.ends.push(v);
+        } else if let Some(Ok(v)) = e.plugin::<RunEnd>() {
+            r.run_ends.push(v);
+        } else if let Some(Ok(v)) = e.plugin::<SubagentUsage>() {
+            r.usage.push(v);
+        }
+    }
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_sub_agents_fan_out_and_their_results_are_joined() {
+    let h = harness(WorkflowConfig::default()).await;
+    let parent = h.agent().await;
+    for i in 1..=5 {
+        h.llm.push(Script::Chunks(text(&format!("answer {i}"))));
+    }
+    let script = r#"
+        const runs = [];
+        for (let i = 1; i <= args.n; i++) {
+            runs.push(agent({ prompt: `part ${i}`, label: `part ${i}`, phase: meta.phases[0].title }));
+        }
+        const results = await Promise.all(runs);
+        return {
+            ok: results.every((r) => r.ok),
+            texts: results.map((r) => r.text).sort(),
+            children: results.map((r) => r.childId),
+        };
+    "#;
+    let result = within(
+        "the workflow",
+        call(&h, &parent, script, CancellationToken::new()),
+    )
+    .await;
+    assert!(!result.is_error, "{}", result.text());
+    let value: Value = serde_json::from_str(&result.text()).unwrap();
+    assert_eq!(value["ok"], true);
+    assert_eq!(
+        value["texts"],
+        json!(["answer 1", "answer 2", "answer 3", "answer 4", "answer 5"])
+    );
+    // Five children, each asked its own part.
+    let prompts: BTreeSet<String> = (0..h.llm.request_count())
+        .map(|i| h.llm.messages(i).join("\n"))
+        .collect();
+    for i in 1..=5 {
+        assert!(
+            prompts.iter().any(|p| p.contains(&format!("part {i}"))),
+            "no child was asked part {i}"
+        );
+    }
+    // The records: run-start, an agent-start and a completed agent-end per child, run-end.
+    let r = records(&parent);
+    assert_eq!(r.runs.len(), 1);
+    assert_eq!(r.runs[0].name, "probe");
+    let run_id = r.runs[0].run_id.clone();
+    assert_eq!(r.starts.len(), 5);
+    assert_eq!(r.ends.len(), 5);
+    assert!(
+        r.starts
+            .iter()
+            .all(|s| s.run_id == run_id && s.phase.as_deref() == Some("fan out"))
+    );
+    assert!(r.ends.iter().all(|e| e.outcome == AgentOutcome::Completed));
+    let seqs: BTreeSet<u64> = r.starts.iter().map(|s| s.seq).collect();
+    assert_eq!(seqs, (1..=5).collect());
+    let children: BTreeSet<&str> = value["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    let started: BTreeSet<&str> = r.starts.iter().map(|s| s.child_id.as_str()).collect();
+    assert_eq!(
+        children, started,
+        "agent-start names the children's sessions"
+    );
+    assert_eq!(r.run_ends.len(), 1);
+    assert_eq!(r.run_ends[0].stop_reason, RunStopReason::Completed);
+    // Every child is an ordinary child session whose usage is counted in the parent.
+    let usage: BTreeSet<&str> = r.usage.iter().map(|u| u.child_id.as_str()).collect();
+    assert_eq!(usage, started);
+    // The result's meta lists the sub-agents for the display.
+    let meta = result.meta.unwrap();
+    assert_eq!(meta["agents"].as_array().unwrap().len(), 5);
+    assert_eq!(meta["stopReason"], "completed");
+    h.dispose().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_call_cancels_every_sub_agent_in_flight() {
+    let h = harness(WorkflowConfig::default()).await;
+    let parent = h.agent().await;
+    // Every child hangs after its first chunk: all five requests in flight at once show the
+    // fan-out is concurrent (one at a time would never send the second).
+    for _ in 0..5 {
+        h.llm.push(Script::ChunksThenHang(hanging("working")));
+    }
+    let cancel = CancellationToken::new();
+    let script = r#"
+        const runs = [1, 2, 3, 4, 5].map((i) => agent(`hang ${i}`));
+        return waitAll(runs).map((r) => r.ok);
+    "#;
+    let running = tokio::spawn({
+        let (h_tools, parent_id, dir, cancel) = (
+            h.tools(),
+            parent.id().to_owned(),
+            h.dir().to_path_buf(),
+            cancel.clone(),
+        );
+        async move {
+            let args = json!({"script": script, "meta": {"name": "hang", "description": "d"}});
+            let mut request =
+                ToolRequest::new("call_hang", "workflow", args.to_string(), parent_id, dir);
+            request.cancel = cancel;
+            h_tools.execute(request).await
+        }
+    });
+    within("five requests in flight", h.llm.wait_requests(5)).await;
+    cancel.cancel();
+    let result = within("the cancelled workflow", running).await.unwrap();
+    assert!(result.is_error);
+    assert_eq!(
+        result.code().map(|c| c.as_str().to_owned()).as_deref(),
+        Some("ABORTED"),
+        "{}",
+        result.text()
+    );
+    let r = records(&parent);
+    assert_eq!(r.starts.len(), 5);
+    assert_eq!(r.ends.len(), 5);
+    assert!(
+        r.ends.iter().all(|e| e.outcome == AgentOutcome::Cancelled),
+        "{:?}",
+        r.ends
+    );
+    assert_eq!(r.run_ends[0].stop_reason, RunStopReason::Cancelled);
+    h.dispose().await;
+}
+
+async fn runaway(config: WorkflowConfig, script: &str) -> (ToolResult, Records) {
+    let h = harness(config).await;
+    let parent = h.agent().await;
+    for _ in 0..3 {
+        h.llm.push(Script::ChunksThenHang(hanging("busy")));
+    }
+    let result = within(
+        "the runaway workflow",
+        call(&h, &parent, script, CancellationToken::new()),
+    )
+    .await;
+    let r = records(&parent);
+    h.dispose().await;
+    (result, r)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_loop_is_stopped_at_the_wall_time_limit() {
+    let config = WorkflowConfig {
+        max_wall_ms: 300,
+        ..Default::default()
+    };
+    let (result, r) = runaway(config, "agent('spin along'); while (true) {}").await;
+    assert!(result.is_error);
+    assert!(
+        result
+            .text()
+            .contains("workflow stopped: it ran past its wall-time limit of 300 ms (maxWallMs)"),
+        "{}",
+        result.text()
+    );
+    // The child it started was cancelled when the run ended.
+    assert_eq!(r.ends.len(), r.starts.len());
+    assert!(r.ends.iter().all(|e| e.outcome == AgentOutcome::Cancelled));
+    assert_eq!(r.run_ends[0].stop_reason, RunStopReason::Error);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bomb_is_stopped_at_the_memory_limit() {
+    let config = WorkflowConfig {
+        max_memory_bytes: 16 << 20,
+        ..Default::default()
+    };
+    let script = r#"
+        const hoard = [];
+        while (true) { hoard.push("x".repeat(1 << 20) + hoard.length); }
+    "#;
+    let (result, r) = runaway(config, script).await;
+    assert!(result.is_error);
+    assert!(
+        result.text().contains(
+            "workflow stopped: the script ran out of memory (limit 16777216 bytes, maxMemoryBytes)"
+        ),
+        "{}",
+        result.text()
+    );
+    assert_eq!(r.run_ends[0].stop_reason, RunStopReason::Error);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_agents_stop_at_the_agent_limit() {
+    let config = WorkflowConfig {
+        max_agents: 3,
+        ..Default::default()
+    };
+    let script = r#"
+        const runs = [];
+        for (let i = 0; i < 10000; i++) {
+            try { runs.push(agent(`task ${i}`)); } catch (e) { /* swallowed: the limit still holds */ }
+        }
+        return runs.length;
+    "#;
+    let (result, r) = runaway(config, script).await;
+    assert!(result.is_error);
+    assert!(
+        result
+            .text()
+            .contains("workflow stopped: it tried to start more than 3 sub-agents (maxAgents)"),
+        "{}",
+        result.text()
+    );
+    assert!(r.starts.len() <= 3, "{} children started", r.starts.len());
+    assert_eq!(r.ends.len(), r.starts.len());
+    assert_eq!(r.run_ends[0].stop_reason, RunStopReason::Error);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_recursion_and_thrown_errors_are_clear_script_errors() {
+    let (result, _) = runaway(
+        WorkflowConfig::default(),
+        "function f(n) { return f(n + 1) + 1; } return f(0);",
+    )
+    .await;
+    assert!(result.is_error);
+    assert!(
+        result
+            .text()
+            .contains("workflow script failed: RangeError: Maximum call stack size exceeded")
+            && result.text().contains("more frames"),
+        "{}",
+        result.text()
+    );
+    let (result, _) = runaway(WorkflowConfig::default(), "throw new Error('no plan');").await;
+    assert!(
+        result
+            .text()
+            .contains("workflow script failed: Error: no plan"),
+        "{}",
+        result.text()
+    );
+    let (result, _) = runaway(WorkflowConfig::default(), "return (").await;
+    assert!(result.text().contains("SyntaxError"), "{}", result.text());
+    let (result, _) = runaway(
+        WorkflowConfig::default(),
+        "agent({ prompt: 'x', colour: 1 })",
+    )
+    .await;
+    assert!(
+        result
+            .text()
+            .contains("agent(options): unknown field `colour`"),
+        "{}",
+        result.text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_call_read_only_tools_and_nothing_else() {
+    let h = harness(WorkflowConfig::default()).await;
+    std::fs::write(h.dir().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let parent = h.agent().await;
+    let script = r#"
+        const text = tools.read({ file_path: "notes.txt" });
+        let refused = null;
+        try { tools.read({ file_path: "missing.txt" }); } catch (e) { refused = e.message; }
+        return {
+            read: text.includes("beta"),
+            refused: refused !== null,
+            bash: typeof tools.bash,
+            require: typeof require,
+            process: typeof process,
+            fetch: typeof fetch,
+        };
+    "#;
+    let result = within(
+        "the tool workflow",
+        call(&h, &parent, script, CancellationToken::new()),
+    )
+    .await;
+    assert!(!result.is_error, "{}", result.text());
+    let value: Value = serde_json::from_str(&result.text()).unwrap();
+    assert_eq!(
+        value,
+        json!({"read": true, "refused": true, "bash": "undefined", "require": "undefined",
+               "process": "undefined", "fetch": "undefined"})
+    );
+    h.dispose().await;
+}
