@@ -459,6 +459,32 @@ impl State {
                 }
                 return Ok(PromptResponse::new(StopReason::EndTurn));
             }
+            // A rewind's preview or a switch to a forked session: shown as text (an ACP
+            // client applies a preview by sending its `confirm` as `/rewind ...`).
+            Some(CommandOutcome::RewindPreview(p)) => {
+                open.turns.clear();
+                let text = format!(
+                    "Rewind to before turn {}:\n```diff\n{}```\nApply: /rewind {}",
+                    p.to_turn, p.diff, p.confirm
+                );
+                notify(
+                    connection,
+                    id,
+                    SessionUpdate::AgentMessageChunk(updates::text_chunk(&text)),
+                );
+                return Ok(PromptResponse::new(StopReason::EndTurn));
+            }
+            Some(CommandOutcome::SwitchSession { text, .. }) => {
+                open.turns.clear();
+                if !text.is_empty() {
+                    notify(
+                        connection,
+                        id,
+                        SessionUpdate::AgentMessageChunk(updates::text_chunk(&text)),
+                    );
+                }
+                return Ok(PromptResponse::new(StopReason::EndTurn));
+            }
             // Work that reports through later events (a compaction): the prompt is done.
             Some(CommandOutcome::Started) => {
                 open.turns.clear();

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use dsh_agent::events::AgentErrorEvent;
 use dsh_agent::hooks::{
     AgentRequest, AgentRequestError, PreStep, PreStepDecision, PreStepInput, RequestErrorDecision,
-    RequestErrorInput, RequestInput, TurnStopping, TurnStoppingInput,
+    RequestErrorInput, RequestInput, TurnEnding, TurnEndingInput, TurnStopping, TurnStoppingInput,
 };
 use dsh_agent::{Agent, Target};
 use dsh_kernel::{CancellationToken, Hook};
@@ -84,6 +84,17 @@ pub(crate) async fn run_turn(agent: &Arc<LoopAgent>, rs: &mut RequestState) {
             turn,
             error: error.clone(),
         });
+    }
+    // Every end, not only a completed one (a checkpoint of what an interrupted turn changed).
+    if let Some(handle) = agent.handle() {
+        let input = TurnEndingInput {
+            agent: handle,
+            turn,
+            reason: reason.clone(),
+        };
+        if let Err(TurnError(e)) = call_hook::<TurnEnding, _, _>(agent, input, |_| async {}).await {
+            tracing::error!(agent = %agent.id, error = %e.message, "turn-ending listener failed");
+        }
     }
     if let Err(TurnError(e)) = append(agent, TurnEnd { turn, reason }) {
         tracing::error!(agent = %agent.id, error = %e.message, "could not close the turn");

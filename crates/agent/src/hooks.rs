@@ -128,3 +128,24 @@ pub struct TurnStoppingInput {
     /// The last step.
     pub step: u64,
 }
+
+/// `agent/turn-ending`: the turn is about to close, however it ends (completed, aborted,
+/// blocked, failed, cut at max-tokens), just before `turn/end` is appended. Listeners may append
+/// events to `agent.session()` (they land inside the turn); they must not steer. A listener
+/// that waits should be short: the turn's end waits for it.
+pub struct TurnEnding;
+impl Hook for TurnEnding {
+    const NAME: &'static str = "agent/turn-ending";
+    type Input = TurnEndingInput;
+    type Output = ();
+}
+
+/// What an `agent/turn-ending` listener sees.
+pub struct TurnEndingInput {
+    /// The agent.
+    pub agent: Arc<dyn Agent>,
+    /// Turn number.
+    pub turn: u64,
+    /// How the turn ends (what `turn/end` will record).
+    pub reason: dsh_session::data::TurnEndReason,
+}

@@ -1,5 +1,7 @@
-//! `/rewind`: lists the session's turns with what a rewind to each would restore, and runs
-//! `/rewind N [code|conversation|both] [force]`.
+//! `/rewind`: lists the session's turns with what a rewind to each would restore;
+//! `/rewind N [code|conversation|both] [force]` previews a rewind (the files it touches and
+//! their unified diff, as a [`CommandOutcome::RewindPreview`]); adding `yes` applies it. A
+//! conversation rewind answers [`CommandOutcome::SwitchSession`] with the forked session.
 
 use std::sync::Arc;
 
@@ -7,11 +9,14 @@ use dsh_agent::Agent;
 use dsh_commands::{CommandCall, CommandError, CommandFuture, CommandSpec, Commands};
 use dsh_kernel::{BoxError, Ctx, Dep, Plugin};
 use dsh_protocol::CommandOutcome;
+use dsh_protocol::command::{RewindFile, RewindFileChange, RewindMode, RewindPreview};
 use dsh_session::{ForkOptions, Sessions};
 
+use crate::diff::ChangeKind;
 use crate::events::Rewound;
 use crate::ops;
 use crate::plugin::{CheckpointConfig, checkpoints_root};
+use crate::preview::{DEFAULT_MAX_LINES, diff_preview};
 use crate::rewind::{self, RewindError};
 use crate::store::Store;
 
@@ -22,10 +27,21 @@ enum Mode {
     Both,
 }
 
+impl Mode {
+    fn word(self) -> &'static str {
+        match self {
+            Mode::Code => "code",
+            Mode::Conversation => "conversation",
+            Mode::Both => "both",
+        }
+    }
+}
+
 struct Args {
     to: Option<u64>,
     mode: Mode,
     force: bool,
+    yes: bool,
 }
 
 fn parse(args: &str) -> Result<Args, CommandError> {
@@ -33,6 +49,7 @@ fn parse(args: &str) -> Result<Args, CommandError> {
         to: None,
         mode: Mode::Both,
         force: false,
+        yes: false,
     };
     for word in args.split_whitespace() {
         match word {
@@ -40,12 +57,13 @@ fn parse(args: &str) -> Result<Args, CommandError> {
             "conversation" => a.mode = Mode::Conversation,
             "both" => a.mode = Mode::Both,
             "force" | "--force" => a.force = true,
+            "yes" | "--yes" | "-y" => a.yes = true,
             n => match n.parse::<u64>() {
                 Ok(n) if n >= 1 => a.to = Some(n),
                 _ => {
                     return Err(CommandError::Usage(format!(
                         "`/rewind {args}`: use /rewind, or /rewind N [code|conversation|both] \
-                         [force] (N: a turn, from 1)"
+                         [force] [yes] (N: a turn, from 1)"
                     )));
                 }
             },
@@ -69,7 +87,7 @@ async fn run(
     config: CheckpointConfig,
     agent: Arc<dyn Agent>,
     args: Args,
-) -> Result<String, CommandError> {
+) -> Result<CommandOutcome, CommandError> {
     let session = agent.session();
     if session.with_log(|l| l.tracker().open_turn()).is_some() {
         return Err(CommandError::Failed(
@@ -81,13 +99,17 @@ async fn run(
     let max = config.max_file_bytes;
     let Some(to) = args.to else {
         let Some(ws) = ops::workspace_of(&events) else {
-            return Ok("No checkpoints in this session yet: no turn has called a tool.".into());
+            return Ok(done(
+                "No checkpoints in this session yet: no turn has called a tool.",
+            ));
         };
         let id = agent.id().to_owned();
         return blocking(move || {
             let store = Store::open(&root, &ws, max).map_err(failed)?;
             let turns = ops::list_turns(&store, &id, &events).map_err(failed)?;
-            let mut out = String::from("Turns (`/rewind N [code|conversation|both]`):\n");
+            let mut out = String::from(
+                "Turns (`/rewind N [code|conversation|both]` previews, `yes` applies):\n",
+            );
             for t in turns {
                 let r = match t.restore {
                     Some(c) => ops::summary(c),
@@ -95,7 +117,7 @@ async fn run(
                 };
                 out.push_str(&format!("{:>3}. {}  ({r})\n", t.turn, t.prompt));
             }
-            Ok(out)
+            Ok(done(out))
         })
         .await;
     };
@@ -104,6 +126,9 @@ async fn run(
         return Err(CommandError::Usage(format!(
             "this session has {last} turn(s): /rewind 1..{last}"
         )));
+    }
+    if !args.yes {
+        return preview(root, max, agent.id().to_owned(), events, to, &args).await;
     }
     let mut text = String::new();
     let mut record_id = None;
@@ -151,7 +176,7 @@ async fn run(
                         Err(RewindError::Conflicts(paths)) => Err(CommandError::Failed(format!(
                             "Nothing restored: {} file(s) changed outside dsh since the \
                              checkpoint:\n  {}\nPreview:\n{preview}Run `/rewind {to} code \
-                             force` to overwrite them (a backup is taken first).",
+                             force yes` to overwrite them (a backup is taken first).",
                             paths.len(),
                             paths.join("\n  ")
                         ))),
@@ -169,7 +194,7 @@ async fn run(
             text.push_str(
                 "Conversation: nothing before turn 1 to keep; start a new session instead.\n",
             );
-            return Ok(text);
+            return Ok(done(text));
         };
         let sessions = ctx.dep::<dyn Sessions>().map_err(failed)?;
         let child = sessions
@@ -194,8 +219,77 @@ async fn run(
             "Conversation rewound to before turn {to} in a new session `{id}` (this one stays \
              as it was): continue it with `dsh --resume {id}`.\n"
         ));
+        return Ok(CommandOutcome::SwitchSession {
+            session_id: id,
+            text,
+        });
     }
-    Ok(text)
+    Ok(done(text))
+}
+
+fn done(text: impl Into<String>) -> CommandOutcome {
+    CommandOutcome::Done { text: text.into() }
+}
+
+/// `/rewind N [mode]` without `yes`: what it would do, nothing done.
+async fn preview(
+    root: std::path::PathBuf,
+    max: u64,
+    session_id: String,
+    events: Vec<Arc<dsh_session::Event>>,
+    to: u64,
+    args: &Args,
+) -> Result<CommandOutcome, CommandError> {
+    let mode = match args.mode {
+        Mode::Both => RewindMode::Both,
+        Mode::Code => RewindMode::Code,
+        Mode::Conversation => RewindMode::Conversation,
+    };
+    let force = if args.force { " force" } else { "" };
+    let mut p = RewindPreview {
+        to_turn: to,
+        mode,
+        files: Vec::new(),
+        diff: String::new(),
+        omitted_lines: 0,
+        conflicts: Vec::new(),
+        left_alone: Vec::new(),
+        confirm: format!("{to} {}{force} yes", args.mode.word()),
+    };
+    let ws = ops::workspace_of(&events);
+    let (Some(ws), false) = (ws, args.mode == Mode::Conversation) else {
+        return Ok(CommandOutcome::RewindPreview(p));
+    };
+    blocking(move || {
+        let store = Store::open(&root, &ws, max).map_err(failed)?;
+        let (current, plan) = ops::prepare(&store, &session_id, &events, to).map_err(failed)?;
+        if let Some(plan) = plan {
+            let d = diff_preview(&store, &plan, &current.manifest, DEFAULT_MAX_LINES)
+                .map_err(failed)?;
+            p.files = d
+                .files
+                .into_iter()
+                .map(|f| RewindFile {
+                    path: f.path,
+                    change: match f.kind {
+                        ChangeKind::Added => RewindFileChange::Recreate,
+                        ChangeKind::Changed => RewindFileChange::Restore,
+                        ChangeKind::Removed => RewindFileChange::Delete,
+                    },
+                    binary: f.binary,
+                    added: f.added,
+                    removed: f.removed,
+                })
+                .collect();
+            p.diff = d.text;
+            p.omitted_lines = d.omitted_lines;
+            let lossy = |v: &Vec<u8>| String::from_utf8_lossy(v).into_owned();
+            p.conflicts = plan.conflicts.iter().map(lossy).collect();
+            p.left_alone = plan.left_alone.iter().map(lossy).collect();
+        }
+        Ok(CommandOutcome::RewindPreview(p))
+    })
+    .await
 }
 
 /// Plugin `rewind-command`: `/rewind` in the command registry (its config names the store
@@ -220,13 +314,12 @@ impl Plugin for RewindCommandPlugin {
                 "rewind",
                 "Rewind files and/or conversation to before an earlier turn",
             )
-            .with_argument_hint("[N [code|conversation|both] [force]]"),
+            .with_argument_hint("[N [code|conversation|both] [force] [yes]]"),
             Arc::new(move |call: CommandCall| -> CommandFuture {
                 let (c, config) = (c.clone(), config.clone());
                 Box::pin(async move {
                     let args = parse(&call.args)?;
-                    let text = run(c, config, call.agent.clone(), args).await?;
-                    Ok(CommandOutcome::Done { text })
+                    run(c, config, call.agent.clone(), args).await
                 })
             }),
         )?;

@@ -17,6 +17,7 @@ pub mod events;
 mod id;
 pub mod ops;
 mod plugin;
+pub mod preview;
 pub mod rewind;
 mod statcache;
 mod store;

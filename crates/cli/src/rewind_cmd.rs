@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use dsh_checkpoint::ops;
+use dsh_checkpoint::preview::{DEFAULT_MAX_LINES, diff_preview};
 use dsh_checkpoint::rewind::{self, RewindError};
 use dsh_checkpoint::{DEFAULT_MAX_FILE_BYTES, Rewound, Store, checkpoints_root};
 use dsh_session::{DirectSink, ForkOptions, SessionPersistence, SessionStore, Sessions as _};
@@ -146,10 +147,14 @@ pub(crate) async fn rewind(args: RewindArgs) -> Result<u8, Failure> {
                         out.push_str(&format!("files: nothing changed since turn {to} began\n"))
                     }
                     Some(plan) => {
+                        let diff =
+                            diff_preview(&store, &plan, &current.manifest, DEFAULT_MAX_LINES)
+                                .map_err(run_err)?;
                         let preview = format!(
-                            "files of {} to restore to before turn {to}:\n{}",
+                            "files of {} to restore to before turn {to}:\n{}{}",
                             ws.display(),
-                            ops::preview(&plan)
+                            ops::preview(&plan),
+                            diff.text
                         );
                         if !plan.conflicts.is_empty() && !args.force {
                             eprint!("{preview}");
@@ -197,7 +202,8 @@ pub(crate) async fn rewind(args: RewindArgs) -> Result<u8, Failure> {
                 let child = fork(jsonl, &id, boundary, to, record).await?;
                 out.push_str(&format!(
                     "conversation: rewound to before turn {to} in new session {child} ({id} \
-                     stays as it was); continue with: dsh exec --resume {child} PROMPT\n"
+                     stays as it was)\nresume it with: dsh --resume {child}   (headless: dsh \
+                     exec --resume {child} PROMPT)\n"
                 ));
             }
         }
@@ -257,11 +263,14 @@ async fn undo(
     };
     let current = store.snapshot().map_err(run_err)?;
     let plan = rewind::plan_undo(&store, &last, &current.manifest).map_err(run_err)?;
+    let diff =
+        diff_preview(&store, &plan, &current.manifest, DEFAULT_MAX_LINES).map_err(run_err)?;
     let preview = format!(
-        "files of {} to put back as they were before rewind {}:\n{}",
+        "files of {} to put back as they were before rewind {}:\n{}{}",
         ws.display(),
         last.id,
-        ops::preview(&plan)
+        ops::preview(&plan),
+        diff.text
     );
     if !plan.conflicts.is_empty() && !args.force {
         eprint!("{preview}");

@@ -11,6 +11,7 @@ use dsh_checkpoint::{
 use dsh_commands::{CommandCall, Commands, CommandsPlugin};
 use dsh_kernel::CancellationToken;
 use dsh_protocol::CommandOutcome;
+use dsh_protocol::command::{RewindFile, RewindFileChange, RewindMode, RewindPreview};
 use dsh_test_harness::TestHarness;
 use dsh_tools::{FnTool, ToolOutput};
 use serde_json::json;
@@ -60,9 +61,22 @@ async fn rewind(h: &TestHarness, agent: &Arc<dyn Agent>, args: &str) -> Result<S
         cancel: CancellationToken::new(),
     };
     match commands.run("rewind", call).await {
-        Ok(CommandOutcome::Done { text }) => Ok(text),
+        Ok(CommandOutcome::Done { text } | CommandOutcome::SwitchSession { text, .. }) => Ok(text),
         Ok(other) => Err(format!("{other:?}")),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+async fn preview(h: &TestHarness, agent: &Arc<dyn Agent>, args: &str) -> RewindPreview {
+    let commands = h.get::<dyn Commands>();
+    let call = CommandCall {
+        agent: agent.clone(),
+        args: args.to_owned(),
+        cancel: CancellationToken::new(),
+    };
+    match commands.run("rewind", call).await {
+        Ok(CommandOutcome::RewindPreview(p)) => p,
+        other => panic!("not a preview: {other:?}"),
     }
 }
 
@@ -104,22 +118,56 @@ async fn turns_are_checkpointed_and_slash_rewind_restores_files_and_forks_the_co
         "{list}"
     );
 
-    let text = rewind(&h, &agent, "3 code").await.unwrap();
+    // Without `yes`: a preview with the unified diff, nothing changed.
+    let p = preview(&h, &agent, "3 code").await;
+    assert_eq!(p.to_turn, 3);
+    assert_eq!(p.mode, RewindMode::Code);
+    assert_eq!(p.confirm, "3 code yes");
+    assert_eq!(
+        p.files,
+        [
+            RewindFile {
+                path: "f".into(),
+                change: RewindFileChange::Restore,
+                binary: false,
+                added: 0,
+                removed: 1
+            },
+            RewindFile {
+                path: "g".into(),
+                change: RewindFileChange::Delete,
+                binary: false,
+                added: 0,
+                removed: 1
+            }
+        ]
+    );
+    assert!(
+        p.diff
+            .contains("--- a/f\n+++ b/f\n@@ -1,2 +1 @@\n one\n-two\n"),
+        "{}",
+        p.diff
+    );
+    assert!(p.diff.contains("--- a/g\n+++ /dev/null\n"), "{}", p.diff);
+    assert_eq!(read("f").as_deref(), Some("one\ntwo\n"));
+    let text = rewind(&h, &agent, &p.confirm).await.unwrap();
     assert!(text.contains("Files restored to before turn 3"), "{text}");
     assert_eq!(read("f").as_deref(), Some("one\n"));
     assert!(read("g").is_none());
 
     // The user edits the file: refused without force.
     std::fs::write(h.dir().join("f"), "user\n").unwrap();
-    let refused = rewind(&h, &agent, "2 code").await.unwrap_err();
+    let p = preview(&h, &agent, "2 code").await;
+    assert_eq!(p.conflicts, ["f"]);
+    let refused = rewind(&h, &agent, "2 code yes").await.unwrap_err();
     assert!(refused.contains("changed outside dsh"), "{refused}");
     assert_eq!(read("f").as_deref(), Some("user\n"));
-    let forced = rewind(&h, &agent, "2 code force").await.unwrap();
+    let forced = rewind(&h, &agent, "2 code force yes").await.unwrap();
     assert!(forced.contains("Files restored"), "{forced}");
     assert!(read("f").is_none());
 
     // Conversation only: a new session with turn 1 and nothing after.
-    let text = rewind(&h, &agent, "2 conversation").await.unwrap();
+    let text = rewind(&h, &agent, "2 conversation yes").await.unwrap();
     assert!(text.contains("in a new session"), "{text}");
     let child = text
         .split('`')

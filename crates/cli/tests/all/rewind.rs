@@ -358,3 +358,109 @@ fn a_rewind_across_a_compaction_restores_files_and_forks_the_compacted_history()
     assert!(read(&env, "gamma").is_none());
     assert!(read(&env, "alpha").is_none());
 }
+
+/// The model's bash call appends to notes.md, then reports through a FIFO and sleeps: the
+/// test knows the file was written while the turn still runs.
+fn start_a_turn_that_writes_then_waits(env: &Env) -> std::process::Child {
+    std::fs::write(env.cwd().join("notes.md"), "v0\n").unwrap();
+    std::fs::write(env.cwd().join("other.md"), "o0\n").unwrap();
+    let fifo = env.work.path().join("wrote.fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let command = format!(
+        "echo agent >> notes.md && echo wrote > {} && sleep 30",
+        fifo.display()
+    );
+    let call = serde_json::json!({"command": command, "description": "edit"}).to_string();
+    env.server()
+        .push(Completion::new().tool_call("bash", &call).reply());
+    let child = env.spawn(&["--session", "s1", "edit the notes"]);
+    assert_eq!(wait_fifo(&fifo).trim(), "wrote");
+    child
+}
+
+#[test]
+fn an_interrupted_turn_gets_its_end_checkpoint_so_later_user_edits_are_told_apart() {
+    let env = Env::new();
+    let child = start_a_turn_that_writes_then_waits(&env);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let events = env.stored_events();
+    assert_eq!(
+        checkpoints(&events),
+        [(1, "before".to_owned()), (1, "after".to_owned())]
+    );
+    let end = events.iter().rfind(|e| e["type"] == "turn/end").unwrap();
+    assert_eq!(end["data"]["reason"]["kind"], "aborted");
+
+    // After the interrupted turn the user edits the agent's file and another one.
+    std::fs::write(env.cwd().join("notes.md"), "v0\nagent\nuser\n").unwrap();
+    std::fs::write(env.cwd().join("other.md"), "o1\n").unwrap();
+    let out = rewind(&env, &["s1", "--to", "1", "--code", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("changed outside dsh"), "{err}");
+    assert!(
+        err.contains("notes.md") && !err.contains("other.md"),
+        "{err}"
+    );
+    let out = rewind(&env, &["s1", "--to", "1", "--code", "--yes", "--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(read(&env, "notes.md").as_deref(), Some("v0\n"));
+    assert_eq!(
+        read(&env, "other.md").as_deref(),
+        Some("o1\n"),
+        "a file the turn never touched keeps the user's edit"
+    );
+}
+
+#[test]
+fn a_turn_killed_mid_way_gets_its_end_checkpoint_when_the_session_is_resumed() {
+    let env = Env::new();
+    let mut child = start_a_turn_that_writes_then_waits(&env);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        checkpoints(&env.stored_events()),
+        [(1, "before".to_owned())]
+    );
+
+    // Resumed: the crash repair takes the missing end checkpoint before the next turn.
+    env.server().push(Completion::new().text("ok").reply());
+    let out = env.exec(&["--resume", "s1", "what happened?"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = env.stored_events();
+    assert_eq!(
+        checkpoints(&events),
+        [(1, "before".to_owned()), (1, "after".to_owned())]
+    );
+    let ends: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| e["data"]["reason"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(ends, ["interrupted", "completed"]);
+
+    // The user edits another file; the rewind restores the killed turn's change only.
+    std::fs::write(env.cwd().join("other.md"), "o1\n").unwrap();
+    let out = rewind(&env, &["s1", "--to", "1", "--code", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("restore   notes.md"), "{text}");
+    assert!(
+        text.contains("--- a/notes.md\n+++ b/notes.md\n@@ -1,2 +1 @@\n v0\n-agent\n"),
+        "the unified diff is printed with --yes: {text}"
+    );
+    assert_eq!(read(&env, "notes.md").as_deref(), Some("v0\n"));
+    assert_eq!(read(&env, "other.md").as_deref(), Some("o1\n"));
+}
