@@ -61,6 +61,7 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_goal::GoalPlugin>()
         .register::<dsh_goal::GoalCommandPlugin>()
         .register::<dsh_tool_ask_user::AskUserToolPlugin>()
+        .register::<dsh_tool_workflow::WorkflowToolPlugin>()
         .register::<dsh_checkpoint::CheckpointPlugin>()
         .register::<dsh_checkpoint::RewindCommandPlugin>()
         .register::<dsh_context::ContextCommandsPlugin>();
