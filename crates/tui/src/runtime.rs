@@ -97,6 +97,8 @@ struct Runtime {
     /// terminal for the cursor position, and crossterm's stream thread holds the input reader
     /// while it waits, so the answer would not reach the query.
     input: Option<EventStream>,
+    /// A session a command asked to show instead (a conversation rewind's fork).
+    switch_to: Option<String>,
 }
 
 /// Runs the TUI until the user quits. With `close_on_leave`, the sessions it opened are closed
@@ -130,6 +132,7 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
         close_on_leave: opts.close_on_leave,
         height,
         input: None,
+        switch_to: None,
     };
     let mut terminal = term::enter(height)?;
     let result = std::panic::AssertUnwindSafe(rt.main(&mut terminal, rx, opts, first))
@@ -269,6 +272,9 @@ impl Runtime {
                     // Fold the whole burst before drawing once.
                     while let Ok(more) = rx.try_recv() {
                         self.feed(more, width);
+                    }
+                    if let Some(id) = self.switch_to.take() {
+                        self.act(Action::Resume(id), terminal).await?;
                     }
                 }
             }
@@ -505,6 +511,11 @@ impl Runtime {
                 }
             }
             EventMsg::Error(e) if e.code == ErrorCode::SubscriberLagged => return,
+            // A conversation rewind forked the session: its fork is shown from now on.
+            EventMsg::CommandRan {
+                outcome: dsh_protocol::CommandOutcome::SwitchSession { session_id, .. },
+                ..
+            } => self.switch_to = Some(session_id.clone()),
             _ => {}
         }
         let lines = self.app.transcript.on_event(&ev, width);

@@ -375,13 +375,18 @@ impl Transcript {
                 let turn = self.usage.turns.keys().next_back().copied().unwrap_or(0);
                 self.usage.add_subagent(turn, usage);
             }
-            EventMsg::CommandRan { name, outcome } => {
-                if let dsh_protocol::CommandOutcome::Done { text } = outcome
-                    && !text.trim().is_empty()
+            EventMsg::CommandRan { name, outcome } => match outcome {
+                dsh_protocol::CommandOutcome::Done { text }
+                | dsh_protocol::CommandOutcome::SwitchSession { text, .. }
+                    if !text.trim().is_empty() =>
                 {
                     out.extend(self.command_output(name, text, width));
                 }
-            }
+                dsh_protocol::CommandOutcome::RewindPreview(p) => {
+                    out.extend(self.rewind_preview(p, width));
+                }
+                _ => {}
+            },
             EventMsg::Notice { level, text } => {
                 let kind = match level {
                     dsh_protocol::NoticeLevel::Info => NoticeKind::Info,
@@ -428,6 +433,68 @@ impl Transcript {
         }
         tracing::debug!(command = name, "command output");
         self.notice(text.to_owned(), width)
+    }
+
+    /// A rewind's preview: the files, their diff coloured, the conflicts, and how to apply it.
+    fn rewind_preview(
+        &self,
+        p: &dsh_protocol::command::RewindPreview,
+        width: u16,
+    ) -> Vec<Line<'static>> {
+        use dsh_protocol::command::{RewindFileChange, RewindMode};
+        let what = match p.mode {
+            RewindMode::Both => "files and conversation",
+            RewindMode::Code => "files",
+            RewindMode::Conversation => "conversation",
+        };
+        let mut text = format!("Rewind {what} to before turn {}:", p.to_turn);
+        if p.mode != RewindMode::Conversation && p.files.is_empty() {
+            text.push_str("\n  no file changes to undo");
+        }
+        for f in &p.files {
+            let verb = match f.change {
+                RewindFileChange::Recreate => "re-create",
+                RewindFileChange::Restore => "restore  ",
+                RewindFileChange::Delete => "delete   ",
+            };
+            let stat = if f.binary {
+                "binary".to_owned()
+            } else {
+                format!("+{} -{}", f.added, f.removed)
+            };
+            text.push_str(&format!("\n  {verb} {} ({stat})", f.path));
+        }
+        let mut out = self.notice(text, width);
+        if !p.diff.is_empty() {
+            out.extend(self.cell(
+                &Cell::Lines(crate::cells::git_diff_lines(&p.diff, self.theme)),
+                width,
+            ));
+        }
+        for c in &p.left_alone {
+            out.extend(self.notice(format!("left alone (over the size limit): {c}"), width));
+        }
+        if p.conflicts.is_empty() {
+            out.extend(self.notice(format!("Apply with /rewind {}", p.confirm), width));
+        } else {
+            out.extend(self.cell(
+                &Cell::Notice {
+                    text: format!(
+                        "! changed outside dsh since the checkpoint: {}\nOverwrite them (a \
+                         backup is kept) with /rewind {}",
+                        p.conflicts.join(", "),
+                        if p.confirm.contains(" force") {
+                            p.confirm.clone()
+                        } else {
+                            p.confirm.replacen(" yes", " force yes", 1)
+                        }
+                    ),
+                    kind: NoticeKind::Warn,
+                },
+                width,
+            ));
+        }
+        out
     }
 
     fn notice(&self, text: String, width: u16) -> Vec<Line<'static>> {

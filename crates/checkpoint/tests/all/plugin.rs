@@ -22,7 +22,7 @@ async fn harness(root: &Path) -> TestHarness {
         root: Some(root.to_path_buf()),
     };
     let h = TestHarness::builder()
-        .on_disk()
+        .on_disk_at(root.join("sessions"))
         .plugin::<CommandsPlugin>(Default::default())
         .plugin::<CheckpointPlugin>(config.clone())
         .plugin::<RewindCommandPlugin>(config)
@@ -167,13 +167,23 @@ async fn turns_are_checkpointed_and_slash_rewind_restores_files_and_forks_the_co
     assert!(read("f").is_none());
 
     // Conversation only: a new session with turn 1 and nothing after.
-    let text = rewind(&h, &agent, "2 conversation yes").await.unwrap();
+    // The client is told to switch to the fork (the TUI resumes it).
+    let call = CommandCall {
+        agent: agent.clone(),
+        args: "2 conversation yes".into(),
+        cancel: CancellationToken::new(),
+    };
+    let outcome = h.get::<dyn Commands>().run("rewind", call).await.unwrap();
+    let CommandOutcome::SwitchSession {
+        session_id: child,
+        text,
+    } = outcome
+    else {
+        panic!("not a switch: {outcome:?}");
+    };
     assert!(text.contains("in a new session"), "{text}");
-    let child = text
-        .split('`')
-        .nth(1)
-        .expect("a session id in backticks")
-        .to_owned();
+    assert_eq!(text.split('`').nth(1), Some(child.as_str()), "{text}");
+    assert_ne!(child, agent.id());
     let sessions = h.get::<dyn dsh_session::Sessions>();
     let log = sessions.read(&child).unwrap();
     assert_eq!(log.tracker().last_turn(), 1);
