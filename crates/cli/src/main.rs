@@ -79,6 +79,9 @@ enum Command {
     Mcp(mcp_cmd::McpCommand),
     /// Serve sessions over HTTP (JSON, Server-Sent Events); `serve token` manages its tokens.
     Serve(serve_cmd::ServeArgs),
+    /// `dsh serve` plus the web page at `/`: opens the browser on loopback, else prints a
+    /// one-time login link.
+    Web(serve_cmd::web::WebArgs),
     /// Sessions, turns, tokens, cache-hit ratio and cost, by day, model or project.
     Stats(stats_cmd::StatsArgs),
     /// Rewind files and/or conversation to before an earlier turn (`--undo` takes it back).
@@ -334,6 +337,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Some(Command::Serve(args)) => {
             init_logging();
             runtime()?.block_on(serve_cmd::run(args))
+        }
+        Some(Command::Web(args)) => {
+            init_logging();
+            runtime()?.block_on(serve_cmd::web::run(args))
         }
         Some(Command::Stats(args)) => {
             init_logging();

@@ -16,6 +16,11 @@ use crate::compose::registry;
 use crate::exec::working_dir;
 use crate::{ComposeArgs, Effort, Failure};
 
+/// `dsh web`: this server plus the web page (its own file, a child module so it builds a
+/// `ServeArgs`).
+#[path = "web_cmd.rs"]
+pub(crate) mod web;
+
 /// The default listen address: loopback only.
 const DEFAULT_LISTEN: &str = "127.0.0.1:7433";
 
@@ -152,6 +157,12 @@ async fn terminated() {
 
 /// Runs `dsh serve`.
 pub(crate) async fn run(args: ServeArgs) -> Result<u8, Failure> {
+    run_with(args, None).await
+}
+
+/// Runs `dsh serve`, with the web front end when `web` is given (TCP only: it authenticates
+/// every request itself, so the exposure check and serve's token guard are its own).
+async fn run_with(args: ServeArgs, web: Option<web::Front>) -> Result<u8, Failure> {
     let ServeArgs {
         token: command,
         listen,
@@ -184,7 +195,9 @@ pub(crate) async fn run(args: ServeArgs) -> Result<u8, Failure> {
     };
     if let Some(addr) = listen {
         config.bound = Bound::Tcp(addr);
-        dsh_serve::check_exposure(&config).map_err(Failure::usage)?;
+        if web.is_none() {
+            dsh_serve::check_exposure(&config).map_err(Failure::usage)?;
+        }
     }
 
     let registry = registry();
@@ -208,7 +221,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<u8, Failure> {
         composition,
     );
     let result = serve(
-        &kernel, config, listen, unix, idle_exit, provider, model, effort, cwd,
+        &kernel, config, listen, unix, idle_exit, provider, model, effort, cwd, web,
     )
     .await;
     kernel.dispose().await;
@@ -226,6 +239,7 @@ async fn serve(
     model: Option<String>,
     effort: Option<Effort>,
     cwd: PathBuf,
+    web: Option<web::Front>,
 ) -> Result<u8, Failure> {
     let host = Host::new(
         kernel.root(),
@@ -259,6 +273,13 @@ async fn serve(
         let _ = stop_rx.await;
     };
     let served = match (listen, unix) {
+        (Some(addr), _) if web.is_some() => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| Failure::usage(anyhow!("cannot listen on {addr}: {e}")))?;
+            let front = web.ok_or_else(|| Failure::run(anyhow!("no web front end")))?;
+            front.start(listener, client, config, shutdown)?
+        }
         (Some(addr), _) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await

@@ -171,7 +171,7 @@ export function diffView(diff) {
   const pre = h('pre', { class: 'diff', 'aria-label': `changes to ${diff.path}` });
   for (const [sign, text] of rows) {
     const cls = sign === '+' ? 'add' : sign === '-' ? 'del' : 'ctx';
-    pre.append(h('span', { class: cls }, `${sign} ${text}`), '\n');
+    pre.append(h('span', { class: cls }, `${sign} ${text}`));
   }
   return pre;
 }

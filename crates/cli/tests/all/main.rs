@@ -28,4 +28,5 @@ mod subagent;
 mod subagent_continuable;
 mod titles;
 mod tool_set;
+mod web;
 mod wire;

@@ -1,0 +1,200 @@
+// The browser test of `dsh web` (driven by crates/cli/tests/all/web.rs): Playwright
+// (playwright-core) drives Debian's chromium, headless, against a real `dsh web --no-open` on the
+// testkit mock. The Rust side holds the mock's gates: this script prints {"gate": NAME} and
+// waits for "ok" on stdin. Its last stdout line is {"result": …}.
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import readline from 'node:readline';
+
+const env = (k) => {
+  const v = process.env[k];
+  if (!v) throw new Error(`${k} is not set`);
+  return v;
+};
+const require = createRequire(path.join(env('DSH_PW_DIR'), 'index.js'));
+const { chromium } = require('playwright-core');
+
+const BASE = env('DSH_WEB_BASE');
+const LOGIN = env('DSH_WEB_LOGIN');
+const RO_TOKEN = env('DSH_WEB_RO_TOKEN');
+const CWD = env('DSH_WEB_CWD');
+const OUT = env('DSH_WEB_OUT');
+const STEER = 'also check the docs';
+
+const lines = readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+async function gate(name) {
+  console.log(JSON.stringify({ gate: name }));
+  const { value } = await lines.next();
+  if (value !== 'ok') throw new Error(`gate ${name}: got ${value}`);
+}
+function check(cond, what) {
+  if (!cond) throw new Error(`failed: ${what}`);
+  console.error(`ok: ${what}`);
+}
+
+const browser = await chromium.launch({
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const result = { requests: 0, foreignRequests: [], assetBytes: {}, screenshots: [] };
+const origin = new URL(BASE).origin;
+const watch = (ctx) => ctx.on('request', (r) => {
+  result.requests++;
+  const u = new URL(r.url());
+  if (u.origin !== origin && u.protocol !== 'data:') result.foreignRequests.push(r.url());
+});
+
+try {
+  // ---- refusals without a sign-in ----
+  const anon = await browser.newContext();
+  watch(anon);
+  const ap = await anon.newPage();
+  let r = await ap.goto(`${BASE}/`);
+  check(r.status() === 401 && await ap.locator('#login-note').isVisible(), 'the page without a sign-in is the login page (401)');
+  r = await anon.request.get(`${BASE}/v1/sessions`);
+  check(r.status() === 401, 'the API without a sign-in answers 401');
+  r = await ap.goto(`${BASE}/login?token=dshl_not-a-token`);
+  check(r.status() === 401, 'a made-up login link is refused');
+
+  // ---- sign in with the one-time link ----
+  const ctx = await browser.newContext({ viewport: { width: 1100, height: 820 }, colorScheme: 'light' });
+  watch(ctx);
+  const page = await ctx.newPage();
+  page.setDefaultTimeout(20000);
+  page.on('response', async (resp) => {
+    const u = new URL(resp.url());
+    if (u.pathname === '/' || u.pathname.startsWith('/assets/')) {
+      try { result.assetBytes[u.pathname] = (await resp.body()).length; } catch { /* redirected */ }
+    }
+  });
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(LOGIN);
+  await page.waitForURL(`${BASE}/`);
+  await page.locator('#session-list').waitFor();
+  const cookie = (await ctx.cookies()).find((c) => c.name.startsWith('dsh_web_'));
+  check(cookie && cookie.httpOnly && cookie.sameSite === 'Strict', 'the sign-in cookie is HttpOnly and SameSite=Strict');
+  r = await ap.goto(LOGIN);
+  check(r.status() === 401, 'the login link works once');
+  const csrf = await page.evaluate(async () => (await fetch('/v1/sessions', {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}',
+  })).status);
+  check(csrf === 403, 'a cookie request without the page header that changes something is refused (403)');
+
+  // ---- a new session from the form ----
+  await page.locator('details.new summary').click();
+  await page.fill('input[name="cwd"]', CWD);
+  await page.selectOption('select[name="approvalPolicy"]', 'untrusted');
+  await page.fill('textarea[name="prompt"]', 'hello');
+  await page.click('#new-session button[type="submit"]');
+  await page.waitForURL(/#\/s\//);
+  const url = page.url();
+
+  // ---- streamed text; reload mid-stream; a second tab ----
+  await page.locator('#live', { hasText: 'Streaming the first half' }).waitFor();
+  await page.reload();
+  await page.locator('#live', { hasText: 'Streaming the first half' }).waitFor();
+  check(await page.locator('.msg.user', { hasText: 'hello' }).count() === 1, 'after a reload mid-stream the prompt shows once');
+  const tab2 = await ctx.newPage();
+  tab2.setDefaultTimeout(20000);
+  await tab2.goto(url);
+  await tab2.locator('#live', { hasText: 'Streaming the first half' }).waitFor();
+  await gate('stream');
+  const final = 'Streaming the first half, then the rest.';
+  await page.locator('.msg.assistant:not(.live)', { hasText: final }).waitFor();
+  await tab2.locator('.msg.assistant:not(.live)', { hasText: final }).waitFor();
+  check(await page.locator('.msg.assistant', { hasText: 'Streaming the first half' }).count() === 1,
+    'the streamed answer shows once, whole, after the reload');
+  await page.locator('[data-state="idle"]').first().waitFor();
+
+  // ---- a bash call: approval inline, output and exit code, markup inert ----
+  await page.locator('#prompt').fill('run it');
+  await page.locator('#prompt').press('Enter');
+  const approval = page.locator('.card.approval:not(.resolved)');
+  await approval.waitFor();
+  await tab2.locator('.card.approval:not(.resolved)').waitFor();
+  await approval.getByRole('button', { name: 'Allow once' }).click();
+  await tab2.locator('.card.approval.resolved [data-outcome="allowed-once"]').waitFor();
+  check(true, 'an approval clicked in one tab resolves in the other');
+  const shell = page.locator('.card.tool[data-kind="shell"]').last();
+  await shell.locator('.exit', { hasText: 'exit 3' }).waitFor();
+  const out = await shell.locator('pre.output').textContent();
+  check(out.includes('<script>window.__pwned=1</script>') && out.includes('onerror='), 'the bash card shows its output as text');
+  await page.locator('.msg.assistant', { hasText: 'The command failed with exit 3.' }).waitFor();
+  check(await page.evaluate(() => window.__pwned) === undefined, 'markup in tool output did not run');
+  check(await page.locator('#log script, #log img').count() === 0, 'markup in tool output made no element');
+
+  // ---- an edit as a coloured diff ----
+  await page.locator('#prompt').fill('edit it');
+  await page.locator('#prompt').press('Enter');
+  await page.locator('.card.approval:not(.resolved)').getByRole('button', { name: 'Allow always' }).click();
+  const edit = page.locator('.card.tool[data-kind="edit"]').last();
+  await edit.locator('pre.diff .add', { hasText: 'new line' }).waitFor();
+  check(await edit.locator('pre.diff .del', { hasText: 'old line' }).count() === 1, 'the edit shows a diff (removed and added lines)');
+  await page.locator('.msg.assistant', { hasText: 'Edited.' }).waitFor();
+
+  // ---- a steer typed mid-turn reaches the next request ----
+  await page.locator('#prompt').fill('long task');
+  await page.locator('#prompt').press('Enter');
+  await page.locator('#state [data-state="working"]').waitFor();
+  await page.locator('#prompt').fill(STEER);
+  await page.locator('#prompt').press('Enter');
+  await page.locator('.steer', { hasText: STEER }).waitFor();
+  await tab2.locator('.steer', { hasText: STEER }).waitFor();
+  check(true, 'a steer typed mid-turn is shown queued (in both tabs)');
+  await gate('steer');
+  await page.locator('.msg.assistant', { hasText: 'Steer received.' }).waitFor();
+  await page.locator('#state [data-state="idle"]').waitFor();
+  check(await page.locator('.steer').count() === 0, 'the delivered steer left the queue');
+
+  // ---- two tabs in step ----
+  await tab2.locator('.msg.assistant', { hasText: 'Steer received.' }).waitFor();
+  const shape = (p) => p.evaluate(() => [...document.querySelectorAll('#log > *')].map((e) => e.className).join('|'));
+  check(await shape(page) === await shape(tab2), 'the two tabs show the same transcript');
+
+  // ---- status ----
+  const status = await page.locator('#status').textContent();
+  check(/cache hit/.test(status) && /cost/.test(status) && /tokens/.test(status), 'the status line shows tokens, cache hit and cost');
+
+  // ---- screenshots: desktop (light), phone (light and dark) ----
+  await page.locator('#log').evaluate((el) => el.querySelector('.card.tool[data-kind="shell"]')?.scrollIntoView({ block: 'start' }));
+  await page.screenshot({ path: `${OUT}/conversation-desktop.png` });
+  await page.setViewportSize({ width: 360, height: 740 });
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth);
+  check(overflow <= 360, `nothing wider than the phone's 360 px (${overflow})`);
+  await page.screenshot({ path: `${OUT}/conversation-360x740.png` });
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.screenshot({ path: `${OUT}/conversation-360x740-dark.png` });
+  await page.goto(`${BASE}/#/`);
+  await page.locator('.session').first().waitFor();
+  await page.screenshot({ path: `${OUT}/sessions-360x740-dark.png` });
+  result.screenshots.push('conversation-desktop.png', 'conversation-360x740.png', 'conversation-360x740-dark.png', 'sessions-360x740-dark.png');
+
+  // ---- a watch-only sign-in ----
+  const ro = await browser.newContext();
+  watch(ro);
+  const rp = await ro.newPage();
+  rp.setDefaultTimeout(20000);
+  await rp.goto(`${BASE}/login?token=${encodeURIComponent(RO_TOKEN)}`);
+  await rp.waitForURL(`${BASE}/`);
+  await rp.locator('#watch-only:not([hidden])').waitFor();
+  check(await rp.locator('#new-session').count() === 0, 'watch only: no new-session form');
+  await rp.goto(url);
+  await rp.locator('.msg.assistant', { hasText: 'Steer received.' }).waitFor();
+  check(await rp.locator('#composer').count() === 0, 'watch only: no composer');
+  const roPost = await rp.evaluate(async (u) => (await fetch(`/v1/sessions/${u}/ops`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'x-dsh-web': '1' },
+    body: JSON.stringify({ type: 'interrupt' }),
+  })).status, decodeURIComponent(url.split('#/s/')[1]));
+  check(roPost === 403, 'watch only: an op is refused (403)');
+
+  check(errors.length === 0, `no script error on the page (${errors.join('; ')})`);
+  check(result.foreignRequests.length === 0, `no request to another host (${result.foreignRequests.join(', ')})`);
+  result.assetTotal = Object.values(result.assetBytes).reduce((a, b) => a + b, 0);
+  console.log(JSON.stringify({ result }));
+} finally {
+  await browser.close();
+}
+process.exit(0);
