@@ -1,17 +1,19 @@
 //! `dsh exec`: one task, headless.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use dsh_agent::{Agent, AgentOptions, Agents};
+use dsh_agent::{AgentOptions, Agents};
 use dsh_kernel::{Composer, Composition, Kernel};
-use dsh_protocol::{Client, ErrorCode, EventMsg, Op, OpenSession, ProtocolError, SessionOptions};
-use dsh_session::data::TurnEndReason;
-use dsh_session::{CoreEvent, EventKind, Sessions};
-use futures::StreamExt;
+use dsh_protocol::{
+    Client, ErrorCode, GoalPhase, Op, OpenSession, ProtocolError, SessionOptions, TurnEndReason,
+};
+use dsh_session::Sessions;
 use serde_json::Value;
+
+use crate::exec_follow::{Seen, describe, follow};
 
 use crate::compose::{compose, registry};
 use crate::{ExecArgs, Failure};
@@ -60,45 +62,6 @@ pub(crate) fn latest_for(sessions: &dyn Sessions, cwd: &str) -> Result<String, F
         .max_by_key(|s| (s.created_at, s.id.clone()))
         .map(|s| s.id)
         .ok_or_else(|| Failure::usage(anyhow!("no session to continue in {cwd}")))
-}
-
-/// The last `turn/end` reason and the text of the last assistant message of that turn.
-fn outcome(agent: &Arc<dyn Agent>) -> (Option<TurnEndReason>, String) {
-    let session = agent.session();
-    session.with_log(|log| {
-        let events = log.events();
-        let start = events
-            .iter()
-            .rposition(|e| *e.event_kind() == EventKind::TurnStart)
-            .unwrap_or(0);
-        let mut reason = None;
-        let mut text = String::new();
-        for e in &events[start..] {
-            match e.core() {
-                Some(CoreEvent::TurnEnd(end)) => reason = Some(end.reason.clone()),
-                Some(CoreEvent::AssistantMessage(m)) => {
-                    let t = m.message.text();
-                    if !t.is_empty() {
-                        text = t;
-                    }
-                }
-                _ => {}
-            }
-        }
-        (reason, text)
-    })
-}
-
-fn describe(reason: &TurnEndReason) -> String {
-    match reason {
-        TurnEndReason::Error { error } => {
-            format!("the turn failed: {}: {}", error.code, error.message)
-        }
-        TurnEndReason::Aborted { reason } => {
-            format!("the turn was aborted ({})", reason.kind())
-        }
-        other => format!("the turn ended `{}`", other.kind()),
-    }
 }
 
 /// Runs `dsh exec`.
@@ -158,47 +121,6 @@ pub(crate) async fn run(mut args: ExecArgs) -> Result<u8, Failure> {
     result
 }
 
-/// What the in-process host adds to the protocol for a local `exec`: the agent itself, for what
-/// the protocol does not carry (waiting for background work, the usage line, the outcome read
-/// from the log).
-pub(crate) struct Local {
-    root: dsh_kernel::Ctx,
-    host: dsh_host::Host,
-    /// Resumed (or continued) rather than created.
-    resumed: Option<String>,
-    wait: std::time::Duration,
-    usage: bool,
-}
-
-impl Local {
-    fn agent(&self, id: &str) -> Result<Arc<dyn Agent>, Failure> {
-        self.host
-            .agent(id)
-            .ok_or_else(|| Failure::run(anyhow!("session {id} is not open in this process")))
-    }
-
-    /// A failed open, as `exec` always said it.
-    fn open_failure(&self, e: ProtocolError) -> Failure {
-        match (&self.resumed, &e.code) {
-            (Some(id), ErrorCode::SessionNotFound) => Failure::usage(anyhow!(
-                "no stored session `{id}` (see `dsh sessions list`)"
-            )),
-            (Some(id), ErrorCode::Internal) if self.corrupt(id) => Failure::run(anyhow!(
-                "{}\n(`dsh sessions repair <ID>` keeps the valid part and moves the rest aside; nothing is deleted)",
-                e.message
-            )),
-            _ => Failure::run(anyhow!("{}", e.message)),
-        }
-    }
-
-    /// Whether the stored log of `id` is refused as corrupt (asked only after a failed open).
-    fn corrupt(&self, id: &str) -> bool {
-        self.root
-            .get::<dyn Sessions>()
-            .is_some_and(|s| matches!(s.read(id), Err(e) if e.code() == "SESSION_CORRUPT"))
-    }
-}
-
 /// How the run ends, by signal.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Stop {
@@ -236,115 +158,115 @@ async fn stop_signal() -> Stop {
     }
 }
 
-/// What the event stream told of the turn (a remote run ends on its `turnEnded`).
-#[derive(Default)]
-struct Seen {
-    text: String,
-    reason: Option<dsh_protocol::TurnEndReason>,
+/// How `drive` runs and reports.
+pub(crate) struct DriveOptions<'a> {
+    /// Print the session's committed records as JSON lines.
+    pub json: bool,
+    /// Print the usage line (also on a terminal).
+    pub usage: bool,
+    /// How long to wait for background work after the task is answered.
+    pub wait: std::time::Duration,
+    /// The server's address, for `--server` (its messages and failures).
+    pub server: Option<&'a str>,
 }
 
-/// Follows the session's events: the streamed text on a terminal, retry notices, the last
-/// answer and turn end (for a remote run).
-async fn follow(
-    mut events: dsh_protocol::EventStream,
-    stream_text: bool,
-    remote: bool,
-    seen: tokio::sync::watch::Sender<Seen>,
-) {
-    while let Some(ev) = events.next().await {
-        match ev.msg {
-            EventMsg::TextDelta { text } if stream_text => {
-                let _ = write!(std::io::stderr().lock(), "{text}");
-            }
-            EventMsg::ToolCallBegan {
-                tool_name, display, ..
-            } if stream_text => {
-                let what = display.subject.unwrap_or(display.title);
-                let _ = writeln!(std::io::stderr().lock(), "\n[{tool_name}] {what}");
-            }
-            EventMsg::AssistantMessage { text, .. } => {
-                if stream_text {
-                    let _ = writeln!(std::io::stderr().lock());
-                }
-                if !text.is_empty() {
-                    seen.send_modify(|s| s.text = text);
-                }
-            }
-            // A retried attempt restarts the answer: say so, whatever stderr is, so the partial
-            // text already shown (or the pause) is explained.
-            EventMsg::Retrying {
-                attempt,
-                delay_ms,
-                error,
-                ..
-            } => eprintln!(
-                "\ndsh: the answer restarts: {} ({}); retry {attempt} in {delay_ms} ms",
-                error.code, error.message
-            ),
-            EventMsg::Error(e) if remote => eprintln!("dsh: {e}"),
-            EventMsg::TurnEnded { reason, .. } => seen.send_modify(|s| s.reason = Some(reason)),
-            _ => {}
-        }
+/// A failed open, as `exec` always said it.
+fn open_failure(open: &OpenSession, e: ProtocolError, remote: bool) -> Failure {
+    match (open, &e.code) {
+        (OpenSession::Resume { session_id, .. }, ErrorCode::SessionNotFound) => Failure::usage(
+            anyhow!("no stored session `{session_id}` (see `dsh sessions list`)"),
+        ),
+        (OpenSession::Resume { .. }, ErrorCode::SessionCorrupt) => Failure::run(anyhow!(
+            "{}\n(`dsh sessions repair <ID>` keeps the valid part and moves the rest aside; nothing is deleted)",
+            e.message
+        )),
+        _ if remote => crate::exec_remote::failure(e),
+        _ => Failure::run(anyhow!("{}", e.message)),
     }
 }
 
-/// Runs one task on `client`: opens the session, prints its log with `--json`, submits the
-/// prompt, waits for the turn (and, locally, the background work it started), interrupts it on
-/// Ctrl-C or SIGTERM, and answers with exec's output and exit status. The one path of a local
-/// `exec` (an in-process host, `local`) and of `exec --server` (a remote client).
+/// Waits until the session is idle after a turn with no background work left, or until `wait`
+/// (from now) passed with background work still running: then the line saying what is stopped
+/// (closing the session stops it). Fails when the session is closed before its turn ended.
+async fn settle(
+    seen: &mut tokio::sync::watch::Receiver<Seen>,
+    wait: std::time::Duration,
+    remote: bool,
+) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let _ = seen.wait_for(Seen::idle_after_a_turn).await;
+        if seen.borrow().settled() {
+            return None;
+        }
+        tokio::select! {
+            _ = seen.wait_for(|s| s.settled() || s.busy()) => continue,
+            () = tokio::time::sleep_until(deadline) => {}
+        }
+        // The deadline passed: a turn a notice woke is let finish only if nothing is left.
+        let s = seen.borrow().clone();
+        if s.background.is_empty() || s.busy() {
+            continue;
+        }
+        let mut what = Vec::new();
+        if !s.background.jobs.is_empty() {
+            what.push(format!(
+                "{} background job(s) ({})",
+                s.background.jobs.len(),
+                s.background.jobs.join(", ")
+            ));
+        }
+        if s.background.subagents > 0 {
+            what.push(format!(
+                "{} continuable subagent(s)",
+                s.background.subagents
+            ));
+        }
+        return Some(format!(
+            "dsh: stopped {} still running after {} s (--wait-background){}",
+            what.join(" and "),
+            wait.as_secs(),
+            if remote { " on the server" } else { "" }
+        ));
+    }
+}
+
+/// Runs one task on `client`: opens the session, checks it can be written, prints its log with
+/// `--json`, submits the prompt, waits for the turn and the background work it started (capped),
+/// interrupts it on Ctrl-C or SIGTERM, closes the session, and answers with exec's output and
+/// exit status. The one path of a local `exec` (an in-process host) and of `exec --server` (a
+/// remote client): everything it reads comes through the protocol.
 pub(crate) async fn drive(
     client: Arc<dyn Client>,
     open: OpenSession,
     prompt: String,
-    json: bool,
-    local: Option<Local>,
-    server: Option<&str>,
+    options: DriveOptions<'_>,
 ) -> Result<u8, Failure> {
-    let summary = match client.open(open).await {
+    let server = options.server;
+    let remote = server.is_some();
+    let resumed = matches!(open, OpenSession::Resume { .. });
+    let summary = match client.open(open.clone()).await {
         Ok(s) => s,
-        Err(e) => {
-            return Err(match &local {
-                Some(l) => l.open_failure(e),
-                None => crate::exec_remote::failure(e),
-            });
-        }
+        Err(e) => return Err(open_failure(&open, e, remote)),
     };
     let id = summary.id.clone();
-    tracing::debug!(
-        resumed = local.as_ref().is_some_and(|l| l.resumed.is_some()),
-        "session opened"
-    );
-    let agent = match &local {
-        Some(l) => Some(l.agent(&id)?),
-        None => None,
-    };
-    if let Some(agent) = &agent {
-        // Acquire and test the write path before any token is spent: a read-only or full home,
-        // or a concurrent creator of the same id, fails here with nothing sent to the model. A
-        // new session's first write-through publishes its file (and takes the lock); a resumed
-        // one's writes the repair closers without waiting for the disk (the turn end syncs them).
-        if let Err(e) = agent.session().write_through().await {
-            let _ = client.close(&id).await;
-            return Err(Failure::run(anyhow!(
-                "cannot write session {id}: {e} (nothing was sent to the model)"
-            )));
-        }
+    tracing::debug!(resumed, "session opened");
+    // Acquire and test the write path before any token is spent: a read-only or full home,
+    // or a concurrent creator of the same id, fails here with nothing sent to the model. A
+    // new session's first write-through publishes its file (and takes the lock); a resumed
+    // one's writes the repair closers without waiting for the disk (the turn end syncs them).
+    if let Err(e) = client.send(&id, Op::Persist).await {
+        let _ = client.close(&id).await;
+        return Err(Failure::run(anyhow!(
+            "cannot write session {id}: {} (nothing was sent to the model)",
+            e.message
+        )));
     }
     let mut printer = None;
-    if json {
+    if options.json {
         // A session that never ran a turn (new, also through `--session`): print what its start
         // logged too.
-        let fresh = match (&local, &agent) {
-            (Some(l), Some(a)) => {
-                l.resumed.is_none()
-                    && !a
-                        .session()
-                        .events()
-                        .iter()
-                        .any(|e| *e.event_kind() == EventKind::TurnStart)
-            }
-            _ => summary.turns == 0,
-        };
+        let fresh = !resumed && summary.turns == 0;
         let after = if fresh { None } else { summary.last_seq };
         let log = client
             .log(&id, after)
@@ -358,7 +280,7 @@ pub(crate) async fn drive(
         .await
         .map_err(|e| Failure::run(anyhow!("{e}")))?;
     let (seen_tx, mut seen) = tokio::sync::watch::channel(Seen::default());
-    let follower = tokio::spawn(follow(events, tty && !json, server.is_some(), seen_tx));
+    let follower = tokio::spawn(follow(events, tty && !options.json, remote, seen_tx));
     if tty {
         match server {
             Some(s) => eprintln!("session {id} on {s}"),
@@ -371,136 +293,107 @@ pub(crate) async fn drive(
     };
     if let Err(e) = client.send(&id, submit).await {
         follower.abort();
-        return Err(match &local {
-            Some(_) => Failure::run(anyhow!("{}", e.message)),
-            None => crate::exec_remote::failure(e),
+        return Err(match server {
+            Some(_) => crate::exec_remote::failure(e),
+            None => Failure::run(anyhow!("{}", e.message)),
         });
     }
     let mut stopped = None;
     let mut left_running = None;
-    match (&local, &agent) {
-        (Some(l), Some(agent)) => {
-            tokio::select! {
-                left = crate::background::settle(&l.root, agent, l.wait) => left_running = left,
-                stop = stop_signal() => {
-                    stopped = Some(stop);
-                    // Pending input is dropped: nothing starts after the interrupted turn.
-                    client
-                        .send(&id, Op::InterruptDropQueued)
-                        .await
-                        .map_err(|e| Failure::run(anyhow!("{}", e.message)))?;
-                    // A second signal exits at once.
-                    tokio::spawn(async move {
-                        let again = stop_signal().await;
-                        std::process::exit(i32::from(again.code()));
-                    });
-                    agent.when_idle().await;
-                }
-            }
+    tokio::select! {
+        left = settle(&mut seen, options.wait, remote) => left_running = left,
+        stop = stop_signal() => {
+            stopped = Some(stop);
+            // Pending input is dropped: nothing starts after the interrupted turn.
+            client
+                .send(&id, Op::InterruptDropQueued)
+                .await
+                .map_err(|e| Failure::run(anyhow!("{}", e.message)))?;
+            // A second signal exits at once.
+            tokio::spawn(async move {
+                let again = stop_signal().await;
+                std::process::exit(i32::from(again.code()));
+            });
+            let _ = seen.wait_for(|s| !s.busy()).await;
         }
-        _ => loop {
-            tokio::select! {
-                r = seen.wait_for(|s| s.reason.is_some()) => {
-                    if r.is_err() {
-                        return Err(Failure::run(anyhow!(
-                            "the server closed session {id} before its turn ended"
-                        )));
-                    }
-                    break;
-                }
-                stop = stop_signal(), if stopped.is_none() => {
-                    stopped = Some(stop);
-                    // As locally: nothing queued starts after the interrupted turn.
-                    client
-                        .send(&id, Op::InterruptDropQueued)
-                        .await
-                        .map_err(crate::exec_remote::failure)?;
-                }
-            }
-        },
     }
-    let Some(l) = &local else {
-        // Remote: the session stays open on the server.
-        let (reason, text) = {
-            let s = seen.borrow();
-            (s.reason.clone(), s.text.clone())
-        };
-        follower.abort();
-        if tty {
-            eprintln!();
-        }
-        if !text.is_empty() {
-            crate::config_cmd::write_stdout(&format!("{text}\n"))?;
-        }
-        if let Some(stop) = stopped {
-            eprintln!("dsh: interrupted; session {id} saved on the server");
-            return Ok(stop.code());
-        }
-        return match reason {
-            Some(dsh_protocol::TurnEndReason::Completed) => Ok(0),
-            Some(r) => Err(Failure::run(anyhow!(
-                "{} (session {id})",
-                crate::exec_remote::describe(&r)
-            ))),
-            None => Err(Failure::run(anyhow!("the turn did not run (session {id})"))),
-        };
-    };
-    let agent = agent.ok_or_else(|| Failure::run(anyhow!("session {id} is not open")))?;
-    let (reason, text) = outcome(&agent);
-    let goal = goal_outcome(&agent, summary.last_seq);
+    let outcome = seen.borrow().clone();
+    if outcome.closed && outcome.ended == 0 && stopped.is_none() {
+        return Err(Failure::run(anyhow!(
+            "the session {id} was closed before its turn ended"
+        )));
+    }
     if let Some(line) = &left_running {
         eprintln!("{line}");
     }
-    let usage = (l.usage || tty).then(|| crate::background::usage_line(&l.root, &agent));
-    // Closed through the host: the turn settled, the log flushed, the lock released; the log
-    // stream ends after the records the close committed.
+    let usage = if options.usage || tty {
+        match client.session(&id).await {
+            Ok(s) => Some(crate::exec_follow::usage_line(
+                &s.usage.unwrap_or_default(),
+                &s.subagent_usage.unwrap_or_default(),
+            )),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the session's usage failed");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    // Closed in the host: the turn settled, the log flushed, the lock released, its background
+    // work stopped; the log stream ends after the records the close committed. The session
+    // stays stored (on the server with `--server`), to be resumed.
     if let Err(e) = client.close(&id).await {
         tracing::warn!(error = %e, "closing the session failed");
-        agent.dispose().await;
     }
     follower.abort();
+    if tty && remote {
+        eprintln!();
+    }
     if let Some(line) = usage {
         eprintln!("{line}");
     }
     if let Some(printer) = printer {
         printer.finish().await;
     }
-    if !json && !text.is_empty() {
-        crate::config_cmd::write_stdout(&format!("{text}\n"))?;
+    if !options.json && !outcome.text.is_empty() {
+        crate::config_cmd::write_stdout(&format!("{}\n", outcome.text))?;
     }
     if let Some(stop) = stopped {
-        eprintln!("dsh: interrupted; session {} saved", id);
+        match server {
+            Some(_) => eprintln!("dsh: interrupted; session {id} saved on the server"),
+            None => eprintln!("dsh: interrupted; session {id} saved"),
+        }
         return Ok(stop.code());
     }
     // A goal this run worked on decides: complete 0; blocked (out of rounds too) or paused 1.
-    match goal {
-        Some(g) if g.phase == dsh_goal_api::GoalPhase::Complete => return Ok(0),
-        Some(g) if g.phase != dsh_goal_api::GoalPhase::Active => {
+    match outcome.goal.flatten() {
+        Some(g) if g.phase == GoalPhase::Complete => return Ok(0),
+        Some(g) if g.phase != GoalPhase::Active => {
             let why = g
-                .blocked_reason
+                .blocked
                 .map(|r| format!(": {}: {}", r.code, r.message))
                 .unwrap_or_default();
+            let phase = match g.phase {
+                GoalPhase::Paused => "paused",
+                GoalPhase::Blocked => "blocked",
+                GoalPhase::Active => "active",
+                GoalPhase::Complete => "complete",
+            };
             return Err(Failure::run(anyhow!(
-                "the goal is {}{why} (session {id})",
-                g.phase.as_str()
+                "the goal is {phase}{why} (session {id})"
             )));
         }
         _ => {}
     }
-    match reason {
-        Some(TurnEndReason::Completed) => Ok(0),
-        Some(r) => Err(Failure::run(anyhow!("{} (session {id})", describe(&r)))),
+    match outcome.end {
+        Some((TurnEndReason::Completed, _)) => Ok(0),
+        Some((r, cause)) => Err(Failure::run(anyhow!(
+            "{} (session {id})",
+            describe(&r, cause.as_ref())
+        ))),
         None => Err(Failure::run(anyhow!("the turn did not run (session {id})"))),
     }
-}
-
-/// The session's goal when this run (the events after `before`) changed it or ran a round of it.
-fn goal_outcome(agent: &Arc<dyn Agent>, before: Option<u64>) -> Option<dsh_goal_api::Goal> {
-    let events = agent.session().events();
-    let touched = events
-        .iter()
-        .any(|e| before.is_none_or(|b| e.seq() > b) && dsh_goal_api::GoalFold::reads(e));
-    touched.then(|| dsh_goal_api::GoalFold::of(&events).current.map(|s| s.goal))?
 }
 
 /// A local `exec`: an in-process host over the kernel, driven through the client.
@@ -558,14 +451,13 @@ async fn run_agent(
             prompt: None,
         },
     };
-    let local = Local {
-        root,
-        host: host.clone(),
-        resumed: resume_id,
-        wait: std::time::Duration::from_secs(args.wait_background),
+    let options = DriveOptions {
+        json: args.json,
         usage: args.usage,
+        wait: std::time::Duration::from_secs(args.wait_background),
+        server: None,
     };
-    let result = drive(host.client(), open, prompt, args.json, Some(local), None).await;
+    let result = drive(host.client(), open, prompt, options).await;
     host.shutdown().await;
     result
 }

@@ -1,16 +1,17 @@
 //! `dsh exec --server URL`: the same task, run by a `dsh serve` through the front-end protocol
 //! (`dsh-protocol` over HTTP) on the same path as a local `exec` ([`crate::exec::drive`]), with
 //! a `RemoteClient` instead of the in-process host. Same output and exit status: the final
-//! answer on stdout, streamed text on stderr when it is a terminal, 0 when the turn completed, 1
-//! when it ended otherwise (the reason on stderr), 2 for usage errors, 130 after Ctrl-C and 143
-//! after SIGTERM (the turn is interrupted on the server first).
+//! answer on stdout (with `--json`, the session's committed records, from the server's log
+//! stream), streamed text on stderr when it is a terminal, the wait for background work, the
+//! usage line, 0 when the turn (or the goal) completed, 1 when it ended otherwise (the reason on
+//! stderr), 2 for usage errors, 130 after Ctrl-C and 143 after SIGTERM (the turn is interrupted
+//! on the server first). The session is closed on the server at the end, as a local one is:
+//! stored there, resumable with `--resume`.
 
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use dsh_protocol::{
-    ErrorCode, OpenSession, ProtocolError, SessionOptions, SessionSettings, TurnEndReason,
-};
+use dsh_protocol::{ErrorCode, OpenSession, ProtocolError, SessionOptions, SessionSettings};
 use dsh_serve::RemoteClient;
 
 use crate::{ExecArgs, Failure};
@@ -33,29 +34,8 @@ fn effort(e: crate::Effort) -> dsh_protocol::Effort {
     }
 }
 
-pub(crate) fn describe(reason: &TurnEndReason) -> String {
-    match reason {
-        TurnEndReason::Error { error } => {
-            format!("the turn failed: {}: {}", error.code, error.message)
-        }
-        TurnEndReason::Aborted => "the turn was aborted".to_owned(),
-        TurnEndReason::MaxTokens => "the turn ended `max-tokens`".to_owned(),
-        TurnEndReason::Blocked => "the turn ended `blocked`".to_owned(),
-        TurnEndReason::Interrupted => "the turn ended `interrupted`".to_owned(),
-        TurnEndReason::Forked => "the turn ended `forked`".to_owned(),
-        TurnEndReason::Other { kind } => format!("the turn ended `{kind}`"),
-        TurnEndReason::Completed => "the turn completed".to_owned(),
-    }
-}
-
 /// Runs `dsh exec --server URL`.
 pub(crate) async fn run(args: ExecArgs, server: String, prompt: String) -> Result<u8, Failure> {
-    if args.json {
-        return Err(Failure::usage(anyhow!(
-            "--json is not offered with --server; the server streams the session's records \
-             at GET /v1/sessions/ID/log"
-        )));
-    }
     let token = std::env::var("DSH_SERVER_TOKEN")
         .ok()
         .filter(|t| !t.is_empty());
@@ -88,5 +68,11 @@ pub(crate) async fn run(args: ExecArgs, server: String, prompt: String) -> Resul
         },
     };
     let client: Arc<dyn dsh_protocol::Client> = Arc::new(client);
-    crate::exec::drive(client, open, prompt, false, None, Some(&server)).await
+    let options = crate::exec::DriveOptions {
+        json: args.json,
+        usage: args.usage,
+        wait: std::time::Duration::from_secs(args.wait_background),
+        server: Some(&server),
+    };
+    crate::exec::drive(client, open, prompt, options).await
 }

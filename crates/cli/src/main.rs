@@ -5,7 +5,7 @@
 
 mod acp_cmd;
 mod audit;
-mod background;
+mod exec_follow;
 mod bg;
 mod catalog;
 mod compose;
@@ -186,7 +186,7 @@ pub(crate) struct ExecArgs {
     pub(crate) usage: bool,
     /// Run the task on a `dsh serve` at this URL (`http://127.0.0.1:7433`); its token, if it
     /// needs one, comes from `DSH_SERVER_TOKEN`. The composition is the server's.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["continue_latest", "json"])]
+    #[arg(long, value_name = "URL", conflicts_with = "continue_latest")]
     pub(crate) server: Option<String>,
     /// Run the task in the background: the per-user server (a `dsh serve` on
     /// `$DSH_HOME/run/serve.sock`, started if none runs, gone after `$DSH_BG_IDLE_EXIT`

@@ -16,6 +16,8 @@ pub fn usage(u: &TokenUsage, pricing: Option<&ModelPricing>) -> Usage {
         cache_write_tokens: u.cache_write_tokens.unwrap_or(0),
         reasoning_tokens: u.reasoning_tokens.unwrap_or(0),
         cost_usd: pricing.map(|p| p.cost(u).usd()),
+        requests: 1,
+        unpriced_requests: u64::from(pricing.is_none()),
     }
 }
 
@@ -106,5 +108,21 @@ pub fn goal(change: dsh_goal_api::GoalChange) -> Option<dsh_protocol::GoalInfo> 
                 message: r.message,
             }),
         }),
+    }
+}
+
+/// The protocol's cause of a logged abort.
+pub fn abort_cause(cause: &dsh_session::wire::AbortCause) -> dsh_protocol::AbortCause {
+    use dsh_session::wire::AbortCause as Log;
+    match cause {
+        Log::User => dsh_protocol::AbortCause::User,
+        Log::Parent => dsh_protocol::AbortCause::Parent,
+        Log::Hook { reason } => dsh_protocol::AbortCause::Hook {
+            reason: reason.clone(),
+        },
+        Log::Disposed => dsh_protocol::AbortCause::Disposed,
+        other => dsh_protocol::AbortCause::Other {
+            kind: other.kind().to_owned(),
+        },
     }
 }

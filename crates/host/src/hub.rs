@@ -12,13 +12,15 @@ use std::sync::Arc;
 use dsh_agent::events::{AgentStatusChanged, AgentStreamChunk};
 use dsh_agent::hooks::{AgentRequest, PreStep};
 use dsh_agent::{Agent, AgentStatus};
+use dsh_jobs_api::Jobs;
 use dsh_kernel::{Ctx, Registration};
 use dsh_llm::{Message, ReasoningEffort, StreamChunk};
 use dsh_protocol::{
-    ApprovalRequest, ErrorCode, Event, EventMsg, EventStream, LiveAttempt, ProtocolError,
-    QuestionRequest, QueuedSteer, SessionState, Snapshot, SubagentMode,
+    ApprovalRequest, BackgroundWork, ErrorCode, Event, EventMsg, EventStream, LiveAttempt,
+    ProtocolError, QuestionRequest, QueuedSteer, SessionState, Snapshot, SubagentMode,
 };
 use dsh_session::plugin::SessionEvent;
+use dsh_subagent_api::Subagents;
 use dsh_subagent_api::events::SubagentStarted;
 use futures::StreamExt;
 use parking_lot::Mutex;
@@ -49,11 +51,15 @@ pub(crate) struct HubState {
     /// Questions of `ask_user_question` waiting for an answer.
     pub questions: Vec<QuestionRequest>,
     pub state: SessionState,
+    /// Background work as of the last idle point or settlement.
+    pub background: BackgroundWork,
 }
 
 /// One served session.
 pub(crate) struct Hub {
     pub id: String,
+    /// The kernel's root (the jobs and sub-agent services, for the background work).
+    root: Ctx,
     pub agent: Arc<dyn Agent>,
     /// Opened by the host (closed and disposed by it), or watched (a sub-agent).
     pub owned: bool,
@@ -86,6 +92,7 @@ impl Hub {
         };
         let hub = Arc::new(Hub {
             id: agent.id().to_owned(),
+            root: root.clone(),
             agent: agent.clone(),
             owned,
             tx,
@@ -97,6 +104,7 @@ impl Hub {
                 approvals: Vec::new(),
                 questions: Vec::new(),
                 state,
+                background: BackgroundWork::default(),
             }),
             registrations: Mutex::new(Vec::new()),
             overrides: Arc::default(),
@@ -258,6 +266,12 @@ impl Hub {
         let (text, reasoning) = match chunk {
             StreamChunk::TextDelta { text, .. } => (Some(text), None),
             StreamChunk::ReasoningDelta { text, .. } => (None, Some(text)),
+            StreamChunk::Usage { usage } => {
+                let st = self.state.lock();
+                let msg = st.projector.streamed_usage(turn, usage);
+                self.send(st.last_seq.unwrap_or(0), msg);
+                return;
+            }
             _ => return,
         };
         let mut st = self.state.lock();
@@ -276,7 +290,7 @@ impl Hub {
         }
     }
 
-    fn status(&self, status: AgentStatus) {
+    fn status(self: &Arc<Self>, status: AgentStatus) {
         let mut st = self.state.lock();
         let state = match status {
             AgentStatus::Running if !st.approvals.is_empty() || !st.questions.is_empty() => {
@@ -289,7 +303,84 @@ impl Hub {
         if state != SessionState::Working {
             st.live = None;
         }
+        if state == SessionState::Idle {
+            self.quiet_point();
+        }
         self.set_state(&mut st, state);
+    }
+
+    /// The session's background work now (jobs and continuable sub-agents still running).
+    fn background_now(&self) -> BackgroundWork {
+        let jobs = self
+            .root
+            .get::<dyn Jobs>()
+            .map(|j| j.running(&self.id))
+            .unwrap_or_default();
+        let subagents = self
+            .root
+            .get::<dyn Subagents>()
+            .map_or(0, |s| s.busy_children(&self.id));
+        BackgroundWork {
+            jobs,
+            subagents: u32::try_from(subagents).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Once the agent is quiet (idle with no input waiting to start a turn: its status is idle
+    /// between turns too), tells the subscribers the background work still running; when that
+    /// work settles, waits for quiet again and tells again (its notices are in the inbox by
+    /// then, so a turn they wake runs first).
+    fn quiet_point(self: &Arc<Self>) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let idle = self.agent.when_idle();
+        let weak = Arc::downgrade(self);
+        rt.spawn(async move {
+            idle.await;
+            let Some(hub) = weak.upgrade() else {
+                return;
+            };
+            let work = {
+                let mut st = hub.state.lock();
+                if st.state != SessionState::Idle || hub.agent.status() != AgentStatus::Idle {
+                    // A turn started meanwhile: its end brings another quiet point.
+                    return;
+                }
+                let work = hub.background_now();
+                st.background = work.clone();
+                hub.send(st.last_seq.unwrap_or(0), EventMsg::Background(work.clone()));
+                work
+            };
+            if work.is_empty() {
+                return;
+            }
+            let jobs = hub.root.get::<dyn Jobs>().map(|j| j.when_settled(&hub.id));
+            let children = hub
+                .root
+                .get::<dyn Subagents>()
+                .map(|s| s.when_children_settled(&hub.id));
+            let weak = Arc::downgrade(&hub);
+            drop(hub);
+            if let Some(j) = jobs {
+                j.await;
+            }
+            if let Some(c) = children {
+                c.await;
+            }
+            if let Some(hub) = weak.upgrade() {
+                hub.quiet_point();
+            }
+        });
+    }
+
+    /// Writes the log through to storage now ([`dsh_protocol::Op::Persist`]).
+    pub async fn persist(&self) -> Result<(), ProtocolError> {
+        self.agent
+            .session()
+            .write_through()
+            .await
+            .map_err(|e| crate::session_error(&e))
     }
 
     fn set_state(&self, st: &mut HubState, state: SessionState) {
@@ -434,6 +525,7 @@ impl Hub {
             last_seq: st.last_seq,
             settings: st.projector.settings.clone(),
             usage: Some(st.projector.total),
+            subagent_usage: Some(st.projector.subagents),
             first_prompt: st.projector.first_prompt.clone(),
             last_turn_end: st.projector.last_turn_end.clone(),
         }
@@ -451,6 +543,7 @@ impl Hub {
                 pending_questions: st.questions.clone(),
                 queued_steers: st.steers.clone(),
                 live: st.live.clone(),
+                background: st.background.clone(),
             };
             (events, self.tx.subscribe(), snapshot)
         };

@@ -106,6 +106,11 @@ pub fn session_error(e: &SessionError) -> ProtocolError {
         SessionError::Exists(_) => ErrorCode::Conflict,
         SessionError::InvalidId(_) => ErrorCode::InvalidRequest,
         SessionError::Closed(_) => ErrorCode::SessionEnded,
+        SessionError::Log(l) if !l.is_unsupported() => ErrorCode::SessionCorrupt,
+        SessionError::Io(_)
+        | SessionError::Storage { .. }
+        | SessionError::Unpersisted(_)
+        | SessionError::Flush(_) => ErrorCode::StorageFailed,
         _ => ErrorCode::Internal,
     };
     ProtocolError::new(code, e.to_string())
@@ -470,6 +475,10 @@ impl Inner {
                     hub.withdraw_steer(&steer_id);
                 }
                 agent.cancel(CancelCause::User, false);
+                Ok(accepted(None))
+            }
+            Op::Persist => {
+                hub.persist().await?;
                 Ok(accepted(None))
             }
             Op::AnswerApproval {

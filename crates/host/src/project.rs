@@ -50,6 +50,8 @@ pub struct Projector {
     calls: HashMap<String, OpenCall>,
     /// The session's usage so far (sub-agents included).
     pub total: Usage,
+    /// The part of `total` sub-agents spent.
+    pub subagents: Usage,
     turn_usage: Usage,
     /// The current turn.
     pub turn: u64,
@@ -130,6 +132,7 @@ impl Projector {
             pricer,
             calls: HashMap::new(),
             total: Usage::default(),
+            subagents: Usage::default(),
             turn_usage: Usage::default(),
             turn: 0,
             turns: 0,
@@ -182,6 +185,24 @@ impl Projector {
         }
     }
 
+    /// The live `usageStreamed` event of a request's usage as its stream reports it (priced
+    /// at the model the session uses now; the totals are not changed: the committed message
+    /// adds it).
+    pub fn streamed_usage(&self, turn: u64, usage: &TokenUsage) -> EventMsg {
+        let model = self.settings.model.as_deref().unwrap_or(&self.model);
+        let u = self.price(model, usage);
+        let mut total = self.total;
+        total.add(&u);
+        EventMsg::UsageStreamed {
+            turn,
+            usage: u,
+            total,
+            context_tokens: usage.input_tokens
+                + usage.cache_read_tokens.unwrap_or(0)
+                + usage.output_tokens,
+        }
+    }
+
     /// The protocol events of one committed event (none for events a client has no use for:
     /// request headers, step brackets, system prompts).
     pub fn project(&mut self, ev: &Event) -> Vec<EventMsg> {
@@ -200,10 +221,15 @@ impl Projector {
                 let reason = turn_end(&end.reason);
                 self.last_turn_end = Some(reason.clone());
                 let usage = std::mem::take(&mut self.turn_usage);
+                let abort_cause = match &end.reason {
+                    LogTurnEnd::Aborted { reason } => Some(convert::abort_cause(reason)),
+                    _ => None,
+                };
                 out.push(EventMsg::TurnEnded {
                     turn: end.turn,
                     reason,
                     usage,
+                    abort_cause,
                 });
                 if let Some((goal_id, round)) = self.round.take() {
                     let max_rounds = self
@@ -495,6 +521,7 @@ impl Projector {
                 if let Some(Ok(s)) = ev.plugin::<SubagentUsage>() {
                     let usage = self.subagent_usage(&s);
                     self.total.add(&usage);
+                    self.subagents.add(&usage);
                     self.turn_usage.add(&usage);
                     let status = match s.stop_reason {
                         StopReason::Completed => RunStatus::Completed,
@@ -519,6 +546,13 @@ impl Projector {
     /// A child run's usage with its own children's, priced.
     fn subagent_usage(&self, s: &SubagentUsage) -> Usage {
         let mut usage = self.price(s.model.as_deref().unwrap_or(""), &s.usage);
+        // One record for the child's whole run: its requests, all priced or none.
+        usage.requests = s.requests;
+        usage.unpriced_requests = if usage.cost_usd.is_none() {
+            s.requests
+        } else {
+            0
+        };
         for n in &s.nested {
             usage.add(&self.subagent_usage(n));
         }

@@ -224,6 +224,7 @@ async fn read_stored(
             last_seq: log.events().last().map(|e| e.seq()),
             settings: projector.settings.clone(),
             usage: Some(projector.total),
+            subagent_usage: Some(projector.subagents),
             first_prompt: projector.first_prompt.clone(),
             last_turn_end: projector.last_turn_end.clone(),
         };

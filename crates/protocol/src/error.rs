@@ -40,6 +40,10 @@ pub enum ErrorCode {
     SessionLocked,
     /// The session exists but is ended or closed.
     SessionEnded,
+    /// The session's stored log cannot be read (`dsh sessions repair` keeps its valid part).
+    SessionCorrupt,
+    /// The session's log cannot be written (a read-only or full disk).
+    StorageFailed,
     // Requests from a client.
     /// The op or body is malformed or names an unknown thing.
     InvalidRequest,

@@ -69,6 +69,67 @@ pub enum TurnEndReason {
     },
 }
 
+/// Who or what aborted a turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum AbortCause {
+    /// A person (an interrupt).
+    User,
+    /// The parent agent (a sub-agent's turn).
+    Parent,
+    /// A hook.
+    #[serde(rename_all = "camelCase")]
+    Hook {
+        /// The hook's reason.
+        reason: String,
+    },
+    /// The session was closed during the turn.
+    Disposed,
+    /// A cause this protocol does not know.
+    #[serde(rename_all = "camelCase")]
+    Other {
+        /// The log's spelling.
+        kind: String,
+    },
+}
+
+impl AbortCause {
+    /// The log's spelling of the cause (`user`, `parent`, `hook`, `disposed`, ...).
+    pub fn kind(&self) -> &str {
+        match self {
+            AbortCause::User => "user",
+            AbortCause::Parent => "parent",
+            AbortCause::Hook { .. } => "hook",
+            AbortCause::Disposed => "disposed",
+            AbortCause::Other { kind } => kind,
+        }
+    }
+}
+
+/// Background work of a session that outlives its turns: jobs and sub-agents still running.
+/// When one settles, its notice may start a new turn.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundWork {
+    /// The ids of the session's background jobs that have not settled, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<String>,
+    /// Continuable sub-agents of the session still running.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub subagents: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl BackgroundWork {
+    /// Nothing is running.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty() && self.subagents == 0
+    }
+}
+
 /// Who wrote a user-role message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -288,6 +349,9 @@ pub struct Snapshot {
     /// The attempt in progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveAttempt>,
+    /// Background work still running (as of the last quiet point).
+    #[serde(default, skip_serializing_if = "BackgroundWork::is_empty")]
+    pub background: BackgroundWork,
 }
 
 /// What happened.
@@ -341,6 +405,9 @@ pub enum EventMsg {
         reason: TurnEndReason,
         /// Tokens and cost of the turn (its steps, retries and sub-agents).
         usage: Usage,
+        /// Who or what aborted it (reason `aborted`), when the log says.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        abort_cause: Option<AbortCause>,
     },
     /// A user-role message entered the history.
     #[serde(rename_all = "camelCase")]
@@ -389,6 +456,21 @@ pub enum EventMsg {
         /// This request.
         usage: Usage,
         /// The session so far.
+        total: Usage,
+        /// Context tokens of this request (input, cached and output).
+        context_tokens: u64,
+    },
+    /// A request's usage arrived in its stream (live): shown at once, before its message
+    /// commits. The committed [`EventMsg::UsageUpdated`] of the same request follows with the
+    /// same figures; fold that one (this event is provisional: a client that folds usage must
+    /// not add it twice).
+    #[serde(rename_all = "camelCase")]
+    UsageStreamed {
+        /// The turn.
+        turn: u64,
+        /// This request (priced when the route has prices).
+        usage: Usage,
+        /// The session so far, this request included.
         total: Usage,
         /// Context tokens of this request (input, cached and output).
         context_tokens: u64,
@@ -526,6 +608,11 @@ pub enum EventMsg {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         description: Option<String>,
     },
+    /// The session became quiet (live): idle, with no input waiting to start a turn; sent
+    /// after each turn once that holds, with the background work still running, and again
+    /// when that work settles (its notices are in the inbox by then: a turn they wake starts
+    /// first). Quiet with no background work means nothing will start a turn by itself.
+    Background(BackgroundWork),
     /// The agent's task list.
     #[serde(rename_all = "camelCase")]
     TodoList {
@@ -620,6 +707,8 @@ impl EventMsg {
                 | EventMsg::SessionConfigured { .. }
                 | EventMsg::State { .. }
                 | EventMsg::TextDelta { .. }
+                | EventMsg::UsageStreamed { .. }
+                | EventMsg::Background(_)
                 | EventMsg::ReasoningDelta { .. }
                 | EventMsg::ToolCallProgress { .. }
                 | EventMsg::SteerQueued { .. }

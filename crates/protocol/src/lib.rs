@@ -32,9 +32,9 @@ pub use client::{Client, EventStream, LogRecord, LogStream};
 pub use command::{CommandInfo, CommandOutcome, CommandSource};
 pub use error::{ErrorCode, ProtocolError};
 pub use event::{
-    ApprovalOutcome, ApprovalRequest, Event, EventMsg, GoalBlocked, GoalInfo, GoalPhase, JobState,
-    LiveAttempt, MessageSource, NoticeLevel, Question, QuestionOption, QuestionRequest,
-    QueuedSteer, RunStatus, Snapshot, SubagentMode, TurnEndReason,
+    AbortCause, ApprovalOutcome, ApprovalRequest, BackgroundWork, Event, EventMsg, GoalBlocked,
+    GoalInfo, GoalPhase, JobState, LiveAttempt, MessageSource, NoticeLevel, Question,
+    QuestionOption, QuestionRequest, QueuedSteer, RunStatus, Snapshot, SubagentMode, TurnEndReason,
 };
 pub use op::{ApprovalDecision, Attachment, Op, OpAccepted, QuestionAnswer};
 pub use session::{OpenSession, SessionOptions, SessionQuery, SessionState, SessionSummary};

@@ -88,6 +88,12 @@ pub enum Op {
     /// next turn, queued steers: each gets `steerWithdrawn`): nothing starts after the
     /// interrupted turn. What a headless run (`dsh exec`) sends on Ctrl-C.
     InterruptDropQueued,
+    /// Write the session's log through to storage now: a new session's file is created (and
+    /// its write lock taken), a resumed one's crash repairs are written. Fails with
+    /// `STORAGE_FAILED` when the log cannot be written (a read-only or full disk) or
+    /// `CONFLICT` when another creator took the id. What a headless run sends before its
+    /// prompt, so such a failure comes before any token is spent.
+    Persist,
     /// Answer an approval request; the first answer wins.
     #[serde(rename_all = "camelCase")]
     AnswerApproval {

@@ -52,6 +52,9 @@ pub struct SessionSummary {
     /// Tokens and cost so far, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The part of `usage` spent by sub-agents (any depth), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent_usage: Option<Usage>,
     /// The first prompt a person wrote, when the log was read (pickers show it when there is
     /// no title).
     #[serde(default, skip_serializing_if = "Option::is_none")]

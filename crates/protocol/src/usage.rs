@@ -23,6 +23,18 @@ pub struct Usage {
     /// Cost in US dollars (`None`: the route has no prices).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// Model requests these tokens were reported by (attempts that reported usage; one for a
+    /// single request).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requests: u64,
+    /// Requests whose route had no prices: their tokens are counted, their cost is not in
+    /// `cost_usd`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unpriced_requests: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -33,10 +45,17 @@ impl Usage {
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
         self.reasoning_tokens += other.reasoning_tokens;
+        self.requests += other.requests;
+        self.unpriced_requests += other.unpriced_requests;
         self.cost_usd = match (self.cost_usd, other.cost_usd) {
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),
         };
+    }
+
+    /// All input tokens: uncached, cached and written to the cache.
+    pub fn input_total(&self) -> u64 {
+        self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
     }
 
     /// The share of input tokens served from the cache (0 when there was no input).

@@ -33,7 +33,10 @@ pub fn status_of(code: &ErrorCode) -> StatusCode {
         | ErrorCode::MalformedResponse
         | ErrorCode::EmptyResponse
         | ErrorCode::MissingCredential => StatusCode::BAD_GATEWAY,
-        ErrorCode::Internal | ErrorCode::Other(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorCode::Internal
+        | ErrorCode::SessionCorrupt
+        | ErrorCode::StorageFailed
+        | ErrorCode::Other(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

@@ -1,9 +1,9 @@
 //! The JSON forms clients rely on: one example of each shape, exactly.
 
 use dsh_protocol::{
-    ApprovalDecision, CommandOutcome, Effort, ErrorCode, Event, EventMsg, ExitStatus, Op,
-    OpenSession, OutputSummary, ProtocolError, SessionOptions, SessionSettings, ToolDisplay,
-    ToolKind, TurnEndReason, Usage,
+    AbortCause, ApprovalDecision, BackgroundWork, CommandOutcome, Effort, ErrorCode, Event,
+    EventMsg, ExitStatus, Op, OpenSession, OutputSummary, ProtocolError, SessionOptions,
+    SessionSettings, ToolDisplay, ToolKind, TurnEndReason, Usage,
 };
 use serde_json::json;
 
@@ -113,6 +113,7 @@ fn events_carry_their_seq_beside_the_tag() {
                     cost_usd: Some(0.5),
                     ..Default::default()
                 },
+                abort_cause: None,
             },
         ),
         json!({"seq": 9, "type": "turnEnded", "turn": 1,
@@ -174,4 +175,91 @@ fn usage_adds_and_keeps_known_costs() {
     assert_eq!(a.cost_usd, Some(1.0));
     assert_eq!(a.cache_read_tokens, 90);
     assert!((a.cache_hit_ratio() - 0.9).abs() < 1e-9);
+}
+
+#[test]
+fn an_aborted_turn_names_its_cause_and_background_work_lists_jobs() {
+    round_trip(
+        &Event::new(
+            4,
+            EventMsg::TurnEnded {
+                turn: 2,
+                reason: TurnEndReason::Aborted,
+                usage: Usage {
+                    requests: 2,
+                    unpriced_requests: 1,
+                    ..Default::default()
+                },
+                abort_cause: Some(AbortCause::Hook {
+                    reason: "dsh/budget".into(),
+                }),
+            },
+        ),
+        json!({"seq": 4, "type": "turnEnded", "turn": 2, "reason": {"type": "aborted"},
+               "usage": {"inputTokens": 0, "outputTokens": 0, "cacheReadTokens": 0,
+                         "cacheWriteTokens": 0, "reasoningTokens": 0, "requests": 2,
+                         "unpricedRequests": 1},
+               "abortCause": {"type": "hook", "reason": "dsh/budget"}}),
+    );
+    // An older server's `turnEnded` (no cause) still reads.
+    let old: Event = serde_json::from_value(json!({"seq": 4, "type": "turnEnded", "turn": 2,
+        "reason": {"type": "aborted"}, "usage": {"inputTokens": 0, "outputTokens": 0}}))
+    .expect("parse");
+    assert!(matches!(
+        old.msg,
+        EventMsg::TurnEnded {
+            abort_cause: None,
+            ..
+        }
+    ));
+    let bg = Event::new(
+        7,
+        EventMsg::Background(BackgroundWork {
+            jobs: vec!["job-1".into()],
+            subagents: 1,
+        }),
+    );
+    round_trip(
+        &bg,
+        json!({"seq": 7, "type": "background", "jobs": ["job-1"], "subagents": 1}),
+    );
+    assert!(bg.is_live());
+    round_trip(
+        &Event::new(7, EventMsg::Background(BackgroundWork::default())),
+        json!({"seq": 7, "type": "background"}),
+    );
+    round_trip(&Op::Persist, json!({"type": "persist"}));
+    assert_eq!(ErrorCode::SessionCorrupt.to_string(), "SESSION_CORRUPT");
+    assert_eq!(ErrorCode::StorageFailed.to_string(), "STORAGE_FAILED");
+}
+
+#[test]
+fn streamed_usage_is_live_and_usage_counts_requests() {
+    let u = Usage {
+        input_tokens: 5,
+        output_tokens: 1,
+        cost_usd: Some(0.25),
+        requests: 1,
+        ..Default::default()
+    };
+    let ev = Event::new(
+        2,
+        EventMsg::UsageStreamed {
+            turn: 1,
+            usage: u,
+            total: u,
+            context_tokens: 6,
+        },
+    );
+    assert!(ev.is_live());
+    let mut total = u;
+    total.add(&Usage {
+        input_tokens: 1,
+        cache_write_tokens: 2,
+        requests: 3,
+        unpriced_requests: 3,
+        ..Default::default()
+    });
+    assert_eq!((total.requests, total.unpriced_requests), (4, 3));
+    assert_eq!(total.input_total(), 8);
 }

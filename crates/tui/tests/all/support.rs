@@ -105,6 +105,8 @@ pub fn priced(u: &TokenUsage, pricing: Option<&ModelPricing>) -> dsh_protocol::U
         cache_write_tokens: u.cache_write_tokens.unwrap_or(0),
         reasoning_tokens: u.reasoning_tokens.unwrap_or(0),
         cost_usd: pricing.map(|p| p.cost(u).usd()),
+        requests: 1,
+        unpriced_requests: u64::from(pricing.is_none()),
     }
 }
 
