@@ -58,6 +58,24 @@ impl PluginEvent for ApprovalDecided {
     const TYPE: &'static str = "approval/decided";
 }
 
+/// The `source` of an `approval/policy` a parent agent pinned in its sub-agent (always
+/// `never`).
+pub const POLICY_SOURCE_DELEGATION: &str = "delegation";
+
+/// The `source` of an `approval/policy` chosen for this session when it was opened (a client's
+/// per-session setting, e.g. `approvalPolicy` in `dsh serve`'s `POST /v1/sessions`), not the
+/// composition's default.
+pub const POLICY_SOURCE_SESSION: &str = "session";
+
+/// Whether a logged `approval/policy` belongs to the session (delegated or chosen for it), so
+/// a later start of the session keeps it instead of logging the configured policy.
+pub fn policy_is_pinned(event: &dsh_session::feature::ApprovalPolicyEvent) -> bool {
+    matches!(
+        event.source.as_deref(),
+        Some(POLICY_SOURCE_DELEGATION | POLICY_SOURCE_SESSION)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,27 +1,28 @@
 //! The `approval` plugin: the policies on the tools pipeline.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_agent::Agents;
-use dsh_agent::events::AgentSessionStart;
+use dsh_agent::events::{AgentDisposed, AgentSessionStart};
 use dsh_kernel::{BoxError, Ctx, Plugin, schemars};
 use dsh_sandbox::{FS_SANDBOX_DENIED, Sandbox, SandboxMode};
 use dsh_session::feature::ApprovalPolicyEvent;
-use dsh_session::wire::ApprovalPolicyName;
-use dsh_session::{NewEvent, PluginEvent};
+use dsh_session::{NewEvent, PluginEvent, Session};
 use dsh_tools::{
     ApprovalOutcome, Approvals, CallInfo, ExecuteInput, PreDecision, ToolError, ToolOutput, Tools,
     ToolsExecute, ToolsPreExecute,
 };
 use futures::future::BoxFuture;
+use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::policy::ApprovalPolicy;
 use crate::rules::{RuleMatcher, RuleStore, rules_for};
-use dsh_approval_api::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome};
+use dsh_approval_api::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome, policy_is_pinned};
 use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
 
 /// Tools that only read: never asked about under `untrusted`.
@@ -51,10 +52,14 @@ pub struct ApprovalConfig {
 /// Default of [`ApprovalConfig::answer_timeout_ms`].
 pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// The `approval` plugin: applies the configured [`ApprovalPolicy`] on `tools/pre-execute`
+/// The `approval` plugin: applies each session's [`ApprovalPolicy`] on `tools/pre-execute`
 /// (and on `tools/execute` for `on-failure`), asks the attached [`ApprovalAnswerer`], logs
 /// `approval/asked` and `approval/decided`, stores allow-always rules, and provides the
 /// `approvals` service of `dsh-tools` for other plugins' `Ask` decisions.
+///
+/// A session's policy is the one its log pins (`approval/policy` with `source` `delegation`,
+/// written into sub-agents, or `session`, chosen for the session when it was opened), else the
+/// configured one, logged at session start when the log's last policy differs.
 #[derive(Debug)]
 pub struct ApprovalPlugin;
 
@@ -66,6 +71,7 @@ impl Plugin for ApprovalPlugin {
         let engine = Arc::new(Engine {
             ctx: ctx.clone(),
             policy: config.policy.unwrap_or(ApprovalPolicy::Never),
+            sessions: Mutex::new(HashMap::new()),
             store: config.rules_file.map(RuleStore::new),
             answer_timeout: config
                 .answer_timeout_ms
@@ -81,50 +87,41 @@ impl Plugin for ApprovalPlugin {
                 }
             }
         })?;
-        if engine.policy == ApprovalPolicy::OnFailure {
-            let around = engine.clone();
-            ctx.hook::<ToolsExecute, _, _>(move |input: ExecuteInput, next| {
-                let engine = around.clone();
-                async move {
-                    let retry = input.clone();
-                    let out = next.run(input).await;
-                    engine.after_failure(retry, out).await
+        // Any session may have `on-failure`, whatever the configured policy.
+        let around = engine.clone();
+        ctx.hook::<ToolsExecute, _, _>(move |input: ExecuteInput, next| {
+            let engine = around.clone();
+            async move {
+                if engine.policy_for(&input.call) != ApprovalPolicy::OnFailure {
+                    return next.run(input).await;
                 }
-            })?;
-        }
-        // The session's policy is logged at session start when the log's last one differs, as
-        // the original does (`[permission/preset, sandbox/mode, approval/policy]`); a
-        // delegation pin (a sub-agent child) is never overwritten.
+                let retry = input.clone();
+                let out = next.run(input).await;
+                engine.after_failure(retry, out).await
+            }
+        })?;
+        // The session's policy is set at session start; the configured one is logged when the
+        // log's last one differs and is not pinned, as the original does
+        // (`[permission/preset, sandbox/mode, approval/policy]`).
         let lookup = ctx.clone();
-        let policy = engine.policy;
+        let started = engine.clone();
         ctx.on::<AgentSessionStart>(move |ev| {
             let Some(agent) = lookup.get::<dyn Agents>().and_then(|a| a.get(&ev.agent_id)) else {
                 return Ok(());
             };
             let session = agent.session();
-            // A sub-agent child: its policy is the delegation pin `dsh-subagent` writes.
+            // A sub-agent child: its policy is the delegation pin `dsh-subagent` writes after
+            // the start, read from its log at each call.
             if session.header().delegation_depth > 0 {
                 return Ok(());
             }
-            let last = session
-                .events()
-                .iter()
-                .rev()
-                .find_map(|e| e.plugin::<ApprovalPolicyEvent>().and_then(Result::ok));
-            if last
-                .as_ref()
-                .is_some_and(|p| p.source.as_deref() == Some("delegation"))
-            {
-                return Ok(());
-            }
-            let name = policy.wire_name();
-            if last.map(|p| p.policy).as_ref() != Some(&name) {
-                let event = ApprovalPolicyEvent {
-                    policy: name,
-                    source: None,
-                };
-                session.append(NewEvent::plugin(&event)?)?;
-            }
+            let policy = started.start_session(&session)?;
+            started.sessions.lock().insert(ev.agent_id.clone(), policy);
+            Ok(())
+        })?;
+        let ended = engine.clone();
+        ctx.on::<AgentDisposed>(move |ev| {
+            ended.sessions.lock().remove(&ev.agent_id);
             Ok(())
         })?;
         ctx.provide::<dyn Approvals>(engine)?;
@@ -156,7 +153,10 @@ const INTERRUPTED: &str = "the turn was interrupted";
 
 struct Engine {
     ctx: Ctx,
+    /// The configured policy: sessions without a pinned one get it.
     policy: ApprovalPolicy,
+    /// The policy of each started session (by id), until its agent is disposed.
+    sessions: Mutex<HashMap<String, ApprovalPolicy>>,
     store: Option<RuleStore>,
     answer_timeout: Duration,
 }
@@ -166,32 +166,64 @@ impl Engine {
         self.ctx.get::<dyn Sandbox>()
     }
 
-    /// The policy of `call`: `never` in a session whose log pins it by delegation
-    /// (`approval/policy {policy:"never", source:"delegation"}`, written into sub-agent
-    /// children), else the configured one.
+    /// The policy of `session` as it starts: the one its log pins, else the configured one
+    /// (logged when the log's last policy differs).
+    fn start_session(&self, session: &Session) -> Result<ApprovalPolicy, BoxError> {
+        let last = session
+            .events()
+            .iter()
+            .rev()
+            .find_map(|e| e.plugin::<ApprovalPolicyEvent>().and_then(Result::ok));
+        if let Some(p) = last.as_ref().and_then(|p| self.pinned(p)) {
+            return Ok(p);
+        }
+        let name = self.policy.wire_name();
+        if last.map(|p| p.policy).as_ref() != Some(&name) {
+            let event = ApprovalPolicyEvent {
+                policy: name,
+                source: None,
+            };
+            session.append(NewEvent::plugin(&event)?)?;
+        }
+        Ok(self.policy)
+    }
+
+    /// The policy a logged `approval/policy` pins for its session (`None`: not pinned).
+    fn pinned(&self, event: &ApprovalPolicyEvent) -> Option<ApprovalPolicy> {
+        if !policy_is_pinned(event) {
+            return None;
+        }
+        let policy = ApprovalPolicy::from_wire(&event.policy);
+        if policy.is_none() {
+            tracing::warn!(
+                policy = %event.policy,
+                "approval: the session pins a policy this build does not know; using the \
+                 configured one"
+            );
+        }
+        policy
+    }
+
+    /// The policy of `call`'s session: set at its start; for a session started elsewhere (a
+    /// sub-agent child), the one its log pins (`never` by delegation), else the configured one.
     fn policy_for(&self, call: &CallInfo) -> ApprovalPolicy {
-        let pinned = self
-            .ctx
+        if let Some(p) = self.sessions.lock().get(&call.session_id) {
+            return *p;
+        }
+        self.ctx
             .get::<dyn Agents>()
             .and_then(|a| a.get(&call.session_id))
-            .is_some_and(|agent| {
+            .and_then(|agent| {
                 agent.session().with_log(|log| {
-                    log.events().iter().rev().any(|e| {
-                        e.kind() == ApprovalPolicyEvent::TYPE
-                            && e.plugin::<ApprovalPolicyEvent>()
-                                .and_then(Result::ok)
-                                .is_some_and(|p| {
-                                    p.source.as_deref() == Some("delegation")
-                                        && p.policy == ApprovalPolicyName::Never
-                                })
-                    })
+                    log.events()
+                        .iter()
+                        .rev()
+                        .filter(|e| e.kind() == ApprovalPolicyEvent::TYPE)
+                        .find_map(|e| e.plugin::<ApprovalPolicyEvent>().and_then(Result::ok))
+                        .and_then(|p| self.pinned(&p))
                 })
-            });
-        if pinned {
-            ApprovalPolicy::Never
-        } else {
-            self.policy
-        }
+            })
+            .unwrap_or(self.policy)
     }
 
     /// `Some(decision)` to stop the call here; `None` lets it through.
@@ -289,9 +321,6 @@ impl Engine {
             return out;
         }
         let call = input.call.clone();
-        if self.policy_for(&call) == ApprovalPolicy::Never {
-            return out;
-        }
         let reason = format!(
             "the sandbox denied tool \"{}\"; run it again without the sandbox ({})",
             call.name,

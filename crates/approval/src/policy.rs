@@ -41,6 +41,19 @@ impl ApprovalPolicy {
         }
     }
 
+    /// The policy a logged `approval/policy.policy` names (the original's `ask` is
+    /// `on-request`); `None` for a value this build does not know.
+    pub fn from_wire(name: &dsh_session::wire::ApprovalPolicyName) -> Option<Self> {
+        use dsh_session::wire::ApprovalPolicyName as N;
+        match name {
+            N::Ask | N::OnRequest => Some(ApprovalPolicy::OnRequest),
+            N::Untrusted => Some(ApprovalPolicy::Untrusted),
+            N::OnFailure => Some(ApprovalPolicy::OnFailure),
+            N::Never => Some(ApprovalPolicy::Never),
+            N::Unknown(_) => None,
+        }
+    }
+
     /// The spelling on the command line and in config.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dsh_agent::Agents;
-use dsh_agent::events::AgentSessionStart;
+use dsh_agent::events::{AgentDisposed, AgentSessionStart};
 use dsh_kernel::{BoxError, Ctx, Dep, EmptyConfig, Plugin, schemars};
 use dsh_sandbox::{NetworkAccess, Sandbox, SandboxMode, SandboxModeEvent, runtime_context_text};
-use dsh_session::NewEvent;
+use dsh_session::{NewEvent, Session};
 use dsh_system_prompt::{Section, SystemPrompt};
 use serde::Deserialize;
 
@@ -74,8 +74,11 @@ impl SandboxConfig {
 }
 
 /// The `sandbox` plugin: probes the backends (in the background: the first confined call
-/// waits for the verdict), provides `dyn Sandbox`, and at each session
-/// start logs `sandbox/mode` when the configured mode differs from the log's last one.
+/// waits for the verdict), provides `dyn Sandbox`, and at each session start sets the
+/// session's mode: the one its log pins (`sandbox/mode` with `source` `delegation` or
+/// `session`: a parent's, or one chosen for the session when it was opened), else the
+/// configured mode, logged when it differs from the log's last one. A disposed agent's mode is
+/// forgotten.
 #[derive(Debug)]
 pub struct SandboxPlugin;
 
@@ -90,25 +93,42 @@ impl Plugin for SandboxPlugin {
         let sandbox: Arc<dyn Sandbox> = Arc::new(sandbox);
         ctx.provide::<dyn Sandbox>(sandbox.clone())?;
         let lookup = ctx.clone();
+        let started = sandbox.clone();
         ctx.on::<AgentSessionStart>(move |ev| {
             let Some(agent) = lookup.get::<dyn Agents>().and_then(|a| a.get(&ev.agent_id)) else {
                 return Ok(());
             };
-            let session = agent.session();
-            let logged = session
-                .events()
-                .iter()
-                .rev()
-                .find_map(|e| e.plugin::<SandboxModeEvent>().and_then(Result::ok))
-                .map(|e| e.mode);
-            if logged != Some(mode) {
-                let event = SandboxModeEvent { mode, source: None };
-                session.append(NewEvent::plugin(&event)?)?;
-            }
-            sandbox.set_session_mode(&ev.agent_id, mode);
+            let mode = session_mode(&agent.session(), mode)?;
+            started.set_session_mode(&ev.agent_id, mode);
+            Ok(())
+        })?;
+        ctx.on::<AgentDisposed>(move |ev| {
+            sandbox.forget_session(&ev.agent_id);
             Ok(())
         })?;
         Ok(())
+    }
+}
+
+/// The mode of `session` as it starts: the one its log pins, else `configured` (logged when the
+/// log's last mode differs).
+fn session_mode(session: &Session, configured: SandboxMode) -> Result<SandboxMode, BoxError> {
+    let logged = session
+        .events()
+        .iter()
+        .rev()
+        .find_map(|e| e.plugin::<SandboxModeEvent>().and_then(Result::ok));
+    match logged {
+        Some(e) if e.is_pinned() => Ok(e.mode),
+        Some(e) if e.mode == configured => Ok(configured),
+        _ => {
+            let event = SandboxModeEvent {
+                mode: configured,
+                source: None,
+            };
+            session.append(NewEvent::plugin(&event)?)?;
+            Ok(configured)
+        }
     }
 }
 

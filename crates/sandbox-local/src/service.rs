@@ -223,6 +223,10 @@ impl Sandbox for LocalSandbox {
         self.sessions.lock().insert(session_id.to_owned(), mode);
     }
 
+    fn forget_session(&self, session_id: &str) {
+        self.sessions.lock().remove(session_id);
+    }
+
     fn grant_once(&self, call_id: &str, mode: SandboxMode) {
         self.grants.lock().insert(call_id.to_owned(), mode);
     }

@@ -18,7 +18,7 @@ pub mod policy;
 pub mod service;
 
 pub use error::{FS_SANDBOX_DENIED, SANDBOX_UNAVAILABLE, SandboxError};
-pub use events::SandboxModeEvent;
+pub use events::{SOURCE_DELEGATION, SOURCE_SESSION, SandboxModeEvent};
 pub use mode::{NetworkAccess, ParseModeError, SandboxMode};
 pub use policy::SandboxPolicy;
 pub use service::{

@@ -98,6 +98,10 @@ pub trait Sandbox: Send + Sync + 'static {
     /// Records that the session's mode is now `mode` (a `sandbox/mode` event was logged).
     fn set_session_mode(&self, session_id: &str, mode: SandboxMode);
 
+    /// Forgets the session's mode (its agent was disposed): a long-lived host opens many
+    /// sessions. A session started again sets its mode again.
+    fn forget_session(&self, session_id: &str);
+
     /// Grants `call_id` one run under `mode` (an approved `sandbox_permissions` escalation).
     fn grant_once(&self, call_id: &str, mode: SandboxMode);
 
