@@ -25,8 +25,10 @@ pub type Pricer = Arc<dyn Fn(&str, &str) -> Option<ModelPricing> + Send + Sync>;
 const TEXT_MAX: usize = 8 * 1024;
 /// Bytes of a tool call (name and argument values) that are indexed.
 const CALL_MAX: usize = 2 * 1024;
-/// Bytes of the head of a tool result that are indexed.
-const RESULT_MAX: usize = 1024;
+/// Bytes of the head of a tool result that are indexed (about the first eight lines of an
+/// output or a file read: the part that names what it is; the catalog's size budget is spent
+/// on prompts and replies first).
+const RESULT_MAX: usize = 512;
 /// Characters of the first and last prompts kept on the row.
 const PROMPT_CHARS: usize = 200;
 
