@@ -98,8 +98,29 @@ fn catalogued(r: dsh_catalog_api::SessionRow) -> SessionSummary {
         turns: r.turns,
         last_seq: r.last_seq,
         first_prompt: (!r.first_prompt.is_empty()).then_some(r.first_prompt),
+        last_turn_end: catalogued_end(&r.status),
         ..Default::default()
     }
+}
+
+/// The last turn's end of a catalogued status (`None`: no turn ended, or one is open).
+fn catalogued_end(status: &str) -> Option<dsh_protocol::TurnEndReason> {
+    use dsh_protocol::TurnEndReason as R;
+    Some(match status {
+        "open" | "-" | "unreadable" | "" => return None,
+        "completed" => R::Completed,
+        "aborted" => R::Aborted,
+        "max-tokens" => R::MaxTokens,
+        "blocked" => R::Blocked,
+        "interrupted" => R::Interrupted,
+        "forked" => R::Forked,
+        "error" => R::Error {
+            error: ProtocolError::new(ErrorCode::Internal, "the turn failed (see its log)"),
+        },
+        other => R::Other {
+            kind: other.to_owned(),
+        },
+    })
 }
 
 /// The ids of the sessions whose text matches `q` in the catalog (`None`: no catalog, or it
