@@ -15,6 +15,7 @@ mod builtins;
 pub mod convert;
 pub mod hub;
 mod log;
+mod policy;
 pub mod project;
 mod questions;
 mod sessions;
@@ -288,6 +289,7 @@ impl Inner {
 
     async fn open(&self, request: OpenSession) -> Result<SessionSummary, ProtocolError> {
         let agents = self.agents()?;
+        let chosen = policy::Chosen::of(&self.root, &open_options(&request).settings)?;
         let (agent, prompt) = match request {
             OpenSession::Create {
                 session_id,
@@ -297,11 +299,13 @@ impl Inner {
                 if let Some(id) = &session_id
                     && let Some(h) = self.hub(id)
                 {
+                    self.check_open(&h, &chosen)?;
                     (h.agent.clone(), prompt)
                 } else {
                     let spec = dsh_agent::CreateAgent {
                         session_id,
                         options: self.options(&options),
+                        setup: chosen.setup(),
                         ..Default::default()
                     };
                     (
@@ -315,6 +319,7 @@ impl Inner {
                 options,
             } => {
                 if let Some(h) = self.hub(&session_id) {
+                    self.check_open(&h, &chosen)?;
                     (h.agent.clone(), None)
                 } else {
                     let mut o = self.options(&options);
@@ -325,7 +330,7 @@ impl Inner {
                     let spec = dsh_agent::ResumeAgent {
                         session_id,
                         options: o,
-                        setup: None,
+                        setup: chosen.setup(),
                     };
                     (
                         agents.resume(&self.root, spec).await.map_err(agent_error)?,
@@ -352,6 +357,7 @@ impl Inner {
                 };
                 let spec = dsh_agent::CreateAgent {
                     options: self.options(&options),
+                    setup: chosen.setup(),
                     ..Default::default()
                 };
                 (
@@ -376,6 +382,18 @@ impl Inner {
         }
         let st = hub.state.lock();
         Ok(hub.summary(&st))
+    }
+
+    /// A session this host serves, reopened: its sandbox mode and approval policy stay.
+    fn check_open(&self, hub: &Hub, chosen: &policy::Chosen) -> Result<(), ProtocolError> {
+        if chosen.is_empty() {
+            return Ok(());
+        }
+        let current = {
+            let st = hub.state.lock();
+            st.projector.settings.clone()
+        };
+        chosen.check_open(&hub.id, &current)
     }
 
     fn open_hub(&self, id: &str) -> Result<Arc<Hub>, ProtocolError> {
@@ -584,6 +602,15 @@ impl Inner {
             hub.agent.dispose().await;
         }
         Ok(())
+    }
+}
+
+/// The options of an open request.
+fn open_options(request: &OpenSession) -> &dsh_protocol::SessionOptions {
+    match request {
+        OpenSession::Create { options, .. }
+        | OpenSession::Resume { options, .. }
+        | OpenSession::Fork { options, .. } => options,
     }
 }
 

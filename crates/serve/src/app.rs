@@ -186,6 +186,7 @@ async fn create_session(
     {
         o.insert("type".into(), "create".into());
     }
+    crate::settings::check_session_settings(&body)?;
     let open: OpenSession = parse(body, "an OpenSession")?;
     let options = match &open {
         OpenSession::Create { options, .. }

@@ -15,6 +15,7 @@ pub mod guard;
 pub mod idle;
 pub mod openapi;
 pub mod remote;
+mod settings;
 pub mod sse;
 pub mod tokens;
 

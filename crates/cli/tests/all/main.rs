@@ -23,6 +23,7 @@ mod resume;
 mod rewind;
 mod sandbox;
 mod serve;
+mod serve_policy;
 mod storage;
 mod subagent;
 mod subagent_continuable;

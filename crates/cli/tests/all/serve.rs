@@ -22,10 +22,10 @@ const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const MARKER: &str = "sk-MARKER-7f3a9c1e-never-in-an-answer";
 
 /// A running `dsh serve`; killed on drop.
-struct Served {
-    child: Child,
-    url: String,
-    addr: String,
+pub(crate) struct Served {
+    pub(crate) child: Child,
+    pub(crate) url: String,
+    pub(crate) addr: String,
 }
 
 impl Drop for Served {
@@ -35,7 +35,8 @@ impl Drop for Served {
     }
 }
 
-fn serve(env: &Env, args: &[&str]) -> Served {
+/// `dsh serve --listen 127.0.0.1:0 ARGS`, once it printed its URL.
+pub(crate) fn serve(env: &Env, args: &[&str]) -> Served {
     let mut child = env
         .dsh()
         .env("DEEPSEEK_API_KEY", MARKER)
@@ -67,7 +68,7 @@ fn session_id(body: &str) -> String {
 
 /// One request over a fresh connection; the status and the whole body (SSE: until `until`
 /// appears in it).
-fn raw(
+pub(crate) fn raw(
     addr: &str,
     method: &str,
     path: &str,
