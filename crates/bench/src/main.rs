@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod catalog;
+mod checkpoints;
 mod compaction;
 mod compression;
 mod confine;
@@ -101,6 +102,8 @@ enum Only {
     Images,
     /// The session catalog on 10,000 generated sessions: rebuild, search, list, stats, size.
     Catalog,
+    /// Workspace checkpoints on a 10,000-file repository: snapshots, store growth, rewind.
+    Checkpoints,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -165,6 +168,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Tools => tool_set::rows(&dsh, &mut rows)?,
                 Only::Images => images::rows(&dsh, cli.iterations, &mut rows)?,
                 Only::Catalog => catalog::rows(cli.quick, cli.iterations, &mut rows)?,
+                Only::Checkpoints => checkpoints::rows(cli.quick, cli.iterations, &mut rows)?,
                 Only::Tui => tui::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Sandbox => {
                     let runs = confine::runs(&dsh, cli.iterations, cli.quick)?;
