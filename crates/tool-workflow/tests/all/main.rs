@@ -369,3 +369,51 @@ async fn scripts_call_read_only_tools_and_nothing_else() {
     );
     h.dispose().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_in_background_makes_the_run_a_job_with_the_script_value_as_its_output() {
+    let h = TestHarness::builder()
+        .plugin::<SubagentsPlugin>(SubagentsConfig::default())
+        .plugin::<dsh_jobs::JobsPlugin>(Default::default())
+        .plugin::<WorkflowToolPlugin>(WorkflowConfig::default())
+        .build()
+        .await;
+    let parent = h.agent().await;
+    h.llm.push(Script::Chunks(text("background answer")));
+    // The parent may be told when the job settles: one answer for that turn too.
+    h.llm.push(Script::Chunks(text("noted")));
+    let args = json!({
+        "script": "const r = await agent('in the background'); return { text: r.text };",
+        "meta": {"name": "bg", "description": "a background run"},
+        "run_in_background": true
+    })
+    .to_string();
+    let request = ToolRequest::new("call_bg", "workflow", args, parent.id(), h.dir());
+    let result = within("the background start", h.tools().execute(request)).await;
+    assert!(!result.is_error, "{}", result.text());
+    let id = result.meta.as_ref().unwrap()["jobId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        result.text(),
+        dsh_tool_workflow::started_text(&id),
+        "the call returns at once"
+    );
+    let jobs = h.get::<dyn dsh_jobs_api::Jobs>();
+    within("the job settles", jobs.when_settled(parent.id())).await;
+    let output = within(
+        "the job's output",
+        jobs.output(parent.id(), &id, None, CancellationToken::new()),
+    )
+    .await
+    .unwrap();
+    assert!(
+        output.contains(r#"{"text":"background answer"}"#) && output.contains("completed"),
+        "{output}"
+    );
+    let r = records(&parent);
+    assert_eq!(r.run_ends.len(), 1);
+    assert_eq!(r.run_ends[0].stop_reason, RunStopReason::Completed);
+    h.dispose().await;
+}
