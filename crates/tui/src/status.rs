@@ -91,6 +91,18 @@ pub struct Usage {
     pub turns: BTreeMap<u64, UsageTally>,
     /// Tokens of the last request (input + output): what the next request carries at least.
     pub context_used: Option<u64>,
+    /// A request's usage as its stream reported it (`usageStreamed`), shown at once until its
+    /// committed `usageUpdated` is folded (which replaces it).
+    pub streamed: Option<StreamedUsage>,
+}
+
+/// A request's usage reported by its stream, not yet committed.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StreamedUsage {
+    /// The request's usage.
+    pub usage: dsh_protocol::Usage,
+    /// Its context tokens (input, cached and output).
+    pub context_tokens: u64,
 }
 
 impl Usage {
@@ -100,8 +112,34 @@ impl Usage {
         self.turns.entry(turn).or_default().add(usage);
     }
 
-    /// Folds one request's usage of `turn`.
+    /// Shows a request's usage as its stream reported it (live, before it commits).
+    pub fn stream(&mut self, usage: &dsh_protocol::Usage, context_tokens: u64) {
+        self.streamed = Some(StreamedUsage {
+            usage: *usage,
+            context_tokens,
+        });
+    }
+
+    /// The session's tally as shown now: the committed requests and the one streamed.
+    pub fn session_now(&self) -> UsageTally {
+        let mut t = self.session;
+        if let Some(s) = &self.streamed {
+            t.add(&s.usage);
+        }
+        t
+    }
+
+    /// The context size as shown now.
+    pub fn context_now(&self) -> Option<u64> {
+        self.streamed
+            .as_ref()
+            .map(|s| s.context_tokens)
+            .or(self.context_used)
+    }
+
+    /// Folds one request's usage of `turn` (committed: it replaces the streamed figures).
     pub fn add(&mut self, turn: u64, usage: &dsh_protocol::Usage) {
+        self.streamed = None;
         self.session.add(usage);
         self.turns.entry(turn).or_default().add(usage);
         self.context_used =
@@ -142,7 +180,7 @@ pub struct StatusInfo<'a> {
 /// The status line: model · effort · context · tokens · cache · cost. Narrow terminals drop
 /// the least important parts first (the cost and the model stay).
 pub fn status_line(info: &StatusInfo<'_>, theme: Theme, width: u16) -> Line<'static> {
-    let u = &info.usage.session;
+    let u = &info.usage.session_now();
     let mut parts: Vec<(u8, Span<'static>)> = Vec::new();
     if info.running {
         parts.push((0, Span::styled("● working", theme.warn())));
@@ -154,7 +192,7 @@ pub fn status_line(info: &StatusInfo<'_>, theme: Theme, width: u16) -> Line<'sta
     if let Some(e) = info.effort {
         parts.push((3, Span::raw(e.to_owned())));
     }
-    let used = info.usage.context_used.unwrap_or(0);
+    let used = info.usage.context_now().unwrap_or(0);
     let ctx = match info.context_window {
         Some(w) if w > 0 => format!(
             "ctx {}/{} ({}%)",

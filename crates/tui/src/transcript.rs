@@ -212,6 +212,11 @@ impl Transcript {
                 }
             }
             EventMsg::UsageUpdated { turn, usage, .. } => self.usage.add(*turn, usage),
+            EventMsg::UsageStreamed {
+                usage,
+                context_tokens,
+                ..
+            } => self.usage.stream(usage, *context_tokens),
             EventMsg::ToolCallBegan {
                 call_id, display, ..
             } => {

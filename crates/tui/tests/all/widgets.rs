@@ -279,6 +279,39 @@ fn status_line_with_cost_and_narrow_widths() {
     );
 }
 
+/// A request's usage is on the status line as soon as its stream reports it
+/// (`usageStreamed`), and the committed `usageUpdated` replaces it (not added twice).
+#[test]
+fn status_line_shows_streamed_usage_live_and_folds_the_committed_one_once() {
+    let mut u = Usage::default();
+    u.add(1, &priced(&usage(2_000, 8_000, 500), Some(&PRICES)));
+    let request = priced(&usage(1_000, 12_000, 300), Some(&PRICES));
+    u.stream(&request, 13_300);
+    let info = |u: &Usage| {
+        let info = StatusInfo {
+            model: "deepseek-flash",
+            effort: Some("high"),
+            context_window: Some(1_000_000),
+            usage: u,
+            priced: true,
+            running: true,
+            hint: None,
+        };
+        lines_terminal(vec![status_line(&info, Theme::COLOR, 100)], 100)
+            .backend()
+            .to_string()
+    };
+    let live = info(&u);
+    insta::assert_snapshot!("status_streamed_100", live);
+    u.add(2, &request);
+    assert_eq!(
+        info(&u),
+        live,
+        "the committed request replaces the streamed one"
+    );
+    assert_eq!(u.session.attempts, 2);
+}
+
 #[test]
 fn pending_steer_is_shown_and_editable() {
     let mut app = app(Theme::COLOR);
