@@ -177,6 +177,7 @@ async fn run_local(kernel: &Kernel, args: TuiArgs, cwd: PathBuf) -> Result<u8, F
         initial_prompt: args.prompt.clone(),
         open_picker,
         project_dir: Some(cwd),
+        reopen: Reopen::Resume,
     };
     let result = run_with_client(host.client(), opts).await;
     host.shutdown().await;
@@ -224,6 +225,7 @@ async fn attach(args: TuiArgs, url: &str) -> Result<u8, Failure> {
         initial_prompt: None,
         open_picker: false,
         project_dir: None,
+        reopen: Reopen::Attach(url.to_owned()),
     };
     run_with_client(client, opts).await
 }
@@ -257,12 +259,39 @@ pub(crate) struct TuiRun {
     pub(crate) open_picker: bool,
     /// The project whose files `@` mentions offer (`None`: a remote host's files are not here).
     pub(crate) project_dir: Option<PathBuf>,
+    /// How the session the UI leaves is opened again (the hint printed when it quits).
+    pub(crate) reopen: Reopen,
+}
+
+/// Where the session the UI leaves lives, so the hint printed when it quits opens it again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Reopen {
+    /// In this process, stored on leaving: `dsh --resume ID`.
+    Resume,
+    /// On the server at this URL, where it goes on: `dsh --attach URL ID`.
+    Attach(String),
+    /// In the per-user background server, where it goes on: `dsh attach ID`.
+    Background,
+}
+
+impl Reopen {
+    /// The line printed when the UI quits on session `id`.
+    pub(crate) fn hint(&self, id: &str) -> String {
+        match self {
+            Reopen::Resume => format!("session {id} saved · continue with: dsh --resume {id}"),
+            Reopen::Attach(url) => format!(
+                "session {id} stays on the server {url} · attach again with: dsh --attach {url} {id}"
+            ),
+            Reopen::Background => format!(
+                "session {id} stays in the background server · attach again with: dsh attach {id}"
+            ),
+        }
+    }
 }
 
 impl TuiRun {
-    /// Attach to session `id` of a host: drive it, or watch it when another process holds it
-    /// (what `dsh attach ID` runs).
-    #[allow(dead_code)] // Until `dsh attach` (the background-sessions work) calls it.
+    /// Attach to session `id` of the per-user background server: drive it, or watch it when
+    /// another process holds it (what `dsh attach ID` runs).
     pub(crate) fn attach(id: impl Into<String>) -> Self {
         TuiRun {
             target: dsh_tui::Target::Attach(id.into()),
@@ -271,6 +300,7 @@ impl TuiRun {
             initial_prompt: None,
             open_picker: false,
             project_dir: None,
+            reopen: Reopen::Background,
         }
     }
 }
@@ -299,10 +329,7 @@ pub(crate) async fn run_with_client(client: Arc<dyn Client>, run: TuiRun) -> Res
     })
     .await
     .map_err(|e| Failure::run(anyhow!(e)))?;
-    println!(
-        "session {id} saved · continue with: dsh --resume {id}",
-        id = outcome.session_id
-    );
+    println!("{}", run.reopen.hint(&outcome.session_id));
     Ok(0)
 }
 
@@ -315,5 +342,28 @@ fn titles_from_the_model(c: &mut Composition) {
         if r.row.config.get("llm").is_none() {
             r.row.config["llm"] = serde_json::Value::Bool(true);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reopen;
+
+    #[test]
+    fn the_quit_hint_opens_the_session_again_where_it_lives() {
+        let id = "session-1";
+        assert_eq!(
+            Reopen::Resume.hint(id),
+            "session session-1 saved · continue with: dsh --resume session-1"
+        );
+        let attach = Reopen::Attach("unix:/run/s.sock".into()).hint(id);
+        assert!(
+            attach.ends_with("dsh --attach unix:/run/s.sock session-1"),
+            "{attach}"
+        );
+        assert!(!attach.contains("--resume"), "{attach}");
+        let bg = Reopen::Background.hint(id);
+        assert!(bg.ends_with("dsh attach session-1"), "{bg}");
+        assert!(!bg.contains("--resume"), "{bg}");
     }
 }
