@@ -23,6 +23,7 @@ mod resume;
 mod rows;
 mod run;
 mod scenario;
+mod serve;
 mod spawn;
 mod startup;
 mod stats;
@@ -104,6 +105,9 @@ enum Only {
     Catalog,
     /// Workspace checkpoints on a 10,000-file repository: snapshots, store growth, rewind.
     Checkpoints,
+    /// `dsh serve`: per-step overhead of a 200-step turn against `dsh exec`, event delivery to
+    /// an SSE client.
+    Serve,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -170,6 +174,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Catalog => catalog::rows(cli.quick, cli.iterations, &mut rows)?,
                 Only::Checkpoints => checkpoints::rows(cli.quick, cli.iterations, &mut rows)?,
                 Only::Tui => tui::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Serve => serve::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Sandbox => {
                     let runs = confine::runs(&dsh, cli.iterations, cli.quick)?;
                     confine::rows(&mut rows, &runs);

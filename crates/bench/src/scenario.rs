@@ -469,7 +469,7 @@ fn status_kib(text: &str, key: &str) -> Option<u64> {
 
 /// The tool run time of `step` (turn 1): the largest `meta.durationMs` of its `tool/result`
 /// events; `None` when none carries one.
-fn tool_ms(events: &[Value], step: usize) -> Option<f64> {
+pub fn tool_ms(events: &[Value], step: usize) -> Option<f64> {
     events
         .iter()
         .filter(|e| e["type"] == "tool/result" && e["data"]["step"].as_u64() == Some(step as u64))
