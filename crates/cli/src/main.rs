@@ -25,6 +25,7 @@ mod sandbox_cmd;
 mod sdk_cmd;
 mod serve_cmd;
 mod sessions_cmd;
+mod sessions_delete;
 mod stats_cmd;
 mod tui_cmd;
 mod watch;
@@ -228,6 +229,9 @@ enum SessionsCommand {
         #[arg(long, short = 'y')]
         yes: bool,
     },
+    /// Delete stored sessions: their logs and catalog rows (asks first unless --yes; a live
+    /// session is refused).
+    Delete(sessions_delete::DeleteArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -305,6 +309,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                     SessionsCommand::Show { id } => sessions_cmd::show(&id).await,
                     SessionsCommand::Export { id } => sessions_cmd::export(&id).await,
                     SessionsCommand::Repair { id, yes } => sessions_cmd::repair(&id, yes).await,
+                    SessionsCommand::Delete(args) => sessions_delete::delete(args).await,
                 }
             })
         }

@@ -317,3 +317,72 @@ fn a_session_whose_log_is_deleted_leaves_the_catalog() {
     let list = stdout(&run(&env, &["sessions", "list"]));
     assert!(!list.contains("doomed") && list.contains("kept"), "{list}");
 }
+
+/// `dsh sessions delete`: asks first (refused without a terminal unless `--yes`), removes the
+/// log and the catalog row, refuses a live session (its lock held) and unknown ids.
+#[test]
+fn sessions_delete_removes_logs_and_rows_and_refuses_live_sessions() {
+    let env = Env::new();
+    session(&env, "gone", "the axolotl affair", "Noted.");
+    session(&env, "live", "the axolotl sequel", "Noted.");
+    session(&env, "kept", "other words", "Noted.");
+    assert_eq!(search_json(&env, &["axolotl"]).len(), 2);
+    let dir_of = |id: &str| {
+        session_files(&env.home.path().join("sessions"))
+            .into_iter()
+            .find(|f| f.parent().unwrap().ends_with(id))
+            .map(|f| f.parent().unwrap().to_path_buf())
+    };
+    let gone_dir = dir_of("gone").unwrap();
+
+    // No terminal and no --yes: nothing is deleted.
+    let out = env
+        .dsh()
+        .args(["sessions", "delete", "gone"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("pass --yes"), "{}", stderr(&out));
+    assert!(gone_dir.is_dir());
+
+    // An unknown id: nothing is deleted, the id is named.
+    let out = env
+        .dsh()
+        .args(["sessions", "delete", "gone", "nosuch", "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("`nosuch`"), "{}", stderr(&out));
+    assert!(gone_dir.is_dir());
+
+    // A live session: another process holds its write lock.
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir_of("live").unwrap().join("session.lock"))
+        .unwrap();
+    lock.try_lock().unwrap();
+    let out = env
+        .dsh()
+        .args(["sessions", "delete", "gone", "live", "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("session `live` is live"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "deleted gone\n");
+    assert!(!gone_dir.exists());
+    assert!(dir_of("live").is_some(), "the live session's log stays");
+    drop(lock);
+
+    // The catalog forgot the deleted one at once; the others are still found.
+    let hits = search_json(&env, &["axolotl"]);
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0]["sessionId"], "live");
+    let list = stdout(&run(&env, &["sessions", "list"]));
+    assert!(!list.contains("gone") && list.contains("kept"), "{list}");
+}
