@@ -5,13 +5,13 @@
 
 mod acp_cmd;
 mod audit;
-mod exec_follow;
 mod bg;
 mod catalog;
 mod compose;
 mod config_cmd;
 mod context_cmd;
 mod exec;
+mod exec_follow;
 mod exec_remote;
 mod home;
 mod json_out;
