@@ -127,11 +127,13 @@ impl Cell {
                     NoticeKind::Warn => theme.warn(),
                     NoticeKind::Error => theme.error(),
                 };
-                wrap::wrap(
-                    vec![Line::from(Span::styled(sanitize(text), style))],
-                    width,
-                    2,
-                )
+                // One line per line of the text: a multi-line notice (a rewind preview's
+                // files, a conflict and its remedy) keeps its lines.
+                let lines = text
+                    .split('\n')
+                    .map(|l| Line::from(Span::styled(sanitize(l), style)))
+                    .collect();
+                wrap::wrap(lines, width, 2)
             }
             Cell::Lines(lines) => wrap::wrap(lines.clone(), width, 0),
         }

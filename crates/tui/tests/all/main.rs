@@ -11,5 +11,6 @@ mod e2e;
 mod flows;
 mod prompts_cards;
 mod pty;
+mod rewind;
 mod support;
 mod widgets;

@@ -1,0 +1,81 @@
+//! `/rewind` in the UI: the preview with the unified diff, then a conversation rewind switches
+//! the UI to the forked session (the next prompt goes to it, without the dropped turn).
+
+use dsh_test_harness::e2e::{Env, request_messages};
+
+use crate::pty::{Tui, text_reply, tool_reply};
+
+fn idle(tui: &Tui, answer: &str) {
+    tui.wait_screen(answer, |s| s.contains(answer) && !s.contains("● working"));
+}
+
+#[test]
+fn slash_rewind_previews_the_diff_then_switches_to_the_forked_session() {
+    let env = Env::new();
+    env.server().push_all([
+        tool_reply(
+            "bash",
+            r#"{"command":"echo one > one.txt","description":"Write"}"#,
+        ),
+        text_reply("First done."),
+    ]);
+    let tui = Tui::spawn(&env, &["write one"], 100, 60);
+    idle(&tui, "First done.");
+    env.server().push_all([
+        tool_reply(
+            "bash",
+            r#"{"command":"echo two > two.txt && echo more >> one.txt","description":"Write"}"#,
+        ),
+        text_reply("Second done."),
+    ]);
+    tui.send("write two\r");
+    idle(&tui, "Second done.");
+
+    // The preview: files, their diff, how to apply; nothing changed yet.
+    tui.send("/rewind 2\r");
+    let screen = tui.wait_for("Apply with /rewind 2 both yes");
+    assert!(screen.contains("delete    two.txt (+0 -1)"), "{screen}");
+    assert!(screen.contains("restore   one.txt (+0 -1)"), "{screen}");
+    assert!(screen.contains("+++ /dev/null"), "{screen}");
+    assert!(screen.contains("-more"), "{screen}");
+    assert!(env.work.path().join("two.txt").exists());
+
+    // Applied: the files go back and the UI shows the fork.
+    tui.send("/rewind 2 both yes\r");
+    let screen = tui.wait_screen("the old session saved", |s| {
+        s.lines()
+            .any(|l| l.contains("session ") && l.trim_end().ends_with(" saved"))
+    });
+    let old = screen
+        .lines()
+        .find_map(|l| {
+            let l = l.trim_end();
+            let rest = l.split("session ").nth(1)?;
+            rest.strip_suffix(" saved").map(str::to_owned)
+        })
+        .unwrap_or_default();
+    assert!(!old.is_empty(), "{screen}");
+    assert!(!env.work.path().join("two.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(env.work.path().join("one.txt")).unwrap(),
+        "one\n"
+    );
+    let requests = env.server().request_count();
+    env.server().push(text_reply("Third done."));
+    tui.send("write three\r");
+    idle(&tui, "Third done.");
+    let sent = serde_json::to_string(&request_messages(env.server(), requests)).unwrap();
+    assert!(
+        sent.contains("write one") && sent.contains("write three"),
+        "{sent}"
+    );
+    assert!(!sent.contains("write two"), "{sent}");
+    let out = tui.quit();
+    let resume = out
+        .split("continue with: dsh --resume ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!resume.is_empty() && resume != old, "{old} {out}");
+}
