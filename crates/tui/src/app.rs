@@ -65,6 +65,8 @@ pub enum Action {
     Resume(String),
     /// List the stored sessions for the picker.
     OpenPicker,
+    /// Search the stored sessions' full text for the picker's query (as it is typed).
+    SearchSessions(String),
     /// Use this model from the next request on.
     SetModel(String),
     /// Use this effort from the next request on.
@@ -131,6 +133,9 @@ pub struct Picker {
     pub query: String,
     /// Index into the filtered rows.
     pub selected: usize,
+    /// The host's full-text hits (its catalog) for a query: shown after the rows the query
+    /// matches here, while it is still the query typed.
+    pub found: Option<(String, Vec<PickItem>)>,
 }
 
 impl Picker {
@@ -160,7 +165,17 @@ impl Picker {
             })
             .collect();
         rows.sort_by_key(|(rank, _)| *rank);
-        rows.into_iter().map(|(_, i)| i).collect()
+        let mut rows: Vec<&PickItem> = rows.into_iter().map(|(_, i)| i).collect();
+        if let Some((query, found)) = &self.found
+            && *query == self.query
+        {
+            for f in found {
+                if !rows.iter().any(|r| r.id == f.id) {
+                    rows.push(f);
+                }
+            }
+        }
+        rows
     }
 }
 
@@ -710,6 +725,7 @@ impl App {
             KeyCode::Backspace => {
                 p.query.pop();
                 p.selected = 0;
+                return vec![Action::SearchSessions(p.query.clone())];
             }
             KeyCode::Enter => {
                 let id = p.filtered().get(p.selected).map(|i| i.id.clone());
@@ -721,6 +737,7 @@ impl App {
             KeyCode::Char(c) if !ctrl => {
                 p.query.push(c);
                 p.selected = 0;
+                return vec![Action::SearchSessions(p.query.clone())];
             }
             _ => {}
         }

@@ -1,6 +1,8 @@
 //! The rows of the session picker (`/resume`, `dsh --resume` without an id): title (or the
 //! first prompt), the first prompt when a title differs from it, working directory, age,
-//! turns and the last turn's status, from the host's session summaries.
+//! turns and the last turn's status, from the host's session summaries. As the query is
+//! typed, the host's catalog is searched too (the full text of every session, through the
+//! list call's `q`): its hits follow the rows the query matches by title.
 
 use dsh_protocol::{SessionSummary, TurnEndReason};
 
@@ -9,6 +11,26 @@ use crate::app::PickItem;
 /// Sessions whose log is read for the details (the newest); older rows show what the listing
 /// has.
 pub const DETAILED: usize = 50;
+
+/// Whether a listed summary already has the details (a host with a catalog lists turns and the
+/// last turn's end): no log needs reading.
+pub fn listed_in_full(s: &SessionSummary) -> bool {
+    s.last_turn_end.is_some() || (s.turns > 0 && s.first_prompt.is_some())
+}
+
+/// The full-text query sent for what is typed: every word, the last one as a prefix (`pars`
+/// finds `parser`) unless it closes a phrase. `None` when nothing is typed.
+pub fn full_text_query(typed: &str) -> Option<String> {
+    let t = typed.trim();
+    if t.is_empty() {
+        return None;
+    }
+    Some(if t.ends_with(|c: char| c.is_alphanumeric()) {
+        format!("{t}*")
+    } else {
+        t.to_owned()
+    })
+}
 
 /// One row from a session's summary (`detailed`: its log was read, so its first prompt, turns
 /// and last turn are known).
@@ -92,4 +114,44 @@ pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::full_text_query;
+
+    #[test]
+    fn the_last_typed_word_is_a_prefix() {
+        assert_eq!(full_text_query("  "), None);
+        assert_eq!(full_text_query("pars").as_deref(), Some("pars*"));
+        assert_eq!(full_text_query("fix pars ").as_deref(), Some("fix pars*"));
+        assert_eq!(
+            full_text_query("\"a phrase\"").as_deref(),
+            Some("\"a phrase\"")
+        );
+        assert_eq!(full_text_query("终端").as_deref(), Some("终端*"));
+    }
+
+    #[test]
+    fn typing_searches_and_the_hosts_hits_follow_the_local_matches() {
+        use crate::app::{PickItem, Picker};
+        let row = |id: &str, title: &str| PickItem {
+            id: id.into(),
+            title: title.into(),
+            detail: "/w · 1h ago".into(),
+        };
+        let mut p = Picker {
+            items: vec![row("a", "fix the parser"), row("b", "write docs")],
+            ..Default::default()
+        };
+        p.query = "parser".into();
+        assert_eq!(p.filtered().len(), 1);
+        // The host found the word in b's text (and a's title): b follows, a is not repeated.
+        p.found = Some(("parser".into(), vec![row("b", "write docs"), row("a", "x")]));
+        let ids: Vec<&str> = p.filtered().iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        // Hits for an older query are not shown.
+        p.query = "parse".into();
+        assert_eq!(p.filtered().len(), 1);
+    }
 }

@@ -53,6 +53,8 @@ enum Feed {
     Commands(u64, Vec<CommandInfo>),
     /// The picker's rows.
     Picker(Vec<crate::app::PickItem>),
+    /// The host's full-text hits for the picker's query.
+    PickerFound(String, Vec<crate::app::PickItem>),
     /// A session to show (opened for `/new` or `/resume`).
     Opened(SessionSummary),
     /// Something failed outside the session.
@@ -360,6 +362,11 @@ impl Runtime {
             Feed::Picker(items) => {
                 if let Some(p) = &mut self.app.picker {
                     p.items = items;
+                }
+            }
+            Feed::PickerFound(query, items) => {
+                if let Some(p) = self.app.picker.as_mut().filter(|p| p.query == query) {
+                    p.found = Some((query, items));
                 }
             }
             Feed::Opened(summary) => self.show(summary.id),
@@ -875,8 +882,18 @@ impl Runtime {
                 self.app.picker = Some(Picker::default());
                 let (client, tx) = (self.client.clone(), self.tx.clone());
                 tokio::spawn(async move {
-                    let items = picker_rows(client.as_ref()).await;
+                    let items = picker_rows(client.as_ref(), None).await;
                     let _ = tx.send(Feed::Picker(items));
+                });
+            }
+            Action::SearchSessions(query) => {
+                let Some(text) = crate::picker::full_text_query(&query) else {
+                    return Ok(());
+                };
+                let (client, tx) = (self.client.clone(), self.tx.clone());
+                tokio::spawn(async move {
+                    let items = picker_rows(client.as_ref(), Some(text)).await;
+                    let _ = tx.send(Feed::PickerFound(query, items));
                 });
             }
             Action::SetModel(model) => {
@@ -919,9 +936,15 @@ fn running(state: SessionState) -> bool {
     )
 }
 
-/// The picker's rows: top-level sessions, newest first; the newest ones' details are read.
-async fn picker_rows(client: &dyn Client) -> Vec<crate::app::PickItem> {
-    let list = match client.sessions(SessionQuery::default()).await {
+/// The picker's rows: top-level sessions, newest first (`q`: those whose text matches, through
+/// the host's catalog); the details of the newest ones the listing lacks (no catalog) are read
+/// from their logs.
+async fn picker_rows(client: &dyn Client, q: Option<String>) -> Vec<crate::app::PickItem> {
+    let query = SessionQuery {
+        q,
+        ..Default::default()
+    };
+    let list = match client.sessions(query).await {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!("listing sessions: {}", e.message);
@@ -935,6 +958,10 @@ async fn picker_rows(client: &dyn Client) -> Vec<crate::app::PickItem> {
         .filter(|s| s.parent_id.is_none())
         .enumerate()
     {
+        if crate::picker::listed_in_full(&s) {
+            rows.push(crate::picker::item(&s, true, now));
+            continue;
+        }
         let detailed = if i < crate::picker::DETAILED {
             client.session(&s.id).await.ok()
         } else {

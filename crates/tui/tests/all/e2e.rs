@@ -400,3 +400,39 @@ fn the_resume_picker_shows_title_turns_and_status() {
     });
     tui.quit();
 }
+
+/// The resume picker searches the full text as it is typed: a word said only in a model reply
+/// finds its session through the host's catalog (the list call's `q`), as a prefix.
+#[test]
+fn the_resume_picker_searches_the_full_text_as_it_is_typed() {
+    let env = Env::new();
+    env.server()
+        .push(text_reply("The öxölötl lives in the lake."));
+    let tui = Tui::spawn(&env, &["where is the parser"], 100, 40);
+    tui.wait_screen("the end of the first turn", |s| {
+        s.contains("lives in the lake") && !s.contains("● working")
+    });
+    tui.quit();
+    env.server().push(text_reply("Noted."));
+    let tui = Tui::spawn(&env, &["another session"], 100, 40);
+    tui.wait_screen("the end of the second turn", |s| {
+        s.contains("Noted.") && !s.contains("● working")
+    });
+    tui.quit();
+    let tui = Tui::spawn(&env, &["--resume"], 100, 40);
+    tui.wait_screen("both sessions listed", |s| {
+        s.contains("resume ›") && s.contains("where is the parser") && s.contains("another session")
+    });
+    // No title, directory or id holds an `ö`: only the reply's text can match.
+    tui.send("öxölö");
+    tui.wait_screen("the full-text hit alone", |s| {
+        s.contains("resume › öxölö")
+            && s.contains("where is the parser")
+            && !s.contains("another session")
+    });
+    tui.send("\r");
+    tui.wait_screen("the resumed history", |s| {
+        s.contains("› where is the parser") && s.contains("lives in the lake")
+    });
+    tui.quit();
+}
