@@ -30,6 +30,7 @@ mod stats;
 mod subagent;
 mod tool_set;
 mod tui;
+mod workflow;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -108,6 +109,8 @@ enum Only {
     /// `dsh serve`: per-step overhead of a 200-step turn against `dsh exec`, event delivery to
     /// an SSE client.
     Serve,
+    /// The `workflow` tool: its engine's start, and a fan-out of 5 children against its slowest.
+    Workflow,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -175,6 +178,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Checkpoints => checkpoints::rows(cli.quick, cli.iterations, &mut rows)?,
                 Only::Tui => tui::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Serve => serve::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Workflow => workflow::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Sandbox => {
                     let runs = confine::runs(&dsh, cli.iterations, cli.quick)?;
                     confine::rows(&mut rows, &runs);
