@@ -137,24 +137,52 @@ impl Stop {
     }
 }
 
-/// Ctrl-C or SIGTERM.
-async fn stop_signal() -> Stop {
+/// Ctrl-C and SIGTERM, listened to from [`StopSignals::listen`] on: a signal that arrives
+/// before the first wait (the turn may stream before `drive` waits) is kept, not left to kill
+/// the process with nothing saved.
+struct StopSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            return tokio::select! {
-                r = tokio::signal::ctrl_c() => match r {
-                    Ok(()) => Stop::Interrupt,
-                    Err(_) => futures::future::pending().await,
-                },
-                _ = term.recv() => Stop::Terminate,
-            };
+    int: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn listen() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Self {
+                int: signal(SignalKind::interrupt()).ok(),
+                term: signal(SignalKind::terminate()).ok(),
+            }
         }
+        #[cfg(not(unix))]
+        Self {}
     }
-    match tokio::signal::ctrl_c().await {
-        Ok(()) => Stop::Interrupt,
-        Err(_) => futures::future::pending().await,
+
+    /// The next Ctrl-C or SIGTERM.
+    async fn next(&mut self) -> Stop {
+        #[cfg(unix)]
+        {
+            async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+                if let Some(s) = s
+                    && s.recv().await.is_some()
+                {
+                    return;
+                }
+                futures::future::pending::<()>().await;
+            }
+            tokio::select! {
+                () = recv(&mut self.int) => Stop::Interrupt,
+                () = recv(&mut self.term) => Stop::Terminate,
+            }
+        }
+        #[cfg(not(unix))]
+        match tokio::signal::ctrl_c().await {
+            Ok(()) => Stop::Interrupt,
+            Err(_) => futures::future::pending().await,
+        }
     }
 }
 
@@ -291,6 +319,8 @@ pub(crate) async fn drive(
         text: prompt,
         attachments: Vec::new(),
     };
+    // Listen before the turn starts: it may stream before the wait below begins.
+    let mut signals = StopSignals::listen();
     if let Err(e) = client.send(&id, submit).await {
         follower.abort();
         return Err(match server {
@@ -302,20 +332,20 @@ pub(crate) async fn drive(
     let mut left_running = None;
     tokio::select! {
         left = settle(&mut seen, options.wait, remote) => left_running = left,
-        stop = stop_signal() => {
-            stopped = Some(stop);
-            // Pending input is dropped: nothing starts after the interrupted turn.
-            client
-                .send(&id, Op::InterruptDropQueued)
-                .await
-                .map_err(|e| Failure::run(anyhow!("{}", e.message)))?;
-            // A second signal exits at once.
-            tokio::spawn(async move {
-                let again = stop_signal().await;
-                std::process::exit(i32::from(again.code()));
-            });
-            let _ = seen.wait_for(|s| !s.busy()).await;
-        }
+        stop = signals.next() => stopped = Some(stop),
+    }
+    if stopped.is_some() {
+        // Pending input is dropped: nothing starts after the interrupted turn.
+        client
+            .send(&id, Op::InterruptDropQueued)
+            .await
+            .map_err(|e| Failure::run(anyhow!("{}", e.message)))?;
+        // A second signal exits at once.
+        tokio::spawn(async move {
+            let again = signals.next().await;
+            std::process::exit(i32::from(again.code()));
+        });
+        let _ = seen.wait_for(|s| !s.busy()).await;
     }
     let outcome = seen.borrow().clone();
     if outcome.closed && outcome.ended == 0 && stopped.is_none() {
