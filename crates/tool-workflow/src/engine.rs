@@ -2,9 +2,13 @@
 //! limits. The script sees the API of `prelude.js` over four host functions; it has no file,
 //! process or network access (no `std`/`os` modules are loaded).
 //!
-//! Host calls block the engine thread (a sub-agent's result, a tool's answer) while the
-//! sub-agents themselves run on the caller's tokio runtime: starting is immediate, so a
-//! script that starts five agents and then awaits them all waits as long as the slowest.
+//! The engine runs an event loop: it runs the script's pending jobs (promise reactions) and,
+//! when none is left and the script has not settled, blocks for the next sub-agent to end and
+//! resolves that sub-agent's promise. The sub-agents themselves run on the caller's tokio
+//! runtime and start at once, so `await`, `Promise.all`, `Promise.race`, `Promise.any` and
+//! `Promise.allSettled` over handles behave as in any JavaScript engine: a join of five waits
+//! as long as the slowest, a race as long as the fastest. `wait(run)`, `waitAll(runs)` and
+//! `tools.*` block the engine thread until their answer.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -13,10 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use rquickjs::{Context, Ctx, Exception, Function, Runtime};
+use rquickjs::{Context, Ctx, Exception, Function, Persistent, Runtime};
 use serde_json::Value;
 
-use crate::error::WorkflowError;
+use crate::error::{HostError, WorkflowError};
 
 const PRELUDE: &str = include_str!("prelude.js");
 
@@ -52,26 +56,19 @@ impl StopSignal {
     }
 }
 
-/// What a host call that blocks may end with besides its answer.
-#[derive(Debug)]
-pub enum Blocked {
-    /// The run is stopping (the reason is in the [`StopSignal`]).
-    Stopped,
-}
-
-/// What the engine asks of its host (the sub-agents and tools of a run).
+/// What the engine asks of its host (the sub-agents and tools of a run). A call that blocks
+/// ends with [`HostError::Stopped`] when the run must stop.
 pub trait Host {
-    /// Starts a sub-agent with the script's options (JSON); returns its seq, or the message of
-    /// the error the script gets.
-    fn start_agent(&mut self, options: Value) -> Result<u64, String>;
+    /// Starts a sub-agent with the script's options (JSON); returns its seq.
+    fn start_agent(&mut self, options: Value) -> Result<u64, HostError>;
     /// Blocks until sub-agent `seq` ended; its result object.
-    fn wait_agent(&mut self, seq: u64) -> Result<Result<Value, String>, Blocked>;
-    /// Runs tool `name` with `arguments` (JSON text): its text, or its error text.
-    fn call_tool(
-        &mut self,
-        name: &str,
-        arguments: String,
-    ) -> Result<Result<String, String>, Blocked>;
+    fn wait_agent(&mut self, seq: u64) -> Result<Value, HostError>;
+    /// Blocks until a sub-agent ends whose result the script's promises have not been given
+    /// yet (one that ended earlier comes first, in the order they ended); `None` when no
+    /// sub-agent is running and every result was given.
+    fn next_settled(&mut self) -> Result<Option<(u64, Value)>, HostError>;
+    /// Runs tool `name` with `arguments` (JSON text): its text.
+    fn call_tool(&mut self, name: &str, arguments: String) -> Result<String, HostError>;
     /// A line the script logged.
     fn log(&mut self, line: &str);
 }
@@ -81,18 +78,20 @@ pub trait Host {
 pub struct NoHost;
 
 impl Host for NoHost {
-    fn start_agent(&mut self, _options: Value) -> Result<u64, String> {
-        Err("sub-agents are not available in this run".to_owned())
+    fn start_agent(&mut self, _options: Value) -> Result<u64, HostError> {
+        Err(HostError::NoSubagents)
     }
-    fn wait_agent(&mut self, seq: u64) -> Result<Result<Value, String>, Blocked> {
-        Ok(Err(format!("no sub-agent {seq} in this run")))
+    fn wait_agent(&mut self, seq: u64) -> Result<Value, HostError> {
+        Err(HostError::NoSuchAgent(seq))
     }
-    fn call_tool(
-        &mut self,
-        name: &str,
-        _arguments: String,
-    ) -> Result<Result<String, String>, Blocked> {
-        Ok(Err(format!("tool {name} is not available in this run")))
+    fn next_settled(&mut self) -> Result<Option<(u64, Value)>, HostError> {
+        Ok(None)
+    }
+    fn call_tool(&mut self, name: &str, _arguments: String) -> Result<String, HostError> {
+        Err(HostError::ToolNotAllowed {
+            name: name.to_owned(),
+            allowed: String::new(),
+        })
     }
     fn log(&mut self, line: &str) {
         tracing::debug!(target: "dsh_tool_workflow::script", "{line}");
@@ -155,14 +154,19 @@ pub fn run_script(
     let ctx = Context::full(&rt).map_err(|e| WorkflowError::Engine(e.to_string()))?;
     let outcome: Outcome = Rc::default();
     let host = Rc::new(RefCell::new(host));
-    let started = ctx.with(|ctx| -> Result<(), WorkflowError> {
-        install(&ctx, &input, &host, &outcome).map_err(|e| engine_error(&ctx, e))?;
-        // The script is the body of an async function; its first line is line 1.
-        let source = format!("__dsh_finish((async () => {{{}\n}})());", input.script);
-        ctx.eval::<(), _>(source)
-            .map_err(|e| script_error(&ctx, e, limits))
-    });
-    let result = started.and_then(|()| drain_jobs(&rt, limits));
+    let started = ctx.with(
+        |ctx| -> Result<Persistent<Function<'static>>, WorkflowError> {
+            let deliver =
+                install(&ctx, &input, &host, &outcome).map_err(|e| engine_error(&ctx, e))?;
+            // The script is the body of an async function; its first line is line 1.
+            let source = format!("__dsh_finish((async () => {{{}\n}})());", input.script);
+            ctx.eval::<(), _>(source)
+                .map_err(|e| script_error(&ctx, e, limits))?;
+            Ok(deliver)
+        },
+    );
+    let result =
+        started.and_then(|deliver| event_loop(&rt, &ctx, &host, &outcome, deliver, limits));
     let result = match (result, stop.reason()) {
         // A stop (limit, cancel, deadline) wins over what the script made of it.
         (_, Some(reason)) => Err(reason),
@@ -185,6 +189,37 @@ pub fn run_script(
 
 fn is_out_of_memory(text: &str) -> bool {
     text.contains("out of memory")
+}
+
+/// Runs the script's jobs and, while its result has not settled, hands it each sub-agent's
+/// result as that sub-agent ends. Ends when the result settled, the run stops (its reason is
+/// in the stop signal) or nothing is left that could settle it.
+fn event_loop(
+    rt: &Runtime,
+    ctx: &Context,
+    host: &Rc<RefCell<Box<dyn Host>>>,
+    outcome: &Outcome,
+    deliver: Persistent<Function<'static>>,
+    limits: &EngineLimits,
+) -> Result<(), WorkflowError> {
+    loop {
+        drain_jobs(rt, limits)?;
+        if outcome.borrow().is_some() {
+            return Ok(());
+        }
+        let next = host.borrow_mut().next_settled();
+        let Ok(Some((seq, value))) = next else {
+            // Stopped (the signal has the reason) or nothing left: never settled.
+            return Ok(());
+        };
+        ctx.with(|ctx| {
+            let deliver = deliver.clone().restore(&ctx)?;
+            // `as` is exact: seqs are bounded by maxAgents.
+            #[allow(clippy::cast_precision_loss)]
+            deliver.call::<_, ()>((seq as f64, value.to_string()))
+        })
+        .map_err(|e| ctx.with(|ctx| script_error(&ctx, e, limits)))?;
+    }
 }
 
 /// Runs pending jobs (promise reactions) until none is left.
@@ -278,12 +313,23 @@ fn cut(mut text: String) -> String {
     text
 }
 
+/// Throws `error` into the script: [`HostError::Stopped`] as an internal error (the interrupt
+/// handler ends the script at once), the others as an `Error` with their text.
+fn throw(ctx: &Ctx<'_>, error: HostError) -> rquickjs::Error {
+    match error {
+        HostError::Stopped => Exception::throw_internal(ctx, "workflow stopped"),
+        other => Exception::throw_message(ctx, &other.to_string()),
+    }
+}
+
+/// Installs the script's API; returns the prelude's function that resolves a sub-agent's
+/// promise (taken off the global object).
 fn install<'js>(
     ctx: &Ctx<'js>,
     input: &ScriptInput,
     host: &Rc<RefCell<Box<dyn Host>>>,
     outcome: &Outcome,
-) -> rquickjs::Result<()> {
+) -> rquickjs::Result<Persistent<Function<'static>>> {
     let g = ctx.globals();
     let json = |v: &Value| ctx.json_parse(v.to_string());
     g.set("args", json(&input.args)?)?;
@@ -306,7 +352,7 @@ fn install<'js>(
                     host.borrow_mut()
                         .start_agent(options)
                         .map(|seq| seq as f64)
-                        .map_err(|m| Exception::throw_message(&ctx, &m))
+                        .map_err(|e| throw(&ctx, e))
                 },
             )?,
         )?;
@@ -320,13 +366,10 @@ fn install<'js>(
                 move |ctx: Ctx<'js>, seq: f64| -> rquickjs::Result<String> {
                     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
                     let seq = seq as u64;
-                    match host.borrow_mut().wait_agent(seq) {
-                        Ok(Ok(v)) => Ok(v.to_string()),
-                        Ok(Err(m)) => Err(Exception::throw_message(&ctx, &m)),
-                        Err(Blocked::Stopped) => {
-                            Err(Exception::throw_internal(&ctx, "workflow stopped"))
-                        }
-                    }
+                    host.borrow_mut()
+                        .wait_agent(seq)
+                        .map(|v| v.to_string())
+                        .map_err(|e| throw(&ctx, e))
                 },
             )?,
         )?;
@@ -338,13 +381,9 @@ fn install<'js>(
             Function::new(
                 ctx.clone(),
                 move |ctx: Ctx<'js>, name: String, arguments: String| -> rquickjs::Result<String> {
-                    match host.borrow_mut().call_tool(&name, arguments) {
-                        Ok(Ok(text)) => Ok(text),
-                        Ok(Err(m)) => Err(Exception::throw_message(&ctx, &m)),
-                        Err(Blocked::Stopped) => {
-                            Err(Exception::throw_internal(&ctx, "workflow stopped"))
-                        }
-                    }
+                    host.borrow_mut()
+                        .call_tool(&name, arguments)
+                        .map_err(|e| throw(&ctx, e))
                 },
             )?,
         )?;
@@ -389,7 +428,10 @@ fn install<'js>(
             })?,
         )?;
     }
-    ctx.eval::<(), _>(PRELUDE)
+    ctx.eval::<(), _>(PRELUDE)?;
+    let deliver: Function<'js> = g.get("__dsh_deliver")?;
+    g.remove("__dsh_deliver")?;
+    Ok(Persistent::save(ctx, deliver))
 }
 
 /// Starts an engine and runs a script that returns at once, with no host: what a run costs

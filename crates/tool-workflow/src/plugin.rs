@@ -8,6 +8,7 @@ use dsh_subagent_api::events::SubagentStarted;
 use dsh_tools::Tools;
 
 use crate::config::{NEVER_SCRIPTED, WorkflowConfig};
+use crate::error::ConfigError;
 use crate::run::StartRegistry;
 use crate::tool::WorkflowTool;
 
@@ -15,16 +16,13 @@ use crate::tool::WorkflowTool;
 #[derive(Debug)]
 pub struct WorkflowToolPlugin;
 
-fn check(config: &WorkflowConfig) -> Result<(), BoxError> {
+fn check(config: &WorkflowConfig) -> Result<(), ConfigError> {
     if let Some(t) = config
         .tools
         .iter()
         .find(|t| NEVER_SCRIPTED.contains(&t.as_str()))
     {
-        return Err(format!(
-            "tool-workflow: tools: `{t}` is not read-only; scripts may call read-only tools only"
-        )
-        .into());
+        return Err(ConfigError::NotReadOnly(t.clone()));
     }
     for (name, value) in [
         ("maxWallMs", config.max_wall_ms),
@@ -34,7 +32,7 @@ fn check(config: &WorkflowConfig) -> Result<(), BoxError> {
         ("maxTokens", config.max_tokens),
     ] {
         if value == 0 {
-            return Err(format!("tool-workflow: {name} must be above 0").into());
+            return Err(ConfigError::Zero(name));
         }
     }
     Ok(())

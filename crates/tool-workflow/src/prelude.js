@@ -9,15 +9,17 @@
   for (const k of ["__dsh_start", "__dsh_wait", "__dsh_tool", "__dsh_log", "__dsh_done",
     "__dsh_fail", "__dsh_not_json"]) delete g[k];
 
-  // A started sub-agent: `await` it (or `wait(run)`) for its result.
+  // Each started sub-agent's promise (hidden from the script) and its resolver, until the
+  // engine hands it the sub-agent's result (`__dsh_deliver`, called as each one ends).
+  const promises = new WeakMap();
+  const resolvers = new Map();
+
+  // A started sub-agent: `await` it (or `wait(run)`) for its result. Its promise never
+  // rejects: a failed sub-agent resolves with `ok: false`.
   class AgentRun {
     constructor(seq, label) { this.seq = seq; this.label = label; Object.freeze(this); }
     result() { return JSON.parse(host.wait(this.seq)); }
-    then(ok, err) {
-      let r;
-      try { r = this.result(); } catch (e) { return Promise.reject(e).then(ok, err); }
-      return Promise.resolve(r).then(ok, err);
-    }
+    then(ok, err) { return promises.get(this).then(ok, err); }
   }
 
   function start(options, fork) {
@@ -28,8 +30,17 @@
     const o = Object.assign({}, options);
     if (fork) o.fork = true;
     const seq = host.start(JSON.stringify(o));
-    return new AgentRun(seq, o.label === undefined ? null : String(o.label));
+    const run = new AgentRun(seq, o.label === undefined ? null : String(o.label));
+    promises.set(run, new Promise((resolve) => resolvers.set(seq, resolve)));
+    return run;
   }
+
+  g.__dsh_deliver = (seq, json) => {
+    const resolve = resolvers.get(seq);
+    if (resolve === undefined) return;
+    resolvers.delete(seq);
+    resolve(JSON.parse(json));
+  };
 
   g.agent = (options) => start(options, false);
   g.fork = (options) => start(options, true);

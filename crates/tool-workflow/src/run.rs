@@ -1,7 +1,7 @@
 //! One run: the engine's host over the sub-agent and tools seams, the run's records in the
 //! calling session, its limits and its end (what still runs is cancelled and awaited).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
@@ -23,8 +23,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::WorkflowConfig;
-use crate::engine::{self, Blocked, EngineLimits, Host, ScriptInput, StopSignal};
-use crate::error::WorkflowError;
+use crate::engine::{self, EngineLimits, Host, ScriptInput, StopSignal};
+use crate::error::{HostError, WorkflowError};
 use crate::events::{AgentEnd, AgentOutcome, AgentStart, RunEnd, RunStart, RunStopReason};
 
 /// Stack of the engine's thread (QuickJS's own limit, `maxStackBytes`, is far below it).
@@ -98,7 +98,7 @@ pub struct AgentRecord {
 #[derive(Debug)]
 enum Msg {
     Agent(u64, Value),
-    Tool(u64, Result<String, String>),
+    Tool(u64, Result<String, HostError>),
     Wake,
 }
 
@@ -247,20 +247,24 @@ struct RunHost {
     started: u64,
     labels: HashSet<String>,
     agents_done: HashMap<u64, Value>,
-    tools_done: HashMap<u64, Result<String, String>>,
+    /// Ended sub-agents whose result the script's promises have not been given, in the order
+    /// they ended.
+    undelivered: VecDeque<u64>,
+    tools_done: HashMap<u64, Result<String, HostError>>,
     next_tool: u64,
 }
 
 impl RunHost {
     /// Waits for the next message; `Stopped` when the run must stop (or the deadline passed).
-    fn pump(&mut self) -> Result<(), Blocked> {
+    fn pump(&mut self) -> Result<(), HostError> {
         if self.shared.stop.is_set() {
-            return Err(Blocked::Stopped);
+            return Err(HostError::Stopped);
         }
         let left = self.deadline.saturating_duration_since(Instant::now());
         match self.inbox.recv_timeout(left) {
             Ok(Msg::Agent(seq, v)) => {
                 self.agents_done.insert(seq, v);
+                self.undelivered.push_back(seq);
             }
             Ok(Msg::Tool(id, r)) => {
                 self.tools_done.insert(id, r);
@@ -272,12 +276,12 @@ impl RunHost {
                 });
             }
             Err(RecvTimeoutError::Disconnected) => {
-                self.shared
-                    .halt(WorkflowError::Engine("the run's inbox closed".to_owned()));
+                // Unreachable while the run holds its sender; treated as a lost engine.
+                self.shared.halt(WorkflowError::ThreadLost);
             }
         }
         if self.shared.stop.is_set() {
-            return Err(Blocked::Stopped);
+            return Err(HostError::Stopped);
         }
         Ok(())
     }
@@ -349,42 +353,42 @@ fn agent_result(
     }
 }
 
+impl RunHost {
+    /// Stops the run with `limit`; the error the script's call ends with.
+    fn limit(&self, limit: WorkflowError) -> HostError {
+        self.shared.halt(limit.clone());
+        HostError::Limit(limit)
+    }
+}
+
 impl Host for RunHost {
-    fn start_agent(&mut self, options: Value) -> Result<u64, String> {
+    fn start_agent(&mut self, options: Value) -> Result<u64, HostError> {
         if self.shared.stop.is_set() {
-            return Err("workflow stopped".to_owned());
+            return Err(HostError::Stopped);
         }
-        let o: AgentOptions =
-            serde_json::from_value(options).map_err(|e| format!("agent(options): {e}"))?;
+        let o: AgentOptions = serde_json::from_value(options).map_err(HostError::Options)?;
         let prompt = o
             .prompt
             .filter(|p| !p.trim().is_empty())
-            .ok_or("agent(options): `prompt` must be a non-empty string")?;
+            .ok_or(HostError::NoPrompt)?;
         let config = self.shared.config.clone();
         if self.started >= config.max_agents {
-            let error = WorkflowError::Agents {
+            return Err(self.limit(WorkflowError::Agents {
                 max: config.max_agents,
-            };
-            let text = error.to_string();
-            self.shared.halt(error);
-            return Err(text);
+            }));
         }
         let used = self.shared.tokens_used.load(Ordering::Acquire);
         if used > config.max_tokens {
-            let error = WorkflowError::Tokens {
+            return Err(self.limit(WorkflowError::Tokens {
                 used,
                 max: config.max_tokens,
-            };
-            let text = error.to_string();
-            self.shared.halt(error);
-            return Err(text);
+            }));
         }
         if let Some(schema) = &o.schema {
-            dsh_tools::schema::check_schema(schema)
-                .map_err(|e| format!("agent(options): invalid schema: {e}"))?;
+            dsh_tools::schema::check_schema(schema).map_err(HostError::Schema)?;
         }
         if o.persona.as_ref().is_some_and(|p| p.trim().is_empty()) {
-            return Err("agent(options): `persona` is empty".to_owned());
+            return Err(HostError::EmptyPersona);
         }
         self.started += 1;
         let seq = self.started;
@@ -455,31 +459,41 @@ impl Host for RunHost {
         Ok(seq)
     }
 
-    fn wait_agent(&mut self, seq: u64) -> Result<Result<Value, String>, Blocked> {
+    fn wait_agent(&mut self, seq: u64) -> Result<Value, HostError> {
         if seq == 0 || seq > self.started {
-            return Ok(Err(format!("wait: no sub-agent {seq} in this run")));
+            return Err(HostError::NoSuchAgent(seq));
         }
         loop {
             if let Some(v) = self.agents_done.get(&seq) {
-                return Ok(Ok(v.clone()));
+                return Ok(v.clone());
             }
             self.pump()?;
         }
     }
 
-    fn call_tool(
-        &mut self,
-        name: &str,
-        arguments: String,
-    ) -> Result<Result<String, String>, Blocked> {
+    fn next_settled(&mut self) -> Result<Option<(u64, Value)>, HostError> {
+        loop {
+            if let Some(seq) = self.undelivered.pop_front() {
+                let value = self.agents_done.get(&seq).cloned().unwrap_or(Value::Null);
+                return Ok(Some((seq, value)));
+            }
+            // Every seq up to `started` reports exactly once.
+            if self.agents_done.len() as u64 >= self.started {
+                return Ok(None);
+            }
+            self.pump()?;
+        }
+    }
+
+    fn call_tool(&mut self, name: &str, arguments: String) -> Result<String, HostError> {
         if !self.shared.config.tools.iter().any(|t| t == name) {
-            return Ok(Err(format!(
-                "tools.{name}: not available to workflow scripts (they may call: {})",
-                self.shared.config.tools.join(", ")
-            )));
+            return Err(HostError::ToolNotAllowed {
+                name: name.to_owned(),
+                allowed: self.shared.config.tools.join(", "),
+            });
         }
         let Some(tools) = self.shared.tools.clone() else {
-            return Ok(Err(format!("tools.{name}: no tools service is mounted")));
+            return Err(HostError::NoTools(name.to_owned()));
         };
         self.next_tool += 1;
         let id = self.next_tool;
@@ -498,13 +512,17 @@ impl Host for RunHost {
         let task = self.handle.spawn(async move {
             let result = tools.execute(request).await;
             let text = result.text();
-            let answer = if result.is_error { Err(text) } else { Ok(text) };
+            let answer = if result.is_error {
+                Err(HostError::Tool(text))
+            } else {
+                Ok(text)
+            };
             let _ = wake.send(Msg::Tool(id, answer));
         });
         shared.tasks.lock().push(task);
         loop {
             if let Some(r) = self.tools_done.remove(&id) {
-                return Ok(r);
+                return r;
             }
             self.pump()?;
         }
@@ -568,9 +586,7 @@ pub async fn run(services: RunServices, spec: RunSpec, cancel: CancellationToken
         })
     };
     let result = match spawn_engine(&shared, rx, spec.input, limits) {
-        Ok(done) => done
-            .await
-            .unwrap_or_else(|_| Err(WorkflowError::Engine("the engine thread died".to_owned()))),
+        Ok(done) => done.await.unwrap_or(Err(WorkflowError::ThreadLost)),
         Err(e) => Err(e),
     };
     watcher.abort();
@@ -612,6 +628,7 @@ fn spawn_engine(
         started: 0,
         labels: HashSet::new(),
         agents_done: HashMap::new(),
+        undelivered: VecDeque::new(),
         tools_done: HashMap::new(),
         next_tool: 0,
     };
@@ -623,6 +640,6 @@ fn spawn_engine(
             let result = engine::run_script(input, Box::new(host), &limits, &stop);
             let _ = tx.send(result);
         })
-        .map_err(|e| WorkflowError::Engine(format!("cannot start the engine thread: {e}")))?;
+        .map_err(|e| WorkflowError::Thread(e.to_string()))?;
     Ok(rx)
 }

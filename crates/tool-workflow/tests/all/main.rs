@@ -211,6 +211,112 @@ async fn cancelling_the_call_cancels_every_sub_agent_in_flight() {
     h.dispose().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promise_race_and_any_give_the_first_sub_agent_to_end_while_another_still_runs() {
+    let h = harness(WorkflowConfig::default()).await;
+    let parent = h.agent().await;
+    // Whichever child asks first answers; the other never ends on its own: the race must not
+    // wait for it (awaiting the handles one by one would hang here).
+    h.llm.push(Script::Chunks(text("fast")));
+    h.llm.push(Script::ChunksThenHang(hanging("slow")));
+    let script = r#"
+        const runs = [agent({ prompt: "one", label: "a" }), agent({ prompt: "two", label: "b" })];
+        // Both orders: awaiting the handles one by one would block on the slow one in one of them.
+        const first = await Promise.race(runs);
+        const reversed = await Promise.race([...runs].reverse());
+        const any = await Promise.any([...runs].reverse());
+        return { first: first.text, ok: first.ok, any: any.text,
+                 same: any.seq === first.seq && reversed.seq === first.seq };
+    "#;
+    let result = within(
+        "the race",
+        call(&h, &parent, script, CancellationToken::new()),
+    )
+    .await;
+    assert!(!result.is_error, "{}", result.text());
+    let value: Value = serde_json::from_str(&result.text()).unwrap();
+    assert_eq!(
+        value,
+        json!({"first": "fast", "ok": true, "any": "fast", "same": true})
+    );
+    // The loser was still running when the script returned: the run's end cancelled it.
+    let r = records(&parent);
+    let outcomes: BTreeSet<String> = r.ends.iter().map(|e| format!("{:?}", e.outcome)).collect();
+    assert_eq!(
+        outcomes,
+        ["Cancelled".to_owned(), "Completed".to_owned()].into()
+    );
+    assert_eq!(r.run_ends[0].stop_reason, RunStopReason::Completed);
+    h.dispose().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_settled_awaits_in_any_order_and_a_failed_child_resolves_not_ok() {
+    let h = harness(WorkflowConfig::default()).await;
+    let parent = h.agent().await;
+    h.llm.push(Script::Chunks(text("first")));
+    h.llm.push(Script::Fail(dsh_llm::LlmFailure::new(
+        "INVALID_REQUEST",
+        "refused by the mock",
+    )));
+    h.llm.push(Script::Chunks(text("third")));
+    let script = r#"
+        const runs = [1, 2, 3].map((i) => agent(`part ${i}`));
+        const settled = await Promise.allSettled(runs);
+        const reversed = [];
+        for (const r of [...runs].reverse()) reversed.push((await r).seq);
+        const again = wait(runs[0]);
+        const all = await Promise.all(runs);
+        return {
+            statuses: settled.map((s) => s.status),
+            ok: settled.map((s) => s.value.ok).sort(),
+            reversed,
+            again: again.seq === all[0].seq && again.text === all[0].text,
+            failed: all.filter((r) => !r.ok).map((r) => typeof r.error),
+        };
+    "#;
+    let result = within(
+        "the join",
+        call(&h, &parent, script, CancellationToken::new()),
+    )
+    .await;
+    assert!(!result.is_error, "{}", result.text());
+    let value: Value = serde_json::from_str(&result.text()).unwrap();
+    assert_eq!(
+        value,
+        json!({
+            "statuses": ["fulfilled", "fulfilled", "fulfilled"],
+            "ok": [false, true, true],
+            "reversed": [3, 2, 1],
+            "again": true,
+            "failed": ["string"],
+        })
+    );
+    h.dispose().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_awaiting_what_never_resolves_ends_with_a_clear_error() {
+    let h = harness(WorkflowConfig::default()).await;
+    let parent = h.agent().await;
+    h.llm.push(Script::Chunks(text("done")));
+    // The engine waits for the child (its end could settle the await), then knows nothing
+    // else can.
+    let script = "agent('answer'); await new Promise(() => {}); return 1;";
+    let result = within(
+        "the stuck workflow",
+        call(&h, &parent, script, CancellationToken::new()),
+    )
+    .await;
+    assert!(result.is_error);
+    assert!(
+        result.text().contains("its result never settled"),
+        "{}",
+        result.text()
+    );
+    h.dispose().await;
+}
+
 async fn runaway(config: WorkflowConfig, script: &str) -> (ToolResult, Records) {
     let h = harness(config).await;
     let parent = h.agent().await;
