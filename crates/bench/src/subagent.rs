@@ -68,7 +68,7 @@ fn run(dsh: &Path, children: usize) -> Result<(f64, f64)> {
 }
 
 /// The last non-runtime-context message of a request: (role, text).
-fn last_message(req: &RecordedRequest) -> (String, String) {
+pub(crate) fn last_message(req: &RecordedRequest) -> (String, String) {
     let body = req.body_json().unwrap_or_default();
     let m = body["messages"]
         .as_array()

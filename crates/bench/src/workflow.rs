@@ -8,10 +8,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use dsh_testkit::{Completion, RecordedRequest};
+use dsh_testkit::Completion;
 
 use crate::report::{Group, Row};
 use crate::run::{World, run_dsh};
+use crate::subagent::last_message;
 
 /// The delays of the fan-out's children, ms (the slowest last).
 const FAN_OUT: [u64; 5] = [40, 80, 120, 160, 200];
@@ -20,26 +21,6 @@ const FAN_OUT: [u64; 5] = [40, 80, 120, 160, 200];
 const SCRIPT: &str = "const runs = args.delays.map((d, i) => agent({ prompt: `child ${i} ${d}`, \
 label: `child ${i}` })); const results = await Promise.all(runs); \
 return results.map((r) => r.text);";
-
-/// The last non-runtime-context message of a request: (role, text).
-fn last_message(req: &RecordedRequest) -> (String, String) {
-    let body = req.body_json().unwrap_or_default();
-    let m = body["messages"]
-        .as_array()
-        .and_then(|ms| {
-            ms.iter().rfind(|m| {
-                !m["content"]
-                    .as_str()
-                    .is_some_and(|t| t.starts_with("Current runtime context."))
-            })
-        })
-        .cloned()
-        .unwrap_or_default();
-    (
-        m["role"].as_str().unwrap_or_default().to_owned(),
-        m["content"].as_str().unwrap_or_default().to_owned(),
-    )
-}
 
 /// The wall time of one `workflow` call with children answering after `delays` ms: from
 /// the end of the parent's response that calls it to the parent's request that carries its

@@ -5,7 +5,10 @@
 
 mod types;
 
-pub use types::{JobInfo, JobReport, JobSpec, JobState, JobsError, Producer, notice_text};
+pub use types::{
+    JOBS_UNAVAILABLE, JobInfo, JobReport, JobSpec, JobState, JobsError, Producer, notice_text,
+    started_text,
+};
 
 use std::time::Duration;
 

@@ -19,6 +19,35 @@ pub struct JobSpec {
     pub tool_call: Option<JobToolCall>,
 }
 
+impl JobSpec {
+    /// The job tool call `call_id` of session `owner` starts (the call is its own root).
+    pub fn for_tool_call(
+        owner: impl Into<String>,
+        kind: impl Into<String>,
+        label: impl Into<String>,
+        call_id: &str,
+    ) -> Self {
+        Self {
+            owner: owner.into(),
+            kind: kind.into(),
+            label: label.into(),
+            tool_call: Some(JobToolCall {
+                call_id: call_id.to_owned(),
+                root_call_id: call_id.to_owned(),
+            }),
+        }
+    }
+}
+
+/// The error text of a tool asked to run in the background when no jobs service is mounted.
+pub const JOBS_UNAVAILABLE: &str = "background jobs unavailable: load the jobs plugin";
+
+/// The result text of a tool call that started job `id` of `kind`:
+/// `started background <kind> job <id>` (the original's, e.g. for `subagent`).
+pub fn started_text(kind: &str, id: &str) -> String {
+    format!("started background {kind} job {id}")
+}
+
 /// How a producer ended.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobReport {

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use dsh_jobs_api::{JobReport, JobSpec, Jobs, Producer};
 use dsh_kernel::Ctx;
-use dsh_session::feature::JobToolCall;
 use dsh_session::wire::JobStatus;
 use dsh_subagent_api::{
     Capabilities, StopReason, SubagentError, SubagentMode, SubagentRequest, Subagents, texts,
@@ -101,11 +100,11 @@ fn parameters_for(background: bool, mode: BackgroundMode) -> Value {
 
 /// The result text of a background start.
 pub fn started_text(job_id: &str) -> String {
-    format!("started background subagent job {job_id}")
+    dsh_jobs_api::started_text("subagent", job_id)
 }
 
 /// The error text when no jobs service is mounted.
-pub const JOBS_UNAVAILABLE: &str = "background jobs unavailable: load the jobs plugin";
+pub use dsh_jobs_api::JOBS_UNAVAILABLE;
 
 /// `subagent` (spawn) or `subagent_fork` (fork).
 pub struct DelegateTool {
@@ -199,15 +198,12 @@ impl DelegateTool {
             .as_ref()
             .and_then(|c| c.get::<dyn Jobs>())
             .ok_or_else(|| ToolError::failed(JOBS_UNAVAILABLE))?;
-        let spec = JobSpec {
-            owner: request.parent_id.clone(),
-            kind: "subagent".to_owned(),
-            label: request.label.clone(),
-            tool_call: Some(JobToolCall {
-                call_id: ctx.call_id().to_owned(),
-                root_call_id: ctx.call_id().to_owned(),
-            }),
-        };
+        let spec = JobSpec::for_tool_call(
+            request.parent_id.clone(),
+            "subagent",
+            request.label.clone(),
+            ctx.call_id(),
+        );
         let subagents = self.subagents.clone();
         let producer: Producer = Box::new(move |cancel| {
             Box::pin(async move {

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use dsh_agent::Agents;
 use dsh_jobs_api::{JobReport, JobSpec, Jobs, Producer};
 use dsh_kernel::{Ctx, ScopeKey};
-use dsh_session::feature::JobToolCall;
 use dsh_session::wire::JobStatus;
 use dsh_subagent_api::Subagents;
 use dsh_tools::{DisplayInput, Tool, ToolContext, ToolDisplay, ToolError, ToolOutput, Tools};
@@ -31,11 +30,11 @@ value, error}. tools.read/grep/glob(args) return text. No files, processes or ne
 
 /// The text of a background start.
 pub fn started_text(job_id: &str) -> String {
-    format!("started background workflow job {job_id}")
+    dsh_jobs_api::started_text(NAME, job_id)
 }
 
 /// The error text when no jobs service is mounted.
-pub const JOBS_UNAVAILABLE: &str = "background jobs unavailable: load the jobs plugin";
+pub use dsh_jobs_api::JOBS_UNAVAILABLE;
 
 /// The phases of a script, as `meta.phases` names them.
 #[derive(Clone, Debug, Deserialize)]
@@ -216,15 +215,12 @@ impl WorkflowTool {
             .ctx
             .get::<dyn Jobs>()
             .ok_or_else(|| ToolError::failed(JOBS_UNAVAILABLE))?;
-        let job = JobSpec {
-            owner: spec.session_id.clone(),
-            kind: NAME.to_owned(),
-            label: spec.name.clone(),
-            tool_call: Some(JobToolCall {
-                call_id: ctx.call_id().to_owned(),
-                root_call_id: ctx.call_id().to_owned(),
-            }),
-        };
+        let job = JobSpec::for_tool_call(
+            spec.session_id.clone(),
+            NAME,
+            spec.name.clone(),
+            ctx.call_id(),
+        );
         let services = self.services();
         let producer: Producer = Box::new(move |cancel: CancellationToken| {
             Box::pin(async move {
