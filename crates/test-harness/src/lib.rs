@@ -23,6 +23,7 @@
 mod builder;
 pub mod e2e;
 mod harness;
+pub mod postgres;
 
 use std::future::Future;
 use std::sync::Arc;
