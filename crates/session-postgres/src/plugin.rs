@@ -1,0 +1,86 @@
+//! [`PgPlugin`]: mounts the PostgreSQL store on the kernel. Provides the `session-persistence`
+//! service, buffers every `session/event` and commits the buffer at `session/flush` (one
+//! statement, one round trip per batch).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_kernel::schemars::{self, JsonSchema};
+use dsh_kernel::{BoxError, Ctx, Plugin};
+use dsh_session::{SessionEvent, SessionFlush, SessionPersistence};
+use serde::Deserialize;
+
+use crate::store::{PgOptions, PgStore};
+
+/// Config of the `session-postgres` plugin.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PgConfig {
+    /// The store: a `postgres://` / `postgresql://` URL (a unix socket directory goes in
+    /// `?host=/dir`) or a `key=value` connection string.
+    pub url: String,
+    /// How long a writer's lease on a session lasts without renewal, in seconds (default 30);
+    /// renewed every third of it while the session is open, and by every commit.
+    #[serde(default)]
+    pub lease_seconds: Option<f64>,
+    /// How long an operation keeps reconnecting to a server that went away, in seconds
+    /// (default 30).
+    #[serde(default)]
+    pub reconnect_seconds: Option<f64>,
+}
+
+/// The PostgreSQL persistence plugin (`session-postgres`).
+#[derive(Debug)]
+pub struct PgPlugin;
+
+fn secs(v: Option<f64>, default: Duration, what: &str) -> Result<Duration, BoxError> {
+    match v {
+        None => Ok(default),
+        Some(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
+        Some(s) => Err(format!(
+            "session-postgres: {what} must be a positive number of seconds, not {s}"
+        )
+        .into()),
+    }
+}
+
+impl Plugin for PgPlugin {
+    const NAME: &'static str = "session-postgres";
+    type Config = PgConfig;
+
+    async fn apply(ctx: Ctx, config: PgConfig) -> Result<(), BoxError> {
+        let options = PgOptions {
+            lease: secs(
+                config.lease_seconds,
+                crate::store::DEFAULT_LEASE,
+                "leaseSeconds",
+            )?,
+            reconnect_window: secs(
+                config.reconnect_seconds,
+                Duration::from_secs(30),
+                "reconnectSeconds",
+            )?,
+            owner: None,
+        };
+        let url = config.url;
+        let store =
+            Arc::new(tokio::task::spawn_blocking(move || PgStore::connect(&url, options)).await??);
+        ctx.provide::<dyn SessionPersistence>(Arc::clone(&store) as Arc<dyn SessionPersistence>)?;
+        let s = Arc::clone(&store);
+        ctx.on::<SessionEvent>(move |ev| {
+            s.append_events(&ev.session_id, std::slice::from_ref(&ev.event))?;
+            Ok(())
+        })?;
+        let s = Arc::clone(&store);
+        ctx.on_parallel::<SessionFlush, _, _>(move |ev| {
+            let s = Arc::clone(&s);
+            async move {
+                // Durable or write-through alike: a commit is a transaction on the server.
+                s.commit(&ev.session_id).await?;
+                Ok(())
+            }
+        })?;
+        ctx.on_dispose(move || store.close_all())?;
+        Ok(())
+    }
+}

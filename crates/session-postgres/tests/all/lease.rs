@@ -1,0 +1,229 @@
+//! Ownership: leases, epochs, refusals, readers, a server restart.
+
+use dsh_session::SessionPersistence;
+use dsh_session_postgres::{LeaseLoss, PgStoreError};
+use dsh_test_harness::postgres::PrivateCluster;
+
+use crate::{database, events, header, sql, store};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_epoch_refuses_the_old_writers_next_append() {
+    let Some((_c, url)) = database("a_newer_epoch_refuses_the_old_writers_next_append") else {
+        return;
+    };
+    let a = store(&url, "writer-a");
+    let b = store(&url, "writer-b");
+    a.create_session(&header("s1")).unwrap();
+    a.append_events("s1", &events(0, 3)).unwrap();
+    a.commit("s1").await.unwrap();
+    assert_eq!(a.epoch("s1"), Some(1));
+
+    // A live lease: a second writer is refused, naming the holder.
+    let err = b.open_session("s1").unwrap_err();
+    assert!(
+        matches!(&err, PgStoreError::Locked { owner, epoch: 1, .. } if owner == "writer-a"),
+        "{err}"
+    );
+
+    // Writer A is paused past its expiry; B takes the session over with epoch 2.
+    let db = sql(&url).await;
+    db.execute(
+        "UPDATE dsh_sessions SET expires_at = now() - interval '1 second' WHERE id = 's1'",
+        &[],
+    )
+    .await
+    .unwrap();
+    let log = b.open_session("s1").unwrap();
+    assert_eq!(log.events.len(), 3);
+    assert_eq!(b.epoch("s1"), Some(2));
+
+    // A wakes up: its next batch is refused, naming the new owner, and nothing of it is stored.
+    a.append_events("s1", &events(3, 5)).unwrap();
+    let err = a.commit("s1").await.unwrap_err();
+    match &err {
+        PgStoreError::LeaseLost {
+            session,
+            owner,
+            epoch,
+            cause,
+        } => {
+            assert_eq!(session, "s1");
+            assert_eq!(owner, "writer-a");
+            assert_eq!(*epoch, 1);
+            assert_eq!(
+                cause,
+                &LeaseLoss::TakenOver {
+                    owner: "writer-b".into(),
+                    epoch: 2
+                }
+            );
+        }
+        other => panic!("expected LeaseLost, got {other}"),
+    }
+    let text = err.to_string();
+    assert!(text.starts_with("SESSION_LEASE_LOST"), "{text}");
+    assert!(
+        text.contains("taken over by writer-b with epoch 2"),
+        "{text}"
+    );
+    // Through the seam it is a storage failure (the turn ends with SESSION_IO, saying why).
+    let seam = SessionPersistence::flush(&a, "s1").unwrap_err();
+    assert_eq!(seam.code(), "SESSION_IO");
+    assert!(seam.to_string().contains("SESSION_LEASE_LOST"), "{seam}");
+
+    // B goes on from seq 3; the log holds A's committed batch and B's, nothing of A's refused one.
+    b.append_events("s1", &events(3, 4)).unwrap();
+    b.commit("s1").await.unwrap();
+    let stored = b.read_session("s1").unwrap();
+    assert_eq!(stored.events.len(), 4);
+    let count: i64 = db
+        .query_one(
+            "SELECT count(*) FROM dsh_events WHERE session_id = 's1'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 4);
+    b.close_session("s1").unwrap();
+    a.close_all();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_refuses_the_writer_even_without_a_new_owner() {
+    let Some((_c, url)) = database("an_expired_lease_refuses_the_writer_even_without_a_new_owner")
+    else {
+        return;
+    };
+    let a = store(&url, "writer-a");
+    a.create_session(&header("s1")).unwrap();
+    a.append_events("s1", &events(0, 2)).unwrap();
+    a.commit("s1").await.unwrap();
+    let db = sql(&url).await;
+    db.execute(
+        "UPDATE dsh_sessions SET expires_at = now() - interval '5 seconds' WHERE id = 's1'",
+        &[],
+    )
+    .await
+    .unwrap();
+    // Renewal does not revive an expired lease.
+    assert_eq!(a.renew_now().unwrap(), vec!["s1".to_owned()]);
+    a.append_events("s1", &events(2, 3)).unwrap();
+    let err = a.commit("s1").await.unwrap_err();
+    assert!(
+        matches!(&err, PgStoreError::LeaseLost { cause: LeaseLoss::Expired { ago_ms }, .. } if *ago_ms >= 4000),
+        "{err}"
+    );
+    assert_eq!(a.read_session("s1").unwrap().events.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_take_no_lease() {
+    let Some((_c, url)) = database("readers_take_no_lease") else {
+        return;
+    };
+    let a = store(&url, "writer-a");
+    a.create_session(&header("s1")).unwrap();
+    a.append_events("s1", &events(0, 4)).unwrap();
+    a.commit("s1").await.unwrap();
+    let reader = store(&url, "reader");
+    let before = reader.round_trips();
+    let log = reader.read_session("s1").unwrap();
+    assert_eq!(log.events.len(), 4);
+    let bytes = reader.export_jsonl("s1").unwrap();
+    assert_eq!(bytes, a.export_jsonl("s1").unwrap());
+    let listed = SessionPersistence::list(&reader).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, "s1");
+    assert!(SessionPersistence::exists(&reader, "s1"));
+    assert!(reader.round_trips() > before);
+    // The lease is A's as before: same owner and epoch, and A goes on writing.
+    let db = sql(&url).await;
+    let row = db
+        .query_one("SELECT owner, epoch FROM dsh_sessions WHERE id = 's1'", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Option<String>>(0).as_deref(), Some("writer-a"));
+    assert_eq!(row.get::<_, i64>(1), 1);
+    a.append_events("s1", &events(4, 5)).unwrap();
+    a.commit("s1").await.unwrap();
+    // A reader sees only committed rows: the appended but uncommitted one is not there.
+    a.append_events("s1", &events(5, 6)).unwrap();
+    assert_eq!(reader.read_session("s1").unwrap().events.len(), 5);
+    a.close_session("s1").unwrap();
+    assert_eq!(reader.read_session("s1").unwrap().events.len(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_round_trip_per_commit_batch() {
+    let Some((_c, url)) = database("one_round_trip_per_commit_batch") else {
+        return;
+    };
+    let a = store(&url, "writer-a");
+    a.create_session(&header("s1")).unwrap();
+    for batch in 0..5u64 {
+        a.append_events("s1", &events(batch * 40, batch * 40 + 40))
+            .unwrap();
+        let before = a.round_trips();
+        a.commit("s1").await.unwrap();
+        assert_eq!(a.round_trips() - before, 1, "batch {batch}");
+    }
+    assert_eq!(a.read_session("s1").unwrap().events.len(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_releases_the_lease_and_an_unflushed_session_leaves_nothing() {
+    let Some((_c, url)) =
+        database("closing_releases_the_lease_and_an_unflushed_session_leaves_nothing")
+    else {
+        return;
+    };
+    let a = store(&url, "writer-a");
+    let b = store(&url, "writer-b");
+    a.create_session(&header("s1")).unwrap();
+    // Registered for write: the id is taken, but not listed.
+    assert!(matches!(
+        b.create_session(&header("s1")),
+        Err(PgStoreError::Exists(_))
+    ));
+    assert!(SessionPersistence::list(&b).unwrap().is_empty());
+    a.close_session("s1").unwrap();
+    assert!(!SessionPersistence::exists(&b, "s1"));
+    assert!(matches!(
+        b.open_session("s1"),
+        Err(PgStoreError::NotFound(_))
+    ));
+
+    a.create_session(&header("s2")).unwrap();
+    a.append_events("s2", &events(0, 2)).unwrap();
+    a.close_session("s2").unwrap();
+    // Released: the next writer takes it at once, with a new epoch.
+    let log = b.open_session("s2").unwrap();
+    assert_eq!(log.events.len(), 2);
+    assert_eq!(b.epoch("s2"), Some(2));
+    b.close_session("s2").unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_reconnects_after_a_server_restart_and_goes_on() {
+    // Its own cluster: a restart cuts every connection of the cluster.
+    let Some(private) =
+        PrivateCluster::start("the_writer_reconnects_after_a_server_restart_and_goes_on")
+    else {
+        return;
+    };
+    let url = private.cluster.fresh_database();
+    let a = store(&url, "writer-a");
+    a.create_session(&header("s1")).unwrap();
+    a.append_events("s1", &events(0, 3)).unwrap();
+    a.commit("s1").await.unwrap();
+    private.cluster.restart();
+    a.append_events("s1", &events(3, 6)).unwrap();
+    a.commit("s1").await.unwrap();
+    assert!(a.reconnects() >= 1, "the store did not reconnect");
+    // The lease survived the restart (it lives in the database), the log is whole.
+    assert_eq!(a.epoch("s1"), Some(1));
+    let reader = store(&url, "reader");
+    assert_eq!(reader.read_session("s1").unwrap().events.len(), 6);
+    a.close_session("s1").unwrap();
+}
