@@ -342,12 +342,15 @@ impl Hub {
                 return;
             };
             let work = {
+                // Asked before the hub's lock is taken: the agent and the services commit
+                // events, which reach `committed`, under their own locks.
+                let agent_idle = hub.agent.status() == AgentStatus::Idle;
+                let work = hub.background_now();
                 let mut st = hub.state.lock();
-                if st.state != SessionState::Idle || hub.agent.status() != AgentStatus::Idle {
+                if st.state != SessionState::Idle || !agent_idle {
                     // A turn started meanwhile: its end brings another quiet point.
                     return;
                 }
-                let work = hub.background_now();
                 st.background = work.clone();
                 hub.send(st.last_seq.unwrap_or(0), EventMsg::Background(work.clone()));
                 work
@@ -463,18 +466,25 @@ impl Hub {
 
     /// An approval question closed.
     pub fn approval_closed(&self, request_id: &str) {
+        // The agent's state first: never ask the agent while holding the hub's lock (the agent
+        // commits events, which reach `committed`, under its own lock).
+        let agent_state = self.agent_state();
         let mut st = self.state.lock();
         st.approvals.retain(|a| a.request_id != request_id);
         if st.approvals.is_empty()
             && st.questions.is_empty()
             && st.state == SessionState::WaitingForApproval
         {
-            let state = match self.agent.status() {
-                AgentStatus::Running => SessionState::Working,
-                AgentStatus::Idle => SessionState::Idle,
-                _ => SessionState::Ended,
-            };
-            self.set_state(&mut st, state);
+            self.set_state(&mut st, agent_state);
+        }
+    }
+
+    /// The session state the agent's status alone implies.
+    fn agent_state(&self) -> SessionState {
+        match self.agent.status() {
+            AgentStatus::Running => SessionState::Working,
+            AgentStatus::Idle => SessionState::Idle,
+            _ => SessionState::Ended,
         }
     }
 
@@ -489,18 +499,14 @@ impl Hub {
 
     /// A question closed (answered or dismissed).
     pub fn question_closed(&self, request_id: &str) {
+        let agent_state = self.agent_state();
         let mut st = self.state.lock();
         st.questions.retain(|q| q.request_id != request_id);
         if st.approvals.is_empty()
             && st.questions.is_empty()
             && st.state == SessionState::WaitingForApproval
         {
-            let state = match self.agent.status() {
-                AgentStatus::Running => SessionState::Working,
-                AgentStatus::Idle => SessionState::Idle,
-                _ => SessionState::Ended,
-            };
-            self.set_state(&mut st, state);
+            self.set_state(&mut st, agent_state);
         }
     }
 
