@@ -60,6 +60,7 @@ pub(crate) fn registry() -> PluginRegistry {
         .register::<dsh_plan_mode::PlanCommandPlugin>()
         .register::<dsh_goal::GoalPlugin>()
         .register::<dsh_goal::GoalCommandPlugin>()
+        .register::<dsh_goal::GoalContextPlugin>()
         .register::<dsh_tool_ask_user::AskUserToolPlugin>()
         .register::<dsh_tool_workflow::WorkflowToolPlugin>()
         .register::<dsh_checkpoint::CheckpointPlugin>()

@@ -12,8 +12,11 @@
 //! - The round driver ([`driver`]) queues the next round when a turn ends with an active, armed
 //!   goal; an interrupted round pauses the goal; the round limit blocks it (`round-limit`).
 //! - `/goal` ([`GoalCommandPlugin`]) in the command registry.
+//! - The goal's runtime-context section ([`GoalContextPlugin`]): the objective and the goal-tool
+//!   policy while a goal is active or paused, appended as context (the prompt stays as it is).
 
 mod command;
+mod context;
 pub mod driver;
 mod plugin;
 mod service;
@@ -21,6 +24,7 @@ pub mod texts;
 mod tools;
 
 pub use command::{GoalCommandPlugin, render, run as run_goal_command};
+pub use context::{GoalContextPlugin, SECTION as CONTEXT_SECTION};
 pub use plugin::{GoalConfig, GoalPlugin};
 pub use service::{Activation, GoalError, GoalView, Goals};
 pub use tools::{CREATE, GET, GoalTool, GoalToolKind, UPDATE, display, goal_value};

@@ -44,6 +44,29 @@ pub fn wrapup(objective: &str, blocked: Option<&str>) -> String {
     }
 }
 
+/// The `goal` runtime-context section of an active goal: the objective and the goal-tool
+/// policy the round prompt refers to (dsh's text; the references do not give the original's).
+pub fn context_active(objective: &str, blocked_after: u64) -> String {
+    format!(
+        "Goal of this session (set by the user): {}\nIt is active: the session works on it in \
+         automatic rounds, each opened by a <goal_round> message. Work toward the whole \
+         objective and verify the result. Once it is achieved, read the goal (get_goal) and mark \
+         it complete (update_goal). Report it blocked only after the same blocker persisted \
+         {blocked_after} consecutive rounds, with the blocker in blocked_reason. Edit, pause or \
+         resume the goal only when the user asks for it directly.",
+        json(objective)
+    )
+}
+
+/// The `goal` runtime-context section of a paused goal.
+pub fn context_paused(objective: &str) -> String {
+    format!(
+        "Goal of this session (set by the user): {}\nIt is paused: no automatic rounds run until \
+         the user resumes it (/goal resume). Do not resume it yourself.",
+        json(objective)
+    )
+}
+
 /// A notice summary: at most 120 characters (cut with `…`).
 pub fn summary(text: &str) -> String {
     const MAX: usize = 120;

@@ -36,6 +36,8 @@ pub mod order {
     pub const APPROVAL_POLICY: i32 = 115;
     /// Runtime context `subagent:delegation`.
     pub const SUBAGENT_DELEGATION: i32 = 120;
+    /// Runtime context `goal` (the session's active or paused goal).
+    pub const GOAL: i32 = 125;
 }
 
 /// What an assembly is for: the agent's scope and the values of the template variables.

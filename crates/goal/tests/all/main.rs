@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod context;
 mod protocol;
 
 use std::sync::Arc;
