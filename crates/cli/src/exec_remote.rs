@@ -34,6 +34,56 @@ fn effort(e: crate::Effort) -> dsh_protocol::Effort {
     }
 }
 
+fn sandbox_mode(m: dsh_sandbox::SandboxMode) -> dsh_protocol::SandboxMode {
+    match m {
+        dsh_sandbox::SandboxMode::ReadOnly => dsh_protocol::SandboxMode::ReadOnly,
+        dsh_sandbox::SandboxMode::WorkspaceWrite => dsh_protocol::SandboxMode::WorkspaceWrite,
+        dsh_sandbox::SandboxMode::DangerFullAccess => dsh_protocol::SandboxMode::DangerFullAccess,
+    }
+}
+
+fn approval_policy(p: dsh_approval::ApprovalPolicy) -> dsh_protocol::ApprovalPolicy {
+    match p {
+        dsh_approval::ApprovalPolicy::Untrusted => dsh_protocol::ApprovalPolicy::Untrusted,
+        dsh_approval::ApprovalPolicy::OnRequest => dsh_protocol::ApprovalPolicy::OnRequest,
+        dsh_approval::ApprovalPolicy::OnFailure => dsh_protocol::ApprovalPolicy::OnFailure,
+        dsh_approval::ApprovalPolicy::Never => dsh_protocol::ApprovalPolicy::Never,
+    }
+}
+
+/// The session settings `exec --server` and `exec --bg` ask the server for: the route (`--bg`
+/// names it; `--server` takes the server's), model, effort, and the session's own sandbox mode
+/// and approval policy (pinned in its log by the server, refused there when it cannot enforce
+/// them). The flags that change the server's composition are refused with their reason: they
+/// would otherwise be silently ignored.
+pub(crate) fn remote_settings(
+    args: &ExecArgs,
+    route: Option<String>,
+    how: &str,
+) -> Result<SessionSettings, Failure> {
+    let composition_only = [
+        (args.sandbox.network.is_some(), "--network"),
+        (args.compose.config.is_some(), "--config"),
+        (!args.compose.patch.is_empty(), "--patch"),
+        (args.plan.plan.is_some(), "--plan"),
+        (args.max_parallel_tools.is_some(), "--max-parallel-tools"),
+    ];
+    if let Some((_, flag)) = composition_only.iter().find(|(set, _)| *set) {
+        return Err(Failure::usage(anyhow!(
+            "{flag} cannot be used with {how}: it changes the composition, which is the \
+             server's (start the server with it instead)"
+        )));
+    }
+    Ok(SessionSettings {
+        route,
+        model: args.model.clone(),
+        effort: args.effort.map(effort),
+        sandbox: args.sandbox.sandbox.map(sandbox_mode),
+        approval_policy: args.sandbox.ask_for_approval.map(approval_policy),
+        ..Default::default()
+    })
+}
+
 /// Runs `dsh exec --server URL`.
 pub(crate) async fn run(args: ExecArgs, server: String, prompt: String) -> Result<u8, Failure> {
     let token = std::env::var("DSH_SERVER_TOKEN")
@@ -50,11 +100,7 @@ pub(crate) async fn run(args: ExecArgs, server: String, prompt: String) -> Resul
     };
     let options = SessionOptions {
         cwd,
-        settings: SessionSettings {
-            model: args.model.clone(),
-            effort: args.effort.map(effort),
-            ..Default::default()
-        },
+        settings: remote_settings(&args, None, "--server")?,
     };
     let open = match (&args.resume, &args.session) {
         (Some(id), _) => OpenSession::Resume {

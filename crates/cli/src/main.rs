@@ -186,15 +186,19 @@ pub(crate) struct ExecArgs {
     #[arg(long)]
     pub(crate) usage: bool,
     /// Run the task on a `dsh serve` at this URL (`http://127.0.0.1:7433`); its token, if it
-    /// needs one, comes from `DSH_SERVER_TOKEN`. The composition is the server's.
+    /// needs one, comes from `DSH_SERVER_TOKEN`. The composition is the server's (`--config`,
+    /// `--patch`, `--network`, `--plan`, `--max-parallel-tools` are refused); `--sandbox` and
+    /// `--ask-for-approval` are the session's own.
     #[arg(long, value_name = "URL", conflicts_with = "continue_latest")]
     pub(crate) server: Option<String>,
     /// Run the task in the background: the per-user server (a `dsh serve` on
     /// `$DSH_HOME/run/serve.sock`, started if none runs, gone after `$DSH_BG_IDLE_EXIT`
     /// (default 5m) without clients or work) runs it; its session id is printed at once. See
-    /// `dsh ps`, `dsh attach ID`, `dsh stop ID`. The composition (sandbox, approval policy,
-    /// plugins) is the server's: the flags that change it are refused here.
-    #[arg(long, conflicts_with_all = ["server", "continue_latest", "json", "usage", "max_parallel_tools", "config", "patch", "sandbox", "network", "ask_for_approval", "plan"])]
+    /// `dsh ps`, `dsh attach ID`, `dsh stop ID`. The composition (plugins, network, plan mode)
+    /// is the server's: the flags that change it are refused here; `--sandbox` and
+    /// `--ask-for-approval` are the session's own (pinned in its log, refused by the server
+    /// when it cannot enforce them).
+    #[arg(long, conflicts_with_all = ["server", "continue_latest", "json", "usage", "max_parallel_tools", "config", "patch", "network", "plan"])]
     pub(crate) bg: bool,
     #[command(flatten)]
     pub(crate) compose: ComposeArgs,

@@ -62,36 +62,20 @@ pub(crate) struct AttachArgs {
 }
 
 fn protocol(e: ProtocolError) -> Failure {
-    match e.code {
-        ErrorCode::InvalidRequest | ErrorCode::SessionNotFound => Failure::usage(anyhow!("{e}")),
-        _ => Failure::run(anyhow!("{e}")),
-    }
-}
-
-fn effort(e: crate::Effort) -> dsh_protocol::Effort {
-    match e {
-        crate::Effort::Off => dsh_protocol::Effort::Off,
-        crate::Effort::Low => dsh_protocol::Effort::Low,
-        crate::Effort::High => dsh_protocol::Effort::High,
-        crate::Effort::Max => dsh_protocol::Effort::Max,
-    }
+    crate::exec_remote::failure(e)
 }
 
 /// Opens the session of `dsh exec --bg` and submits its task; the session's id.
 async fn submit(
     client: &RemoteClient,
     args: &ExecArgs,
+    settings: &SessionSettings,
     prompt: &str,
 ) -> Result<String, ProtocolError> {
     let cwd = args.cwd.as_ref().map(|d| d.display().to_string());
     let options = SessionOptions {
         cwd,
-        settings: SessionSettings {
-            route: Some(args.provider.clone()),
-            model: args.model.clone(),
-            effort: args.effort.map(effort),
-            ..Default::default()
-        },
+        settings: settings.clone(),
     };
     match &args.resume {
         Some(id) => {
@@ -130,13 +114,16 @@ async fn submit(
 pub(crate) async fn exec(mut args: ExecArgs, prompt: String) -> Result<u8, Failure> {
     // The directory is checked here and sent absolute: the server runs elsewhere.
     args.cwd = Some(crate::exec::working_dir(args.cwd.as_ref())?);
+    let settings = crate::exec_remote::remote_settings(&args, Some(args.provider.clone()), "--bg")?;
     let (client, started) = server::ensure().await?;
-    let id = match submit(&client, &args, &prompt).await {
+    let id = match submit(&client, &args, &settings, &prompt).await {
         Ok(id) => id,
         // A server that was stopping as this one connected: start one and try again.
         Err(e) if e.code == ErrorCode::Transport => {
             let (client, _) = server::ensure().await?;
-            submit(&client, &args, &prompt).await.map_err(protocol)?
+            submit(&client, &args, &settings, &prompt)
+                .await
+                .map_err(protocol)?
         }
         Err(e) => return Err(protocol(e)),
     };

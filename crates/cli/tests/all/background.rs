@@ -502,3 +502,29 @@ fn attach_opens_the_tui_on_a_background_session_and_its_approval_is_answered_the
         bg.stored(&id).contains(r"approved-when-attached\n")
     });
 }
+
+/// `dsh exec --bg --sandbox read-only`: the background session keeps the mode it was started
+/// with (a write in its own working directory, which the server's default would allow, is
+/// refused), pinned in its log.
+#[test]
+fn exec_bg_runs_the_session_in_the_sandbox_mode_it_names() {
+    let bg = Bg::new();
+    let target = bg.env.cwd().join("bg.txt");
+    bg.env.server().push_all([
+        Completion::new()
+            .tool_call(
+                "write",
+                &serde_json::json!({"file_path": target, "content": "written"}).to_string(),
+            )
+            .reply(),
+        Completion::new().text("refused").reply(),
+    ]);
+    let out = bg.dsh(&["exec", "--bg", "--sandbox", "read-only", "write it"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let id = stdout(&out).trim().to_owned();
+    bg.wait_row(&id, "idle after its turn", is_idle_after(1));
+    wait("the refusal stored", || bg.stored(&id).contains("refused"));
+    assert!(!target.exists(), "a read-only session wrote");
+    let log = bg.stored(&id);
+    assert!(log.contains("read-only"), "the mode is not pinned: {log}");
+}

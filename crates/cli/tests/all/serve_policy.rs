@@ -319,3 +319,79 @@ fn a_bad_sandbox_or_approval_policy_answers_400_naming_the_field() {
     let (_, list) = raw(&served.addr, "GET", "/v1/sessions", None, None);
     assert!(list.ends_with("[]"), "{list}");
 }
+
+/// `dsh exec --server URL --sandbox MODE --ask-for-approval never`: the session's own mode on a
+/// server whose default is full access (the write outside the workspace refused, the session
+/// pinned to it); the flags that would change the server's composition are refused by name
+/// instead of being ignored.
+#[test]
+fn exec_through_a_server_passes_its_sandbox_and_approval_policy() {
+    let env = Env::new();
+    let (_keep, outside) = outside();
+    let target = outside.join("exec.txt");
+    env.server().push_all([
+        write_call(&target).reply(),
+        Completion::new().text("refused, as asked").reply(),
+    ]);
+    let served = serve(&env, &["--sandbox", "danger-full-access"]);
+    let out = env
+        .dsh()
+        .args([
+            "exec",
+            "--server",
+            &served.url,
+            "--sandbox",
+            "workspace-write",
+            "--ask-for-approval",
+            "never",
+            "--json",
+            "write outside",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!target.exists(), "the session wrote outside its workspace");
+    assert!(stdout.contains("FS_SANDBOX_DENIED"), "{stdout}");
+    let rt = runtime();
+    rt.block_on(async {
+        let remote = RemoteClient::new(&served.url, None).unwrap();
+        let all = remote
+            .sessions(dsh_serve::protocol::SessionQuery::default())
+            .await
+            .unwrap();
+        let [listed] = all.as_slice() else {
+            panic!("one session expected: {all:?}")
+        };
+        // The stored session's summary: its settings as its log pins them.
+        let s = remote.session(&listed.id).await.unwrap();
+        assert_eq!(s.settings.sandbox, Some(SandboxMode::WorkspaceWrite));
+        assert_eq!(s.settings.approval_policy, Some(ApprovalPolicy::Never));
+    });
+    for (flag, value) in [
+        ("--network", Some("on")),
+        ("--plan", None),
+        ("--max-parallel-tools", Some("2")),
+    ] {
+        let mut args = vec!["exec", "--server", served.url.as_str(), flag];
+        args.extend(value);
+        args.push("task");
+        let out = env.dsh().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains("composition"),
+            "{flag}: {stderr}"
+        );
+    }
+    assert_eq!(
+        env.server().request_count(),
+        2,
+        "a refused run reached the model"
+    );
+}
