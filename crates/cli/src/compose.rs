@@ -17,6 +17,7 @@ pub(crate) fn registry() -> PluginRegistry {
     let mut r = PluginRegistry::new();
     r.register::<dsh_session::plugin::SessionsPlugin>()
         .register::<dsh_session_jsonl::JsonlPlugin>()
+        .register::<dsh_session_postgres::PgPlugin>()
         .register::<dsh_session_title::SessionTitlePlugin>()
         .register::<dsh_catalog::CatalogPlugin>()
         .register::<dsh_llm::service::LlmPlugin>()
@@ -77,7 +78,8 @@ fn read_layer(path: &Path) -> Result<Layer, Failure> {
 }
 
 /// The layers in order: the preset, `$DSH_HOME/dsh.yaml` if present, the `mcpServers` of
-/// `$DSH_HOME/mcp.json` and the project's `.mcp.json`, `--config`, each `--patch`.
+/// `$DSH_HOME/mcp.json` and the project's `.mcp.json`, `--config`, each `--patch`, the store of
+/// `--store` / `DSH_STORE`.
 pub(crate) fn layers(args: &ComposeArgs) -> Result<Vec<Layer>, Failure> {
     let mut layers =
         vec![Layer::parse("preset:headless", HEADLESS_PRESET).map_err(Failure::usage)?];
@@ -92,6 +94,8 @@ pub(crate) fn layers(args: &ComposeArgs) -> Result<Vec<Layer>, Failure> {
     for p in &args.patch {
         layers.push(read_layer(p)?);
     }
+    // `--store URL` / `DSH_STORE`: the PostgreSQL store's row in place of session-jsonl's.
+    layers.extend(crate::store_cmd::layer(args.store.as_deref())?);
     Ok(layers)
 }
 

@@ -373,8 +373,14 @@ pub(crate) async fn drive(
     // Closed in the host: the turn settled, the log flushed, the lock released, its background
     // work stopped; the log stream ends after the records the close committed. The session
     // stays stored (on the server with `--server`), to be resumed.
+    // A log that could not be stored at the end (the turn-end barrier failed: a full disk, a
+    // lease lost to another host) fails the run, saying why, whatever the turn's outcome.
+    let mut unstored = None;
     if let Err(e) = client.close(&id).await {
         tracing::warn!(error = %e, "closing the session failed");
+        if e.code == dsh_protocol::ErrorCode::StorageFailed {
+            unstored = Some(e.message);
+        }
     }
     follower.abort();
     if tty && remote {
@@ -388,6 +394,11 @@ pub(crate) async fn drive(
     }
     if !options.json && !outcome.text.is_empty() {
         crate::config_cmd::write_stdout(&format!("{}\n", outcome.text))?;
+    }
+    if let Some(why) = unstored {
+        return Err(Failure::run(anyhow!(
+            "the session {id} could not be stored: {why}"
+        )));
     }
     if let Some(stop) = stopped {
         match server {

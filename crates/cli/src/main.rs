@@ -27,6 +27,7 @@ mod serve_cmd;
 mod sessions_cmd;
 mod sessions_delete;
 mod stats_cmd;
+mod store_cmd;
 mod tui_cmd;
 mod watch;
 
@@ -139,6 +140,10 @@ pub(crate) struct ComposeArgs {
     /// A composition file applied last (repeatable, in order).
     #[arg(long, value_name = "FILE")]
     pub(crate) patch: Vec<PathBuf>,
+    /// The session store: a `postgres://` URL (the PostgreSQL store, shared by several hosts)
+    /// or `jsonl` (the default: JSONL files under $DSH_HOME/sessions).
+    #[arg(long, value_name = "URL", env = "DSH_STORE")]
+    pub(crate) store: Option<String>,
     /// The session's working directory when a command has one (`exec --cwd`): the project
     /// whose `.mcp.json` is read (default: the current directory).
     #[arg(skip)]
@@ -219,11 +224,12 @@ enum SessionsCommand {
         /// Session id.
         id: String,
     },
-    /// The raw log of a session.
-    Export {
-        /// Session id.
-        id: String,
-    },
+    /// The raw log of a session (plain JSONL), to stdout, a file or directory, or another
+    /// store (`--to postgres://…`).
+    Export(store_cmd::ExportArgs),
+    /// Store plain JSONL session logs (as `export` writes them) in the JSONL store or, with
+    /// `--store URL`, a PostgreSQL store.
+    Import(store_cmd::ImportArgs),
     /// Make a refused (corrupt) log resumable without destroying anything: keep the valid
     /// prefix and move the rest, byte for byte, to a side file next to the log.
     Repair {
@@ -311,7 +317,11 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                     SessionsCommand::List(args) => sessions_cmd::list(args).await,
                     SessionsCommand::Search(args) => sessions_cmd::search(args).await,
                     SessionsCommand::Show { id } => sessions_cmd::show(&id).await,
-                    SessionsCommand::Export { id } => sessions_cmd::export(&id).await,
+                    SessionsCommand::Export(args) if args.store.is_none() && args.to.is_none() => {
+                        sessions_cmd::export(&args.id).await
+                    }
+                    SessionsCommand::Export(args) => store_cmd::export(args).await,
+                    SessionsCommand::Import(args) => store_cmd::import(args).await,
                     SessionsCommand::Repair { id, yes } => sessions_cmd::repair(&id, yes).await,
                     SessionsCommand::Delete(args) => sessions_delete::delete(args).await,
                 }

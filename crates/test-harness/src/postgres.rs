@@ -124,6 +124,37 @@ impl TestCluster {
         }
     }
 
+    /// Runs SQL on the database at `url` with `psql` (what a test changes behind a store's
+    /// back, e.g. another host taking a lease) and returns its unaligned output.
+    ///
+    /// # Panics
+    /// When `psql` fails.
+    pub fn psql(&self, url: &str, sql: &str) -> String {
+        let out = match Command::new(self.program("psql"))
+            .args([
+                "-X",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-d",
+                url,
+                "-c",
+                sql,
+            ])
+            .output()
+        {
+            Ok(o) => o,
+            Err(e) => panic!("cannot run psql: {e}"),
+        };
+        assert!(
+            out.status.success(),
+            "psql failed on {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
     /// Restarts the server (`pg_ctl restart -m fast`): every connection is cut, and the server
     /// accepts new ones once this returns.
     ///

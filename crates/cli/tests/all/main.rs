@@ -18,6 +18,7 @@ mod images;
 mod mcp;
 mod mcp_interop;
 mod original;
+mod postgres;
 mod providers;
 mod resume;
 mod rewind;
