@@ -218,3 +218,46 @@ fn exec_without_a_person_tells_the_model_to_decide_by_itself() {
     let body: Value = serde_json::from_slice(&env.server().requests()[from].body).unwrap();
     assert!(!body["tools"].to_string().contains("ask_user_question"));
 }
+
+/// `dsh exec --server URL`: the goal's rounds run on the server and the exec waits for them,
+/// exiting with the goal's end state as a local exec does (1 out of rounds, 0 complete).
+#[test]
+fn exec_server_runs_the_goal_rounds_and_exits_with_the_goal_s_end_state() {
+    let env = Env::new();
+    env.server().push(
+        Completion::new()
+            .tool_call_with_id(
+                "call_goal",
+                "create_goal",
+                r#"{"objective":"tidy the repo","max_goal_rounds":2}"#,
+            )
+            .reply(),
+    );
+    env.server()
+        .push(Completion::new().text("Goal set.").reply());
+    env.server()
+        .push(Completion::new().text("Round one.").reply());
+    env.server()
+        .push(Completion::new().text("Round two.").reply());
+    let served = crate::serve::serve(&env, &[]);
+    let out = env
+        .dsh()
+        .args([
+            "exec",
+            "--server",
+            &served.url,
+            "Tidy the repo until it is clean",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "the goal is blocked: round-limit: Goal reached its configured limit of 2 rounds."
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(env.server().request_count(), 4, "two rounds, no third");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Round two.\n");
+}

@@ -32,3 +32,4 @@ mod titles;
 mod tool_set;
 mod web;
 mod wire;
+mod workflow;
