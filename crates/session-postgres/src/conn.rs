@@ -195,6 +195,18 @@ impl Db {
         Ok(c)
     }
 
+    /// The first connection: one attempt, so that a wrong URL or a server that is not there
+    /// fails at once, naming it.
+    pub(crate) async fn first_connect(&self) -> Result<(), PgStoreError> {
+        self.conn()
+            .await
+            .map(|_| ())
+            .map_err(|source| PgStoreError::Connect {
+                target: self.target.clone(),
+                source,
+            })
+    }
+
     async fn forget(&self, broken: &Arc<Conn>) {
         let mut slot = self.conn.lock().await;
         if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, broken)) {

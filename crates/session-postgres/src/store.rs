@@ -155,7 +155,7 @@ impl PgStore {
         let rt = Runtime::start()?;
         // Connect now: a wrong URL or an unreachable server fails at start, naming it.
         let i = Arc::clone(&inner);
-        rt.block(async move { i.db.with("connect", |_| async { Ok(()) }).await })?;
+        rt.block(async move { i.db.first_connect().await })?;
         rt.handle().spawn(renew_loop(Arc::downgrade(&inner)));
         Ok(PgStore { inner, rt })
     }

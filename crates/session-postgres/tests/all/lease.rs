@@ -227,3 +227,17 @@ async fn the_writer_reconnects_after_a_server_restart_and_goes_on() {
     assert_eq!(reader.read_session("s1").unwrap().events.len(), 6);
     a.close_session("s1").unwrap();
 }
+
+#[test]
+fn a_server_that_is_not_there_fails_at_connect_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("postgresql://postgres@/db?host={}", dir.path().display());
+    let err = dsh_session_postgres::PgStore::connect(&url, Default::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, PgStoreError::Connect { .. }), "{text}");
+    assert!(text.contains(&dir.path().display().to_string()), "{text}");
+    let err =
+        dsh_session_postgres::PgStore::connect("postgres://x:notaport/db", Default::default())
+            .unwrap_err();
+    assert!(matches!(err, PgStoreError::BadUrl(_)), "{err}");
+}
