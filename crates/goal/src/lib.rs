@@ -25,6 +25,6 @@ mod tools;
 
 pub use command::{GoalCommandPlugin, render, run as run_goal_command};
 pub use context::{GoalContextPlugin, SECTION as CONTEXT_SECTION};
-pub use plugin::{GoalConfig, GoalPlugin};
+pub use plugin::{ConfigError, GoalConfig, GoalPlugin};
 pub use service::{Activation, GoalError, GoalView, Goals};
 pub use tools::{CREATE, GET, GoalTool, GoalToolKind, UPDATE, display, goal_value};

@@ -51,6 +51,14 @@ impl Default for GoalConfig {
     }
 }
 
+/// A config the `goal` plugin refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A round limit is 0.
+    #[error("goal: {0} must be at least 1")]
+    BelowOne(&'static str),
+}
+
 impl Service for Goals {
     const NAME: &'static str = "goals";
 }
@@ -69,11 +77,17 @@ impl Plugin for GoalPlugin {
     }
 
     async fn apply(ctx: Ctx, config: GoalConfig) -> Result<(), BoxError> {
-        if config.default_max_goal_rounds < 1
-            || config.blocked_after_consecutive_rounds < 1
-            || config.hard_cap_rounds == Some(0)
-        {
-            return Err("goal: round limits must be at least 1".into());
+        for (name, value) in [
+            ("defaultMaxGoalRounds", Some(config.default_max_goal_rounds)),
+            (
+                "blockedAfterConsecutiveRounds",
+                Some(config.blocked_after_consecutive_rounds),
+            ),
+            ("hardCapRounds", config.hard_cap_rounds),
+        ] {
+            if value == Some(0) {
+                return Err(ConfigError::BelowOne(name).into());
+            }
         }
         let tools = ctx.dep::<dyn Tools>()?;
         let goals = Arc::new(Goals::new(config));
