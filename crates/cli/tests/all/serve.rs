@@ -542,34 +542,170 @@ fn json_records(stdout: &str) -> Vec<serde_json::Value> {
 }
 
 /// `dsh exec --server URL --json` prints the session's committed records as JSON lines (from
-/// the server's log stream), from seq 0 on, and not the answer text. Record-for-record parity
-/// with a local `--json` run is not asserted yet.
+/// the server's log stream), from seq 0 on, and not the answer text: record for record what a
+/// local `dsh exec --json` of the same task prints (the same types in the same order, the same
+/// payloads once ids, times, durations and the host's own paths are set aside), and the same
+/// `--usage` line.
 #[test]
-fn dsh_exec_server_json_prints_the_session_s_committed_records() {
+fn dsh_exec_server_json_prints_the_same_records_as_a_local_run() {
+    let replies = || {
+        [
+            Completion::new()
+                .tool_call("bash", r#"{"command":"echo hi","description":"Say hi"}"#)
+                .reply(),
+            Completion::new().text("remote answer").reply(),
+        ]
+    };
+    let args = ["--json", "--usage", "run echo"];
+    let local_env = Env::new();
+    local_env.server().push_all(replies());
+    let local = local_env.dsh().arg("exec").args(args).output().unwrap();
+    let local_stderr = String::from_utf8_lossy(&local.stderr).into_owned();
     let env = Env::new();
-    env.server().push_all([
-        Completion::new()
-            .tool_call("bash", r#"{"command":"echo hi","description":"Say hi"}"#)
-            .reply(),
-        Completion::new().text("remote answer").reply(),
-    ]);
+    env.server().push_all(replies());
     let served = serve(&env, &[]);
     let out = env
         .dsh()
-        .args([
-            "exec",
-            "--server",
-            &served.url,
-            "--json",
-            "--usage",
-            "run echo",
-        ])
+        .args(["exec", "--server", &served.url])
+        .args(args)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(local.status.code(), Some(0));
     assert!(!stdout.contains("\nremote answer\n"), "{stdout}");
-    let records = json_records(&stdout);
-    assert!(!records.is_empty(), "{stderr}");
+    let remote = json_records(&stdout);
+    let local_out = String::from_utf8_lossy(&local.stdout).into_owned();
+    let local = json_records(&local_out);
+    // The session's opening pins (sandbox mode, approval policy) come from two plugins'
+    // listeners of one event, in the order their plugins registered (not fixed when they start
+    // concurrently): compared as a set.
+    let pins = |r: &[serde_json::Value]| {
+        r.iter()
+            .take_while(|e| e["type"] != "agent/inbox/spliced")
+            .count()
+    };
+    let (remote, local) = (sorted_pins(remote, pins), sorted_pins(local, pins));
+    let types = |r: &[serde_json::Value]| -> Vec<String> {
+        r.iter().map(|e| e["type"].to_string()).collect()
+    };
+    assert_eq!(
+        types(&remote).join(" "),
+        types(&local).join(" "),
+        "through the server vs local"
+    );
+    let strip = |r: &[serde_json::Value], home: &std::path::Path, cwd: &std::path::Path| {
+        let text = serde_json::Value::Array(r.to_vec()).to_string();
+        let text = text
+            .replace(&home.display().to_string(), "$HOME")
+            .replace(&cwd.display().to_string(), "$CWD");
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        scrub(&mut v);
+        // The tool set is the composition's, which is the server's: its preset offers
+        // ask_user_question (its clients can answer) where the headless one does not.
+        for r in v.as_array_mut().unwrap() {
+            if let Some(tools) = r.pointer_mut("/data/header/tools") {
+                let names: Vec<serde_json::Value> = tools
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t["name"].clone())
+                    .filter(|n| n != "ask_user_question")
+                    .collect();
+                *tools = serde_json::Value::Array(names);
+            }
+        }
+        v
+    };
+    let (a, b) = (
+        strip(&remote, env.home.path(), &env.cwd()),
+        strip(&local, local_env.home.path(), &local_env.cwd()),
+    );
+    for (x, y) in a.as_array().unwrap().iter().zip(b.as_array().unwrap()) {
+        if let Some(at) = first_difference(x, y, String::new()) {
+            panic!("through the server vs local, at {at}:\n{x}\n---\n{y}");
+        }
+    }
+    let usage = |s: &str| {
+        s.lines()
+            .filter(|l| l.starts_with("dsh: usage:"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert!(!usage(&stderr).is_empty(), "no usage line: {stderr}");
+    assert_eq!(usage(&stderr), usage(&local_stderr), "the --usage line");
+}
+
+/// `records` with its first `pins(records)` records sorted by type (their seqs renumbered).
+fn sorted_pins(
+    mut records: Vec<serde_json::Value>,
+    pins: impl Fn(&[serde_json::Value]) -> usize,
+) -> Vec<serde_json::Value> {
+    let n = pins(&records);
+    records[..n].sort_by(|a, b| a["type"].to_string().cmp(&b["type"].to_string()));
+    for (i, r) in records[..n].iter_mut().enumerate() {
+        r["seq"] = serde_json::Value::from(i);
+    }
+    records
+}
+
+/// The JSON pointer of the first place `a` and `b` differ.
+fn first_difference(a: &serde_json::Value, b: &serde_json::Value, at: String) -> Option<String> {
+    use serde_json::Value::{Array, Object};
+    match (a, b) {
+        (Object(x), Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let n = serde_json::Value::Null;
+                first_difference(
+                    x.get(k).unwrap_or(&n),
+                    y.get(k).unwrap_or(&n),
+                    format!("{at}/{k}"),
+                )
+            })
+        }
+        (Array(x), Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (p, q))| first_difference(p, q, format!("{at}/{i}"))),
+        _ => (a != b).then_some(at),
+    }
+}
+
+/// Sets aside what differs between two runs of one task: ids, times, durations, process ids.
+fn scrub(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                let volatile = matches!(
+                    k.as_str(),
+                    "time"
+                        | "time0"
+                        | "dt"
+                        | "createdAt"
+                        | "id"
+                        | "sessionId"
+                        | "messageId"
+                        | "durationMs"
+                        | "startedAt"
+                        | "endedAt"
+                        | "pid"
+                        | "elapsedMs"
+                        | "at"
+                        | "ms"
+                ) || k.ends_with("Ms")
+                    || k.ends_with("At")
+                    || k.ends_with("Id");
+                if volatile {
+                    *x = serde_json::Value::Null;
+                } else {
+                    scrub(x);
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(scrub),
+        _ => {}
+    }
 }
