@@ -143,9 +143,8 @@ fn a_goal_killed_in_round_two_continues_after_resume_and_completes() {
     );
 }
 
-#[test]
-fn exec_exits_1_when_its_goal_runs_out_of_rounds() {
-    let env = Env::new();
+/// The model creates a goal of at most two rounds and answers each round without ending it.
+fn two_rounds_then_out(env: &Env) {
     env.server().push(
         Completion::new()
             .tool_call_with_id(
@@ -161,6 +160,12 @@ fn exec_exits_1_when_its_goal_runs_out_of_rounds() {
         .push(Completion::new().text("Round one.").reply());
     env.server()
         .push(Completion::new().text("Round two.").reply());
+}
+
+#[test]
+fn exec_exits_1_when_its_goal_runs_out_of_rounds() {
+    let env = Env::new();
+    two_rounds_then_out(&env);
     let out = env.exec(&["Tidy the repo until it is clean"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
@@ -224,21 +229,7 @@ fn exec_without_a_person_tells_the_model_to_decide_by_itself() {
 #[test]
 fn exec_server_runs_the_goal_rounds_and_exits_with_the_goal_s_end_state() {
     let env = Env::new();
-    env.server().push(
-        Completion::new()
-            .tool_call_with_id(
-                "call_goal",
-                "create_goal",
-                r#"{"objective":"tidy the repo","max_goal_rounds":2}"#,
-            )
-            .reply(),
-    );
-    env.server()
-        .push(Completion::new().text("Goal set.").reply());
-    env.server()
-        .push(Completion::new().text("Round one.").reply());
-    env.server()
-        .push(Completion::new().text("Round two.").reply());
+    two_rounds_then_out(&env);
     let served = crate::serve::serve(&env, &[]);
     let out = env
         .dsh()
