@@ -308,7 +308,11 @@ pub(crate) async fn drive(
         .await
         .map_err(|e| Failure::run(anyhow!("{e}")))?;
     let (seen_tx, mut seen) = tokio::sync::watch::channel(Seen::default());
-    let follower = tokio::spawn(follow(events, tty && !options.json, remote, seen_tx));
+    let headless = remote.then(|| crate::exec_follow::Headless {
+        client: client.clone(),
+        session_id: id.clone(),
+    });
+    let follower = tokio::spawn(follow(events, tty && !options.json, headless, seen_tx));
     if tty {
         match server {
             Some(s) => eprintln!("session {id} on {s}"),
@@ -373,14 +377,15 @@ pub(crate) async fn drive(
     // Closed in the host: the turn settled, the log flushed, the lock released, its background
     // work stopped; the log stream ends after the records the close committed. The session
     // stays stored (on the server with `--server`), to be resumed.
-    // A log that could not be stored at the end (the turn-end barrier failed: a full disk, a
-    // lease lost to another host) fails the run, saying why, whatever the turn's outcome.
-    let mut unstored = None;
+    // A log that cannot be stored at the end (the turn-end barrier failed: a full disk, a
+    // lease lost to another host) fails the run, saying why, whatever the turn's outcome: the
+    // write check again before the close (the close itself only logs a failed flush).
+    let unstored = match client.send(&id, Op::Persist).await {
+        Err(e) if e.code == dsh_protocol::ErrorCode::StorageFailed => Some(e.message),
+        _ => None,
+    };
     if let Err(e) = client.close(&id).await {
         tracing::warn!(error = %e, "closing the session failed");
-        if e.code == dsh_protocol::ErrorCode::StorageFailed {
-            unstored = Some(e.message);
-        }
     }
     follower.abort();
     if tty && remote {

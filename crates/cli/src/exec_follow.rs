@@ -4,10 +4,67 @@
 
 use std::io::Write;
 
+use std::sync::Arc;
+
 use dsh_protocol::{
-    AbortCause, BackgroundWork, EventMsg, EventStream, GoalInfo, SessionState, TurnEndReason, Usage,
+    AbortCause, ApprovalDecision, ApprovalRequest, BackgroundWork, Client, EventMsg, EventStream,
+    GoalInfo, Op, QuestionAnswer, QuestionRequest, SessionState, TurnEndReason, Usage,
 };
 use futures::StreamExt;
+
+/// What a headless run tells the model when a server's session asks a person.
+const NOBODY_TO_ASK: &str = "No one can answer: this task runs headless (dsh exec). Decide \
+                             yourself and say what you assumed.";
+
+/// Answers, on behalf of nobody, what a session on a server asks while `dsh exec --server`
+/// drives it: the server's composition may ask for approvals and questions that a local
+/// headless run never asks, and with no one to answer the turn would wait forever. Approvals
+/// are declined (as a local run's `never` policy leaves refused what the sandbox refuses);
+/// questions are answered with [`NOBODY_TO_ASK`]. Each is said on stderr.
+pub(crate) struct Headless {
+    pub client: Arc<dyn Client>,
+    pub session_id: String,
+}
+
+impl Headless {
+    async fn decline(&self, req: ApprovalRequest) {
+        eprintln!(
+            "\ndsh: declined {} ({}): dsh exec cannot ask for approval; pass \
+             --ask-for-approval never, or run it with `dsh exec --bg` and answer in `dsh attach`",
+            req.tool_name,
+            req.display.subject.as_deref().unwrap_or(&req.display.title)
+        );
+        let op = Op::AnswerApproval {
+            request_id: req.request_id.clone(),
+            decision: ApprovalDecision::Deny {
+                reason: Some("no one can approve: the task runs headless (dsh exec)".to_owned()),
+            },
+        };
+        if let Err(e) = self.client.send(&self.session_id, op).await {
+            tracing::warn!(error = %e, request = %req.request_id, "declining the approval failed");
+        }
+    }
+
+    async fn answer(&self, req: QuestionRequest) {
+        eprintln!("\ndsh: a question was asked; answered that no one can answer (headless)");
+        let answers = req
+            .questions
+            .iter()
+            .map(|q| QuestionAnswer {
+                question_id: q.id.clone(),
+                selected: Vec::new(),
+                text: Some(NOBODY_TO_ASK.to_owned()),
+            })
+            .collect();
+        let op = Op::AnswerQuestion {
+            request_id: req.request_id.clone(),
+            answers,
+        };
+        if let Err(e) = self.client.send(&self.session_id, op).await {
+            tracing::warn!(error = %e, request = %req.request_id, "answering the question failed");
+        }
+    }
+}
 
 /// What the event stream told of the run so far.
 #[derive(Clone, Debug, Default)]
@@ -50,19 +107,43 @@ impl Seen {
 }
 
 /// Follows the session's events into `seen` (streaming text and tool lines to stderr with
-/// `stream_text`, errors outside a turn with `remote`) until the stream ends.
+/// `stream_text`; with `headless`, a run on a server, errors outside a turn too, and what the
+/// session asks a person answered as [`Headless`] says) until the stream ends.
 pub(crate) async fn follow(
     mut events: EventStream,
     stream_text: bool,
-    remote: bool,
+    headless: Option<Headless>,
     seen: tokio::sync::watch::Sender<Seen>,
 ) {
+    let remote = headless.is_some();
     while let Some(ev) = events.next().await {
         match ev.msg {
-            EventMsg::Snapshot(s) => seen.send_modify(|v| {
-                v.state = s.session.state;
-                v.background = s.background;
-            }),
+            EventMsg::Snapshot(s) => {
+                let s = *s;
+                let (state, background) = (s.session.state, s.background);
+                seen.send_modify(|v| {
+                    v.state = state;
+                    v.background = background;
+                });
+                if let Some(h) = &headless {
+                    for req in s.pending_approvals {
+                        h.decline(req).await;
+                    }
+                    for req in s.pending_questions {
+                        h.answer(req).await;
+                    }
+                }
+            }
+            EventMsg::ApprovalRequested(req) => {
+                if let Some(h) = &headless {
+                    h.decline(req).await;
+                }
+            }
+            EventMsg::QuestionAsked(req) => {
+                if let Some(h) = &headless {
+                    h.answer(req).await;
+                }
+            }
             EventMsg::State { state } => seen.send_modify(|v| {
                 v.state = state;
                 if state != SessionState::Idle {

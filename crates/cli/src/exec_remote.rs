@@ -6,7 +6,9 @@
 //! usage line, 0 when the turn (or the goal) completed, 1 when it ended otherwise (the reason on
 //! stderr), 2 for usage errors, 130 after Ctrl-C and 143 after SIGTERM (the turn is interrupted
 //! on the server first). The session is closed on the server at the end, as a local one is:
-//! stored there, resumable with `--resume`.
+//! stored there, resumable with `--resume`. What the server's session asks a person is answered
+//! on behalf of nobody ([`crate::exec_follow::Headless`]: approvals declined, questions told no
+//! one can answer), so a headless run never waits for an answer that cannot come.
 
 use std::sync::Arc;
 

@@ -395,3 +395,66 @@ fn exec_through_a_server_passes_its_sandbox_and_approval_policy() {
         "a refused run reached the model"
     );
 }
+
+/// `dsh exec --server` on a server whose sessions ask: the run cannot ask anyone, so an
+/// approval is declined (on a server asking before anything not read-only) and a question is
+/// answered that no one can answer (on a server with the default policy), both said on stderr,
+/// and each turn goes on to its end instead of waiting forever.
+#[test]
+fn exec_through_a_server_declines_approvals_and_answers_questions_it_cannot_ask() {
+    let env = Env::new();
+    let marker = env.cwd().join("ran.txt");
+    env.server().push_all([
+        Completion::new()
+            .tool_call(
+                "bash",
+                &serde_json::json!({
+                    "command": format!("touch {}", marker.display()),
+                    "description": "Touch a file"
+                })
+                .to_string(),
+            )
+            .reply(),
+        Completion::new().text("went on without it").reply(),
+    ]);
+    let exec = |url: &str| {
+        env.dsh()
+            .args(["exec", "--server", url, "do it"])
+            .output()
+            .unwrap()
+    };
+    let last_request = || {
+        let requests = env.server().requests();
+        String::from_utf8_lossy(&requests.last().unwrap().body).into_owned()
+    };
+    let served = serve(&env, &["--ask-for-approval", "untrusted"]);
+    let out = exec(&served.url);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "went on without it\n");
+    assert!(stderr.contains("declined bash"), "{stderr}");
+    assert!(!marker.exists(), "a declined call ran");
+    assert!(last_request().contains("no one can approve"));
+    drop(served);
+
+    env.server().push_all([
+        Completion::new()
+            .tool_call(
+                "ask_user_question",
+                r#"{"questions":[{"id":"q1","question":"Which one?","options":[{"label":"A"},{"label":"B"}]}]}"#,
+            )
+            .reply(),
+        Completion::new().text("went on alone").reply(),
+    ]);
+    let served = serve(&env, &[]);
+    let out = exec(&served.url);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "went on alone\n");
+    assert!(stderr.contains("a question was asked"), "{stderr}");
+    assert!(
+        last_request().contains("No one can answer"),
+        "{}",
+        last_request()
+    );
+}
