@@ -47,6 +47,14 @@ pub(crate) struct ServeArgs {
     /// localhost, 127.0.0.1 and [::1]); repeatable.
     #[arg(long = "allow-host", value_name = "NAME")]
     allow_host: Vec<String>,
+    #[command(flatten)]
+    defaults: SessionDefaults,
+}
+
+/// What a server's new sessions get unless a client asks otherwise, and its composition
+/// (`dsh serve` and `dsh web` alike).
+#[derive(Debug, Args)]
+pub(crate) struct SessionDefaults {
     /// Default model of new sessions.
     #[arg(long, value_name = "M")]
     model: Option<String>,
@@ -169,11 +177,14 @@ async fn run_with(args: ServeArgs, web: Option<web::Front>) -> Result<u8, Failur
         unix,
         idle_exit,
         allow_host,
-        model,
-        provider,
-        effort,
-        mut compose,
-        sandbox,
+        defaults:
+            SessionDefaults {
+                model,
+                provider,
+                effort,
+                mut compose,
+                sandbox,
+            },
     } = args;
     if let Some(ServeCommand::Token(cmd)) = command {
         return token(cmd);

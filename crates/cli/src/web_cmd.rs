@@ -11,8 +11,8 @@ use dsh_protocol::Client;
 use dsh_serve::{Bound, ServeConfig, TokenKind, TokenStore};
 use dsh_web::{Access, TokenCheck, TokenCheckError, Web, WebConfig};
 
-use super::{DEFAULT_LISTEN, ServeArgs, token_store};
-use crate::{ComposeArgs, Effort, Failure};
+use super::{DEFAULT_LISTEN, ServeArgs, SessionDefaults, token_store};
+use crate::Failure;
 
 /// `dsh web`.
 #[derive(Debug, Args)]
@@ -27,19 +27,8 @@ pub(crate) struct WebArgs {
     /// Another name browsers may use in the `Host` header (a tunnel's name); repeatable.
     #[arg(long = "allow-host", value_name = "NAME")]
     allow_host: Vec<String>,
-    /// Default model of new sessions.
-    #[arg(long, value_name = "M")]
-    model: Option<String>,
-    /// Default provider route of new sessions.
-    #[arg(long, value_name = "P", default_value = "deepseek-official")]
-    provider: String,
-    /// Default reasoning effort of new sessions.
-    #[arg(long, value_enum)]
-    effort: Option<Effort>,
     #[command(flatten)]
-    compose: ComposeArgs,
-    #[command(flatten)]
-    sandbox: crate::sandbox_args::SandboxArgs,
+    defaults: SessionDefaults,
 }
 
 /// Runs `dsh web`.
@@ -48,11 +37,7 @@ pub(crate) async fn run(args: WebArgs) -> Result<u8, Failure> {
         listen,
         no_open,
         allow_host,
-        model,
-        provider,
-        effort,
-        compose,
-        sandbox,
+        defaults,
     } = args;
     let listen = match listen {
         Some(a) => a,
@@ -66,11 +51,7 @@ pub(crate) async fn run(args: WebArgs) -> Result<u8, Failure> {
         unix: None,
         idle_exit: None,
         allow_host,
-        model,
-        provider,
-        effort,
-        compose,
-        sandbox,
+        defaults,
     };
     super::run_with(serve, Some(Front { open: !no_open })).await
 }
