@@ -41,7 +41,8 @@ impl StoreUrl {
 }
 
 /// The composition layer that mounts the chosen store in place of the preset's `session-jsonl`
-/// row (`None` for the JSONL store: the preset's row stays). The same rows can be written in
+/// row, with the catalog over the same database in place of the SQLite `catalog` row (`None`
+/// for the JSONL store: the preset's rows stay). The same rows can be written in
 /// `$DSH_HOME/dsh.yaml` instead.
 pub(crate) fn layer(store: Option<&str>) -> Result<Option<Layer>, Failure> {
     let Some(s) = store else { return Ok(None) };
@@ -51,7 +52,7 @@ pub(crate) fn layer(store: Option<&str>) -> Result<Option<Layer>, Failure> {
     // A JSON string is a YAML scalar: the URL needs no escaping of its own.
     let url = serde_json::to_string(&url).map_err(|e| Failure::usage(anyhow!("{e}")))?;
     let yaml = format!(
-        "plugins:\n  - id: session-jsonl\n    name: session-jsonl\n    disabled: true\n  - id: session-postgres\n    name: session-postgres\n    group: sessions\n    config:\n      url: {url}\n"
+        "plugins:\n  - id: session-jsonl\n    name: session-jsonl\n    disabled: true\n  - id: catalog\n    name: catalog\n    disabled: true\n  - id: session-postgres\n    name: session-postgres\n    group: sessions\n    config:\n      url: {url}\n      catalog: true\n"
     );
     Layer::parse("--store", &yaml)
         .map(Some)
@@ -244,6 +245,7 @@ mod tests {
         let ids: Vec<&str> = composed.rows.iter().map(|r| r.row.id.as_str()).collect();
         assert!(ids.contains(&"session-postgres"), "{ids:?}");
         assert!(!ids.contains(&"session-jsonl"), "{ids:?}");
+        assert!(!ids.contains(&"catalog"), "{ids:?}");
         assert!(layer(Some("jsonl")).unwrap().is_none());
         assert!(layer(None).unwrap().is_none());
     }

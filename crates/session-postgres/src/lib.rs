@@ -9,12 +9,14 @@
 //! every commit batch checks it in the same statement, and a writer that lost it is refused
 //! with [`PgStoreError::LeaseLost`]. Readers take no lease.
 
+pub mod catalog;
 mod conn;
 pub mod error;
 pub mod plugin;
 mod sql;
 pub mod store;
 
+pub use catalog::PgCatalog;
 pub use error::{LeaseLoss, PgStoreError};
 pub use plugin::{PgConfig, PgPlugin};
 pub use store::{DEFAULT_LEASE, PgOptions, PgStore};

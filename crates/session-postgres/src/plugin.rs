@@ -10,6 +10,9 @@ use dsh_kernel::{BoxError, Ctx, Plugin};
 use dsh_session::{SessionEvent, SessionFlush, SessionPersistence};
 use serde::Deserialize;
 
+use dsh_catalog_api::Catalog;
+
+use crate::PgCatalog;
 use crate::store::{PgOptions, PgStore};
 
 /// Config of the `session-postgres` plugin.
@@ -27,6 +30,11 @@ pub struct PgConfig {
     /// (default 30).
     #[serde(default)]
     pub reconnect_seconds: Option<f64>,
+    /// Also provide the `catalog` service (listing, usage, full-text search) over this store's
+    /// tables. Default false: the SQLite `catalog` row would provide it too; disable that row
+    /// when turning this on (`--store` does both).
+    #[serde(default)]
+    pub catalog: bool,
 }
 
 /// The PostgreSQL persistence plugin (`session-postgres`).
@@ -62,10 +70,15 @@ impl Plugin for PgPlugin {
             )?,
             owner: None,
         };
-        let url = config.url;
+        let url = config.url.clone();
         let store =
             Arc::new(tokio::task::spawn_blocking(move || PgStore::connect(&url, options)).await??);
         ctx.provide::<dyn SessionPersistence>(Arc::clone(&store) as Arc<dyn SessionPersistence>)?;
+        if config.catalog {
+            ctx.provide::<dyn Catalog>(
+                Arc::new(PgCatalog::new(Arc::clone(&store))) as Arc<dyn Catalog>
+            )?;
+        }
         let s = Arc::clone(&store);
         ctx.on::<SessionEvent>(move |ev| {
             s.append_events(&ev.session_id, std::slice::from_ref(&ev.event))?;

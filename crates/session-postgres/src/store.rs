@@ -175,6 +175,18 @@ impl PgStore {
         self.inner.db.reconnects()
     }
 
+    /// Runs one statement (`op`, given a live connection) on the store's runtime, with the
+    /// store's reconnects, and waits for it.
+    pub(crate) fn query<T, F, Fut>(&self, what: &'static str, op: F) -> Result<T, PgStoreError>
+    where
+        T: Send + 'static,
+        F: Fn(Arc<crate::conn::Conn>) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send,
+    {
+        let inner = Arc::clone(&self.inner);
+        self.rt.block(async move { inner.db.with(what, op).await })
+    }
+
     /// The lease epoch this store holds on a session open for write.
     pub fn epoch(&self, id: &str) -> Option<i64> {
         let w = self.inner.writers.lock().get(id).cloned()?;

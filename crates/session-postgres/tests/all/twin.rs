@@ -14,6 +14,7 @@ fn config(url: &str) -> PgConfig {
         url: url.to_owned(),
         lease_seconds: None,
         reconnect_seconds: None,
+        catalog: false,
     }
 }
 
