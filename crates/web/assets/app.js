@@ -162,7 +162,7 @@ function conversation(id) {
   const title = h('h1', { id: 'title' }, id);
   const stateBox = h('span', { id: 'state' }, badge('idle'));
   const status = h('div', { class: 'status', id: 'status', 'aria-label': 'Status' });
-  const log = h('div', { class: 'log', id: 'log', role: 'log', 'aria-label': 'Conversation' });
+  const log = h('div', { class: 'log', id: 'log', role: 'log', 'aria-label': 'Conversation', tabindex: '-1' });
   const steers = h('ul', { class: 'steers', id: 'steers', 'aria-label': 'Queued steers' });
   const text = h('textarea', {
     id: 'prompt', rows: 2, placeholder: 'Message (Enter sends, Shift+Enter new line, / commands)',
@@ -179,7 +179,10 @@ function conversation(id) {
   main.replaceChildren(section);
 
   const nearBottom = () => window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+  // Where rows go: the log, or a detached batch while a page of the replay is drawn at once.
+  let sink = log;
   const add = (el) => {
+    if (sink !== log) { sink.append(el); return el; }
     const stick = nearBottom();
     if (S.live && S.live.el.isConnected) log.insertBefore(el, S.live.el);
     else log.append(el);
@@ -284,8 +287,9 @@ function conversation(id) {
       }
     });
     S.approvals.set(a.requestId, card);
+    const drawing = sink !== log;
     add(card);
-    buttons?.querySelector('button')?.focus({ preventScroll: true });
+    if (!drawing) buttons?.querySelector('button')?.focus({ preventScroll: true });
   }
 
   function card(callId) {
@@ -407,6 +411,52 @@ function conversation(id) {
     error(ev) { row('error', `${ev.code}: ${ev.message}`); },
   };
 
+  // Paging: the committed events replayed on open are held until the snapshot, then only the
+  // last PAGE_TURNS turns are drawn; earlier turns stay as data behind a "Show earlier" button
+  // (each click draws one more page above). The events that only set state (settings, usage,
+  // title) are applied for the whole replay at once.
+  let replaying = true;
+  let held = [];
+  let older = [];
+  const earlier = h('button', { type: 'button', id: 'earlier', class: 'earlier', hidden: true });
+  log.append(earlier);
+  const turnStarts = (events) => events.flatMap((e, i) => (e.type === 'turnStarted' ? [i] : []));
+  function draw(events) {
+    const batch = document.createElement('div');
+    sink = batch;
+    try {
+      for (const ev of events) if (!META.has(ev.type)) handlers[ev.type]?.(ev);
+    } finally { sink = log; }
+    return batch;
+  }
+  function renderEarlier() {
+    earlier.hidden = !older.length;
+    const turns = turnStarts(older).length;
+    earlier.textContent = `Show earlier turns (${turns} more)`;
+  }
+  earlier.addEventListener('click', () => {
+    const starts = turnStarts(older);
+    const cut = starts.length > PAGE_TURNS ? starts[starts.length - PAGE_TURNS] : 0;
+    const page = older.slice(cut);
+    older = older.slice(0, cut);
+    const before = document.documentElement.scrollHeight;
+    earlier.after(...draw(page).childNodes);
+    window.scrollBy(0, document.documentElement.scrollHeight - before);
+    renderEarlier();
+    if (!older.length) log.focus({ preventScroll: true });
+  });
+  function endReplay() {
+    replaying = false;
+    const events = held;
+    held = [];
+    const starts = turnStarts(events);
+    const cut = starts.length > PAGE_TURNS ? starts[starts.length - PAGE_TURNS] : 0;
+    older = events.slice(0, cut);
+    for (const ev of events) if (META.has(ev.type)) handlers[ev.type]?.(ev);
+    log.append(...draw(events.slice(cut)).childNodes);
+    renderEarlier();
+  }
+
   // The event stream: EventSource resumes by itself with Last-Event-ID (every committed event
   // once, then a fresh snapshot); a lagged stream is reopened after the last committed seq.
   let source = null;
@@ -426,6 +476,16 @@ function conversation(id) {
         let ev;
         try { ev = JSON.parse(e.data); } catch { return; }
         if (typeof ev.seq === 'number' && !LIVE.has(ev.type)) S.lastSeq = ev.seq;
+        if (replaying) {
+          if (!held.length) performance.mark('dsh-first-event');
+          if (ev.type !== 'snapshot') { held.push(ev); return; }
+          performance.mark('dsh-replayed');
+          endReplay();
+          handlers.snapshot(ev);
+          window.scrollTo(0, document.documentElement.scrollHeight);
+          performance.mark('dsh-transcript');
+          return;
+        }
         handlers[ev.type]?.(ev);
         if (ev.type === 'error' && ev.code === 'SUBSCRIBER_LAGGED') {
           source.close();
@@ -503,6 +563,10 @@ function conversation(id) {
   renderStatus();
   teardown = () => { S.closed = true; source?.close(); conn.textContent = ''; };
 }
+
+// Events that only set the conversation's state (no row): applied for every replayed event.
+const META = new Set(['sessionConfigured', 'usageUpdated', 'title', 'state']);
+const PAGE_TURNS = 50;
 
 const LIVE = new Set([
   'textDelta', 'reasoningDelta', 'toolCallProgress', 'state', 'sessionConfigured', 'steerQueued',

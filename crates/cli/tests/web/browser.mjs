@@ -20,6 +20,8 @@ const RO_TOKEN = env('DSH_WEB_RO_TOKEN');
 const CWD = env('DSH_WEB_CWD');
 const OUT = env('DSH_WEB_OUT');
 const STEER = 'also check the docs';
+const LONG = env('DSH_WEB_LONG');
+const LONG_TURNS = Number(env('DSH_WEB_LONG_TURNS'));
 
 const lines = readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 async function gate(name) {
@@ -63,14 +65,14 @@ try {
   watch(ctx);
   const page = await ctx.newPage();
   page.setDefaultTimeout(20000);
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
   page.on('response', async (resp) => {
     const u = new URL(resp.url());
     if (u.pathname === '/' || u.pathname.startsWith('/assets/')) {
       try { result.assetBytes[u.pathname] = (await resp.body()).length; } catch { /* redirected */ }
     }
   });
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
   await page.goto(LOGIN);
   await page.waitForURL(`${BASE}/`);
   await page.locator('#session-list').waitFor();
@@ -78,6 +80,36 @@ try {
   check(cookie && cookie.httpOnly && cookie.sameSite === 'Strict', 'the sign-in cookie is HttpOnly and SameSite=Strict');
   r = await ap.goto(LOGIN);
   check(r.status() === 401, 'the login link works once');
+  // ---- a 1,000-turn stored session opens on its last page ----
+  {
+    const lp = await ctx.newPage();
+    lp.setDefaultTimeout(60000);
+    lp.on('pageerror', (e) => errors.push(String(e)));
+    await lp.goto(`${BASE}/#/s/${encodeURIComponent(LONG)}`);
+    await lp.locator('#earlier:not([hidden])').waitFor();
+    const perf = await lp.evaluate(() => ({
+      fcp: performance.getEntriesByName('first-contentful-paint')[0]?.startTime,
+      firstEvent: performance.getEntriesByName('dsh-first-event')[0]?.startTime,
+      replayed: performance.getEntriesByName('dsh-replayed')[0]?.startTime,
+      transcript: performance.getEntriesByName('dsh-transcript')[0]?.startTime,
+    }));
+    const ms = (x) => (x === undefined ? 'none' : x.toFixed(1));
+    result.longSession = {
+      turns: LONG_TURNS, fcpMs: ms(perf.fcp), firstEventMs: ms(perf.firstEvent),
+      replayedMs: ms(perf.replayed), transcriptMs: ms(perf.transcript),
+    };
+    console.error(`long session: ${JSON.stringify(result.longSession)}`);
+    const users = () => lp.locator('#log .msg.user').count();
+    check(await users() === 50, `a ${LONG_TURNS}-turn session opens with its last 50 turns drawn (${await users()})`);
+    check(await lp.locator('#earlier').textContent() === `Show earlier turns (${LONG_TURNS - 50} more)`, 'the earlier turns wait behind a button');
+    check(await lp.locator('#log .card.tool[data-kind="shell"]').count() === 50, 'each drawn turn has its bash card');
+    await lp.locator('#earlier').click();
+    check(await users() === 100, 'Show earlier draws one more page above');
+    const order = await lp.evaluate(() => [...document.querySelectorAll('#log > :not(#earlier)')][0].className);
+    check(/msg user/.test(order), `the page drawn above starts with its turn's prompt (${order})`);
+    await lp.close();
+  }
+
   const csrf = await page.evaluate(async () => (await fetch('/v1/sessions', {
     method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}',
   })).status);
