@@ -362,23 +362,33 @@ impl Agent for LoopAgent {
         let discarded = {
             let mut st = self.state.lock();
             if !st.running {
-                // Cancelling an idle agent is a no-op that arms nothing.
-                return;
-            }
-            if st.cancel_cause.is_none() {
-                st.cancel_cause = Some(cause);
-            }
-            if let Some(t) = &st.turn_cancel {
-                t.cancel();
-            }
-            // Waking sends that arrived before the cancel are served by it; later ones latch
-            // again and run when the turn has converged.
-            st.wake = false;
-            st.keep_inbox = keep_inbox;
-            if keep_inbox {
-                Vec::new()
+                // Woken with input whose turn has not started yet: without `keep_inbox` that
+                // input is discarded, so the turn never starts (a cancel in this window was
+                // lost: the turn then ran with a fresh token). Otherwise cancelling an idle
+                // agent is a no-op that arms nothing.
+                if keep_inbox || !st.wake || st.inbox.is_empty() {
+                    return;
+                }
+                st.wake = false;
+                let discarded = self.discard_all(&mut st);
+                self.update_busy(&st);
+                discarded
             } else {
-                self.discard_all(&mut st)
+                if st.cancel_cause.is_none() {
+                    st.cancel_cause = Some(cause);
+                }
+                if let Some(t) = &st.turn_cancel {
+                    t.cancel();
+                }
+                // Waking sends that arrived before the cancel are served by it; later ones latch
+                // again and run when the turn has converged.
+                st.wake = false;
+                st.keep_inbox = keep_inbox;
+                if keep_inbox {
+                    Vec::new()
+                } else {
+                    self.discard_all(&mut st)
+                }
             }
         };
         for message in discarded {

@@ -140,6 +140,32 @@ async fn cancel_without_keep_inbox_discards_queued_input_and_keep_inbox_parks_it
 }
 
 #[tokio::test]
+async fn a_cancel_before_the_woken_turn_starts_discards_its_input_and_no_turn_runs() {
+    let h = Harness::new().await;
+    h.llm.push(Script::Chunks(text("should not run")));
+    let agent = h.agent().await;
+    // On this single-threaded runtime the agent's driver cannot claim the input between the
+    // two calls: the cancel lands after the waking send, before the turn starts.
+    agent.followup(user("go")).unwrap();
+    agent.cancel(CancelCause::Parent, false);
+    idle(&agent).await;
+    assert!(data_of(&agent, "turn/start").is_empty());
+    assert_eq!(h.llm.request_count(), 0);
+    let splices = data_of(&agent, "agent/inbox/spliced");
+    assert!(
+        splices.iter().any(|s| s["outcome"] == "canceled"),
+        "{splices:?}"
+    );
+    // The agent still serves the next send.
+    h.llm.push(Script::Chunks(text("after")));
+    agent.followup(user("again")).unwrap();
+    idle(&agent).await;
+    assert_eq!(data_of(&agent, "turn/start").len(), 1);
+    assert_eq!(h.llm.requests()[0].messages.last().unwrap().text(), "again");
+    h.kernel.dispose().await;
+}
+
+#[tokio::test]
 async fn cancelling_an_idle_agent_is_a_no_op() {
     let h = Harness::new().await;
     h.llm.push(Script::Chunks(text("fine")));
