@@ -15,7 +15,8 @@ pub struct WorkflowConfig {
     /// Sub-agents one run may start (default 50).
     pub max_agents: u64,
     /// Tokens (input and output) the run's sub-agents may use in all (default 5,000,000),
-    /// counted as each one ends; no new sub-agent starts past it and the run stops.
+    /// counted as each of their responses ends; past it the run stops (its sub-agents are
+    /// cancelled) and no new sub-agent starts.
     pub max_tokens: u64,
     /// Tools the script may call (`tools.<name>(args)`); read-only ones only (default read,
     /// grep, glob).

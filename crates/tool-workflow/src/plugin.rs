@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use dsh_kernel::{BoxError, Ctx, Dep, Plugin};
+use dsh_session::CoreEvent;
+use dsh_session::plugin::SessionEvent;
 use dsh_subagent_api::Subagents;
 use dsh_subagent_api::events::SubagentStarted;
 use dsh_tools::Tools;
@@ -55,6 +57,21 @@ impl Plugin for WorkflowToolPlugin {
             let starts = starts.clone();
             ctx.on::<SubagentStarted>(move |e| {
                 starts.started(&e.parent_id, &e.label, &e.child_id);
+                Ok(())
+            })?;
+        }
+        {
+            // A running child's usage counts toward its run's maxTokens as each response ends.
+            let starts = starts.clone();
+            ctx.on::<SessionEvent>(move |e| {
+                if let Some(CoreEvent::AssistantMessage(m)) = e.event.core()
+                    && let Some(u) = &m.usage
+                {
+                    starts.usage(
+                        &e.session_id,
+                        u.input_tokens.saturating_add(u.output_tokens),
+                    );
+                }
                 Ok(())
             })?;
         }

@@ -31,10 +31,12 @@ use crate::events::{AgentEnd, AgentOutcome, AgentStart, RunEnd, RunStart, RunSto
 const ENGINE_THREAD_STACK: usize = 8 << 20;
 
 /// Sub-agents waiting for their `subagent/start` notification, by (parent, label): the
-/// notification names the child's session, which the `agent-start` record needs.
+/// notification names the child's session, which the `agent-start` record needs; then the
+/// running children by session, whose usage counts toward their run's `maxTokens` as it comes.
 #[derive(Debug, Default)]
 pub struct StartRegistry {
     pending: Mutex<HashMap<StartKey, (Weak<RunShared>, u64)>>,
+    running: Mutex<HashMap<String, (Weak<RunShared>, u64)>>,
 }
 
 /// (parent session, label) of a pending start.
@@ -47,11 +49,27 @@ impl StartRegistry {
             .pending
             .lock()
             .remove(&(parent.to_owned(), label.to_owned()));
+        if let Some((weak, seq)) = entry
+            && let Some(run) = weak.upgrade()
+        {
+            self.running.lock().insert(child_id.to_owned(), (weak, seq));
+            run.agent_started(seq, child_id);
+        }
+    }
+
+    /// Session `session_id` reported a response's `tokens`: counted at once when it is a
+    /// running child of a run (its run stops when they pass `maxTokens`).
+    pub fn usage(&self, session_id: &str, tokens: u64) {
+        let entry = self.running.lock().get(session_id).cloned();
         if let Some((run, seq)) = entry
             && let Some(run) = run.upgrade()
         {
-            run.agent_started(seq, child_id);
+            run.count_live(seq, tokens);
         }
+    }
+
+    fn ended(&self, child_id: &str) {
+        self.running.lock().remove(child_id);
     }
 
     /// Whether a start of `label` under `parent` is pending.
@@ -120,6 +138,9 @@ pub struct RunShared {
     pub(crate) token: CancellationToken,
     stop: Arc<StopSignal>,
     tokens_used: AtomicU64,
+    /// Tokens counted from each running child's responses as they came, by seq (its end
+    /// counts only what they did not).
+    live_tokens: Mutex<HashMap<u64, u64>>,
     records: Mutex<BTreeMap<u64, AgentRecord>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     wake: Mutex<Sender<Msg>>,
@@ -201,6 +222,36 @@ impl RunShared {
             }
         };
         self.log(&event);
+    }
+
+    /// Adds `tokens` of child `seq`'s response to the run's count; past `maxTokens` the run
+    /// stops.
+    fn count_live(&self, seq: u64, tokens: u64) {
+        let used = {
+            let mut live = self.live_tokens.lock();
+            *live.entry(seq).or_default() += tokens;
+            self.tokens_used.fetch_add(tokens, Ordering::AcqRel) + tokens
+        };
+        self.check_tokens(used);
+    }
+
+    /// Child `seq` ended having used `tokens` in all: adds what was not counted live.
+    fn count_end(&self, seq: u64, tokens: u64) {
+        let used = {
+            let counted = self.live_tokens.lock().remove(&seq).unwrap_or(0);
+            let rest = tokens.saturating_sub(counted);
+            self.tokens_used.fetch_add(rest, Ordering::AcqRel) + rest
+        };
+        self.check_tokens(used);
+    }
+
+    fn check_tokens(&self, used: u64) {
+        if used > self.config.max_tokens {
+            self.halt(WorkflowError::Tokens {
+                used,
+                max: self.config.max_tokens,
+            });
+        }
     }
 
     fn agent_ended(&self, seq: u64, outcome: AgentOutcome) {
@@ -441,17 +492,12 @@ impl Host for RunHost {
                 shared.starts.forget(&shared.session_id, &label);
                 let (value, kind, child_id, tokens) = agent_result(seq, &label, outcome);
                 if let Some(child_id) = &child_id {
+                    shared.starts.ended(child_id);
                     // Logged here when the start notification was missed.
                     shared.agent_started(seq, child_id);
                 }
                 shared.agent_ended(seq, kind);
-                let used = shared.tokens_used.fetch_add(tokens, Ordering::AcqRel) + tokens;
-                if used > shared.config.max_tokens {
-                    shared.halt(WorkflowError::Tokens {
-                        used,
-                        max: shared.config.max_tokens,
-                    });
-                }
+                shared.count_end(seq, tokens);
                 let _ = shared.wake.lock().send(Msg::Agent(seq, value));
             })
         };
@@ -564,6 +610,7 @@ pub async fn run(services: RunServices, spec: RunSpec, cancel: CancellationToken
         token: cancel.child_token(),
         stop: Arc::new(StopSignal::default()),
         tokens_used: AtomicU64::new(0),
+        live_tokens: Mutex::new(HashMap::new()),
         records: Mutex::new(BTreeMap::new()),
         tasks: Mutex::new(Vec::new()),
         wake: Mutex::new(tx),

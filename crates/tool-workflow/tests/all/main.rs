@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use dsh_agent::Agent;
 use dsh_subagent::{SubagentUsage, SubagentsConfig, SubagentsPlugin};
-use dsh_test_harness::{Script, TestHarness, text, within};
+use dsh_test_harness::{Script, TestHarness, calls, text, within};
 use dsh_tool_workflow::events::{
     AgentEnd, AgentOutcome, AgentStart, RunEnd, RunStart, RunStopReason,
 };
@@ -400,6 +400,54 @@ async fn ten_thousand_agents_stop_at_the_agent_limit() {
     assert!(r.starts.len() <= 3, "{} children started", r.starts.len());
     assert_eq!(r.ends.len(), r.starts.len());
     assert_eq!(r.run_ends[0].stop_reason, RunStopReason::Error);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_count_as_each_response_ends_and_stop_a_run_whose_child_still_runs() {
+    let config = WorkflowConfig {
+        max_tokens: 500,
+        ..Default::default()
+    };
+    let h = harness(config).await;
+    let parent = h.agent().await;
+    // The child's first response (a tool call) reports 1,010 tokens; its next one never ends:
+    // counted only at the child's end, the run would wait for ever.
+    let mut first = calls(&[("c1", "glob", r#"{"pattern":"*.none"}"#)]);
+    first.insert(
+        first.len() - 1,
+        dsh_llm::StreamChunk::Usage {
+            usage: dsh_llm::TokenUsage {
+                input_tokens: 1000,
+                output_tokens: 10,
+                ..Default::default()
+            },
+        },
+    );
+    h.llm.push(Script::Chunks(first));
+    h.llm.push(Script::ChunksThenHang(hanging("still going")));
+    let result = within(
+        "the run past its tokens",
+        call(
+            &h,
+            &parent,
+            "const r = await agent('work'); return r.text;",
+            CancellationToken::new(),
+        ),
+    )
+    .await;
+    assert!(result.is_error);
+    assert!(
+        result.text().contains(
+            "workflow stopped: its sub-agents used 1010 tokens, over the limit of 500 (maxTokens)"
+        ),
+        "{}",
+        result.text()
+    );
+    let r = records(&parent);
+    assert_eq!(r.ends.len(), 1);
+    assert_eq!(r.ends[0].outcome, AgentOutcome::Cancelled);
+    assert_eq!(r.run_ends[0].stop_reason, RunStopReason::Error);
+    h.dispose().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
