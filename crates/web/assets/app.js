@@ -156,7 +156,7 @@ function conversation(id) {
   crumb.textContent = '';
   const S = {
     id, state: 'idle', settings: {}, usage: null, ctx: null, cwd: '', title: '',
-    cards: new Map(), approvals: new Map(), steers: new Map(), live: null, commands: [],
+    cards: new Map(), approvals: new Map(), questions: new Map(), steers: new Map(), live: null, commands: [],
     lastSeq: null, closed: false,
   };
   const title = h('h1', { id: 'title' }, id);
@@ -261,16 +261,21 @@ function conversation(id) {
 
   function approvalCard(a) {
     if (S.approvals.has(a.requestId)) return;
-    const buttons = READ_ONLY ? null : h('div', { class: 'choices' },
-      h('button', { type: 'button', dataset: { decision: 'allowOnce' } }, 'Allow once'),
-      h('button', { type: 'button', dataset: { decision: 'allowAlways' } }, 'Allow always'),
-      h('button', { type: 'button', class: 'danger', dataset: { decision: 'deny' } }, 'Deny'));
     const d = a.display || {};
-    const card = h('div', { class: 'card approval', dataset: { request: a.requestId } },
-      h('div', { class: 'card-head' }, h('span', { class: 'icon', 'aria-hidden': 'true' }, '?'),
-        h('span', { class: 'title' }, `Allow ${d.title || 'this tool'}?`),
-        d.subject ? h('code', { class: 'subject' }, d.subject) : null),
-      a.reason ? h('div', { class: 'reason' }, a.reason) : null,
+    // A plan submitted for review (plan mode's exit_plan_mode asks with the request id
+    // `plan-CALL`; the protocol has no typed purpose for it yet): the plan, accept or keep
+    // planning. The policy's approval of the same call shows the plan too.
+    const plan = d.kind === 'plan' && a.requestId.startsWith('plan-');
+    const buttons = READ_ONLY ? null : h('div', { class: 'choices' },
+      h('button', { type: 'button', dataset: { decision: 'allowOnce' } }, plan ? 'Accept plan' : 'Allow once'),
+      plan ? null : h('button', { type: 'button', dataset: { decision: 'allowAlways' } }, 'Allow always'),
+      h('button', { type: 'button', class: 'danger', dataset: { decision: 'deny' } }, plan ? 'Keep planning' : 'Deny'));
+    const card = h('div', { class: `card approval${plan ? ' plan-review' : ''}`, dataset: { request: a.requestId } },
+      h('div', { class: 'card-head' }, h('span', { class: 'icon', 'aria-hidden': 'true' }, plan ? '☰' : '?'),
+        h('span', { class: 'title' }, plan ? 'Review the plan' : `Allow ${d.title || 'this tool'}?`),
+        d.subject && !plan ? h('code', { class: 'subject' }, d.subject) : null),
+      d.kind === 'plan' && d.plan ? h('div', { class: 'plan md' }, markdown(d.plan)) : null,
+      a.reason && !plan ? h('div', { class: 'reason' }, a.reason) : null,
       buttons);
     buttons?.addEventListener('click', async (e) => {
       const b = e.target.closest('button');
@@ -290,6 +295,52 @@ function conversation(id) {
     const drawing = sink !== log;
     add(card);
     if (!drawing) buttons?.querySelector('button')?.focus({ preventScroll: true });
+  }
+
+  // A question the agent asks (ask_user_question): options (one or several) and free text.
+  function questionCard(q) {
+    if (S.questions.has(q.requestId)) return;
+    const form = h('form', { class: 'questions' });
+    (q.questions || []).forEach((x, n) => {
+      const name = `q-${q.requestId}-${n}`;
+      const fs = h('fieldset', { class: 'question', dataset: { question: x.id } },
+        h('legend', null, x.header ? h('strong', null, `${x.header}: `) : null, x.question));
+      for (const o of x.options || []) {
+        fs.append(h('label', { class: 'option' },
+          h('input', { type: x.multiSelect ? 'checkbox' : 'radio', name, value: o.label, disabled: READ_ONLY }),
+          ' ', o.label, o.description ? h('span', { class: 'muted' }, ` · ${o.description}`) : null));
+      }
+      fs.append(h('input', {
+        type: 'text', class: 'other', name: `${name}-text`, disabled: READ_ONLY,
+        placeholder: (x.options || []).length ? 'Or type an answer' : 'Your answer', 'aria-label': `Answer: ${x.question}`,
+      }));
+      form.append(fs);
+    });
+    if (!READ_ONLY) form.append(h('div', { class: 'choices' }, h('button', { type: 'submit' }, 'Answer')));
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const answers = (q.questions || []).map((x, n) => {
+        const name = `q-${q.requestId}-${n}`;
+        const selected = [...form.querySelectorAll(`input[name="${name}"]:checked`)].map((i) => i.value);
+        const text = form.querySelector(`input[name="${name}-text"]`).value.trim();
+        return { questionId: x.id, selected, ...(text ? { text } : {}) };
+      });
+      const button = form.querySelector('button');
+      button.disabled = true;
+      try {
+        await op(S.id, { type: 'answerQuestion', requestId: q.requestId, answers });
+      } catch (err) {
+        if (err.code !== 'UNKNOWN_REQUEST') { toast(err.message); button.disabled = false; }
+      }
+    });
+    const c = h('div', { class: 'card question-card', dataset: { request: q.requestId } },
+      h('div', { class: 'card-head' }, h('span', { class: 'icon', 'aria-hidden': 'true' }, '?'),
+        h('span', { class: 'title' }, 'The agent asks')),
+      form);
+    S.questions.set(q.requestId, c);
+    const drawing = sink !== log;
+    add(c);
+    if (!drawing) form.querySelector('input')?.focus({ preventScroll: true });
   }
 
   function card(callId) {
@@ -313,6 +364,7 @@ function conversation(id) {
       }
       if (ev.usage) S.usage = ev.usage;
       for (const a of ev.pendingApprovals || []) approvalCard(a);
+      for (const q of ev.pendingQuestions || []) questionCard(q);
       S.steers = new Map((ev.queuedSteers || []).map((q) => [q.steerId, q]));
       renderSteers();
       if (ev.live) {
@@ -373,9 +425,16 @@ function conversation(id) {
         c.append(h('div', { class: 'outcome', dataset: { outcome: ev.outcome } }, OUTCOME[ev.outcome] || ev.outcome, ev.reason ? `: ${ev.reason}` : ''));
       }
     },
-    questionAsked(ev) {
-      row('question', 'The agent asks: ', (ev.questions || []).map((q) => q.question || q.header || '').join(' / '),
-        h('span', { class: 'muted' }, ' (answer it from the terminal; the web page cannot yet)'));
+    questionAsked(ev) { questionCard(ev); },
+    questionAnswered(ev) {
+      const c = S.questions.get(ev.requestId);
+      if (!c || c.classList.contains('resolved')) return;
+      c.classList.add('resolved');
+      c.querySelectorAll('input, button').forEach((x) => { x.disabled = true; });
+      c.querySelector('.choices')?.remove();
+      const said = (ev.answers || []).map((a) => [...(a.selected || []), a.text].filter(Boolean).join(', ')).join(' / ');
+      c.append(h('div', { class: 'outcome', dataset: { outcome: ev.answers?.length ? 'answered' : 'dismissed' } },
+        ev.answers?.length ? `answered: ${said}` : 'dismissed'));
     },
     compactionStarted() { row('compaction', 'Compacting the conversation…'); },
     compactionEnded(ev) {

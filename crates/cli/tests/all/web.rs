@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use dsh_testkit::{Completion, Gate, Reply, data_event};
 use serde_json::Value;
 
-use crate::support::{Env, log_text, replace_log, session_files};
+use crate::support::{Env, log_text, replace_log, session_files, stalled_text};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
@@ -226,6 +226,25 @@ fn dsh_web_in_a_real_browser() {
             .gate_head(&steer),
     );
     server.push(Completion::new().text("Steer received.").reply());
+    server.push(
+        Completion::new()
+            .tool_call(
+                "ask_user_question",
+                r#"{"questions":[{"id":"q1","question":"Which one?","options":[{"label":"A"},{"label":"B"}]}]}"#,
+            )
+            .reply(),
+    );
+    server.push(Completion::new().text("You chose B.").reply());
+    server.push(
+        Completion::new()
+            .tool_call(
+                "exit_plan_mode",
+                r#"{"plan":"1. Replace **old** in a.txt\n2. Check it"}"#,
+            )
+            .reply(),
+    );
+    server.push(Completion::new().text("Plan accepted.").reply());
+    server.push(stalled_text("Thinking hard"));
     let gates: HashMap<&str, &Gate> = [("stream", &stream), ("steer", &steer)].into();
 
     // A watch-only token (its existence also makes the stored tokens count).
@@ -307,6 +326,23 @@ fn dsh_web_in_a_real_browser() {
     assert!(
         steered,
         "no request carried the steer after the turn it joined"
+    );
+    // The answer given in the page reached the model as the question's result.
+    let answered = server
+        .requests()
+        .iter()
+        .filter(|r| r.is_chat())
+        .map(|r| r.body_text())
+        .find(|b| b.contains("because tests"));
+    let answered = answered.expect("no request carried the question's answer");
+    assert!(answered.contains("selected"), "{answered}");
+    // The accepted plan: the tool told the model so.
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r.is_chat() && r.body_text().contains("The user accepted the plan")),
+        "no request carried the accepted plan"
     );
     assert_eq!(
         result["foreignRequests"].as_array().map(Vec::len),

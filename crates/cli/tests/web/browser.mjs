@@ -190,6 +190,51 @@ try {
   const status = await page.locator('#status').textContent();
   check(/cache hit/.test(status) && /cost/.test(status) && /tokens/.test(status), 'the status line shows tokens, cache hit and cost');
 
+  // ---- a question answered in the page ----
+  await page.locator('#prompt').fill('ask me');
+  await page.locator('#prompt').press('Enter');
+  // The server's policy is untrusted: it asks before the question tool too.
+  await page.locator('.card.approval:not(.resolved)').getByRole('button', { name: 'Allow once' }).click();
+  const question = page.locator('.card.question-card:not(.resolved)');
+  await question.waitFor();
+  await tab2.locator('.card.question-card:not(.resolved)').waitFor();
+  await question.getByLabel('B', { exact: true }).check();
+  await question.locator('input.other').fill('because tests');
+  await question.getByRole('button', { name: 'Answer' }).click();
+  await page.locator('.card.question-card.resolved [data-outcome="answered"]', { hasText: 'B, because tests' }).waitFor();
+  await tab2.locator('.card.question-card.resolved [data-outcome="answered"]').waitFor();
+  check(true, 'a question is answered in the page (an option and free text), resolved in both tabs');
+  await page.locator('.msg.assistant', { hasText: 'You chose B.' }).waitFor();
+  await page.locator('#state [data-state="idle"]').waitFor();
+
+  // ---- slash-command completion from the registry; plan review ----
+  await page.locator('#prompt').fill('/pl');
+  await page.locator('#completions li[data-name="plan"]').waitFor();
+  await page.locator('#prompt').press('Tab');
+  check(await page.locator('#prompt').inputValue() === '/plan ', 'Tab completes a slash command from the session\'s registry');
+  await page.locator('#prompt').press('Enter');
+  await page.locator('.row.command', { hasText: '/plan' }).waitFor();
+  await page.locator('#prompt').fill('make a plan');
+  await page.locator('#prompt').press('Enter');
+  await page.locator('.card.approval:not(.resolved):not(.plan-review)').getByRole('button', { name: 'Allow once' }).click();
+  const review = page.locator('.card.approval.plan-review:not(.resolved)');
+  await review.waitFor();
+  check(await review.locator('.plan li strong', { hasText: 'old' }).count() === 1, 'plan review shows the plan as markdown');
+  await review.getByRole('button', { name: 'Accept plan' }).click();
+  await page.locator('.card.approval.plan-review.resolved [data-outcome="allowed-once"]').waitFor();
+  await page.locator('.msg.assistant', { hasText: 'Plan accepted.' }).waitFor();
+  await page.locator('#state [data-state="idle"]').waitFor();
+  check(true, 'a plan accepted from the page');
+
+  // ---- interrupt ----
+  await page.locator('#prompt').fill('stall');
+  await page.locator('#prompt').press('Enter');
+  await page.locator('#live', { hasText: 'Thinking hard' }).waitFor();
+  await page.locator('#interrupt').click();
+  await page.locator('.msg.assistant.interrupted', { hasText: 'Thinking hard' }).waitFor();
+  await page.locator('#state [data-state="idle"]').waitFor();
+  check(await page.locator('#interrupt').isHidden(), 'the interrupt button stops the turn; the streamed text is kept, marked interrupted');
+
   // ---- screenshots: desktop (light), phone (light and dark) ----
   await page.locator('#log').evaluate((el) => el.querySelector('.card.tool[data-kind="shell"]')?.scrollIntoView({ block: 'start' }));
   await page.screenshot({ path: `${OUT}/conversation-desktop.png` });
@@ -226,6 +271,13 @@ try {
   check(result.foreignRequests.length === 0, `no request to another host (${result.foreignRequests.join(', ')})`);
   result.assetTotal = Object.values(result.assetBytes).reduce((a, b) => a + b, 0);
   console.log(JSON.stringify({ result }));
+} catch (e) {
+  // What the page showed when a step failed (the tail of its transcript).
+  for (const p of browser.contexts().flatMap((c) => c.pages())) {
+    const text = await p.locator('#log').textContent({ timeout: 1000 }).catch(() => null);
+    if (text) console.error(`page ${p.url()}: …${text.slice(-600)}`);
+  }
+  throw e;
 } finally {
   await browser.close();
 }
