@@ -246,6 +246,27 @@ try {
   await page.screenshot({ path: `${OUT}/conversation-360x740-dark.png` });
   await page.goto(`${BASE}/#/`);
   await page.locator('.session').first().waitFor();
+  // The search box: the list call's q, full text through the catalog.
+  const ids = () => page.locator('#session-list .session').evaluateAll((els) => els.map((e) => e.dataset.id));
+  const sessionId = decodeURIComponent(url.split('#/s/')[1]);
+  check((await ids()).length === 2, 'the list shows both sessions');
+  await page.locator('#q').fill('paged');
+  await page.waitForFunction((id) => {
+    const rows = [...document.querySelectorAll('#session-list .session')];
+    return rows.length === 1 && rows[0].dataset.id === id;
+  }, LONG);
+  check(true, 'searching a word of one session\'s answer lists that session only');
+  await page.locator('#q').fill('"also check the docs"');
+  await page.waitForFunction((id) => {
+    const rows = [...document.querySelectorAll('#session-list .session')];
+    return rows.length === 1 && rows[0].dataset.id === id;
+  }, sessionId);
+  check(true, 'a quoted phrase of a steer finds its session');
+  await page.locator('#q').fill('nowhereword');
+  await page.locator('#session-list .empty', { hasText: 'No session matches.' }).waitFor();
+  check(true, 'a search with no match says so');
+  await page.locator('#q').fill('');
+  await page.waitForFunction(() => document.querySelectorAll('#session-list .session').length === 2);
   await page.screenshot({ path: `${OUT}/sessions-360x740-dark.png` });
   result.screenshots.push('conversation-desktop.png', 'conversation-360x740.png', 'conversation-360x740-dark.png', 'sessions-360x740-dark.png');
 
