@@ -10,6 +10,9 @@
 //!   gate; the bench opens gate K and times until its SSE subscriber reads delta K. This spans
 //!   the mock's write, dsh's provider stream, the host's projection and fan-out, axum's SSE
 //!   writer and loopback: an upper bound of host → SSE client (budget: p50 under 1 ms).
+//! - **Idle sessions**: 100 sessions created over HTTP and left open, then one SSE subscriber
+//!   on each, read up to its snapshot: the server's `VmRSS` with the sessions open (budget:
+//!   under 100 MB) and the RSS each subscriber adds (budget: under 100 KB).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -32,6 +35,8 @@ use crate::stats::Stat;
 const PROMPT: &str = "Run the benchmark steps one by one, then report.";
 /// Bound on one wait: a hang fails the run instead of the bench.
 const BOUND: Duration = Duration::from_secs(120);
+/// Sessions of the idle run (budget: server RSS under 100 MB with this many open).
+const IDLE_SESSIONS: usize = 100;
 
 /// A `dsh serve --listen 127.0.0.1:0` of one world; killed on drop.
 struct Server {
@@ -204,7 +209,13 @@ fn serve_steps(dsh: &Path, steps: usize) -> Result<Vec<f64>> {
     if let Some(bad) = reqs.iter().find(|r| r.status != 200) {
         bail!("request {} got status {}", bad.index, bad.status);
     }
-    // The turn's end flushed the log.
+    // The turn's end is delivered before its flush completes: write the log through first.
+    let (status, a) = server.request(
+        "POST",
+        &format!("/v1/sessions/{id}/ops"),
+        Some(&json!({"type": "persist"})),
+    )?;
+    ensure!(status == 202, "persist answered {status}: {a}");
     let events = read_events(&session_log(world.home.path())?)?;
     let mut overhead = Vec::with_capacity(steps);
     for k in 0..steps {
@@ -283,12 +294,55 @@ fn quantile(v: &[f64], p: f64) -> f64 {
     s[i.min(s.len() - 1)]
 }
 
+/// A process's resident set now (`VmRSS`), KiB.
+fn rss_kib(pid: u32) -> Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmRSS in the server's status")
+}
+
+/// `n` idle open sessions in one server, then one idle SSE subscriber on each: the server's
+/// RSS with the sessions open (MB, 10^6 bytes) and the RSS each subscriber adds (KB, 10^3 bytes):
+/// the budgets' units, so the figures are not rounded in their favour.
+fn idle(dsh: &Path, n: usize) -> Result<(f64, f64)> {
+    let world = World::new()?;
+    let server = Server::start(dsh, &world)?;
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        ids.push(server.create(&world.work)?);
+    }
+    // Every session answers its summary: all of them are open and settled.
+    for id in &ids {
+        let (status, s) = server.request("GET", &format!("/v1/sessions/{id}"), None)?;
+        ensure!(status == 200, "session {id} answered {status}: {s}");
+    }
+    let pid = server.child.id();
+    let sessions = rss_kib(pid)?;
+    let mut subs = Vec::with_capacity(n);
+    for id in &ids {
+        let mut sub = server.subscribe(id)?;
+        sub.until("event: snapshot")?;
+        subs.push(sub);
+    }
+    let with_subs = rss_kib(pid)?;
+    drop(subs);
+    Ok((
+        sessions * 1024.0 / 1e6,
+        (with_subs - sessions) * 1024.0 / 1e3 / n as f64,
+    ))
+}
+
 /// Measures and adds the rows: `iterations` runs of each, exec and serve interleaved.
 pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Result<()> {
     let steps = if quick { 20 } else { 200 };
     let deltas = if quick { 20 } else { 200 };
     let (mut exec, mut served, mut diff) = (Vec::new(), Vec::new(), Vec::new());
     let (mut p50, mut p90) = (Vec::new(), Vec::new());
+    let (mut idle_rss, mut sub_kib) = (Vec::new(), Vec::new());
     for i in 0..iterations {
         eprintln!("dsh-bench: dsh serve run {}/{iterations}", i + 1);
         let local = Scenario::new("bash", Variant::Bash, steps)
@@ -303,6 +357,9 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
         let d = delivery(dsh, deltas).context("the delivery run")?;
         p50.push(quantile(&d, 0.5) / 1e3);
         p90.push(quantile(&d, 0.9) / 1e3);
+        let (rss, per_sub) = idle(dsh, IDLE_SESSIONS).context("the idle sessions run")?;
+        idle_rss.push(rss);
+        sub_kib.push(per_sub);
     }
     let mut g = Group::new(
         rows,
@@ -340,6 +397,24 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
         &p90,
         "ms",
         3,
+    );
+    let mut g = Group::new(
+        rows,
+        format!("dsh serve: {IDLE_SESSIONS} idle open sessions, one idle SSE subscriber each"),
+    );
+    g.limit(
+        "server RSS with the sessions open (`VmRSS`)",
+        &idle_rss,
+        "MB",
+        1,
+        100.0,
+    );
+    g.limit(
+        "RSS an idle subscriber adds (`VmRSS` difference / subscribers)",
+        &sub_kib,
+        "KB",
+        1,
+        100.0,
     );
     Ok(())
 }
