@@ -263,65 +263,6 @@ fn token_create_list_revoke_and_a_non_loopback_listener_needs_one() {
     assert!(list.stdout.is_empty());
 }
 
-/// Memory of the real server: 100 idle open sessions, then 100 idle subscribers on one.
-/// Printed, not asserted; run with `--ignored --nocapture`.
-#[ignore = "a measurement: run with --ignored --nocapture"]
-#[test]
-fn budget_serve_memory_of_idle_sessions_and_subscribers() {
-    fn rss_kib(pid: u32) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap()
-    }
-    let env = Env::new();
-    let served = serve(&env, &[]);
-    let pid = served.child.id();
-    let cwd = env.cwd().display().to_string();
-    let body = format!(r#"{{"cwd":"{cwd}"}}"#);
-    // One first, so what is loaded once (the store, the first session's code paths) is not
-    // counted per session.
-    let (s, first) = raw(&served.addr, "POST", "/v1/sessions", Some(&body), None);
-    assert_eq!(s, 201, "{first}");
-    let id = session_id(&first);
-    let before = rss_kib(pid);
-    for _ in 0..100 {
-        assert_eq!(
-            raw(&served.addr, "POST", "/v1/sessions", Some(&body), None).0,
-            201
-        );
-    }
-    let sessions = rss_kib(pid);
-    // 100 subscribers on one session, held open.
-    let mut subs = Vec::new();
-    for _ in 0..100 {
-        let mut s = TcpStream::connect(&served.addr).unwrap();
-        write!(
-            s,
-            "GET /v1/sessions/{id}/events HTTP/1.1\r\nHost: {}\r\n\r\n",
-            served.addr
-        )
-        .unwrap();
-        let mut buf = [0u8; 4096];
-        let mut got = Vec::new();
-        while !String::from_utf8_lossy(&got).contains("event: snapshot") {
-            let n = s.read(&mut buf).unwrap();
-            assert!(n > 0);
-            got.extend_from_slice(&buf[..n]);
-        }
-        subs.push(s);
-    }
-    let subscribed = rss_kib(pid);
-    println!(
-        "BUDGET dsh serve RSS: {before} KiB with 1 session; {sessions} KiB with 101 idle sessions ({:.1} KiB/session); {subscribed} KiB with 100 idle SSE subscribers ({:.1} KiB/subscriber)",
-        (sessions as f64 - before as f64) / 100.0,
-        (subscribed as f64 - sessions as f64) / 100.0
-    );
-    drop(subs);
-}
-
 /// schemathesis (from PyPI, into target/test-cache/schemathesis) against `dsh serve`'s
 /// OpenAPI document: no 5xx, every answer matches the schema. `scripts/schemathesis` exits 3
 /// only when PyPI cannot be reached (then this test skips, with the reason printed, unless

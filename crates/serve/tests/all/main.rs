@@ -2,7 +2,6 @@
 //! kernel, driven by real HTTP clients (reqwest, the RemoteClient).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-mod budgets;
 mod common;
 mod openapi;
 mod refusals;
