@@ -79,7 +79,7 @@ export function markdown(text) {
       i++;
       while (i < lines.length && !lines[i].trim().startsWith(fence[1])) body.push(lines[i++]);
       i++;
-      const code = h('code', fence[2] ? { class: `lang-${fence[2]}` } : null, body.join('\n'));
+      const code = h('code', fence[2] ? { class: `lang-${fence[2]}` } : null, highlight(body.join('\n'), fence[2]));
       root.append(h('pre', { class: 'code', dataset: fence[2] ? { lang: fence[2] } : {} }, code));
       continue;
     }
@@ -133,6 +133,60 @@ export function markdown(text) {
   }
   flush();
   return root;
+}
+
+// ---- code highlighting (a small tokenizer: comments, strings, numbers, keywords, types) ----
+
+const WORDS = {
+  rust: 'as async await break const continue crate dyn else enum extern false fn for if impl in let loop match mod move mut pub ref return self Self static struct super trait true type unsafe use where while',
+  js: 'async await break case catch class const continue debugger default delete do else export extends false finally for from function if import in instanceof interface let new null of return static super switch this throw true try type typeof undefined var void while yield',
+  python: 'and as assert async await break class continue def del elif else except False finally for from global if import in is lambda None nonlocal not or pass raise return self True try while with yield',
+  sh: 'case do done elif else esac exit export fi for function if in local return then until while',
+  go: 'break case chan const continue default defer else fallthrough false for func go goto if import interface map nil package range return select struct switch true type var',
+  c: 'auto bool break case catch char class const continue default delete do double else enum extends extern false final finally float for goto if implements import int interface long namespace new nullptr package private protected public register return short signed sizeof static struct super switch template this throw throws true try typedef typename union unsigned using var void volatile while',
+  json: 'true false null',
+};
+const ALIAS = {
+  rs: 'rust', javascript: 'js', jsx: 'js', ts: 'js', tsx: 'js', typescript: 'js', mjs: 'js',
+  py: 'python', bash: 'sh', shell: 'sh', zsh: 'sh', console: 'sh', golang: 'go', cpp: 'c',
+  'c++': 'c', h: 'c', hpp: 'c', java: 'c', kotlin: 'c', cs: 'c', csharp: 'c', toml: 'sh',
+  yaml: 'sh', yml: 'sh',
+};
+const LEXERS = new Map();
+
+function lexer(lang) {
+  const name = ALIAS[lang] || lang;
+  if (!WORDS[name]) return null;
+  if (!LEXERS.has(name)) {
+    const hash = name === 'python' || name === 'sh';
+    const comment = hash ? '#[^\\n]*' : '\\/\\/[^\\n]*|\\/\\*[\\s\\S]*?\\*\\/';
+    const str = `"(?:\\\\[\\s\\S]|[^"\\\\])*"|${name === 'rust' ? "'(?:\\\\.|[^'\\\\\\n])'" : "'(?:\\\\[\\s\\S]|[^'\\\\])*'"}${name === 'js' || name === 'go' ? '|`[^`]*`' : ''}`;
+    const re = new RegExp(`(${comment})|(${str})|(\\b(?:0x[\\da-fA-F_]+|\\d[\\d_]*(?:\\.\\d+)?(?:[eE][+-]?\\d+)?)\\b)|([A-Za-z_$][\\w$]*)`, 'g');
+    LEXERS.set(name, { re, words: new Set(WORDS[name].split(' ')), types: name !== 'sh' && name !== 'json' });
+  }
+  return LEXERS.get(name);
+}
+
+/** Code as text nodes and token spans (`tok-com`, `tok-str`, `tok-num`, `tok-kw`, `tok-ty`). */
+export function highlight(code, lang) {
+  const lx = lang && code.length < 200_000 ? lexer(lang.toLowerCase()) : null;
+  if (!lx) return code;
+  const out = [];
+  let last = 0;
+  for (const m of code.matchAll(lx.re)) {
+    let cls = null;
+    if (m[1]) cls = 'com';
+    else if (m[2]) cls = 'str';
+    else if (m[3]) cls = 'num';
+    else if (lx.words.has(m[4])) cls = 'kw';
+    else if (lx.types && /^[A-Z][a-z]/.test(m[4])) cls = 'ty';
+    if (!cls) continue;
+    if (m.index > last) out.push(code.slice(last, m.index));
+    out.push(h('span', { class: `tok-${cls}` }, m[0]));
+    last = m.index + m[0].length;
+  }
+  if (last < code.length) out.push(code.slice(last));
+  return out;
 }
 
 // ---- diffs ----

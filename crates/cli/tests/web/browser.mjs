@@ -103,6 +103,10 @@ try {
     check(await users() === 50, `a ${LONG_TURNS}-turn session opens with its last 50 turns drawn (${await users()})`);
     check(await lp.locator('#earlier').textContent() === `Show earlier turns (${LONG_TURNS - 50} more)`, 'the earlier turns wait behind a button');
     check(await lp.locator('#log .card.tool[data-kind="shell"]').count() === 50, 'each drawn turn has its bash card');
+    const code = lp.locator('#log .msg.assistant pre.code[data-lang="rust"]').last();
+    check(await code.locator('.tok-kw', { hasText: 'fn' }).count() === 1
+      && await code.locator('.tok-str').textContent() === '"hi"'
+      && await code.textContent() === 'fn main() { println!("hi"); }', 'a rust code block is highlighted (keyword, string) and its text unchanged');
     await lp.locator('#earlier').click();
     check(await users() === 100, 'Show earlier draws one more page above');
     const order = await lp.evaluate(() => [...document.querySelectorAll('#log > :not(#earlier)')][0].className);
