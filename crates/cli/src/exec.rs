@@ -8,7 +8,8 @@ use anyhow::anyhow;
 use dsh_agent::{AgentOptions, Agents};
 use dsh_kernel::{Composer, Composition, Kernel};
 use dsh_protocol::{
-    Client, ErrorCode, GoalPhase, Op, OpenSession, ProtocolError, SessionOptions, TurnEndReason,
+    Client, ErrorCode, GoalPhase, Op, OpenSession, ProtocolError, SessionOptions, SessionQuery,
+    TurnEndReason,
 };
 use dsh_session::Sessions;
 use serde_json::Value;
@@ -52,14 +53,19 @@ pub(crate) fn working_dir(arg: Option<&PathBuf>) -> Result<PathBuf, Failure> {
     Ok(dir)
 }
 
-/// The latest stored session whose working directory is `cwd`.
-pub(crate) fn latest_for(sessions: &dyn Sessions, cwd: &str) -> Result<String, Failure> {
-    let list = sessions
-        .list()
+/// The latest session (not a sub-agent's) whose working directory is `cwd`, as the client's
+/// host lists them (`--continue`, locally and on a server alike).
+pub(crate) async fn latest_for(client: &dyn Client, cwd: &str) -> Result<String, Failure> {
+    let list = client
+        .sessions(SessionQuery {
+            cwd: Some(cwd.to_owned()),
+            ..Default::default()
+        })
+        .await
         .map_err(|e| Failure::run(anyhow!("cannot list sessions: {e}")))?;
     list.into_iter()
-        .filter(|s| s.cwd.as_deref() == Some(cwd) && s.parent_session.is_none())
-        .max_by_key(|s| (s.created_at, s.id.clone()))
+        .filter(|s| s.cwd == cwd && s.parent_id.is_none())
+        .max_by_key(|s| (s.created_ms, s.id.clone()))
         .map(|s| s.id)
         .ok_or_else(|| Failure::usage(anyhow!("no session to continue in {cwd}")))
 }
@@ -455,9 +461,11 @@ async fn run_agent(
             "the composition mounts no `agents` service"
         )));
     }
-    let sessions = root
-        .get::<dyn Sessions>()
-        .ok_or_else(|| Failure::usage(anyhow!("the composition mounts no `sessions` service")))?;
+    if root.get::<dyn Sessions>().is_none() {
+        return Err(Failure::usage(anyhow!(
+            "the composition mounts no `sessions` service"
+        )));
+    }
     crate::providers::check_route(&root, &args.provider)?;
     let defaults = AgentOptions {
         provider: Some(args.provider.clone()),
@@ -466,11 +474,6 @@ async fn run_agent(
         max_tokens: None,
         temperature: None,
         cwd: cwd.clone(),
-    };
-    let resume_id = match (&args.resume, args.continue_latest) {
-        (Some(id), _) => Some(id.clone()),
-        (None, true) => Some(latest_for(sessions.as_ref(), &cwd.to_string_lossy())?),
-        (None, false) => None,
     };
     // Approvals keep exec's policy: no person answers here (the approval plugin decides).
     let host = dsh_host::Host::new(
@@ -481,6 +484,11 @@ async fn run_agent(
         },
     )
     .map_err(|e| Failure::usage(anyhow!("{}", e.message)))?;
+    let resume_id = match (&args.resume, args.continue_latest) {
+        (Some(id), _) => Some(id.clone()),
+        (None, true) => Some(latest_for(&*host.client(), &cwd.to_string_lossy()).await?),
+        (None, false) => None,
+    };
     // The session keeps exec's directory, resumed or new.
     let options = SessionOptions {
         cwd: Some(cwd.display().to_string()),

@@ -104,9 +104,16 @@ pub(crate) async fn run(args: ExecArgs, server: String, prompt: String) -> Resul
         cwd,
         settings: remote_settings(&args, None, "--server")?,
     };
-    let open = match (&args.resume, &args.session) {
+    let client: Arc<dyn dsh_protocol::Client> = Arc::new(client);
+    // `--continue`: the latest session of this directory among the server's.
+    let resume = match (&args.resume, args.continue_latest, &options.cwd) {
+        (Some(id), _, _) => Some(id.clone()),
+        (None, true, Some(cwd)) => Some(crate::exec::latest_for(&*client, cwd).await?),
+        _ => None,
+    };
+    let open = match (resume, &args.session) {
         (Some(id), _) => OpenSession::Resume {
-            session_id: id.clone(),
+            session_id: id,
             options,
         },
         (None, id) => OpenSession::Create {
@@ -115,7 +122,6 @@ pub(crate) async fn run(args: ExecArgs, server: String, prompt: String) -> Resul
             prompt: None,
         },
     };
-    let client: Arc<dyn dsh_protocol::Client> = Arc::new(client);
     let options = crate::exec::DriveOptions {
         json: args.json,
         usage: args.usage,

@@ -193,8 +193,8 @@ pub(crate) struct ExecArgs {
     /// Run the task on a `dsh serve` at this URL (`http://127.0.0.1:7433`); its token, if it
     /// needs one, comes from `DSH_SERVER_TOKEN`. The composition is the server's (`--config`,
     /// `--patch`, `--network`, `--plan`, `--max-parallel-tools` are refused); `--sandbox` and
-    /// `--ask-for-approval` are the session's own.
-    #[arg(long, value_name = "URL", conflicts_with = "continue_latest")]
+    /// `--ask-for-approval` are the session's own; `--continue` picks among its sessions.
+    #[arg(long, value_name = "URL")]
     pub(crate) server: Option<String>,
     /// Run the task in the background: the per-user server (a `dsh serve` on
     /// `$DSH_HOME/run/serve.sock`, started if none runs, gone after `$DSH_BG_IDLE_EXIT`

@@ -146,9 +146,11 @@ fn host(kernel: &Kernel, defaults: AgentOptions) -> Result<Host, Failure> {
 
 async fn run_local(kernel: &Kernel, args: TuiArgs, cwd: PathBuf) -> Result<u8, Failure> {
     let root = kernel.root();
-    let sessions = root
-        .get::<dyn Sessions>()
-        .ok_or_else(|| Failure::usage(anyhow!("the composition mounts no `sessions` service")))?;
+    if root.get::<dyn Sessions>().is_none() {
+        return Err(Failure::usage(anyhow!(
+            "the composition mounts no `sessions` service"
+        )));
+    }
     let defaults = AgentOptions {
         provider: Some(args.provider.clone()),
         model: args.model.clone(),
@@ -157,6 +159,7 @@ async fn run_local(kernel: &Kernel, args: TuiArgs, cwd: PathBuf) -> Result<u8, F
         temperature: None,
         cwd: cwd.clone(),
     };
+    let host = host(kernel, defaults)?;
     let mut open_picker = false;
     let target = match (&args.resume, args.continue_latest) {
         (Some(id), _) if !id.is_empty() => dsh_tui::Target::Resume(id.clone()),
@@ -165,11 +168,10 @@ async fn run_local(kernel: &Kernel, args: TuiArgs, cwd: PathBuf) -> Result<u8, F
             dsh_tui::Target::New
         }
         (None, true) => {
-            dsh_tui::Target::Resume(latest_for(sessions.as_ref(), &cwd.to_string_lossy())?)
+            dsh_tui::Target::Resume(latest_for(&*host.client(), &cwd.to_string_lossy()).await?)
         }
         (None, false) => dsh_tui::Target::New,
     };
-    let host = host(kernel, defaults)?;
     let opts = TuiRun {
         target,
         new_session: session_options(&args, Some(&cwd)),

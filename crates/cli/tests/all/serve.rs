@@ -650,3 +650,52 @@ fn scrub(v: &mut serde_json::Value) {
         _ => {}
     }
 }
+
+/// `dsh exec --server URL --continue`: the latest of the server's sessions in this directory
+/// is resumed (its history in the next request, one session with two turns); with none there,
+/// a usage error naming the directory.
+#[test]
+fn dsh_exec_server_continue_resumes_the_latest_session_of_the_directory() {
+    let env = Env::new();
+    let served = serve(&env, &[]);
+    let exec = |args: &[&str]| {
+        env.dsh()
+            .args(["exec", "--server", &served.url])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = exec(&["--continue", "nothing yet"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no session to continue in"), "{stderr}");
+    env.server().push_all([
+        Completion::new().text("first answer").reply(),
+        Completion::new().text("second answer").reply(),
+    ]);
+    let out = exec(&["remember the word pelican"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = exec(&["--continue", "which word?"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "second answer\n");
+    let requests = env.server().requests();
+    let last = String::from_utf8_lossy(&requests.last().unwrap().body).into_owned();
+    assert!(
+        last.contains("pelican") && last.contains("first answer"),
+        "{last}"
+    );
+    let (status, list) = raw(&served.addr, "GET", "/v1/sessions", None, None);
+    assert_eq!(status, 200);
+    assert_eq!(list.matches("\"id\"").count(), 1, "{list}");
+    assert!(list.contains("\"turns\":2"), "{list}");
+}
