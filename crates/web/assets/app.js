@@ -156,7 +156,7 @@ function conversation(id) {
   crumb.textContent = '';
   const S = {
     id, state: 'idle', settings: {}, usage: null, ctx: null, cwd: '', title: '',
-    cards: new Map(), approvals: new Map(), questions: new Map(), steers: new Map(), live: null, commands: [],
+    cards: new Map(), approvals: new Map(), questions: new Map(), paths: new Set(), steers: new Map(), live: null, commands: [],
     lastSeq: null, closed: false,
   };
   const title = h('h1', { id: 'title' }, id);
@@ -343,6 +343,13 @@ function conversation(id) {
     if (!drawing) form.querySelector('input')?.focus({ preventScroll: true });
   }
 
+  // Paths the tool cards named (offered by `@` completion).
+  function notePaths(d) {
+    if (!d) return;
+    if (d.diff?.path) S.paths.add(d.diff.path);
+    if (['read', 'edit', 'write'].includes(d.kind) && d.subject && !/\s/.test(d.subject)) S.paths.add(d.subject);
+  }
+
   function card(callId) {
     let c = S.cards.get(callId);
     if (!c) {
@@ -405,7 +412,7 @@ function conversation(id) {
       if (S.live) { S.live.text = ''; S.live.thinking = ''; paintLive(); }
       row('retry', `Retrying (attempt ${ev.attempt}${ev.maxAttempts ? ` of ${ev.maxAttempts}` : ''}): ${ev.error?.message || ''}`);
     },
-    toolCallBegan(ev) { fillCard(card(ev.callId), ev.display, null); },
+    toolCallBegan(ev) { notePaths(ev.display); fillCard(card(ev.callId), ev.display, null); },
     toolCallProgress(ev) {
       const c = card(ev.callId);
       c._progress = (c._progress || '') + (ev.output || '');
@@ -563,30 +570,59 @@ function conversation(id) {
 
   // The composer.
   api('GET', `/v1/sessions/${encodeURIComponent(id)}/commands`).then((c) => { S.commands = c || []; }).catch(() => {});
-  function matches() {
-    const m = text.value.match(/^\/(\S*)$/);
-    if (!m) return [];
-    return S.commands.filter((c) => c.name.startsWith(m[1])).slice(0, 8);
+  // Completion: `/name` at the start (the session's command registry) or `@path` anywhere (the
+  // paths this session's tool cards named: the server offers no file listing yet).
+  let sel = 0;
+  function context() {
+    let m = text.value.match(/^\/(\S*)$/);
+    if (m) return { kind: 'command', items: S.commands.filter((c) => c.name.startsWith(m[1])).slice(0, 8) };
+    const before = text.value.slice(0, text.selectionStart ?? text.value.length);
+    m = before.match(/(?:^|\s)@(\S*)$/);
+    if (m) {
+      const q = m[1].toLowerCase();
+      const items = [...S.paths].filter((p) => p.toLowerCase().includes(q) && p !== m[1]).slice(0, 8);
+      return { kind: 'file', start: before.length - m[1].length - 1, end: before.length, items };
+    }
+    return { kind: null, items: [] };
   }
   function showCompletions() {
-    const list = matches();
-    completions.hidden = !list.length;
-    completions.replaceChildren(...list.map((c, i) => h('li', { role: 'option', 'aria-selected': i === 0 ? 'true' : 'false', dataset: { name: c.name } },
-      h('code', null, `/${c.name}`), c.argumentHint ? ` ${c.argumentHint}` : '', ' ', h('span', { class: 'muted' }, c.description || ''))));
+    const ctx = context();
+    sel = Math.min(sel, Math.max(ctx.items.length - 1, 0));
+    completions.hidden = !ctx.items.length;
+    completions.replaceChildren(...ctx.items.map((c, i) => h('li', { role: 'option', 'aria-selected': i === sel ? 'true' : 'false', dataset: { index: i, ...(ctx.kind === 'file' ? { path: c } : { name: c.name }) } },
+      ctx.kind === 'file' ? h('code', null, `@${c}`)
+        : [h('code', null, `/${c.name}`), c.argumentHint ? ` ${c.argumentHint}` : '', ' ', h('span', { class: 'muted' }, c.description || '')])));
+  }
+  function complete(i) {
+    const ctx = context();
+    const item = ctx.items[i];
+    if (!item) return false;
+    if (ctx.kind === 'command') text.value = `/${item.name} `;
+    else {
+      const put = `@${item} `;
+      text.value = text.value.slice(0, ctx.start) + put + text.value.slice(ctx.end);
+      text.setSelectionRange(ctx.start + put.length, ctx.start + put.length);
+    }
+    sel = 0;
+    showCompletions();
+    return true;
   }
   completions.addEventListener('mousedown', (e) => {
     const li = e.target.closest('li');
     if (!li) return;
     e.preventDefault();
-    text.value = `/${li.dataset.name} `;
-    showCompletions();
+    complete(Number(li.dataset.index));
     text.focus();
   });
-  text.addEventListener('input', showCompletions);
+  text.addEventListener('input', () => { sel = 0; showCompletions(); });
   text.addEventListener('keydown', (e) => {
     if (e.key === 'Tab' && !completions.hidden) {
-      const first = matches()[0];
-      if (first) { e.preventDefault(); text.value = `/${first.name} `; showCompletions(); }
+      if (complete(sel)) e.preventDefault();
+    } else if ((e.key === 'ArrowDown' || e.key === 'ArrowUp') && !completions.hidden) {
+      e.preventDefault();
+      const n = completions.children.length;
+      sel = (sel + (e.key === 'ArrowDown' ? 1 : n - 1)) % n;
+      showCompletions();
     } else if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
       composer.requestSubmit();

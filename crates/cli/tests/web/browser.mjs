@@ -29,6 +29,15 @@ async function gate(name) {
   const { value } = await lines.next();
   if (value !== 'ok') throw new Error(`gate ${name}: got ${value}`);
 }
+/** Waits for `target`; an ordinary approval asked before it (the policy's) is allowed once. */
+async function allowFirst(p, target) {
+  const policy = '.card.approval:not(.resolved):not(.plan-review)';
+  await p.locator(`${target}, ${policy}`).first().waitFor();
+  if (await p.locator(policy).count()) {
+    await p.locator(policy).getByRole('button', { name: 'Allow once' }).click();
+  }
+  await p.locator(target).waitFor();
+}
 function check(cond, what) {
   if (!cond) throw new Error(`failed: ${what}`);
   console.error(`ok: ${what}`);
@@ -67,15 +76,14 @@ try {
   page.setDefaultTimeout(20000);
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('response', async (resp) => {
-    const u = new URL(resp.url());
-    if (u.pathname === '/' || u.pathname.startsWith('/assets/')) {
-      try { result.assetBytes[u.pathname] = (await resp.body()).length; } catch { /* redirected */ }
-    }
-  });
   await page.goto(LOGIN);
   await page.waitForURL(`${BASE}/`);
   await page.locator('#session-list').waitFor();
+  // What the page loads (the page and its assets, from the browser's resource timing), each
+  // body's size as the server sends it (no compression).
+  const loaded = await page.evaluate(() => [...performance.getEntriesByType('navigation'), ...performance.getEntriesByType('resource')]
+    .map((e) => new URL(e.name).pathname).filter((p) => p === '/' || p.startsWith('/assets/')));
+  for (const p of loaded) result.assetBytes[p] = (await (await ctx.request.get(`${BASE}${p}`)).body()).length;
   const cookie = (await ctx.cookies()).find((c) => c.name.startsWith('dsh_web_'));
   check(cookie && cookie.httpOnly && cookie.sameSite === 'Strict', 'the sign-in cookie is HttpOnly and SameSite=Strict');
   r = await ap.goto(LOGIN);
@@ -171,6 +179,12 @@ try {
   check(await edit.locator('pre.diff .del', { hasText: 'old line' }).count() === 1, 'the edit shows a diff (removed and added lines)');
   await page.locator('.msg.assistant', { hasText: 'Edited.' }).waitFor();
 
+  // ---- `@` completion offers the paths this session's tools named ----
+  await page.locator('#prompt').fill('compare @a');
+  await page.locator('#completions li[data-path="a.txt"]').click();
+  check(await page.locator('#prompt').inputValue() === 'compare @a.txt ', '@ completes a path the session\'s tools named');
+  await page.locator('#prompt').fill('');
+
   // ---- a steer typed mid-turn reaches the next request ----
   await page.locator('#prompt').fill('long task');
   await page.locator('#prompt').press('Enter');
@@ -197,8 +211,8 @@ try {
   // ---- a question answered in the page ----
   await page.locator('#prompt').fill('ask me');
   await page.locator('#prompt').press('Enter');
-  // The server's policy is untrusted: it asks before the question tool too.
-  await page.locator('.card.approval:not(.resolved)').getByRole('button', { name: 'Allow once' }).click();
+  // Under the untrusted policy the server may first ask to allow the question tool itself.
+  await allowFirst(page, '.card.question-card:not(.resolved)');
   const question = page.locator('.card.question-card:not(.resolved)');
   await question.waitFor();
   await tab2.locator('.card.question-card:not(.resolved)').waitFor();
@@ -220,7 +234,7 @@ try {
   await page.locator('.row.command', { hasText: '/plan' }).waitFor();
   await page.locator('#prompt').fill('make a plan');
   await page.locator('#prompt').press('Enter');
-  await page.locator('.card.approval:not(.resolved):not(.plan-review)').getByRole('button', { name: 'Allow once' }).click();
+  await allowFirst(page, '.card.approval.plan-review:not(.resolved)');
   const review = page.locator('.card.approval.plan-review:not(.resolved)');
   await review.waitFor();
   check(await review.locator('.plan li strong', { hasText: 'old' }).count() === 1, 'plan review shows the plan as markdown');
