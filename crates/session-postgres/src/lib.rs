@@ -19,4 +19,4 @@ pub mod store;
 pub use catalog::PgCatalog;
 pub use error::{LeaseLoss, PgStoreError};
 pub use plugin::{PgConfig, PgPlugin};
-pub use store::{DEFAULT_LEASE, PgOptions, PgStore};
+pub use store::{DEFAULT_LEASE, Durability, PgOptions, PgStore};

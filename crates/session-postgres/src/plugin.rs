@@ -13,7 +13,7 @@ use serde::Deserialize;
 use dsh_catalog_api::Catalog;
 
 use crate::PgCatalog;
-use crate::store::{PgOptions, PgStore};
+use crate::store::{Durability, PgOptions, PgStore};
 
 /// Config of the `session-postgres` plugin.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -88,8 +88,12 @@ impl Plugin for PgPlugin {
         ctx.on_parallel::<SessionFlush, _, _>(move |ev| {
             let s = Arc::clone(&s);
             async move {
-                // Durable or write-through alike: a commit is a transaction on the server.
-                s.commit(&ev.session_id).await?;
+                let durability = if ev.durable {
+                    Durability::Durable
+                } else {
+                    Durability::WriteThrough
+                };
+                s.commit_as(&ev.session_id, durability).await?;
                 Ok(())
             }
         })?;

@@ -46,9 +46,12 @@ COMMIT;
 /// lease. Returns `(leased, inserted)`: `leased = 0` refused the whole batch.
 ///
 /// `$1` id, `$2` owner, `$3` epoch, `$4` first seq of the batch (the committed count), `$5`
-/// lines, `$6` kinds, `$7` bodies, `$8` lease seconds, `$9` latest title of the batch.
+/// lines, `$6` kinds, `$7` bodies, `$8` lease seconds, `$9` latest title of the batch, `$10`
+/// `synchronous_commit` of this transaction (`on`, or `off` for a write-through).
 pub(crate) const APPEND: &str = "
-WITH lease AS (
+WITH sync AS (
+    SELECT set_config('synchronous_commit', $10, true) AS v
+), lease AS (
     UPDATE dsh_sessions
        SET next_seq = $4 + cardinality($5::text[]),
            expires_at = now() + make_interval(secs => $8),
@@ -64,7 +67,7 @@ WITH lease AS (
      WHERE EXISTS (SELECT 1 FROM lease)
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM lease), (SELECT count(*) FROM ins)
+SELECT (SELECT count(*) FROM lease), (SELECT count(*) FROM ins), (SELECT v FROM sync)
 ";
 
 /// Registers a new session and takes its lease (epoch 1). An id that exists is refused, unless

@@ -21,6 +21,16 @@ use crate::conn::{Db, Runtime};
 use crate::error::{LeaseLoss, PgStoreError};
 use crate::sql;
 
+/// How durable a commit batch is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// On disk before the commit returns (the server's `synchronous_commit`): `session/flush`.
+    Durable,
+    /// Committed and visible, safe against a crash of this process, not yet of the server's
+    /// machine: the write-through before a tool's side effect.
+    WriteThrough,
+}
+
 /// The default lease duration.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
@@ -352,19 +362,30 @@ impl PgStore {
         Ok(())
     }
 
-    /// Commits the buffered events of a session: one statement (one round trip) that checks
-    /// the lease and inserts the batch. Async: runs on the store's runtime.
+    /// Commits the buffered events of a session durably: one statement (one round trip) that
+    /// checks the lease and inserts the batch. Async: runs on the store's runtime.
     pub async fn commit(&self, id: &str) -> Result<(), PgStoreError> {
-        let inner = Arc::clone(&self.inner);
-        let sid = id.to_owned();
-        self.rt.run(async move { inner.commit(&sid).await }).await
+        self.commit_as(id, Durability::Durable).await
     }
 
-    /// [`PgStore::commit`], blocking.
-    pub fn commit_blocking(&self, id: &str) -> Result<(), PgStoreError> {
+    /// [`PgStore::commit`] with a chosen durability: `WriteThrough` commits with
+    /// `synchronous_commit = off` for that transaction (set inside the same statement): the
+    /// batch is committed and visible, safe against a crash of this process, and made durable
+    /// by the server's WAL writer or the next durable commit (which flushes the WAL past it).
+    pub async fn commit_as(&self, id: &str, durability: Durability) -> Result<(), PgStoreError> {
         let inner = Arc::clone(&self.inner);
         let sid = id.to_owned();
-        self.rt.block(async move { inner.commit(&sid).await })
+        self.rt
+            .run(async move { inner.commit(&sid, durability).await })
+            .await
+    }
+
+    /// [`PgStore::commit_as`], blocking.
+    pub fn commit_blocking(&self, id: &str, durability: Durability) -> Result<(), PgStoreError> {
+        let inner = Arc::clone(&self.inner);
+        let sid = id.to_owned();
+        self.rt
+            .block(async move { inner.commit(&sid, durability).await })
     }
 
     /// Commits what is buffered and releases the lease.
@@ -378,7 +399,7 @@ impl PgStore {
             // Nothing buffered: nothing to commit (a never-flushed session stays unstored).
             let pending = !w.lock().pending.is_empty();
             let committed = if pending {
-                inner.commit(&sid).await
+                inner.commit(&sid, Durability::Durable).await
             } else {
                 Ok(())
             };
@@ -635,7 +656,7 @@ impl Inner {
         Arc::clone(self.gates.lock().entry(id.to_owned()).or_default())
     }
 
-    async fn commit(&self, id: &str) -> Result<(), PgStoreError> {
+    async fn commit(&self, id: &str, durability: Durability) -> Result<(), PgStoreError> {
         let w = self
             .writers
             .lock()
@@ -648,7 +669,7 @@ impl Inner {
             let mut w = w.lock();
             (w.epoch, w.committed, std::mem::take(&mut w.pending))
         };
-        let result = self.commit_rows(id, epoch, first, &rows).await;
+        let result = self.commit_rows(id, epoch, first, &rows, durability).await;
         let mut w = w.lock();
         match &result {
             Ok(()) => w.committed = first + rows.len() as i64,
@@ -670,7 +691,12 @@ impl Inner {
         epoch: i64,
         first: i64,
         rows: &[Row],
+        durability: Durability,
     ) -> Result<(), PgStoreError> {
+        let sync = match durability {
+            Durability::Durable => "on",
+            Durability::WriteThrough => "off",
+        };
         let lines: Vec<&str> = rows.iter().map(|r| r.line.as_str()).collect();
         let kinds: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
         let bodies: Vec<Option<&str>> = rows.iter().map(|r| r.body.as_deref()).collect();
@@ -694,6 +720,7 @@ impl Inner {
                                 bodies,
                                 &secs,
                                 &title,
+                                &sync,
                             ],
                         )
                         .await
@@ -879,7 +906,11 @@ impl SessionPersistence for PgStore {
     }
 
     fn flush(&self, id: &str) -> Result<(), SessionError> {
-        Ok(self.commit_blocking(id)?)
+        Ok(self.commit_blocking(id, Durability::Durable)?)
+    }
+
+    fn write_through(&self, id: &str) -> Result<(), SessionError> {
+        Ok(self.commit_blocking(id, Durability::WriteThrough)?)
     }
 
     fn close(&self, id: &str) -> Result<(), SessionError> {

@@ -1,7 +1,7 @@
 //! Ownership: leases, epochs, refusals, readers, a server restart.
 
 use dsh_session::SessionPersistence;
-use dsh_session_postgres::{LeaseLoss, PgStoreError};
+use dsh_session_postgres::{Durability, LeaseLoss, PgStoreError};
 use dsh_test_harness::postgres::PrivateCluster;
 
 use crate::{database, events, header, sql, store};
@@ -161,14 +161,25 @@ async fn one_round_trip_per_commit_batch() {
     };
     let a = store(&url, "writer-a");
     a.create_session(&header("s1")).unwrap();
-    for batch in 0..5u64 {
+    let reader = store(&url, "reader");
+    for batch in 0..6u64 {
         a.append_events("s1", &events(batch * 40, batch * 40 + 40))
             .unwrap();
         let before = a.round_trips();
-        a.commit("s1").await.unwrap();
+        // Write-through (the barrier before a tool) and durable batches alike.
+        let durability = if batch % 2 == 0 {
+            Durability::WriteThrough
+        } else {
+            Durability::Durable
+        };
+        a.commit_as("s1", durability).await.unwrap();
         assert_eq!(a.round_trips() - before, 1, "batch {batch}");
+        // Committed and visible to another connection at once.
+        assert_eq!(
+            reader.read_session("s1").unwrap().events.len() as u64,
+            batch * 40 + 40
+        );
     }
-    assert_eq!(a.read_session("s1").unwrap().events.len(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
