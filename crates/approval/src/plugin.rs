@@ -25,9 +25,6 @@ use crate::rules::{RuleMatcher, RuleStore, rules_for};
 use dsh_approval_api::events::{ApprovalAsked, ApprovalDecided, DecidedOutcome, policy_is_pinned};
 use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest};
 
-/// Tools that only read: never asked about under `untrusted`.
-pub const READ_ONLY_TOOLS: [&str; 3] = ["read", "glob", "grep"];
-
 /// Tools judged by the host they reach (`rules::Rule::Host`): asked about per host under
 /// `untrusted`, "allow always" stores the host.
 pub const NETWORK_TOOLS: [&str; 1] = ["web_fetch"];
@@ -264,7 +261,8 @@ impl Engine {
             }
         }
         if self.policy_for(call) != ApprovalPolicy::Untrusted
-            || READ_ONLY_TOOLS.contains(&call.name.as_str())
+            // The tool says it only reads (`Tool::read_only`).
+            || call.read_only
         {
             return None;
         }

@@ -511,6 +511,11 @@ impl Tool for GoalTool {
         &self.parameters
     }
 
+    /// `get_goal` reads the session's goal; creating or updating one drives later rounds.
+    fn read_only(&self) -> bool {
+        self.kind == GoalToolKind::Get
+    }
+
     fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
         display(call)
     }

@@ -152,6 +152,10 @@ impl Tool for JobOutputTool {
     fn concurrency(&self, _args: &Value) -> Concurrency {
         Concurrency::ParallelSafe
     }
+
+    fn read_only(&self) -> bool {
+        true
+    }
 }
 
 /// `job_list()`.
@@ -213,6 +217,10 @@ impl Tool for JobListTool {
 
     fn concurrency(&self, _args: &Value) -> Concurrency {
         Concurrency::ParallelSafe
+    }
+
+    fn read_only(&self) -> bool {
+        true
     }
 }
 

@@ -186,6 +186,11 @@ impl Tool for AskUserTool {
         &self.parameters
     }
 
+    /// It asks the user: nothing to approve first.
+    fn read_only(&self) -> bool {
+        true
+    }
+
     fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
         display(call)
     }

@@ -106,6 +106,10 @@ impl Tool for SandboxedFsTool {
         self.tool.concurrency(args)
     }
 
+    fn read_only(&self) -> bool {
+        self.tool.read_only()
+    }
+
     fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
         self.tool.display(call)
     }

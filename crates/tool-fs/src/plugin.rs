@@ -109,6 +109,10 @@ impl Tool for FsTool {
         }
     }
 
+    fn read_only(&self) -> bool {
+        matches!(self, FsTool::Read | FsTool::Glob | FsTool::Grep)
+    }
+
     fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
         crate::display::display(*self, call)
     }

@@ -287,6 +287,10 @@ impl Tool for ReadImageTool {
         Concurrency::ParallelSafe
     }
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     fn execute<'a>(
         &'a self,
         ctx: ToolContext,

@@ -87,6 +87,10 @@ impl Tool for ListAgentsTool {
     fn concurrency(&self, _args: &Value) -> Concurrency {
         Concurrency::ParallelSafe
     }
+
+    fn read_only(&self) -> bool {
+        true
+    }
 }
 
 /// `interrupt_agent`: asks a descendant subagent to stop, without waiting.

@@ -144,6 +144,11 @@ impl Tool for TodoWriteTool {
         NAME
     }
 
+    /// It writes the session's own todo list only.
+    fn read_only(&self) -> bool {
+        true
+    }
+
     fn display(&self, call: &DisplayInput<'_>) -> ToolDisplay {
         display(call)
     }

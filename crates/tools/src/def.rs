@@ -338,6 +338,15 @@ pub trait Tool: Send + Sync + 'static {
         false
     }
 
+    /// Whether a call only reads: the workspace (files, images), the session's own state (its
+    /// todo list, its goal), or asks the user. The `untrusted` approval policy never asks
+    /// before such a call. Default `false`: anything that may write, run a process, reach the
+    /// network or start an agent is asked about. Per tool, not per call: a tool whose calls
+    /// may do either says `false`.
+    fn read_only(&self) -> bool {
+        false
+    }
+
     /// How a call of this tool looks to a person (its card in a front end, its ACP tool
     /// call): the kind, a title, the subject (command, path, URL, pattern), a diff, an
     /// output summary once it ended. Derived from `call` only (the logged arguments and

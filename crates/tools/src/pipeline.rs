@@ -42,6 +42,7 @@ pub(crate) async fn run_call(ctx: Ctx, registry: Arc<Registry>, req: ToolRequest
         cwd: req.cwd.clone(),
         scope: scope.clone(),
         cancel: req.cancel.clone(),
+        read_only: false,
     };
     let (result, call) = match prepare(&ctx, &registry, &req, &mut call).await {
         Ok((tool, shared)) => {
@@ -93,6 +94,7 @@ async fn prepare(
         )));
     }
     call.args = Arc::new(args);
+    call.read_only = tool.read_only();
     let mut shared = Arc::new(call.clone());
     let decision = contained(
         ToolsPreExecute::NAME,

@@ -96,6 +96,9 @@ pub struct CallInfo {
     /// The request's token, cancelled when the turn is aborted: a stage that waits (an
     /// approval question) stops waiting when it fires.
     pub cancel: CancellationToken,
+    /// The tool says its calls only read ([`crate::Tool::read_only`]); `false` until the tool
+    /// is resolved.
+    pub read_only: bool,
 }
 
 /// `tools/pre-execute`: may allow, deny, ask for approval, or allow with rewritten arguments.

@@ -8,4 +8,5 @@ mod compose;
 mod interrupt;
 mod log;
 mod plugins;
+mod read_only;
 mod workdir;
