@@ -220,3 +220,34 @@ fn a_bad_store_url_is_a_usage_error() {
     );
     assert_eq!(env.server().request_count(), 0);
 }
+
+#[test]
+fn two_servers_on_one_store_list_and_search_each_others_sessions() {
+    let Some((_c, url)) = database("two_servers_on_one_store_list_and_search_each_others_sessions")
+    else {
+        return;
+    };
+    let env = Env::new();
+    env.server()
+        .push(Completion::new().text("the quetzal answer").reply());
+    let a = crate::serve::serve(&env, &["--store", &url]);
+    let b = crate::serve::serve(&env, &["--store", &url]);
+    let out = env
+        .dsh()
+        .args(["exec", "--server", &a.url, "ask about the quetzal"])
+        .output()
+        .unwrap();
+    ok(&out);
+    // Nothing under $DSH_HOME/sessions: the session is in the store.
+    assert!(session_files(&env.home.path().join("sessions")).is_empty());
+    // The other server lists it, with the facts of the store's catalog, and finds it by a word
+    // of the model's reply.
+    let (status, list) = crate::serve::raw(&b.addr, "GET", "/v1/sessions", None, None);
+    assert_eq!(status, 200, "{list}");
+    assert!(list.contains("\"turns\":1"), "{list}");
+    let (status, found) = crate::serve::raw(&b.addr, "GET", "/v1/sessions?q=quetzal", None, None);
+    assert_eq!(status, 200, "{found}");
+    assert!(found.contains("\"turns\":1"), "{found}");
+    let (_, none) = crate::serve::raw(&b.addr, "GET", "/v1/sessions?q=axolotl", None, None);
+    assert!(!none.contains("\"turns\":1"), "{none}");
+}
