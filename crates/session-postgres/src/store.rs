@@ -665,11 +665,23 @@ impl Inner {
             .ok_or_else(|| PgStoreError::NotOpen(id.to_owned()))?;
         let gate = self.gate(id);
         let _serial = gate.lock().await;
-        let (epoch, first, rows) = {
+        let (epoch, mut first, mut rows) = {
             let mut w = w.lock();
             (w.epoch, w.committed, std::mem::take(&mut w.pending))
         };
-        let result = self.commit_rows(id, epoch, first, &rows, durability).await;
+        let mut result = self.commit_rows(id, epoch, first, &rows, durability).await;
+        // An earlier attempt whose reply was lost (a reconnect window that ran out) committed a
+        // prefix of this batch: those rows are stored, send the rest once more.
+        if let Err(PgStoreError::SeqConflict { stored, .. }) = &result
+            && *stored > first
+            && *stored < first + rows.len() as i64
+        {
+            let done = (*stored - first) as usize;
+            rows.drain(..done);
+            first = *stored;
+            w.lock().committed = first;
+            result = self.commit_rows(id, epoch, first, &rows, durability).await;
+        }
         let mut w = w.lock();
         match &result {
             Ok(()) => w.committed = first + rows.len() as i64,

@@ -252,3 +252,45 @@ fn a_server_that_is_not_there_fails_at_connect_naming_it() {
             .unwrap_err();
     assert!(matches!(err, PgStoreError::BadUrl(_)), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_prefix_is_already_stored_sends_only_the_rest() {
+    let Some((_c, url)) = database("a_batch_whose_prefix_is_already_stored_sends_only_the_rest")
+    else {
+        return;
+    };
+    let a = store(&url, "writer-a");
+    a.create_session(&header("s1")).unwrap();
+    a.append_events("s1", &events(0, 2)).unwrap();
+    a.commit("s1").await.unwrap();
+    // The first two rows of the next batch are stored already, as when the reply of an attempt
+    // that committed them was lost.
+    let db = sql(&url).await;
+    for e in events(2, 4) {
+        db.execute(
+            "INSERT INTO dsh_events (session_id, seq, kind, line) VALUES ('s1', $1, 'test/row', $2)",
+            &[&(e.seq() as i64), &e.to_json_line()],
+        )
+        .await
+        .unwrap();
+    }
+    db.execute("UPDATE dsh_sessions SET next_seq = 4 WHERE id = 's1'", &[])
+        .await
+        .unwrap();
+    a.append_events("s1", &events(2, 5)).unwrap();
+    a.commit("s1").await.unwrap();
+    let log = a.read_session("s1").unwrap();
+    assert_eq!(log.events.len(), 5);
+    let count: i64 = db
+        .query_one(
+            "SELECT count(*) FROM dsh_events WHERE session_id = 's1'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 5);
+    a.append_events("s1", &events(5, 6)).unwrap();
+    a.commit("s1").await.unwrap();
+    assert_eq!(a.read_session("s1").unwrap().events.len(), 6);
+}
