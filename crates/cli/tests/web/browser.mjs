@@ -243,6 +243,9 @@ try {
   await page.locator('.msg.assistant', { hasText: 'Plan accepted.' }).waitFor();
   await page.locator('#state [data-state="idle"]').waitFor();
   check(true, 'a plan accepted from the page');
+  await page.locator('.card.question-card').first().evaluate((el) => el.scrollIntoView({ block: 'start' }));
+  await page.screenshot({ path: `${OUT}/question-and-plan-desktop.png` });
+  result.screenshots.push('question-and-plan-desktop.png');
 
   // ---- interrupt ----
   await page.locator('#prompt').fill('stall');
