@@ -15,13 +15,14 @@ pub mod diff;
 mod error;
 pub mod events;
 mod id;
+mod index;
 pub mod ops;
 mod plugin;
 pub mod preview;
 pub mod rewind;
-mod statcache;
 mod store;
 pub mod tree;
+mod walk;
 
 pub use command::RewindCommandPlugin;
 pub use diff::{Change, ChangeKind, diff};

@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{CheckpointError, Result};
 use crate::id::ObjectId;
-use crate::statcache::{self, Stat, StatCache};
+use crate::index::Index;
 use crate::tree::{self, Manifest, Node};
+use crate::walk::Walk;
 
 /// Files larger than this are recorded as skipped unless configured otherwise (10 MiB).
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
@@ -131,11 +132,18 @@ pub struct GcReport {
 
 #[derive(Default)]
 struct State {
-    cache: Option<StatCache>,
+    /// The last snapshot's listing and stat entries (read from `statcache` at the first).
+    index: Option<Index>,
     known_trees: HashSet<ObjectId>,
-    /// The last snapshot's manifest and root, so an unchanged tree skips the tree build.
-    last: Option<(std::sync::Arc<Manifest>, ObjectId)>,
+    /// The manifest of `index`'s root, once built in this process.
+    last: Option<std::sync::Arc<Manifest>>,
     generation: u64,
+}
+
+/// Threads a snapshot walks on: the machine's cores, at most 8 (a stat is a system call; on
+/// a 10,000-file tree they are most of a snapshot's time).
+fn walk_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
 }
 
 /// The checkpoint store of one workspace.
@@ -299,168 +307,91 @@ impl Store {
 
     /// Snapshots the workspace: every file not ignored (`.gitignore`, `.ignore`, git's
     /// excludes; `.git` itself is never read), symlinks as links, files over the size limit as
-    /// skipped. Unchanged files are answered by the stat cache.
+    /// skipped. Unchanged files are answered by the index's stat entries, and an unchanged
+    /// listing by the index's root (no tree is built).
     pub fn snapshot(&self) -> Result<Snapshot> {
         let started = now_ns();
         let mut state = self.state.lock();
         let generation = self.generation();
-        if state.cache.is_none() || state.generation != generation {
-            state.cache = Some(StatCache::load(&self.dir.join("statcache")));
+        if state.index.is_none() || state.generation != generation {
+            state.index = Some(Index::load(&self.dir.join("statcache")));
             state.known_trees.clear();
             state.last = None;
             state.generation = generation;
         }
-        let mut cache = state.cache.take().unwrap_or_default();
-        let mut cached_seen = 0usize;
-        let mut manifest = Manifest::default();
-        let (mut new_bytes, mut hashed) = (0u64, 0u64);
-        let mut dirty = false;
-        let store_dir = self.dir.clone();
-        let walk = ignore::WalkBuilder::new(&self.workspace)
-            .hidden(false)
-            .parents(true)
-            .ignore(true)
-            .git_ignore(true)
-            .git_exclude(true)
-            .git_global(true)
-            .require_git(false)
-            .follow_links(false)
-            .filter_entry(move |e| e.file_name() != ".git" && !e.path().starts_with(&store_dir))
-            .build();
-        let prefix_len = self.workspace.as_os_str().len() + 1;
-        for entry in walk {
-            let entry = match entry {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::warn!(error = %e, "checkpoint: a path was not read");
-                    continue;
-                }
-            };
-            if entry.depth() == 0 {
-                continue;
-            }
-            let rel = entry.path().as_os_str().as_bytes();
-            let Some(rel) = rel.get(prefix_len..) else {
-                continue;
-            };
-            let rel = rel.to_vec();
-            let Some(ft) = entry.file_type() else {
-                continue;
-            };
-            if ft.is_dir() {
-                manifest.dirs.insert(rel);
-                continue;
-            }
-            if ft.is_symlink() {
-                match std::fs::read_link(entry.path()) {
-                    Ok(t) => {
-                        manifest.entries.insert(
-                            rel,
-                            Node::Symlink {
-                                target: t.as_os_str().as_bytes().to_vec(),
-                            },
-                        );
-                    }
-                    Err(e) => {
-                        tracing::warn!(path = %entry.path().display(), error = %e, "checkpoint: a link was not read")
-                    }
-                }
-                continue;
-            }
-            if !ft.is_file() {
-                continue; // sockets, fifos, devices
-            }
-            let meta = match entry.metadata() {
-                Ok(m) => m,
-                Err(e) => {
-                    tracing::warn!(path = %entry.path().display(), error = %e, "checkpoint: a file was not read");
-                    continue;
-                }
-            };
-            let stat = Stat::of(&meta);
-            let executable = stat.mode & 0o111 != 0;
-            if stat.size > self.max_file_bytes {
-                manifest
-                    .entries
-                    .insert(rel, Node::Skipped { size: stat.size });
-                continue;
-            }
-            if let Some(e) = cache.entries.get(&rel)
-                && e.trusted_for(&stat)
-            {
-                cached_seen += 1;
-                manifest.entries.insert(
-                    rel.clone(),
-                    Node::File {
-                        id: e.id,
-                        size: stat.size,
-                        executable,
-                    },
-                );
-                continue;
-            }
-            let bytes = match std::fs::read(entry.path()) {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::warn!(path = %entry.path().display(), error = %e, "checkpoint: a file was not read");
-                    continue;
-                }
-            };
-            hashed += 1;
-            dirty = true;
-            let id = ObjectId::of(&bytes);
-            if self.put("objects", &id, &bytes)? {
-                new_bytes += bytes.len() as u64;
-            }
-            manifest.entries.insert(
-                rel.clone(),
-                Node::File {
-                    id,
-                    size: bytes.len() as u64,
-                    executable,
-                },
-            );
-            if cache.entries.contains_key(&rel) {
-                cached_seen += 1;
-            }
-            cache.entries.insert(
-                rel,
-                statcache::Entry {
-                    stat,
-                    recorded_ns: started,
-                    id,
-                },
-            );
+        let index = state.index.take().unwrap_or_default();
+        let put_blob = |id: &ObjectId, bytes: &[u8]| self.put("objects", id, bytes);
+        let walked = Walk {
+            workspace: &self.workspace,
+            store_dir: &self.dir,
+            max_file_bytes: self.max_file_bytes,
+            index: &index,
+            started_ns: started,
+            put_blob: &put_blob,
         }
-        if cached_seen != cache.entries.len() {
-            // Paths gone since: drop them.
-            cache
-                .entries
-                .retain(|k, _| matches!(manifest.entries.get(k), Some(Node::File { .. })));
-            dirty = true;
-        }
-        let id = match &state.last {
-            Some((m, id)) if **m == manifest => *id,
-            _ => {
-                let known = &mut state.known_trees;
-                tree::build(&manifest, |bytes| {
-                    let id = ObjectId::of(&bytes);
-                    if known.insert(id) && self.put("trees", &id, &bytes)? {
-                        new_bytes += bytes.len() as u64;
-                    }
-                    Ok(id)
-                })?
+        .run(walk_threads());
+        let mut walked = match walked {
+            Ok(w) => w,
+            Err(e) => {
+                state.index = Some(index);
+                return Err(e);
             }
         };
-        let manifest = std::sync::Arc::new(manifest);
-        state.last = Some((manifest.clone(), id));
+        walked.dirs.sort_unstable();
+        let mut new_bytes = walked.new_bytes;
+        let hashed = walked.hashed;
+        // Everything found as the index has it, nothing new, the same directories: the
+        // index's listing, whose tree is known.
+        let unchanged = walked.new.is_empty()
+            && walked.known.len() == index.entries.len()
+            && walked.dirs == index.dirs;
+        let (id, manifest, index, dirty) = match index.root {
+            Some(root) if unchanged => {
+                let manifest = match state.last.take() {
+                    Some(m) => m,
+                    None => std::sync::Arc::new(index.manifest()),
+                };
+                (root, manifest, index, false)
+            }
+            _ => {
+                let entries = walked.entries(&index);
+                let dirs = std::mem::take(&mut walked.dirs);
+                let same = index.root.is_some() && index.same_listing(&entries, &dirs);
+                let index = Index {
+                    root: index.root.filter(|_| same),
+                    entries,
+                    dirs,
+                };
+                let manifest = index.manifest();
+                let root = match index.root {
+                    // Only stat entries changed (files hashed again, found the same).
+                    Some(root) => root,
+                    None => {
+                        let known = &mut state.known_trees;
+                        tree::build(&manifest, |bytes| {
+                            let id = ObjectId::of(&bytes);
+                            if known.insert(id) && self.put("trees", &id, &bytes)? {
+                                new_bytes += bytes.len() as u64;
+                            }
+                            Ok(id)
+                        })?
+                    }
+                };
+                let index = Index {
+                    root: Some(root),
+                    ..index
+                };
+                (root, std::sync::Arc::new(manifest), index, true)
+            }
+        };
         if dirty {
             let path = self.dir.join("statcache");
-            if let Err(e) = write_atomic(&self.dir, &path, &cache.encode()) {
+            if let Err(e) = write_atomic(&self.dir, &path, &index.encode()) {
                 tracing::warn!(error = %e, "checkpoint: the stat cache was not saved");
             }
         }
-        state.cache = Some(cache);
+        state.index = Some(index);
+        state.last = Some(manifest.clone());
         Ok(Snapshot {
             id,
             manifest,
@@ -550,7 +481,7 @@ impl Store {
             &self.dir.join("generation"),
             next.to_string().as_bytes(),
         )?;
-        state.cache = None;
+        state.index = None;
         state.known_trees.clear();
         state.last = None;
         Ok(report)

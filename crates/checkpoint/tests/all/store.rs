@@ -168,3 +168,107 @@ fn blob(s: &dsh_checkpoint::Snapshot, path: &str) -> dsh_checkpoint::ObjectId {
         other => panic!("{path}: {other:?}"),
     }
 }
+
+/// The snapshot's walk applies the ignore rules as the `ignore` crate's walker does (which the
+/// store used before its own parallel walk): `.ignore` over `.gitignore` over git's excludes,
+/// whitelists, anchored and directory patterns, nested ignore files and repositories, the
+/// ignore files of the workspace's parent directories; a directory of more files than one
+/// thread takes at a time.
+#[test]
+fn the_walk_ignores_what_the_ignore_crate_ignores() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let outer = tmp.path().join("outer");
+    let ws = outer.join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::write(outer.join(".gitignore"), "*.outer\n").expect("outer");
+    let f = Fixture {
+        _tmp: tmp,
+        ws: ws.canonicalize().expect("canonical"),
+        root: outer.join("home/checkpoints"),
+    };
+    f.git(&["init", "-q"]);
+    f.sh(
+        "printf '*.log\\n!keep.log\\nbuild/\\n/rootonly.txt\\n' > .gitignore \
+         && printf '*.tmp\\n' > .ignore && echo secret.txt >> .git/info/exclude \
+         && mkdir -p build sub/build sub/inner big \
+         && printf '!*.tmp\\nlocal.txt\\n' > sub/.gitignore && printf '!special.tmp\\n' > sub/.ignore \
+         && for p in a.log keep.log build/x sub/build/y rootonly.txt sub/rootonly.txt x.tmp \
+              sub/special.tmp sub/other.tmp secret.txt sub/secret.txt a.outer sub/local.txt \
+              sub/ok.txt sub/inner/x.inner sub/inner/y.txt; do echo $p > $p; done \
+         && (cd sub/inner && git init -q && echo '*.inner' > .gitignore) \
+         && for i in $(seq 1 600); do echo $i > big/f$i; done && ln -s sub/ok.txt link",
+    );
+    let s = f.store().snapshot().expect("snapshot");
+    let got: Vec<String> = s
+        .manifest
+        .entries
+        .keys()
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    let got_dirs: Vec<String> = s
+        .manifest
+        .dirs
+        .iter()
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    let (mut want, mut want_dirs) = (Vec::new(), Vec::new());
+    for e in ignore::WalkBuilder::new(&f.ws)
+        .hidden(false)
+        .parents(true)
+        .ignore(true)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(true)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .build()
+        .flatten()
+    {
+        let rel = e
+            .path()
+            .strip_prefix(&f.ws)
+            .expect("inside")
+            .to_string_lossy()
+            .into_owned();
+        if rel.is_empty() {
+            continue;
+        }
+        match e.file_type() {
+            Some(t) if t.is_dir() => want_dirs.push(rel),
+            Some(_) => want.push(rel),
+            None => {}
+        }
+    }
+    want.sort();
+    want_dirs.sort();
+    assert_eq!(got, want);
+    assert_eq!(got_dirs, want_dirs);
+    // What the rules above mean, spelled out for a few.
+    for kept in [
+        "keep.log",
+        "sub/rootonly.txt",
+        "sub/special.tmp",
+        "sub/ok.txt",
+        "sub/inner/y.txt",
+        "link",
+    ] {
+        assert!(got.iter().any(|g| g == kept), "{kept} missing: {got:?}");
+    }
+    for dropped in [
+        "a.log",
+        "build/x",
+        "sub/build/y",
+        "rootonly.txt",
+        "x.tmp",
+        "sub/other.tmp",
+        "secret.txt",
+        "sub/secret.txt",
+        "a.outer",
+        "sub/local.txt",
+        "sub/inner/x.inner",
+    ] {
+        assert!(!got.iter().any(|g| g == dropped), "{dropped} kept");
+    }
+    assert_eq!(got.iter().filter(|g| g.starts_with("big/")).count(), 600);
+}
