@@ -221,6 +221,8 @@ pub struct App {
     pub approvals: std::collections::VecDeque<ApprovalPrompt>,
     /// The agent's questions to the user, the front one on screen (after approvals).
     pub questions: std::collections::VecDeque<crate::question::QuestionPrompt>,
+    /// A `/rewind` preview this UI asked for, waiting for y/N (after approvals and questions).
+    pub rewind_confirm: Option<crate::confirm::RewindConfirm>,
     hint: Option<String>,
     quit_armed: bool,
     search: Option<usize>,
@@ -259,6 +261,7 @@ impl App {
             picker: None,
             approvals: std::collections::VecDeque::new(),
             questions: std::collections::VecDeque::new(),
+            rewind_confirm: None,
             files: None,
             mention_sel: 0,
             hint: None,
@@ -366,6 +369,26 @@ impl App {
                 }
                 crate::question::QuestionKey::Handled => return Vec::new(),
                 crate::question::QuestionKey::Pass => {}
+            }
+        }
+        if self.approvals.is_empty()
+            && self.questions.is_empty()
+            && let Some(c) = &self.rewind_confirm
+        {
+            match c.key(key) {
+                crate::confirm::ConfirmKey::Yes(args) => {
+                    self.rewind_confirm = None;
+                    return vec![Action::RunCommand {
+                        name: "rewind".into(),
+                        args,
+                    }];
+                }
+                crate::confirm::ConfirmKey::No => {
+                    self.rewind_confirm = None;
+                    self.hint = Some("rewind not applied: nothing changed".into());
+                    return Vec::new();
+                }
+                crate::confirm::ConfirmKey::Ignored => return Vec::new(),
             }
         }
         if let Some(actions) = self.mention_key(key) {
@@ -764,6 +787,8 @@ impl App {
             popup = a.render(theme, width, self.approvals.len() - 1);
         } else if let Some(q) = self.questions.front() {
             popup = q.render(theme, width, self.questions.len() - 1);
+        } else if let Some(c) = &self.rewind_confirm {
+            popup = c.render(theme, width);
         } else if let Some(p) = &self.picker {
             popup.push(Line::from(vec![
                 Span::styled("resume ", theme.heading()),

@@ -21,6 +21,7 @@ pub mod app;
 pub mod approval;
 pub mod cells;
 pub mod composer;
+pub mod confirm;
 mod fence;
 pub mod highlight;
 pub mod live_agents;

@@ -37,6 +37,9 @@ enum OpKind {
     Steer(String),
     /// Anything else: a failure is shown as `/{0}: …` or `{0}: …`.
     Other(String),
+    /// A command of the registry, by name (its answer may ask this UI a question: a `/rewind`
+    /// preview's y/N).
+    Command(String),
 }
 
 /// What the background tasks tell the UI.
@@ -415,6 +418,16 @@ impl Runtime {
                 );
             }
             (OpKind::Other(_), Ok(_)) => {}
+            // The preview itself is shown from its `commandRan` event (every client watching
+            // sees it); only the UI that asked is asked whether to apply it.
+            (OpKind::Command(_), Ok(accepted)) => {
+                if let Some(dsh_protocol::CommandOutcome::RewindPreview(p)) = &accepted.command {
+                    self.app.rewind_confirm = Some(crate::confirm::RewindConfirm::new(p));
+                }
+            }
+            (OpKind::Command(name), Err(e)) => {
+                self.notice(format!("/{name}: {}", e.message), NoticeKind::Error, width);
+            }
             // A withdrawal that came too late (the steer was delivered) is no failure to show.
             (OpKind::Other(what), Err(e)) if what == "withdraw" => {
                 tracing::debug!("withdraw: {}", e.message);
@@ -780,6 +793,7 @@ impl Runtime {
         }
         self.app.pending.lock().clear();
         self.app.approvals.clear();
+        self.app.rewind_confirm = None;
         self.app.running = false;
         self.app.transcript = Transcript::new(self.app.theme);
     }
@@ -923,7 +937,7 @@ impl Runtime {
                 name: name.to_owned(),
                 args,
             },
-            OpKind::Other(format!("/{name}")),
+            OpKind::Command(name.to_owned()),
         );
     }
 }

@@ -1,5 +1,6 @@
-//! `/rewind` in the UI: the preview with the unified diff, then a conversation rewind switches
-//! the UI to the forked session (the next prompt goes to it, without the dropped turn).
+//! `/rewind` in the UI: the preview with the unified diff and a y/N question (`n` changes
+//! nothing), then `y`: a conversation rewind switches the UI to the forked session (the next
+//! prompt goes to it, without the dropped turn).
 
 use dsh_test_harness::e2e::{Env, request_messages};
 
@@ -10,7 +11,7 @@ fn idle(tui: &Tui, answer: &str) {
 }
 
 #[test]
-fn slash_rewind_previews_the_diff_then_switches_to_the_forked_session() {
+fn slash_rewind_previews_the_diff_asks_y_n_then_switches_to_the_forked_session() {
     let env = Env::new();
     env.server().push_all([
         tool_reply(
@@ -40,8 +41,17 @@ fn slash_rewind_previews_the_diff_then_switches_to_the_forked_session() {
     assert!(screen.contains("-more"), "{screen}");
     assert!(env.work.path().join("two.txt").exists());
 
-    // Applied: the files go back and the UI shows the fork.
-    tui.send("/rewind 2 both yes\r");
+    // The UI asks y/N: `n` keeps everything as it is.
+    tui.wait_for("rewind files and conversation to before turn 2?");
+    tui.send("n");
+    tui.wait_for("rewind not applied: nothing changed");
+    assert!(env.work.path().join("two.txt").exists());
+    assert!(env.work.path().join("one.txt").exists());
+
+    // Asked again, `y` applies it: the files go back and the UI shows the fork.
+    tui.send("/rewind 2\r");
+    tui.wait_for("rewind files and conversation to before turn 2?");
+    tui.send("y");
     let screen = tui.wait_screen("the old session saved", |s| {
         s.lines()
             .any(|l| l.contains("session ") && l.trim_end().ends_with(" saved"))
