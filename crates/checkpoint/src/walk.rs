@@ -309,6 +309,15 @@ impl Queue {
     }
 }
 
+/// A job being done: the queue is told when it ends, however it ends.
+struct Busy<'q>(&'q Queue);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.done();
+    }
+}
+
 struct Worker<'w, 'a> {
     walk: &'w Walk<'a>,
     rules: &'w Rules,
@@ -341,10 +350,11 @@ impl Walk<'_> {
                 path: Vec::new(),
             };
             while let Some(job) = queue.next() {
+                // Done even if the job panics: the other threads must not wait for it forever.
+                let _busy = Busy(&queue);
                 if !failed.load(Ordering::Relaxed) {
                     w.job(job);
                 }
-                queue.done();
             }
             (w.out, w.error)
         };
