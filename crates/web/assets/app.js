@@ -480,7 +480,7 @@ function conversation(id) {
   // Paging: the committed events replayed on open are held until the snapshot, then only the
   // last PAGE_TURNS turns are drawn; earlier turns stay as data behind a "Show earlier" button
   // (each click draws one more page above). The events that only set state (settings, usage,
-  // title) are applied for the whole replay at once.
+  // title: the last of each) are applied for the whole replay at once.
   let replaying = true;
   let held = [];
   let older = [];
@@ -518,7 +518,11 @@ function conversation(id) {
     const starts = turnStarts(events);
     const cut = starts.length > PAGE_TURNS ? starts[starts.length - PAGE_TURNS] : 0;
     older = events.slice(0, cut);
-    for (const ev of events) if (META.has(ev.type)) handlers[ev.type]?.(ev);
+    // Each of these carries the whole state of its kind: the last one of each type is enough
+    // (a 1,000-turn replay has thousands of usage updates).
+    const last = new Map();
+    for (const ev of events) if (META.has(ev.type)) last.set(ev.type, ev);
+    for (const ev of last.values()) handlers[ev.type]?.(ev);
     log.append(...draw(events.slice(cut)).childNodes);
     renderEarlier();
   }
