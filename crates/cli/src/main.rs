@@ -28,6 +28,7 @@ mod sessions_cmd;
 mod sessions_delete;
 mod stats_cmd;
 mod store_cmd;
+mod tasks_cmd;
 mod tui_cmd;
 mod watch;
 
@@ -98,6 +99,11 @@ enum Command {
     Stop(bg::StopArgs),
     /// Open the terminal UI on a background session (`--follow`: print its events as text).
     Attach(bg::AttachArgs),
+    /// Submit tasks to the work queue on PostgreSQL and see their state and results.
+    #[command(subcommand)]
+    Tasks(tasks_cmd::TasksCommand),
+    /// Claim and run tasks from the work queue on PostgreSQL.
+    Worker(tasks_cmd::WorkerArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -376,6 +382,14 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Some(Command::Attach(args)) => {
             init_logging();
             runtime()?.block_on(bg::attach(args))
+        }
+        Some(Command::Tasks(cmd)) => {
+            init_logging();
+            runtime()?.block_on(tasks_cmd::run(cmd))
+        }
+        Some(Command::Worker(args)) => {
+            init_logging();
+            runtime()?.block_on(tasks_cmd::worker(args))
         }
     }
 }

@@ -12,6 +12,7 @@ mod compaction;
 mod context;
 mod exec;
 mod failures;
+mod fleet;
 mod goals;
 mod hooks;
 mod images;

@@ -1,0 +1,90 @@
+//! The statements of the queue.
+
+/// The schema, created when missing (under an advisory lock: workers start at once).
+pub(crate) const SCHEMA: &str = "
+BEGIN;
+SELECT pg_advisory_xact_lock(3939002);
+CREATE TABLE IF NOT EXISTS dsh_tasks (
+    id bigserial PRIMARY KEY,
+    prompt text NOT NULL,
+    repo text NOT NULL,
+    ref text,
+    model text,
+    effort text,
+    state text NOT NULL DEFAULT 'queued'
+        CHECK (state IN ('queued', 'running', 'done', 'failed')),
+    attempts integer NOT NULL DEFAULT 0,
+    claimed_by text,
+    visible_until timestamptz,
+    session_id text,
+    exit_code integer,
+    turn_end text,
+    error text,
+    input_tokens bigint,
+    output_tokens bigint,
+    requests bigint,
+    diff text,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    started_at timestamptz,
+    finished_at timestamptz
+);
+CREATE INDEX IF NOT EXISTS dsh_tasks_claimable ON dsh_tasks (state, visible_until, id);
+COMMIT;
+";
+
+/// All of a file's tasks in one statement (atomic: all or none).
+pub(crate) const SUBMIT: &str = "
+INSERT INTO dsh_tasks (prompt, repo, ref, model, effort)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+RETURNING id";
+
+/// Claims the oldest queued task, or a running one whose claim expired (its worker died or was
+/// cut off): locks it skipping rows others hold, marks it running by `$1` until now + `$2`
+/// seconds, counts the attempt and names the attempt's session.
+pub(crate) const CLAIM: &str = "
+UPDATE dsh_tasks SET
+    state = 'running',
+    attempts = attempts + 1,
+    claimed_by = $1,
+    visible_until = now() + make_interval(secs => $2),
+    started_at = coalesce(started_at, now()),
+    session_id = 'task-' || id || '-' || (attempts + 1) || '-' || substr(md5(random()::text), 1, 8)
+WHERE id = (
+    SELECT id FROM dsh_tasks
+    WHERE state = 'queued' OR (state = 'running' AND visible_until < now())
+    ORDER BY id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id, attempts, session_id, prompt, repo, ref, model, effort";
+
+/// Extends a claim, only while it is still this attempt's.
+pub(crate) const RENEW: &str = "
+UPDATE dsh_tasks SET visible_until = now() + make_interval(secs => $3)
+WHERE id = $1 AND attempts = $2 AND state = 'running'
+RETURNING id";
+
+/// Records the result, only while the claim is still this attempt's.
+pub(crate) const FINISH: &str = "
+UPDATE dsh_tasks SET
+    state = $3, exit_code = $4, turn_end = $5, error = $6,
+    input_tokens = $7, output_tokens = $8, requests = $9, diff = $10,
+    claimed_by = NULL, visible_until = NULL, finished_at = now()
+WHERE id = $1 AND attempts = $2 AND state = 'running'
+RETURNING id";
+
+/// Gives a claimed task back to the queue (a worker stopping before it ran it to the end).
+pub(crate) const RELEASE: &str = "
+UPDATE dsh_tasks SET state = 'queued', claimed_by = NULL, visible_until = NULL
+WHERE id = $1 AND attempts = $2 AND state = 'running'
+RETURNING id";
+
+/// Every task, oldest first.
+pub(crate) const TASKS: &str = "
+SELECT id, prompt, repo, ref, model, effort, state, attempts, claimed_by,
+       (extract(epoch FROM visible_until) * 1000)::bigint,
+       session_id, exit_code, turn_end, error, input_tokens, output_tokens, requests, diff,
+       (extract(epoch FROM created_at) * 1000)::bigint,
+       (extract(epoch FROM started_at) * 1000)::bigint,
+       (extract(epoch FROM finished_at) * 1000)::bigint
+FROM dsh_tasks ORDER BY id";
