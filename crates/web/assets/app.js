@@ -629,7 +629,10 @@ function conversation(id) {
       showCompletions();
     } else if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
-      composer.requestSubmit();
+      // `/pa` is not a command to send as a prompt: Enter takes the chosen completion first.
+      const ctx = completions.hidden ? null : context();
+      if (ctx?.kind === 'command' && !S.commands.some((c) => `/${c.name}` === text.value.trim())) complete(sel);
+      else composer.requestSubmit();
     } else if (e.key === 'Escape' && !interrupt.hidden) {
       e.preventDefault();
       interrupt.click();

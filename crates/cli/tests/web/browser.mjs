@@ -230,6 +230,10 @@ try {
   await page.locator('#completions li[data-name="plan"]').waitFor();
   await page.locator('#prompt').press('Tab');
   check(await page.locator('#prompt').inputValue() === '/plan ', 'Tab completes a slash command from the session\'s registry');
+  await page.locator('#prompt').fill('/pla');
+  await page.locator('#completions li[data-name="plan"]').waitFor();
+  await page.locator('#prompt').press('Enter');
+  check(await page.locator('#prompt').inputValue() === '/plan ', 'Enter on a partial command completes it instead of sending it');
   await page.locator('#prompt').press('Enter');
   await page.locator('.row.command', { hasText: '/plan' }).waitFor();
   await page.locator('#prompt').fill('make a plan');
