@@ -387,15 +387,34 @@ async fn slot(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) -> anyhow::Result<
 /// was lost while it ran, so nothing is recorded).
 async fn run_claimed(ctx: &Ctx, claim: &Claim, ws: &Path) -> anyhow::Result<Option<TaskResult>> {
     checkout(&claim.spec.repo, claim.spec.git_ref.as_deref(), ws).await?;
+    let takeover = claim.attempt > 1 && session_exists(&ctx.url, &claim.session_id).await?;
     let mut cmd = tokio::process::Command::new(&ctx.exe);
     cmd.arg("exec")
         .arg("--store")
         .arg(&ctx.url)
         .arg("--cwd")
         .arg(ws)
-        .arg("--json")
-        .arg("--session")
-        .arg(&claim.session_id);
+        .arg("--json");
+    let prompt = if takeover {
+        // An earlier attempt's worker died: take its session over (crash repair, as
+        // `--resume` does) instead of starting over.
+        tracing::info!(task = claim.id, session = %claim.session_id, "taking the session over");
+        cmd.arg("--resume").arg(&claim.session_id);
+        format!(
+            "The worker that ran this task stopped before the task was finished. Continue the \
+             task. This is a fresh checkout of {}{}: changes made before are not in it.",
+            claim.spec.repo,
+            claim
+                .spec
+                .git_ref
+                .as_deref()
+                .map(|r| format!(" at {r}"))
+                .unwrap_or_default()
+        )
+    } else {
+        cmd.arg("--session").arg(&claim.session_id);
+        claim.spec.prompt.clone()
+    };
     if let Some(m) = &claim.spec.model {
         cmd.arg("--model").arg(m);
     }
@@ -403,7 +422,7 @@ async fn run_claimed(ctx: &Ctx, claim: &Claim, ws: &Path) -> anyhow::Result<Opti
         cmd.arg("--effort").arg(e.as_str());
     }
     cmd.arg("--")
-        .arg(&claim.spec.prompt)
+        .arg(&prompt)
         .current_dir(ws)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -461,6 +480,17 @@ async fn run_claimed(ctx: &Ctx, claim: &Claim, ws: &Path) -> anyhow::Result<Opti
         usage,
         diff: Some(diff),
     }))
+}
+
+/// Whether an earlier attempt stored the task's session (a later attempt then resumes it).
+async fn session_exists(url: &str, id: &str) -> anyhow::Result<bool> {
+    let (url, id) = (url.to_owned(), id.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let store = crate::store_cmd::open(Some(&url)).map_err(|f| f.error)?;
+        Ok(store.exists(&id))
+    })
+    .await
+    .context("looking the session up")?
 }
 
 /// On Linux the child is killed when the worker dies, so that a worker killed outright does not

@@ -51,14 +51,14 @@ impl TaskState {
 }
 
 /// A claim a worker holds: the task, its attempt number (the fence of every later write) and
-/// the session id of this attempt.
+/// the task's session id (the same for every attempt: a later attempt resumes it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
     /// The task.
     pub id: i64,
     /// The attempt (1 for the first claim).
     pub attempt: i32,
-    /// The session this attempt runs in.
+    /// The task's session (named at the first claim).
     pub session_id: String,
     /// What to run.
     pub spec: TaskSpec,
@@ -123,7 +123,7 @@ pub struct TaskRow {
     /// Until when the claim holds (ms since the epoch, the server's clock).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub visible_until_ms: Option<i64>,
-    /// The session of the latest attempt.
+    /// The task's session.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     /// How the latest finished attempt ended.

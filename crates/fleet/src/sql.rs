@@ -40,7 +40,8 @@ RETURNING id";
 
 /// Claims the oldest queued task, or a running one whose claim expired (its worker died or was
 /// cut off): locks it skipping rows others hold, marks it running by `$1` until now + `$2`
-/// seconds, counts the attempt and names the attempt's session.
+/// seconds and counts the attempt. The task's session is named at its first claim and kept: a
+/// later attempt takes that session over.
 pub(crate) const CLAIM: &str = "
 UPDATE dsh_tasks SET
     state = 'running',
@@ -48,7 +49,7 @@ UPDATE dsh_tasks SET
     claimed_by = $1,
     visible_until = now() + make_interval(secs => $2),
     started_at = coalesce(started_at, now()),
-    session_id = 'task-' || id || '-' || (attempts + 1) || '-' || substr(md5(random()::text), 1, 8)
+    session_id = coalesce(session_id, 'task-' || id || '-' || substr(md5(random()::text), 1, 8))
 WHERE id = (
     SELECT id FROM dsh_tasks
     WHERE state = 'queued' OR (state = 'running' AND visible_until < now())

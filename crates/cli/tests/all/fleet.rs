@@ -243,3 +243,177 @@ fn a_bad_task_line_is_refused_naming_line_and_field_and_nothing_is_submitted() {
         stderr(&out)
     );
 }
+
+fn submit(env: &Env, url: &str, words: &[&str], repo: &Path) {
+    let tasks: String = words
+        .iter()
+        .map(|w| {
+            let line = serde_json::json!({"prompt": format!("make {w}"), "repo": repo.display().to_string()});
+            format!("{line}\n")
+        })
+        .collect();
+    let file = env.work.path().join("tasks.jsonl");
+    std::fs::write(&file, tasks).unwrap();
+    let out = env
+        .dsh()
+        .args(["tasks", "submit", "--store", url])
+        .arg(&file)
+        .output()
+        .unwrap();
+    ok(&out);
+}
+
+fn spawn_worker(env: &Env, url: &str, extra: &[&str]) -> std::process::Child {
+    env.dsh()
+        .env("DSH_STORE", url)
+        .args(["worker", "--concurrency", "1"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn status(env: &Env, url: &str) -> Value {
+    let out = env
+        .dsh()
+        .args(["tasks", "status", "--json", "--store", url])
+        .output()
+        .unwrap();
+    ok(&out);
+    serde_json::from_str(stdout(&out).trim()).unwrap()
+}
+
+#[test]
+fn sigterm_finishes_the_running_task_and_claims_no_more() {
+    let Some(c) = cluster("sigterm_finishes_the_running_task_and_claims_no_more") else {
+        return;
+    };
+    let url = c.fresh_database();
+    let env = Env::new();
+    let repo = repo();
+    submit(&env, &url, &["zebra", "quokka"], repo.path());
+    let gate = dsh_testkit::Gate::new();
+    env.server().push(
+        Completion::new()
+            .text("made zebra")
+            .reply()
+            .gate_head(&gate),
+    );
+    let worker = spawn_worker(&env, &url, &[]);
+    env.server()
+        .wait_for_requests_blocking(1, std::time::Duration::from_secs(60))
+        .expect("the first task's request arrived");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(worker.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    gate.open();
+    ok(&worker.wait_with_output().unwrap());
+    let s = status(&env, &url);
+    assert_eq!(s["tasks"][0]["state"], "done", "{s}");
+    assert_eq!(s["tasks"][1]["state"], "queued", "{s}");
+    assert_eq!(s["tasks"][1]["attempts"], 0, "{s}");
+    assert_eq!(env.server().request_count(), 1);
+}
+
+#[test]
+fn a_killed_workers_task_is_taken_over_and_its_session_resumed() {
+    let Some(c) = cluster("a_killed_workers_task_is_taken_over_and_its_session_resumed") else {
+        return;
+    };
+    let url = c.fresh_database();
+    let env = Env::new();
+    let repo = repo();
+    submit(&env, &url, &["zebra"], repo.path());
+    // The first attempt's tool call runs; the model's next answer never comes (the worker is
+    // killed while it waits); the resumed session gets an answer.
+    env.server().set_responder(|req| {
+        let body = req.body_json().unwrap();
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        if req
+            .body_text()
+            .contains("stopped before the task was finished")
+        {
+            Completion::new().text("resumed zebra").reply()
+        } else if messages.iter().any(|m| m["role"] == "tool") {
+            Completion::new()
+                .text("never delivered")
+                .reply()
+                .stall_head()
+        } else {
+            let args =
+                serde_json::json!({"command": "echo zebra > zebra.txt", "description": "Write"});
+            Completion::new()
+                .tool_call("bash", &args.to_string())
+                .reply()
+        }
+    });
+    let mut a = spawn_worker(&env, &url, &["--visibility-seconds", "600"]);
+    env.server()
+        .wait_for_requests_blocking(2, std::time::Duration::from_secs(60))
+        .expect("the second request arrived");
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let before = status(&env, &url);
+    assert_eq!(before["tasks"][0]["state"], "running", "{before}");
+    let sid = before["tasks"][0]["sessionId"].as_str().unwrap().to_owned();
+    // Time passes past the claim's and the dead writer's lease's expiry.
+    c.psql(
+        &url,
+        "UPDATE dsh_tasks SET visible_until = now() - interval '1 second'",
+    );
+    c.psql(
+        &url,
+        "UPDATE dsh_sessions SET expires_at = now() - interval '1 second'",
+    );
+
+    let b = spawn_worker(&env, &url, &["--drain"]);
+    ok(&b.wait_with_output().unwrap());
+    let out = env
+        .dsh()
+        .args(["tasks", "results", "--json", "--store", &url])
+        .output()
+        .unwrap();
+    ok(&out);
+    let r: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(r["state"], "done", "{r}");
+    assert_eq!(r["attempts"], 2, "{r}");
+    assert_eq!(r["sessionId"], sid.as_str(), "{r}");
+    assert_eq!(r["outcome"]["turnEnd"], "completed", "{r}");
+    // The resumed request carried the first attempt's history from the log.
+    let last = env.server().requests().last().unwrap().body_text();
+    assert!(
+        last.contains("make zebra") && last.contains("echo zebra"),
+        "{last}"
+    );
+    // One session, its first prompt stored once, then the takeover's prompt.
+    let q = |sql: &str| c.psql(&url, sql);
+    assert_eq!(q("SELECT count(*) FROM dsh_sessions"), "1");
+    let prompts = |text: &str| {
+        q(&format!(
+            "SELECT count(*) FROM dsh_events WHERE session_id = '{sid}' \
+             AND kind = 'user/message' AND line LIKE '%{text}%'"
+        ))
+    };
+    assert_eq!(prompts("make zebra"), "1");
+    assert_eq!(prompts("stopped before the task was finished"), "1");
+    // Every stored event once, seqs without a gap; the dead turn closed by crash repair, the
+    // resumed one completed.
+    assert_eq!(
+        q(&format!(
+            "SELECT count(*) = max(seq) + 1 FROM dsh_events WHERE session_id = '{sid}'"
+        )),
+        "t"
+    );
+    assert_eq!(
+        q(&format!(
+            "SELECT string_agg(line::jsonb #>> '{{data,reason,kind}}', ',' ORDER BY seq) \
+             FROM dsh_events WHERE session_id = '{sid}' AND kind = 'turn/end'"
+        )),
+        "interrupted,completed"
+    );
+    // The new attempt ran in a fresh clone: the dead attempt's file is not in its diff.
+    assert!(!r["diff"].as_str().unwrap().contains("zebra.txt"), "{r}");
+}
