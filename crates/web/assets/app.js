@@ -491,7 +491,10 @@ function conversation(id) {
     const batch = document.createElement('div');
     sink = batch;
     try {
-      for (const ev of events) if (!META.has(ev.type)) handlers[ev.type]?.(ev);
+      for (const x of events) {
+        const ev = !META.has(x.type) && handlers[x.type] ? parse(x.data) : null;
+        if (ev) handlers[ev.type]?.(ev);
+      }
     } finally { sink = log; }
     return batch;
   }
@@ -521,8 +524,12 @@ function conversation(id) {
     // Each of these carries the whole state of its kind: the last one of each type is enough
     // (a 1,000-turn replay has thousands of usage updates).
     const last = new Map();
-    for (const ev of events) if (META.has(ev.type)) last.set(ev.type, ev);
-    for (const ev of last.values()) handlers[ev.type]?.(ev);
+    for (const x of events) if (META.has(x.type)) last.set(x.type, x);
+    for (const x of last.values()) { const ev = parse(x.data); if (ev) handlers[ev.type]?.(ev); }
+    for (let i = events.length - 1; i >= 0 && S.lastSeq === null; i--) {
+      const seq = parse(events[i].data)?.seq;
+      if (typeof seq === 'number') S.lastSeq = seq;
+    }
     log.append(...draw(events.slice(cut)).childNodes);
     renderEarlier();
   }
@@ -543,12 +550,16 @@ function conversation(id) {
     for (const type of EVENT_TYPES) {
       source.addEventListener(type, (e) => {
         if (!(e instanceof MessageEvent) || !e.data) return;
-        let ev;
-        try { ev = JSON.parse(e.data); } catch { return; }
+        if (replaying && type !== 'snapshot') {
+          // Held as received: parsed only when drawn (most of a long replay never is).
+          if (!held.length) performance.mark('dsh-first-event');
+          held.push({ type, data: e.data });
+          return;
+        }
+        const ev = parse(e.data);
+        if (!ev) return;
         if (typeof ev.seq === 'number' && !LIVE.has(ev.type)) S.lastSeq = ev.seq;
         if (replaying) {
-          if (!held.length) performance.mark('dsh-first-event');
-          if (ev.type !== 'snapshot') { held.push(ev); return; }
           performance.mark('dsh-replayed');
           endReplay();
           handlers.snapshot(ev);
@@ -669,6 +680,10 @@ function conversation(id) {
 // Events that only set the conversation's state (no row): applied for every replayed event.
 const META = new Set(['sessionConfigured', 'usageUpdated', 'title', 'state']);
 const PAGE_TURNS = 50;
+
+function parse(data) {
+  try { return JSON.parse(data); } catch { return null; }
+}
 
 const LIVE = new Set([
   'textDelta', 'reasoningDelta', 'toolCallProgress', 'state', 'sessionConfigured', 'steerQueued',
