@@ -14,6 +14,8 @@ use dsh_session_jsonl::naming::{encode_segment, project_dir};
 use serde_json::json;
 
 use crate::report::Group;
+use crate::run::{World, files_under, run_dsh, session_log};
+use crate::scenario::{Scenario, ScenarioRun, Variant};
 
 /// A deterministic generator (64-bit LCG; the corpus is the same on every run).
 struct Lcg(u64);
@@ -245,6 +247,94 @@ fn generate(home: &Path, sessions: usize, result_words: usize) -> Result<Corpus>
     })
 }
 
+/// `write(2)` bytes per session byte of the 20-step bash scenario (the full report's figure,
+/// alone): dsh indexes the session into its catalog as it runs, so the catalog's commits are
+/// among these bytes.
+pub fn write_rows(dsh: &Path, iterations: u32, rows: &mut Vec<crate::report::Row>) -> Result<()> {
+    let scenario = Scenario::new("bash", Variant::Bash, 20);
+    let runs = (0..iterations.max(1))
+        .map(|_| scenario.run(dsh))
+        .collect::<Result<Vec<_>>>()?;
+    let amp: Vec<f64> = runs.iter().map(ScenarioRun::write_amplification).collect();
+    let mut grp = Group::new(rows, "writes (bash, 20 steps)");
+    if amp.iter().all(|a| a.is_nan()) {
+        grp.text(
+            "write(2) bytes per session byte",
+            "not available (`/proc/self/io` unreadable)",
+        );
+    } else {
+        grp.limit(
+            "write(2) bytes per session byte (HTTP bodies, stdout excluded)",
+            &amp,
+            "×",
+            2,
+            1.5,
+        );
+    }
+    let dir: Vec<f64> = runs.iter().map(|r| r.session_dir_bytes as f64).collect();
+    grp.info("session directory bytes", &dir, "B", 0);
+    // The same with a catalog already there (any home where sessions were listed once): the
+    // run commits its turn into it.
+    let seed = tempfile::tempdir()?;
+    generate(seed.path(), 200, LEAN_RESULT_WORDS)?;
+    let seeded = seed.path().join("catalog.sqlite");
+    {
+        let cat = SqliteCatalog::open(&seeded)?.with_log_root(seed.path().join("sessions"));
+        cat.rebuild(&JsonlStore::new(seed.path().join("sessions")), &mut |_| {})?;
+        cat.checkpoint()?;
+    }
+    let steady = (0..iterations.max(1))
+        .map(|_| steady_run(dsh, &scenario, &seeded))
+        .collect::<Result<Vec<_>>>()?;
+    grp.info(
+        "the same, into an existing catalog of 200 sessions",
+        &steady,
+        "×",
+        2,
+    );
+    Ok(())
+}
+
+/// One run of `scenario` in a home holding a copy of the catalog at `seeded`: its write
+/// amplification, as [`ScenarioRun::write_amplification`] counts it.
+fn steady_run(dsh: &Path, scenario: &Scenario, seeded: &Path) -> Result<f64> {
+    let world = World::new()?;
+    let catalog = world.home.path().join("catalog.sqlite");
+    std::fs::copy(seeded, &catalog).context("copying the seeded catalog")?;
+    world.server.push_all(scenario.replies());
+    let out = run_dsh(dsh, &world, &["exec", "Run the steps, then report."], true)?;
+    let steps = scenario.steps + 1;
+    let http: usize = world
+        .server
+        .wait_for_finished_blocking(steps, std::time::Duration::from_secs(10))
+        .context("the requests did not finish")?
+        .iter()
+        .filter(|r| r.is_chat())
+        .map(|r| r.body.len())
+        .sum();
+    let wchar = out
+        .probe
+        .and_then(|p| p.wchar)
+        .context("the probe could not read wchar")?;
+    let log = session_log(world.home.path())?;
+    let dir_bytes: u64 = log.parent().map_or(0, |d| {
+        files_under(d)
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum()
+    });
+    // The run's turn is in the catalog: the plugin wrote it.
+    let indexed = SqliteCatalog::open(&catalog)?
+        .list(&Filter::default())?
+        .len();
+    anyhow::ensure!(
+        indexed == 201,
+        "the catalog holds {indexed} sessions, not 201"
+    );
+    Ok((wchar as f64 - http as f64 - out.stdout.len() as f64) / dir_bytes.max(1) as f64)
+}
+
 fn ms(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e3
 }
@@ -343,8 +433,8 @@ pub fn rows(quick: bool, iterations: u32, rows: &mut Vec<crate::report::Row>) ->
             stats.push(ms(start));
         }
     }
-    // Indexing: a new session's steps as the plugin's thread writes them, one batch per step
-    // (5-6 events) into the full catalog.
+    // Indexing: a new session's turns as the plugin's thread writes them, one batch per turn
+    // (two steps, 11 events) into the full catalog.
     let (steps, step_ms) = index_steps(&cat, home)?;
 
     // The same with short tool results: the catalog's share grows as the logs hold less that
@@ -424,7 +514,9 @@ pub fn rows(quick: bool, iterations: u32, rows: &mut Vec<crate::report::Row>) ->
     grp.info("list, one project", &list_project, "ms", 2);
     grp.limit("stats by day/model/project", &stats, "ms", 2, 50.0);
     grp.limit(
-        &format!("indexing one step (background thread, {steps} steps)"),
+        &format!(
+            "indexing, per step (background thread, one commit per turn of 2 steps; {steps} steps)"
+        ),
         &step_ms,
         "ms",
         3,
@@ -446,7 +538,8 @@ pub fn rows(quick: bool, iterations: u32, rows: &mut Vec<crate::report::Row>) ->
     Ok(())
 }
 
-/// Indexes 200 steps of a new session into `cat`, one batch per step; the time of each batch.
+/// Indexes 200 steps (100 turns of 2) of a new session into `cat`, one batch per turn as the
+/// plugin commits them; each turn's time per step.
 fn index_steps(cat: &SqliteCatalog, home: &Path) -> Result<(usize, Vec<f64>)> {
     let words = vocabulary();
     let mut g = Lcg(5);
@@ -498,8 +591,9 @@ fn index_steps(cat: &SqliteCatalog, home: &Path) -> Result<(usize, Vec<f64>)> {
                 text.push_str(&r.to_string());
                 text.push('\n');
             }
-            bounds.push(seq as usize);
         }
+        // The plugin commits once per turn (at the flush after its `turn/end`).
+        bounds.push(seq as usize);
     }
     let sdir = dir.join(project_dir(Some("/w"))).join("steps");
     std::fs::create_dir_all(&sdir)?;
@@ -510,7 +604,8 @@ fn index_steps(cat: &SqliteCatalog, home: &Path) -> Result<(usize, Vec<f64>)> {
         let batch = &log.events[w[0]..w[1]];
         let start = Instant::now();
         cat.index_events(&log.header, batch)?;
-        times.push(ms(start));
+        // Per step: a turn here has two.
+        times.push(ms(start) / 2.0);
     }
-    Ok((bounds.len() - 1, times))
+    Ok((2 * (bounds.len() - 1), times))
 }

@@ -104,6 +104,9 @@ enum Only {
     Images,
     /// The session catalog on 10,000 generated sessions: rebuild, search, list, stats, size.
     Catalog,
+    /// `write(2)` bytes per session byte of the 20-step bash scenario (the catalog's commits
+    /// among them).
+    Writes,
     /// Workspace checkpoints on a 10,000-file repository: snapshots, store growth, rewind.
     Checkpoints,
     /// `dsh serve`: per-step overhead of a 200-step turn against `dsh exec`, event delivery to
@@ -175,6 +178,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Tools => tool_set::rows(&dsh, &mut rows)?,
                 Only::Images => images::rows(&dsh, cli.iterations, &mut rows)?,
                 Only::Catalog => catalog::rows(cli.quick, cli.iterations, &mut rows)?,
+                Only::Writes => catalog::write_rows(&dsh, cli.iterations, &mut rows)?,
                 Only::Checkpoints => checkpoints::rows(cli.quick, cli.iterations, &mut rows)?,
                 Only::Tui => tui::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Serve => serve::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,

@@ -73,6 +73,7 @@ pub struct Indexed {
 #[derive(Debug, Default)]
 struct Row {
     sid: i64,
+    project: String,
     title: Option<String>,
     provider: Option<String>,
     model: Option<String>,
@@ -306,7 +307,7 @@ pub(crate) fn index_batch<E: Borrow<Event>>(
     drop(insert_text);
     let mut up = tx.prepare_cached(
         "INSERT INTO usage(sid, day, provider, model, turns, requests, tokens_in, tokens_out, \
-         tokens_cached, cost_pico) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+         tokens_cached, cost_pico, project) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
          ON CONFLICT(sid, day, provider, model) DO UPDATE SET turns = turns + excluded.turns, \
          requests = requests + excluded.requests, tokens_in = tokens_in + excluded.tokens_in, \
          tokens_out = tokens_out + excluded.tokens_out, \
@@ -324,7 +325,8 @@ pub(crate) fn index_batch<E: Borrow<Event>>(
             u.tokens_in,
             u.tokens_out,
             u.tokens_cached,
-            u.cost_pico
+            u.cost_pico,
+            row.project
         ])?;
     }
     drop(up);
@@ -408,7 +410,7 @@ fn load_or_create(tx: &Transaction<'_>, header: &SessionHeader) -> Result<Row, E
         .prepare_cached(
             "SELECT sid, title, provider, model, updated_ms, turns, cur_turn, open_turn, status, \
              requests, tokens_in, tokens_out, tokens_cached, cost_pico, first_prompt, \
-             last_prompt, last_seq FROM sessions WHERE id = ?1",
+             last_prompt, last_seq, project FROM sessions WHERE id = ?1",
         )?
         .query_row([&header.id], |r| {
             Ok(Row {
@@ -429,6 +431,7 @@ fn load_or_create(tx: &Transaction<'_>, header: &SessionHeader) -> Result<Row, E
                 first_prompt: r.get(14)?,
                 last_prompt: r.get(15)?,
                 last_seq: r.get(16)?,
+                project: r.get(17)?,
             })
         })
         .optional()?;
@@ -436,6 +439,7 @@ fn load_or_create(tx: &Transaction<'_>, header: &SessionHeader) -> Result<Row, E
         return Ok(row);
     }
     let cwd = header.cwd.clone().unwrap_or_default();
+    let project = project_root(&cwd);
     tx.prepare_cached(
         "INSERT INTO sessions(id, parent, cwd, project, created_ms, updated_ms) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
@@ -444,11 +448,12 @@ fn load_or_create(tx: &Transaction<'_>, header: &SessionHeader) -> Result<Row, E
         header.id,
         header.parent_session,
         cwd,
-        project_root(&cwd),
+        project,
         header.created_at
     ])?;
     Ok(Row {
         sid: tx.last_insert_rowid(),
+        project,
         updated_ms: header.created_at,
         status: "-".into(),
         ..Default::default()

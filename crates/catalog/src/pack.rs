@@ -6,6 +6,8 @@
 //! A blob is one tag byte then the text: [`RAW`] (stored as is: short texts, where a zstd frame
 //! would not save anything) or [`ZSTD`] (one zstd frame holding its content size).
 
+use std::cell::RefCell;
+
 use rusqlite::Connection;
 use rusqlite::functions::FunctionFlags;
 
@@ -34,10 +36,26 @@ pub enum UnpackError {
     Utf8(#[from] std::string::FromUtf8Error),
 }
 
+thread_local! {
+    /// One compression context per thread, kept: making one per text (`zstd::bulk::compress`)
+    /// cost more than compressing the text.
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+}
+
+fn compress(text: &[u8]) -> Option<Vec<u8>> {
+    COMPRESSOR.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.is_none() {
+            *c = zstd::bulk::Compressor::new(LEVEL).ok();
+        }
+        c.as_mut()?.compress(text).ok()
+    })
+}
+
 /// The blob stored for `text`.
 pub(crate) fn pack(text: &str) -> Vec<u8> {
     if text.len() >= MIN_PACKED
-        && let Ok(z) = zstd::bulk::compress(text.as_bytes(), LEVEL)
+        && let Some(z) = compress(text.as_bytes())
         && z.len() + 1 < text.len()
     {
         let mut out = Vec::with_capacity(z.len() + 1);

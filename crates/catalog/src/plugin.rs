@@ -1,9 +1,16 @@
 //! [`CatalogPlugin`] (`catalog`): keeps `$DSH_HOME/catalog.sqlite` up to date from the
 //! committed events of the sessions this process writes, and provides the [`Catalog`] service.
 //!
-//! A `session/event` listener keeps the session's new events (an `Arc` each); at the
-//! `session/flush` barrier the batch is handed to one indexing thread through a channel. The
-//! step never waits for SQLite: the listeners only push to a vector and send on a channel.
+//! A `session/event` listener keeps the session's new events in memory (an `Arc` each). At the
+//! first `session/flush` barrier after a `turn/end` (or after [`MAX_PENDING`] events, or when
+//! the plugin is unloaded) the batch is handed to one indexing thread through a channel, which
+//! writes it in one SQLite transaction: one commit per turn, not per step (each commit writes
+//! whole pages of the tables and a new FTS5 segment). The step never waits for SQLite: the
+//! listeners only push to a vector and send on a channel.
+//!
+//! The catalog is derived data: events of a turn that never ended in this process (a crash, a
+//! kill) are not lost, since the plugin's rows carry no log stamp and the next reconciliation
+//! (every list, search and stats) reads such a log from the session's watermark.
 //! The service reconciles the catalog with the logs on disk (sessions written by other
 //! processes, by the original harness) before answering, at most once every two seconds.
 
@@ -19,7 +26,9 @@ use dsh_catalog_api::{
 use dsh_kernel::schemars::{self, JsonSchema};
 use dsh_kernel::{BoxError, Ctx, Plugin};
 use dsh_llm::service::Llm;
-use dsh_session::{Event, SessionEvent, SessionFlush, SessionHeader, SessionPersistence, Sessions};
+use dsh_session::{
+    CoreEvent, Event, SessionEvent, SessionFlush, SessionHeader, SessionPersistence, Sessions,
+};
 use parking_lot::Mutex;
 use serde::Deserialize;
 
@@ -28,6 +37,10 @@ use crate::store::{SqliteCatalog, default_log_root, default_path};
 
 /// How often the service reads the log directory again before answering.
 const RECONCILE_EVERY: Duration = Duration::from_secs(2);
+
+/// Events a session keeps in memory before a flush hands them to the indexing thread even
+/// though no turn ended (a very long turn).
+pub const MAX_PENDING: usize = 512;
 
 /// Config of the `catalog` plugin.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -42,8 +55,19 @@ pub struct CatalogConfig {
     pub log_root: Option<PathBuf>,
 }
 
-/// Committed events per session, waiting for the session's next flush.
-type Pending = Mutex<HashMap<Arc<str>, Vec<Arc<Event>>>>;
+/// A session's committed events not yet handed to the indexing thread.
+#[derive(Default)]
+struct Batch {
+    events: Vec<Arc<Event>>,
+    /// A `turn/end` is among them: the next flush hands them over.
+    turn_ended: bool,
+    /// The session's header, looked up at its first flush (for the batches handed over when
+    /// the plugin is unloaded, when the session may be gone).
+    header: Option<Box<SessionHeader>>,
+}
+
+/// Committed events per session, waiting for the end of their turn.
+type Pending = Mutex<HashMap<Arc<str>, Batch>>;
 
 /// The catalog plugin.
 #[derive(Debug)]
@@ -86,6 +110,16 @@ impl Shared {
                 }
             })
             .as_ref()
+    }
+
+    /// The catalog for the indexing thread: only one that exists. A missing file is made by its
+    /// first reader (a list, search or stats), which reads every log anyway; a process that
+    /// only writes sessions does not create it.
+    fn existing(&self) -> Option<&Arc<SqliteCatalog>> {
+        if self.catalog.get().is_none() && !self.path.exists() {
+            return None;
+        }
+        self.catalog()
     }
 
     /// The catalog, reconciled with the logs at most every [`RECONCILE_EVERY`].
@@ -142,7 +176,7 @@ fn run(shared: Arc<Shared>, jobs: Receiver<Job>) {
             match job {
                 Job::Stop => stop = true,
                 Job::Index { header, events } => {
-                    let Some(catalog) = shared.catalog() else {
+                    let Some(catalog) = shared.existing() else {
                         continue;
                     };
                     if let Err(e) = catalog.index_events(&header, &events) {
@@ -181,34 +215,57 @@ impl Plugin for CatalogPlugin {
         let pending: Arc<Pending> = Arc::default();
         let p = Arc::clone(&pending);
         ctx.on::<SessionEvent>(move |ev| {
-            p.lock()
-                .entry(Arc::clone(&ev.session_id))
-                .or_default()
-                .push(Arc::clone(&ev.event));
+            let mut pending = p.lock();
+            let batch = pending.entry(Arc::clone(&ev.session_id)).or_default();
+            batch.turn_ended |= matches!(ev.event.core(), Some(CoreEvent::TurnEnd(_)));
+            batch.events.push(Arc::clone(&ev.event));
             Ok(())
         })?;
         let p = Arc::clone(&pending);
         let lookup = ctx.clone();
         let sender = tx.clone();
         ctx.on_parallel::<SessionFlush, _, _>(move |ev| {
-            let events = p.lock().remove(&ev.session_id).unwrap_or_default();
-            if !events.is_empty() {
-                let header = lookup
-                    .get::<dyn Sessions>()
-                    .and_then(|s| s.get(&ev.session_id))
-                    .map(|s| s.header());
-                if let Some(header) = header {
-                    let _ = sender.send(Job::Index {
-                        header: Box::new(header),
-                        events,
-                    });
+            let ready = {
+                let mut pending = p.lock();
+                match pending.get_mut(&ev.session_id) {
+                    Some(batch) if !batch.events.is_empty() => {
+                        if batch.header.is_none() {
+                            batch.header = lookup
+                                .get::<dyn Sessions>()
+                                .and_then(|s| s.get(&ev.session_id))
+                                .map(|s| Box::new(s.header()));
+                        }
+                        if batch.turn_ended || batch.events.len() >= MAX_PENDING {
+                            pending.remove(&ev.session_id)
+                        } else {
+                            None
+                        }
+                    }
+                    _ => None,
                 }
+            };
+            if let Some(Batch {
+                events,
+                header: Some(header),
+                ..
+            }) = ready
+            {
+                let _ = sender.send(Job::Index { header, events });
             }
             async { Ok(()) }
         })?;
         let stop = Mutex::new(Some((tx, worker)));
         ctx.on_dispose(move || {
             if let Some((tx, worker)) = stop.lock().take() {
+                // What open turns committed so far (a session closed mid-turn).
+                for (_, batch) in pending.lock().drain() {
+                    if let (Some(header), false) = (batch.header, batch.events.is_empty()) {
+                        let _ = tx.send(Job::Index {
+                            header,
+                            events: batch.events,
+                        });
+                    }
+                }
                 let _ = tx.send(Job::Stop);
                 let _ = worker.join();
             }

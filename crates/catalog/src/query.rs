@@ -202,18 +202,25 @@ impl SqliteCatalog {
                 "ti + tout DESC, k",
             ),
             GroupBy::Project => (
-                "CASE WHEN s.project = '' THEN '-' ELSE s.project END",
+                "CASE WHEN u.project = '' THEN '-' ELSE u.project END",
                 "ti + tout DESC, k",
             ),
             GroupBy::Total => ("'total'", "k"),
         };
         let mut params = Vec::new();
+        let conds = conditions(filter, true, &mut params);
+        // Usage rows carry their session's project: the sessions table is joined only for a
+        // directory filter (its cwd).
+        let join = if filter.cwd.is_some() {
+            " JOIN sessions s ON s.sid = u.sid"
+        } else {
+            ""
+        };
         let sql = format!(
             "SELECT {key} AS k, COUNT(DISTINCT u.sid), SUM(u.turns), SUM(u.requests), \
              SUM(u.tokens_in) AS ti, SUM(u.tokens_out) AS tout, SUM(u.tokens_cached), \
-             SUM(u.cost_pico) FROM usage u JOIN sessions s ON s.sid = u.sid WHERE 1 = 1{} \
+             SUM(u.cost_pico) FROM usage u{join} WHERE 1 = 1{conds} \
              GROUP BY k ORDER BY {order}{}",
-            conditions(filter, true, &mut params),
             limit(filter, None)
         );
         self.budgeted(|conn| {

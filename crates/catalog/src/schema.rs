@@ -4,12 +4,27 @@
 use std::path::Path;
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, TransactionBehavior};
 
 use crate::error::Error;
 
 /// The schema version (`PRAGMA user_version`). A file with another version is rebuilt.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
+
+/// The page size of a new catalog file. Every commit writes each page it changed in full (to
+/// the WAL, and again when the WAL is checkpointed): a turn's commit changes a few pages of
+/// each table, so small pages cut the bytes written per turn (measured on a 20-step session
+/// against a 300-session catalog: ~53-152 KB written to the WAL per commit with 4 KiB pages,
+/// ~26-30 KB with 1 KiB).
+pub(crate) const PAGE_SIZE: i64 = 1024;
+
+/// FTS5's leaf size (its `pgsz`), kept under [`PAGE_SIZE`] so that a leaf is one page.
+const FTS_LEAF: i64 = 1000;
+
+/// Pages of cache per connection (negative: KiB): the sessions table of 10,000 sessions
+/// fits, so stats and lists do not read it from the file again.
+const CACHE_KIB: i64 = 32 * 1024;
 
 /// How long a writer waits for another process's transaction.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,6 +76,7 @@ CREATE VIRTUAL TABLE docs USING fts5(
 );
 CREATE TABLE usage(
   sid INTEGER NOT NULL,
+  project TEXT NOT NULL,
   day TEXT NOT NULL,
   provider TEXT NOT NULL,
   model TEXT NOT NULL,
@@ -117,6 +133,8 @@ pub(crate) fn remove(path: &Path) -> Result<(), Error> {
 fn open_file(path: &Path) -> Result<Connection, Error> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Only a new (empty) file takes it; the WAL switch below fixes it.
+    conn.pragma_update(None, "page_size", PAGE_SIZE)?;
     // Switching to WAL takes a short exclusive lock, which the busy handler does not cover:
     // several processes opening a fresh file at once retry it.
     let mut tries = 0;
@@ -135,6 +153,12 @@ fn open_file(path: &Path) -> Result<Connection, Error> {
     // A derived index: a power cut may lose the last transactions, which the logs restore.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "OFF")?;
+    conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
+    // The last connection to close leaves the WAL as it is instead of copying it into the
+    // file: a short process (one `dsh exec`) writes its turn's pages once, and the copy is
+    // made for many sessions at once when the WAL reaches its checkpoint size (SQLite's
+    // 1,000 pages), a page changed by several sessions copied once.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
     crate::pack::register(&conn)?;
     migrate(conn)
 }
@@ -142,6 +166,7 @@ fn open_file(path: &Path) -> Result<Connection, Error> {
 /// An in-memory catalog (a read-only `$DSH_HOME`: listed and searched from the logs).
 pub(crate) fn open_memory() -> Result<Connection, Error> {
     let conn = Connection::open_in_memory()?;
+    conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
     crate::pack::register(&conn)?;
     migrate(conn)
 }
@@ -161,6 +186,10 @@ fn migrate(mut conn: Connection) -> Result<Connection, Error> {
     let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version == 0 {
         tx.execute_batch(DDL)?;
+        tx.execute(
+            "INSERT INTO docs(docs, rank) VALUES ('pgsz', ?1)",
+            [FTS_LEAF],
+        )?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
     tx.commit()?;

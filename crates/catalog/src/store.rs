@@ -15,6 +15,10 @@ use crate::error::Error;
 use crate::index::{Indexed, Pricer, Stamp, index_batch};
 use crate::schema::{self, SEQ_BITS};
 
+/// How long a reconciliation keeps one write transaction open (other processes' writes
+/// wait for it, up to the busy timeout).
+const COMMIT_EVERY: Duration = Duration::from_millis(500);
+
 /// The default time budget of one query.
 pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
 
@@ -228,58 +232,9 @@ impl SqliteCatalog {
         stamp: Option<Stamp>,
         decoded: Result<dsh_session::codec::DecodedLog, dsh_session::SessionError>,
     ) -> Result<Indexed, Error> {
-        let path = summary.path.to_string_lossy().into_owned();
         let mut conn = self.conn.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let out = match decoded {
-            Ok(log) => {
-                let known: Option<(Option<i64>, Option<i64>)> = tx
-                    .query_row(
-                        "SELECT last_seq, file_len FROM sessions WHERE id = ?1",
-                        [&summary.id],
-                        |r| Ok((r.get(0)?, r.get(1)?)),
-                    )
-                    .optional()?;
-                let last = log.events.last().map(|e| e.seq() as i64);
-                if let Some((seq, len)) = known {
-                    let shrank = stamp.zip(len).is_some_and(|(s, l)| s.len < l);
-                    if seq > last || shrank {
-                        forget(&tx, &summary.id)?;
-                    }
-                }
-                index_batch(
-                    &tx,
-                    &log.header,
-                    &log.events,
-                    stamp.map(|s| (path.as_str(), s)),
-                    self.pricer.as_ref(),
-                )?
-            }
-            Err(e) => {
-                tracing::debug!(session = %summary.id, "unreadable log: {e}");
-                let header = SessionHeader {
-                    parent_session: summary.parent_session.clone(),
-                    ..SessionHeader::new(
-                        summary.id.clone(),
-                        summary.created_at,
-                        summary.cwd.clone(),
-                    )
-                };
-                index_batch::<Event>(&tx, &header, &[], None, None)?;
-                tx.execute(
-                    "UPDATE sessions SET status = 'unreadable', title = coalesce(title, ?2), \
-                     path = ?3, file_len = ?4, file_mtime = ?5 WHERE id = ?1",
-                    params![
-                        summary.id,
-                        summary.title,
-                        path,
-                        stamp.map(|s| s.len),
-                        stamp.map(|s| s.mtime_ns)
-                    ],
-                )?;
-                Indexed::default()
-            }
-        };
+        let out = index_decoded(&tx, self.pricer.as_ref(), summary, stamp, decoded)?;
         tx.commit()?;
         Ok(out)
     }
@@ -347,16 +302,27 @@ impl SqliteCatalog {
                     }
                 }
             });
+            // Several logs per transaction: each commit writes its changed pages and a new
+            // FTS5 segment, which later merges rewrite.
+            let mut conn = self.conn.lock();
+            let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut since = std::time::Instant::now();
             for (n, (s, stamp, decoded)) in rx.into_iter().enumerate() {
                 let refused = decoded.is_err();
-                let indexed = self.index_decoded(s, stamp, decoded)?;
+                let indexed = index_decoded(&tx, self.pricer.as_ref(), s, stamp, decoded)?;
                 out.read += 1;
                 out.events += indexed.events;
                 if refused {
                     out.unreadable += 1;
                 }
+                if since.elapsed() >= COMMIT_EVERY {
+                    tx.commit()?;
+                    tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                    since = std::time::Instant::now();
+                }
                 progress(Progress { done: n + 1, total });
             }
+            tx.commit()?;
             Ok(out)
         })
     }
@@ -483,6 +449,64 @@ fn decode_segment(name: &str) -> Option<String> {
         }
     }
     String::from_utf16(&units).ok().filter(|s| !s.is_empty())
+}
+
+/// Folds a log read (or refused) by the caller into the catalog inside `tx`; `stamp` is the
+/// file's before it was read.
+fn index_decoded(
+    tx: &Transaction<'_>,
+    pricer: Option<&Pricer>,
+    summary: &SessionSummary,
+    stamp: Option<Stamp>,
+    decoded: Result<dsh_session::codec::DecodedLog, dsh_session::SessionError>,
+) -> Result<Indexed, Error> {
+    let path = summary.path.to_string_lossy().into_owned();
+    let out = match decoded {
+        Ok(log) => {
+            let known: Option<(Option<i64>, Option<i64>)> = tx
+                .query_row(
+                    "SELECT last_seq, file_len FROM sessions WHERE id = ?1",
+                    [&summary.id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let last = log.events.last().map(|e| e.seq() as i64);
+            if let Some((seq, len)) = known {
+                let shrank = stamp.zip(len).is_some_and(|(s, l)| s.len < l);
+                if seq > last || shrank {
+                    forget(tx, &summary.id)?;
+                }
+            }
+            index_batch(
+                tx,
+                &log.header,
+                &log.events,
+                stamp.map(|s| (path.as_str(), s)),
+                pricer,
+            )?
+        }
+        Err(e) => {
+            tracing::debug!(session = %summary.id, "unreadable log: {e}");
+            let header = SessionHeader {
+                parent_session: summary.parent_session.clone(),
+                ..SessionHeader::new(summary.id.clone(), summary.created_at, summary.cwd.clone())
+            };
+            index_batch::<Event>(tx, &header, &[], None, None)?;
+            tx.execute(
+                "UPDATE sessions SET status = 'unreadable', title = coalesce(title, ?2), \
+                 path = ?3, file_len = ?4, file_mtime = ?5 WHERE id = ?1",
+                params![
+                    summary.id,
+                    summary.title,
+                    path,
+                    stamp.map(|s| s.len),
+                    stamp.map(|s| s.mtime_ns)
+                ],
+            )?;
+            Indexed::default()
+        }
+    };
+    Ok(out)
 }
 
 /// Removes a session's row, documents and usage.

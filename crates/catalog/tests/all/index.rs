@@ -109,6 +109,54 @@ fn events_indexed_twice_count_once_and_a_gap_waits_for_the_log() {
 }
 
 #[test]
+fn a_turn_the_writer_never_committed_is_read_from_the_log_by_the_next_reconciliation() {
+    // The plugin commits a session's events at the end of each turn; a process killed before
+    // (mid-turn, or between the turn's end and its commit) leaves the catalog behind the log.
+    // Rows written from events carry no log stamp, so the next reconciliation reads that log
+    // from the session's watermark.
+    let home = Home::new();
+    home.write(
+        "s1",
+        "/w",
+        T0,
+        &[
+            turn("first turn words", "one"),
+            turn("second turn words", "two"),
+        ],
+    );
+    let store = home.store();
+    let log = store.open_read("s1").unwrap();
+    let end = log
+        .events
+        .iter()
+        .position(|e| e.kind() == "turn/end")
+        .unwrap();
+    let cat = SqliteCatalog::open(home.catalog_path())
+        .unwrap()
+        .with_log_root(home.sessions());
+    cat.index_events(&log.header, &log.events[..=end]).unwrap();
+    let s = cat.get("s1").unwrap().unwrap();
+    assert_eq!((s.turns, s.requests), (1, 1));
+    let r = cat.reconcile(store.as_ref(), &mut |_| {}).unwrap();
+    assert_eq!((r.read, r.events), (1, (log.events.len() - end - 1) as u64));
+    let s = cat.get("s1").unwrap().unwrap();
+    assert_eq!(
+        (s.turns, s.requests, s.last_prompt.as_str()),
+        (2, 2, "second turn words")
+    );
+    let hits = cat
+        .search(&dsh_catalog_api::SearchQuery {
+            text: "second".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].turn, 2);
+    // Read, the log is stamped: nothing to do until it changes.
+    assert_eq!(cat.reconcile(store.as_ref(), &mut |_| {}).unwrap().read, 0);
+}
+
+#[test]
 fn a_deleted_log_or_session_leaves_the_catalog() {
     let home = Home::new();
     let p1 = home.write("gone", "/w", T0, &[turn("vanishing words", "x")]);

@@ -35,6 +35,12 @@ fn catalog_file(env: &Env) -> std::path::PathBuf {
 #[test]
 fn a_running_session_indexes_itself_and_search_list_and_stats_read_the_catalog() {
     let env = Env::new();
+    // A process that only writes sessions does not create the catalog: its first reader does
+    // (from the logs). Once it exists, running sessions keep it up to date.
+    session(&env, "first", "an opening session", "Opened.");
+    assert!(!catalog_file(&env).exists());
+    assert!(stdout(&run(&env, &["sessions", "list"])).starts_with("first  "));
+    assert!(catalog_file(&env).exists());
     session(
         &env,
         "alpha",
@@ -97,14 +103,14 @@ fn a_running_session_indexes_itself_and_search_list_and_stats_read_the_catalog()
     assert_eq!(limited.lines().count(), 1, "{limited}");
     let rows: Vec<Value> =
         serde_json::from_str(&stdout(&run(&env, &["sessions", "list", "--json"]))).unwrap();
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), 3);
     assert_eq!(rows[1]["id"], "alpha");
     assert!(rows[1]["model"].as_str().is_some(), "{rows:?}");
 
     let stats: Value = serde_json::from_str(&stdout(&run(&env, &["stats", "--json"]))).unwrap();
-    assert_eq!(stats["total"]["sessions"], 2, "{stats}");
-    assert_eq!(stats["total"]["turns"], 2, "{stats}");
-    assert_eq!(stats["total"]["requests"], 2, "{stats}");
+    assert_eq!(stats["total"]["sessions"], 3, "{stats}");
+    assert_eq!(stats["total"]["turns"], 3, "{stats}");
+    assert_eq!(stats["total"]["requests"], 3, "{stats}");
     assert!(stats["total"]["tokensIn"].as_u64().unwrap() > 0, "{stats}");
     assert_eq!(
         stats["groups"].as_array().unwrap().len(),
@@ -153,6 +159,7 @@ fn search_defaults_to_the_current_project_and_all_widens_it() {
 fn a_deleted_or_corrupt_catalog_is_rebuilt_from_the_logs() {
     let env = Env::new();
     session(&env, "s1", "remember the wombat", "Noted.");
+    assert_eq!(search_json(&env, &["wombat"]).len(), 1);
     std::fs::remove_file(catalog_file(&env)).unwrap();
     let _ = std::fs::remove_file(env.home.path().join("catalog.sqlite-wal"));
     let _ = std::fs::remove_file(env.home.path().join("catalog.sqlite-shm"));
