@@ -1,6 +1,7 @@
 //! The queue's operations on one `tokio-postgres` connection.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio_postgres::{Client, Config, NoTls, Row};
@@ -145,10 +146,40 @@ pub struct TaskRow {
     pub finished_at_ms: Option<i64>,
 }
 
-/// The queue: one connection to the database holding `dsh_tasks`.
+/// The queue: one connection to the database holding `dsh_tasks`, made again when it is lost.
 #[derive(Debug)]
 pub struct Fleet {
-    client: Client,
+    config: Config,
+    client: tokio::sync::Mutex<Option<Arc<Client>>>,
+    reconnect_window: Duration,
+}
+
+/// How long an operation keeps trying to reconnect before it fails.
+const RECONNECT_WINDOW: Duration = Duration::from_secs(30);
+
+/// Whether an error means the connection is gone (retry on a new one) rather than a refusal.
+fn is_connection_loss(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        None => true,
+        Some(code) => {
+            let c = code.code();
+            c.starts_with("57P") || c.starts_with("08")
+        }
+    }
+}
+
+async fn open(config: &Config) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = config.connect(NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!("task queue connection ended: {e}");
+        }
+    });
+    client.batch_execute(q::SCHEMA).await?;
+    Ok(client)
 }
 
 fn secs(d: Duration) -> f64 {
@@ -163,17 +194,66 @@ impl Fleet {
     /// A bad URL, no server, or a failing schema statement.
     pub async fn connect(url: &str) -> Result<Self, FleetError> {
         let config: Config = url.parse().map_err(FleetError::BadUrl)?;
-        let (client, connection) = config.connect(NoTls).await.map_err(FleetError::Connect)?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::warn!("task queue connection ended: {e}");
+        let client = open(&config).await.map_err(|e| {
+            if e.code().is_some() {
+                FleetError::Sql {
+                    op: "creating the tasks table",
+                    source: e,
+                }
+            } else {
+                FleetError::Connect(e)
             }
-        });
-        client
-            .batch_execute(q::SCHEMA)
-            .await
-            .map_err(sql("creating the tasks table"))?;
-        Ok(Fleet { client })
+        })?;
+        Ok(Fleet {
+            config,
+            client: tokio::sync::Mutex::new(Some(Arc::new(client))),
+            reconnect_window: RECONNECT_WINDOW,
+        })
+    }
+
+    /// A live connection, made now if the last one is gone.
+    async fn client(&self) -> Result<Arc<Client>, tokio_postgres::Error> {
+        let mut slot = self.client.lock().await;
+        if let Some(c) = slot.as_ref()
+            && !c.is_closed()
+        {
+            return Ok(Arc::clone(c));
+        }
+        *slot = None;
+        let c = Arc::new(open(&self.config).await?);
+        tracing::info!("task queue reconnected");
+        *slot = Some(Arc::clone(&c));
+        Ok(c)
+    }
+
+    /// Runs one statement. With `retry`, a lost connection (a server restart, a cut socket) is
+    /// made again and the statement run again, for up to the reconnect window: only for
+    /// statements that may run twice (a claim whose reply was lost leaves that task claimed
+    /// until its visibility timeout; the fenced writes are harmless to repeat).
+    async fn query(
+        &self,
+        op: &'static str,
+        stmt: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        retry: bool,
+    ) -> Result<Vec<Row>, FleetError> {
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let e = match self.client().await {
+                Ok(c) => match c.query(stmt, params).await {
+                    Ok(rows) => return Ok(rows),
+                    Err(e) => e,
+                },
+                Err(e) => e,
+            };
+            if !retry || !is_connection_loss(&e) || start.elapsed() >= self.reconnect_window {
+                return Err(FleetError::Sql { op, source: e });
+            }
+            tracing::warn!("task queue: {op}: {e}; reconnecting");
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
     }
 
     /// Inserts all `specs` in one statement (all or none); returns their ids in order.
@@ -188,10 +268,13 @@ impl Fleet {
         let models = col(|s| s.model.clone());
         let efforts = col(|s| s.effort.map(|e| e.as_str().to_owned()));
         let rows = self
-            .client
-            .query(q::SUBMIT, &[&prompts, &repos, &refs, &models, &efforts])
-            .await
-            .map_err(sql("submitting tasks"))?;
+            .query(
+                "submitting tasks",
+                q::SUBMIT,
+                &[&prompts, &repos, &refs, &models, &efforts],
+                false,
+            )
+            .await?;
         let mut ids = rows
             .iter()
             .map(|r| r.try_get::<_, i64>(0))
@@ -211,11 +294,15 @@ impl Fleet {
         worker: &str,
         visibility: Duration,
     ) -> Result<Option<Claim>, FleetError> {
-        let row = self
-            .client
-            .query_opt(q::CLAIM, &[&worker, &secs(visibility)])
-            .await
-            .map_err(sql("claiming a task"))?;
+        let rows = self
+            .query(
+                "claiming a task",
+                q::CLAIM,
+                &[&worker, &secs(visibility)],
+                true,
+            )
+            .await?;
+        let row = rows.into_iter().next();
         let Some(r) = row else { return Ok(None) };
         let id: i64 = g(&r, 0)?;
         Ok(Some(Claim {
@@ -239,10 +326,13 @@ impl Fleet {
     /// A failed statement.
     pub async fn renew(&self, claim: &Claim, visibility: Duration) -> Result<bool, FleetError> {
         let rows = self
-            .client
-            .query(q::RENEW, &[&claim.id, &claim.attempt, &secs(visibility)])
-            .await
-            .map_err(sql("renewing a claim"))?;
+            .query(
+                "renewing a claim",
+                q::RENEW,
+                &[&claim.id, &claim.attempt, &secs(visibility)],
+                true,
+            )
+            .await?;
         Ok(!rows.is_empty())
     }
 
@@ -255,8 +345,8 @@ impl Fleet {
         let o = &result.outcome;
         let u = &result.usage;
         let rows = self
-            .client
             .query(
+                "recording a result",
                 q::FINISH,
                 &[
                     &claim.id,
@@ -270,9 +360,9 @@ impl Fleet {
                     &u.requests,
                     &result.diff,
                 ],
+                true,
             )
-            .await
-            .map_err(sql("recording a result"))?;
+            .await?;
         Ok(!rows.is_empty())
     }
 
@@ -282,10 +372,13 @@ impl Fleet {
     /// A failed statement.
     pub async fn release(&self, claim: &Claim) -> Result<bool, FleetError> {
         let rows = self
-            .client
-            .query(q::RELEASE, &[&claim.id, &claim.attempt])
-            .await
-            .map_err(sql("releasing a claim"))?;
+            .query(
+                "releasing a claim",
+                q::RELEASE,
+                &[&claim.id, &claim.attempt],
+                true,
+            )
+            .await?;
         Ok(!rows.is_empty())
     }
 
@@ -294,11 +387,7 @@ impl Fleet {
     /// # Errors
     /// A failed statement or an unknown stored value.
     pub async fn tasks(&self) -> Result<Vec<TaskRow>, FleetError> {
-        let rows = self
-            .client
-            .query(q::TASKS, &[])
-            .await
-            .map_err(sql("listing tasks"))?;
+        let rows = self.query("listing tasks", q::TASKS, &[], true).await?;
         rows.iter().map(task_row).collect()
     }
 }

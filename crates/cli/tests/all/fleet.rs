@@ -266,7 +266,8 @@ fn submit(env: &Env, url: &str, words: &[&str], repo: &Path) {
 fn spawn_worker(env: &Env, url: &str, extra: &[&str]) -> std::process::Child {
     env.dsh()
         .env("DSH_STORE", url)
-        .args(["worker", "--concurrency", "1"])
+        .args(["worker", "--concurrency", "1", "--workdir"])
+        .arg(env.home.path().join("workspaces"))
         .args(extra)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -318,6 +319,18 @@ fn sigterm_finishes_the_running_task_and_claims_no_more() {
     assert_eq!(env.server().request_count(), 1);
 }
 
+/// Live processes (not zombies) with `arg` among their arguments.
+fn running_with_arg(arg: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
+        })
+        .count()
+}
+
 #[test]
 fn a_killed_workers_task_is_taken_over_and_its_session_resumed() {
     let Some(c) = cluster("a_killed_workers_task_is_taken_over_and_its_session_resumed") else {
@@ -354,11 +367,21 @@ fn a_killed_workers_task_is_taken_over_and_its_session_resumed() {
     env.server()
         .wait_for_requests_blocking(2, std::time::Duration::from_secs(60))
         .expect("the second request arrived");
-    a.kill().unwrap();
-    a.wait().unwrap();
     let before = status(&env, &url);
     assert_eq!(before["tasks"][0]["state"], "running", "{before}");
     let sid = before["tasks"][0]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(running_with_arg(&sid), 1, "the worker's dsh exec runs");
+    a.kill().unwrap();
+    a.wait().unwrap();
+    // Its dsh exec dies with it (it does not run on behind a claim that will expire).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while running_with_arg(&sid) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dsh exec outlived its worker"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     // Time passes past the claim's and the dead writer's lease's expiry.
     c.psql(
         &url,
@@ -416,4 +439,37 @@ fn a_killed_workers_task_is_taken_over_and_its_session_resumed() {
     );
     // The new attempt ran in a fresh clone: the dead attempt's file is not in its diff.
     assert!(!r["diff"].as_str().unwrap().contains("zebra.txt"), "{r}");
+}
+
+#[test]
+fn a_worker_reconnects_when_the_database_restarts_mid_task() {
+    let Some(private) = dsh_test_harness::postgres::PrivateCluster::start(
+        "a_worker_reconnects_when_the_database_restarts_mid_task",
+    ) else {
+        return;
+    };
+    let c = &private.cluster;
+    let url = c.fresh_database();
+    let env = Env::new();
+    let repo = repo();
+    submit(&env, &url, &["zebra"], repo.path());
+    let gate = dsh_testkit::Gate::new();
+    env.server().push(
+        Completion::new()
+            .text("made zebra")
+            .reply()
+            .gate_head(&gate),
+    );
+    let worker = spawn_worker(&env, &url, &["--drain"]);
+    env.server()
+        .wait_for_requests_blocking(1, std::time::Duration::from_secs(60))
+        .expect("the task's request arrived");
+    // Every connection (the worker's queue connection and its dsh exec's store) is cut.
+    c.restart();
+    gate.open();
+    let out = worker.wait_with_output().unwrap();
+    ok(&out);
+    let s = status(&env, &url);
+    assert_eq!(s["tasks"][0]["state"], "done", "{s}");
+    assert_eq!(s["tasks"][0]["attempts"], 1, "{s}");
 }
