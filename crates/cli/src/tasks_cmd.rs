@@ -367,6 +367,17 @@ async fn slot(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) -> anyhow::Result<
                 }
             }
             Ok(None) => {}
+            Err(e) if e.is::<SessionHeld>() => {
+                let delay = e
+                    .downcast_ref::<SessionHeld>()
+                    .map_or(ctx.visibility, |h| h.0);
+                tracing::warn!(
+                    task = claim.id,
+                    "{e}; the task is claimable again in {} s",
+                    delay.as_secs()
+                );
+                ctx.fleet.defer(&claim, delay).await?;
+            }
             Err(e) => {
                 let result = TaskResult {
                     state: TaskState::Failed,
@@ -458,6 +469,17 @@ async fn run_claimed(ctx: &Ctx, claim: &Claim, ws: &Path) -> anyhow::Result<Opti
     let (usage, turn_end) = records.await.unwrap_or_default();
     let err_text = err_text.await.unwrap_or_default();
     let diff = diff(ws).await?;
+    if takeover && turn_end.is_none() && err_text.contains("SESSION_LOCKED") {
+        // The dead attempt's writer still holds the session (its lease has not expired, or the
+        // worker was paused, not killed): try again once the lease is free.
+        let ms = err_text
+            .split("expires in ")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(ctx.visibility.as_millis().try_into().unwrap_or(u64::MAX));
+        return Err(SessionHeld(Duration::from_millis(ms) + Duration::from_secs(1)).into());
+    }
     let ok = status.success() && turn_end.as_deref() == Some("completed");
     Ok(Some(TaskResult {
         state: if ok {
@@ -481,6 +503,19 @@ async fn run_claimed(ctx: &Ctx, claim: &Claim, ws: &Path) -> anyhow::Result<Opti
         diff: Some(diff),
     }))
 }
+
+/// A takeover refused because an earlier attempt's writer still holds the session's lease,
+/// free in (about) the duration given.
+#[derive(Debug)]
+struct SessionHeld(Duration);
+
+impl std::fmt::Display for SessionHeld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the task's session is still held by an earlier attempt's writer")
+    }
+}
+
+impl std::error::Error for SessionHeld {}
 
 /// Whether an earlier attempt stored the task's session (a later attempt then resumes it).
 async fn session_exists(url: &str, id: &str) -> anyhow::Result<bool> {

@@ -382,6 +382,24 @@ impl Fleet {
         Ok(!rows.is_empty())
     }
 
+    /// Gives `claim` up without running it and keeps the task invisible for `delay` (its
+    /// session is still held by an earlier attempt's writer); `false` when the claim was no
+    /// longer this attempt's.
+    ///
+    /// # Errors
+    /// A failed statement.
+    pub async fn defer(&self, claim: &Claim, delay: Duration) -> Result<bool, FleetError> {
+        let rows = self
+            .query(
+                "deferring a claim",
+                q::DEFER,
+                &[&claim.id, &claim.attempt, &secs(delay)],
+                true,
+            )
+            .await?;
+        Ok(!rows.is_empty())
+    }
+
     /// Every task, oldest first.
     ///
     /// # Errors

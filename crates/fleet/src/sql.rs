@@ -80,6 +80,13 @@ UPDATE dsh_tasks SET state = 'queued', claimed_by = NULL, visible_until = NULL
 WHERE id = $1 AND attempts = $2 AND state = 'running'
 RETURNING id";
 
+/// Leaves a claimed task unclaimed but invisible until now + `$3` seconds (its session is still
+/// held by an earlier attempt's writer): claimable again after that, as a new attempt.
+pub(crate) const DEFER: &str = "
+UPDATE dsh_tasks SET claimed_by = NULL, visible_until = now() + make_interval(secs => $3)
+WHERE id = $1 AND attempts = $2 AND state = 'running'
+RETURNING id";
+
 /// Every task, oldest first.
 pub(crate) const TASKS: &str = "
 SELECT id, prompt, repo, ref, model, effort, state, attempts, claimed_by,

@@ -142,3 +142,25 @@ async fn a_released_task_goes_back_to_the_queue() {
     let other = Fleet::connect(&url).await.unwrap();
     assert_eq!(other.tasks().await.unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn a_deferred_task_is_invisible_until_its_delay_passes() {
+    let Some((c, url)) = db("a_deferred_task_is_invisible_until_its_delay_passes") else {
+        return;
+    };
+    let fleet = Fleet::connect(&url).await.unwrap();
+    fleet.submit(&[spec(1)]).await.unwrap();
+    let first = fleet.claim("a", VIS).await.unwrap().unwrap();
+    assert!(fleet.defer(&first, VIS).await.unwrap());
+    let rows = fleet.tasks().await.unwrap();
+    assert_eq!(rows[0].state, TaskState::Running);
+    assert_eq!(rows[0].claimed_by, None);
+    assert!(fleet.claim("b", VIS).await.unwrap().is_none());
+    c.psql(
+        &url,
+        "UPDATE dsh_tasks SET visible_until = now() - interval '1 second'",
+    );
+    let again = fleet.claim("b", VIS).await.unwrap().unwrap();
+    assert_eq!((again.id, again.attempt), (1, 2));
+    assert!(!fleet.finish(&first, &done()).await.unwrap());
+}

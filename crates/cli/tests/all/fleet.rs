@@ -382,18 +382,42 @@ fn a_killed_workers_task_is_taken_over_and_its_session_resumed() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    // Time passes past the claim's and the dead writer's lease's expiry.
-    c.psql(
-        &url,
-        "UPDATE dsh_tasks SET visible_until = now() - interval '1 second'",
-    );
+    // Time passes past the claim's expiry, but the dead writer's session lease still holds: the
+    // takeover is refused, the task deferred (unclaimed, invisible), nothing written to the
+    // session.
+    let expire_claim = || {
+        c.psql(
+            &url,
+            "UPDATE dsh_tasks SET visible_until = now() - interval '1 second'",
+        )
+    };
+    expire_claim();
+    let events = |sid: &str| {
+        c.psql(
+            &url,
+            &format!("SELECT count(*) FROM dsh_events WHERE session_id = '{sid}'"),
+        )
+    };
+    let stored = events(&sid);
+    let b = spawn_worker(&env, &url, &["--drain"]);
+    let out = b.wait_with_output().unwrap();
+    ok(&out);
+    assert!(stderr(&out).contains("still held"), "{}", stderr(&out));
+    let deferred = status(&env, &url);
+    let t = &deferred["tasks"][0];
+    assert_eq!(t["state"], "running", "{deferred}");
+    assert_eq!(t["attempts"], 2, "{deferred}");
+    assert!(t.get("claimedBy").is_none(), "{deferred}");
+    assert_eq!(events(&sid), stored);
+    // Later both have expired: the next worker takes the session over.
+    expire_claim();
     c.psql(
         &url,
         "UPDATE dsh_sessions SET expires_at = now() - interval '1 second'",
     );
 
-    let b = spawn_worker(&env, &url, &["--drain"]);
-    ok(&b.wait_with_output().unwrap());
+    let c2 = spawn_worker(&env, &url, &["--drain"]);
+    ok(&c2.wait_with_output().unwrap());
     let out = env
         .dsh()
         .args(["tasks", "results", "--json", "--store", &url])
@@ -402,7 +426,7 @@ fn a_killed_workers_task_is_taken_over_and_its_session_resumed() {
     ok(&out);
     let r: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(r["state"], "done", "{r}");
-    assert_eq!(r["attempts"], 2, "{r}");
+    assert_eq!(r["attempts"], 3, "{r}");
     assert_eq!(r["sessionId"], sid.as_str(), "{r}");
     assert_eq!(r["outcome"]["turnEnd"], "completed", "{r}");
     // The resumed request carried the first attempt's history from the log.
