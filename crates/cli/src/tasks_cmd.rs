@@ -29,7 +29,7 @@ pub(crate) struct StoreArg {
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum TasksCommand {
     /// Submit tasks: a JSONL file, one task a line (`prompt`, `repo`, optional `ref`, `model`,
-    /// `effort`); a bad line refuses the whole file.
+    /// `effort`, `limits: {"timeoutSeconds": N}`); a bad line refuses the whole file.
     Submit {
         /// The file (`-`: standard input).
         file: PathBuf,
@@ -454,6 +454,10 @@ async fn run_claimed(ctx: &Ctx, claim: &Claim, ws: &Path) -> anyhow::Result<Opti
     });
     let mut renew = tokio::time::interval(ctx.visibility / 3);
     renew.tick().await;
+    let limit = claim.spec.limits.timeout_seconds;
+    let deadline = tokio::time::sleep(Duration::from_secs(limit.map_or(0, u64::from)));
+    tokio::pin!(deadline);
+    let mut timed_out = false;
     let status = loop {
         tokio::select! {
             status = child.wait() => break status.context("waiting for dsh exec")?,
@@ -463,6 +467,12 @@ async fn run_claimed(ctx: &Ctx, claim: &Claim, ws: &Path) -> anyhow::Result<Opti
                     let _ = child.kill().await;
                     return Ok(None);
                 }
+            }
+            () = &mut deadline, if limit.is_some() && !timed_out => {
+                // The time limit: SIGTERM, so that dsh exec ends its turn and saves it.
+                tracing::warn!(task = claim.id, "time limit reached; stopping dsh exec");
+                timed_out = true;
+                terminate(&mut child);
             }
         }
     };
@@ -480,7 +490,7 @@ async fn run_claimed(ctx: &Ctx, claim: &Claim, ws: &Path) -> anyhow::Result<Opti
             .unwrap_or(ctx.visibility.as_millis().try_into().unwrap_or(u64::MAX));
         return Err(SessionHeld(Duration::from_millis(ms) + Duration::from_secs(1)).into());
     }
-    let ok = status.success() && turn_end.as_deref() == Some("completed");
+    let ok = !timed_out && status.success() && turn_end.as_deref() == Some("completed");
     Ok(Some(TaskResult {
         state: if ok {
             TaskState::Done
@@ -491,6 +501,12 @@ async fn run_claimed(ctx: &Ctx, claim: &Claim, ws: &Path) -> anyhow::Result<Opti
             exit_code: status.code(),
             turn_end,
             error: (!ok).then(|| {
+                if timed_out {
+                    return format!(
+                        "the task's time limit of {} s was reached (limits.timeoutSeconds)",
+                        limit.unwrap_or_default()
+                    );
+                }
                 err_text
                     .lines()
                     .rev()
@@ -526,6 +542,23 @@ async fn session_exists(url: &str, id: &str) -> anyhow::Result<bool> {
     })
     .await
     .context("looking the session up")?
+}
+
+/// Asks `dsh exec` to stop (SIGTERM: it ends its turn and saves it).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn terminate(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        // SAFETY: `kill` only sends a signal to the child we spawned and still wait for.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn terminate(child: &mut tokio::process::Child) {
+    let _ = child.start_kill();
 }
 
 /// On Linux the child is killed when the worker dies, so that a worker killed outright does not

@@ -14,4 +14,4 @@ mod sql;
 
 pub use error::FleetError;
 pub use queue::{Claim, Fleet, Outcome, TaskResult, TaskRow, TaskState, Usage};
-pub use spec::{Effort, SpecError, TaskSpec, parse_jsonl};
+pub use spec::{Effort, Limits, SpecError, TaskSpec, parse_jsonl};

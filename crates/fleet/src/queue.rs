@@ -7,7 +7,7 @@ use serde::Serialize;
 use tokio_postgres::{Client, Config, NoTls, Row};
 
 use crate::error::{FleetError, sql};
-use crate::spec::{Effort, TaskSpec};
+use crate::spec::{Effort, Limits, TaskSpec};
 use crate::sql as q;
 
 /// Where a task is.
@@ -267,11 +267,15 @@ impl Fleet {
         let refs = col(|s| s.git_ref.clone());
         let models = col(|s| s.model.clone());
         let efforts = col(|s| s.effort.map(|e| e.as_str().to_owned()));
+        let timeouts: Vec<Option<i32>> = specs
+            .iter()
+            .map(|s| s.limits.timeout_seconds.and_then(|t| i32::try_from(t).ok()))
+            .collect();
         let rows = self
             .query(
                 "submitting tasks",
                 q::SUBMIT,
-                &[&prompts, &repos, &refs, &models, &efforts],
+                &[&prompts, &repos, &refs, &models, &efforts, &timeouts],
                 false,
             )
             .await?;
@@ -315,6 +319,7 @@ impl Fleet {
                 git_ref: g(&r, 5)?,
                 model: g(&r, 6)?,
                 effort: parse_effort(id, g(&r, 7)?)?,
+                limits: limits(g(&r, 8)?),
             },
         }))
     }
@@ -421,6 +426,12 @@ fn parse_effort(id: i64, e: Option<String>) -> Result<Option<Effort>, FleetError
     }
 }
 
+fn limits(timeout_seconds: Option<i32>) -> Limits {
+    Limits {
+        timeout_seconds: timeout_seconds.and_then(|t| u32::try_from(t).ok()),
+    }
+}
+
 /// Column `i` of a row.
 fn g<'a, T: tokio_postgres::types::FromSql<'a>>(r: &'a Row, i: usize) -> Result<T, FleetError> {
     r.try_get(i).map_err(sql("reading a task"))
@@ -444,6 +455,7 @@ fn task_row(r: &Row) -> Result<TaskRow, FleetError> {
             git_ref: g(r, 3)?,
             model: g(r, 4)?,
             effort: parse_effort(id, g(r, 5)?)?,
+            limits: limits(g(r, 21)?),
         },
         state,
         attempts: g(r, 7)?,

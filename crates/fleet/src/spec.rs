@@ -56,6 +56,26 @@ pub struct TaskSpec {
     /// The reasoning effort (`dsh exec --effort`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effort: Option<Effort>,
+    /// Limits of a run.
+    #[serde(default, skip_serializing_if = "Limits::is_empty")]
+    pub limits: Limits,
+}
+
+/// Limits of a task's run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    /// Wall-clock seconds an attempt may run before the worker stops it (SIGTERM: the turn is
+    /// interrupted and saved) and records it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u32>,
+}
+
+impl Limits {
+    /// No limit set.
+    pub fn is_empty(&self) -> bool {
+        self.timeout_seconds.is_none()
+    }
 }
 
 /// A line of a task file that is not a task.
@@ -70,7 +90,7 @@ pub struct SpecError {
     pub problem: String,
 }
 
-const FIELDS: &str = "prompt, repo, ref, model, effort";
+const FIELDS: &str = "prompt, repo, ref, model, effort, limits";
 
 /// Parses a task file: one JSON object per line; blank lines are skipped. The first bad line
 /// fails the whole file, naming its line and field.
@@ -101,14 +121,9 @@ fn parse_line(line: usize, text: &str) -> Result<TaskSpec, SpecError> {
     };
     if let Some(k) = obj
         .keys()
-        .find(|k| !["prompt", "repo", "ref", "model", "effort"].contains(&k.as_str()))
+        .find(|k| !["prompt", "repo", "ref", "model", "effort", "limits"].contains(&k.as_str()))
     {
-        let problem = if k == "limits" {
-            format!("not supported yet (fields: {FIELDS})")
-        } else {
-            format!("unknown field (fields: {FIELDS})")
-        };
-        return Err(err(Some(k), problem));
+        return Err(err(Some(k), format!("unknown field (fields: {FIELDS})")));
     }
     let text_field = |obj: &Map<String, Value>, name: &str, required: bool| match obj.get(name) {
         None | Some(Value::Null) if required => Err(err(Some(name), "missing".into())),
@@ -133,12 +148,45 @@ fn parse_line(line: usize, text: &str) -> Result<TaskSpec, SpecError> {
             )
         })?),
     };
+    let limits = match obj.get("limits") {
+        None | Some(Value::Null) => Limits::default(),
+        Some(Value::Object(l)) => {
+            if let Some(k) = l.keys().find(|k| k.as_str() != "timeoutSeconds") {
+                return Err(err(
+                    Some(&format!("limits.{k}")),
+                    "unknown limit (limits: timeoutSeconds)".into(),
+                ));
+            }
+            let timeout_seconds = match l.get("timeoutSeconds") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(
+                    v.as_u64()
+                        .filter(|n| *n > 0)
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| {
+                            err(
+                                Some("limits.timeoutSeconds"),
+                                format!("must be a positive whole number of seconds, not {v}"),
+                            )
+                        })?,
+                ),
+            };
+            Limits { timeout_seconds }
+        }
+        Some(other) => {
+            return Err(err(
+                Some("limits"),
+                format!("must be an object, not {}", kind(other)),
+            ));
+        }
+    };
     Ok(TaskSpec {
         prompt,
         repo,
         git_ref,
         model,
         effort,
+        limits,
     })
 }
 
@@ -161,13 +209,15 @@ mod tests {
     #[test]
     fn parses_tasks_and_skips_blank_lines() {
         let specs = parse_jsonl(
-            "{\"prompt\":\"fix it\",\"repo\":\"/r\"}\n\n{\"prompt\":\"p\",\"repo\":\"https://x/y.git\",\"ref\":\"v1\",\"model\":\"m\",\"effort\":\"high\"}\n",
+            "{\"prompt\":\"fix it\",\"repo\":\"/r\"}\n\n{\"prompt\":\"p\",\"repo\":\"https://x/y.git\",\"ref\":\"v1\",\"model\":\"m\",\"effort\":\"high\",\"limits\":{\"timeoutSeconds\":600}}\n",
         )
         .unwrap();
         assert_eq!(specs.len(), 2);
         assert_eq!(specs[0].git_ref, None);
         assert_eq!(specs[1].git_ref.as_deref(), Some("v1"));
         assert_eq!(specs[1].effort, Some(Effort::High));
+        assert_eq!(specs[1].limits.timeout_seconds, Some(600));
+        assert!(specs[0].limits.is_empty());
     }
 
     #[test]
@@ -184,9 +234,17 @@ mod tests {
             ),
             (
                 "{\"prompt\":\"p\",\"repo\":\"/r\",\"colour\":1}",
-                "line 2: field `colour`: unknown field (fields: prompt, repo, ref, model, effort)",
+                "line 2: field `colour`: unknown field (fields: prompt, repo, ref, model, effort, limits)",
             ),
             ("[1]", "line 2: not a JSON object"),
+            (
+                "{\"prompt\":\"p\",\"repo\":\"/r\",\"limits\":{\"timeoutSeconds\":0}}",
+                "line 2: field `limits.timeoutSeconds`: must be a positive whole number of seconds, not 0",
+            ),
+            (
+                "{\"prompt\":\"p\",\"repo\":\"/r\",\"limits\":{\"turns\":3}}",
+                "line 2: field `limits.turns`: unknown limit (limits: timeoutSeconds)",
+            ),
             (
                 "{\"prompt\":\"p\",\"repo\":\"  \"}",
                 "line 2: field `repo`: empty",

@@ -28,14 +28,15 @@ CREATE TABLE IF NOT EXISTS dsh_tasks (
     started_at timestamptz,
     finished_at timestamptz
 );
+ALTER TABLE dsh_tasks ADD COLUMN IF NOT EXISTS timeout_seconds integer;
 CREATE INDEX IF NOT EXISTS dsh_tasks_claimable ON dsh_tasks (state, visible_until, id);
 COMMIT;
 ";
 
 /// All of a file's tasks in one statement (atomic: all or none).
 pub(crate) const SUBMIT: &str = "
-INSERT INTO dsh_tasks (prompt, repo, ref, model, effort)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+INSERT INTO dsh_tasks (prompt, repo, ref, model, effort, timeout_seconds)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::integer[])
 RETURNING id";
 
 /// Claims the oldest queued task, or a running one whose claim expired (its worker died or was
@@ -57,7 +58,7 @@ WHERE id = (
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, attempts, session_id, prompt, repo, ref, model, effort";
+RETURNING id, attempts, session_id, prompt, repo, ref, model, effort, timeout_seconds";
 
 /// Extends a claim, only while it is still this attempt's.
 pub(crate) const RENEW: &str = "
@@ -94,5 +95,6 @@ SELECT id, prompt, repo, ref, model, effort, state, attempts, claimed_by,
        session_id, exit_code, turn_end, error, input_tokens, output_tokens, requests, diff,
        (extract(epoch FROM created_at) * 1000)::bigint,
        (extract(epoch FROM started_at) * 1000)::bigint,
-       (extract(epoch FROM finished_at) * 1000)::bigint
+       (extract(epoch FROM finished_at) * 1000)::bigint,
+       timeout_seconds
 FROM dsh_tasks ORDER BY id";

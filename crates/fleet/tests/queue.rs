@@ -17,6 +17,7 @@ fn spec(n: usize) -> TaskSpec {
         git_ref: None,
         model: None,
         effort: None,
+        limits: Default::default(),
     }
 }
 

@@ -497,3 +497,48 @@ fn a_worker_reconnects_when_the_database_restarts_mid_task() {
     assert_eq!(s["tasks"][0]["state"], "done", "{s}");
     assert_eq!(s["tasks"][0]["attempts"], 1, "{s}");
 }
+
+#[test]
+fn a_task_past_its_time_limit_is_stopped_and_recorded_failed() {
+    let Some(c) = cluster("a_task_past_its_time_limit_is_stopped_and_recorded_failed") else {
+        return;
+    };
+    let url = c.fresh_database();
+    let env = Env::new();
+    let repo = repo();
+    let line = serde_json::json!({
+        "prompt": "make zebra",
+        "repo": repo.path().display().to_string(),
+        "limits": {"timeoutSeconds": 1},
+    });
+    let file = env.work.path().join("tasks.jsonl");
+    std::fs::write(&file, format!("{line}\n")).unwrap();
+    let out = env
+        .dsh()
+        .args(["tasks", "submit", "--store", &url])
+        .arg(&file)
+        .output()
+        .unwrap();
+    ok(&out);
+    // The model never answers.
+    env.server()
+        .push(Completion::new().text("never").reply().stall_head());
+    let w = spawn_worker(&env, &url, &["--drain"]);
+    ok(&w.wait_with_output().unwrap());
+    let out = env
+        .dsh()
+        .args(["tasks", "results", "--json", "--store", &url])
+        .output()
+        .unwrap();
+    ok(&out);
+    let r: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(r["state"], "failed", "{r}");
+    // dsh exec was stopped by SIGTERM and saved its turn as aborted.
+    assert_eq!(r["outcome"]["exitCode"], 143, "{r}");
+    assert_eq!(r["outcome"]["turnEnd"], "aborted", "{r}");
+    assert_eq!(r["limits"]["timeoutSeconds"], 1, "{r}");
+    assert_eq!(
+        r["outcome"]["error"], "the task's time limit of 1 s was reached (limits.timeoutSeconds)",
+        "{r}"
+    );
+}
