@@ -10,17 +10,14 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::error::Error;
 
 /// The schema version (`PRAGMA user_version`). A file with another version is rebuilt.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
-/// The page size of a new catalog file. Every commit writes each page it changed in full (to
-/// the WAL, and again when the WAL is checkpointed): a turn's commit changes a few pages of
-/// each table, so small pages cut the bytes written per turn (measured on a 20-step session
-/// against a 300-session catalog: ~53-152 KB written to the WAL per commit with 4 KiB pages,
-/// ~26-30 KB with 1 KiB).
-pub(crate) const PAGE_SIZE: i64 = 1024;
-
-/// FTS5's leaf size (its `pgsz`), kept under [`PAGE_SIZE`] so that a leaf is one page.
-const FTS_LEAF: i64 = 1000;
+/// The page size of a new catalog file (SQLite's default, stated). Every commit writes each
+/// page it changed in full; smaller pages cut the bytes a turn's commit writes (measured on a
+/// 20-step session into a 300-session catalog: ~53-152 KB with 4 KiB pages, ~26-30 KB with
+/// 1 KiB) but cost the catalog's size budget (10,000 sessions: 32.0% of the logs with 1 KiB
+/// pages, over the 30% budget), indexing time and search latency.
+pub(crate) const PAGE_SIZE: i64 = 4096;
 
 /// Pages of cache per connection (negative: KiB): the sessions table of 10,000 sessions
 /// fits, so stats and lists do not read it from the file again.
@@ -186,10 +183,6 @@ fn migrate(mut conn: Connection) -> Result<Connection, Error> {
     let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version == 0 {
         tx.execute_batch(DDL)?;
-        tx.execute(
-            "INSERT INTO docs(docs, rank) VALUES ('pgsz', ?1)",
-            [FTS_LEAF],
-        )?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
     tx.commit()?;
