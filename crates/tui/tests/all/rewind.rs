@@ -65,6 +65,15 @@ fn slash_rewind_previews_the_diff_asks_y_n_then_switches_to_the_forked_session()
         })
         .unwrap_or_default();
     assert!(!old.is_empty(), "{screen}");
+    // The UI is the fork's once its header names another session: typing before that would
+    // go to the UI being replaced.
+    tui.wait_screen("the fork's header", |s| {
+        s.lines().any(|l| {
+            l.trim_start().starts_with("session ")
+                && l.contains(" · /help for commands")
+                && !l.contains(&old)
+        })
+    });
     assert!(!env.work.path().join("two.txt").exists());
     assert_eq!(
         std::fs::read_to_string(env.work.path().join("one.txt")).unwrap(),
