@@ -98,18 +98,8 @@ fn two_workers_run_every_task_once_and_results_show_outcome_and_diff() {
     assert_eq!(stdout(&out).trim(), "submitted 3 tasks: 1 2 3");
 
     // Two worker processes, one task at a time each, until nothing is left to claim.
-    let workdir = tempfile::tempdir().unwrap();
     let workers: Vec<_> = (0..2)
-        .map(|_| {
-            env.dsh()
-                .env("DSH_STORE", &url)
-                .args(["worker", "--concurrency", "1", "--drain", "--workdir"])
-                .arg(workdir.path())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
+        .map(|_| spawn_worker(&env, &url, &["--drain"]))
         .collect();
     for w in workers {
         ok(&w.wait_with_output().unwrap());
@@ -117,13 +107,7 @@ fn two_workers_run_every_task_once_and_results_show_outcome_and_diff() {
 
     // Every task done, each claimed once; the model was asked twice per task (no task run
     // twice); the workspaces are gone.
-    let out = env
-        .dsh()
-        .args(["tasks", "status", "--json", "--store", &url])
-        .output()
-        .unwrap();
-    ok(&out);
-    let status: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let status = status(&env, &url);
     assert_eq!(status["done"], 3, "{status}");
     assert_eq!(status["queued"], 0);
     assert_eq!(status["running"], 0);
@@ -140,19 +124,15 @@ fn two_workers_run_every_task_once_and_results_show_outcome_and_diff() {
             .count();
         assert_eq!(asked, 2, "requests for {w}");
     }
-    assert_eq!(std::fs::read_dir(workdir.path()).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_dir(env.home.path().join("workspaces"))
+            .unwrap()
+            .count(),
+        0
+    );
 
     // Results: the outcome, the cost and the diff of each task's own workspace.
-    let out = env
-        .dsh()
-        .args(["tasks", "results", "--json", "--store", &url])
-        .output()
-        .unwrap();
-    ok(&out);
-    let results: Vec<Value> = stdout(&out)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let results = results(&env, &url);
     assert_eq!(results.len(), 3);
     for (r, w) in results.iter().zip(WORDS) {
         assert_eq!(r["state"], "done", "{r}");
@@ -225,13 +205,7 @@ fn a_bad_task_line_is_refused_naming_line_and_field_and_nothing_is_submitted() {
         ),
         "{err}"
     );
-    let out = env
-        .dsh()
-        .args(["tasks", "status", "--json", "--store", &url])
-        .output()
-        .unwrap();
-    ok(&out);
-    let status: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let status = status(&env, &url);
     assert_eq!(status["tasks"].as_array().unwrap().len(), 0, "{status}");
 
     // Without a PostgreSQL store the queue commands refuse, saying what they need.
@@ -275,14 +249,28 @@ fn spawn_worker(env: &Env, url: &str, extra: &[&str]) -> std::process::Child {
         .unwrap()
 }
 
+/// `dsh tasks status --json`: one JSON object.
 fn status(env: &Env, url: &str) -> Value {
+    serde_json::from_str(tasks_json(env, url, "status").trim()).unwrap()
+}
+
+/// `dsh tasks results --json`: one JSON object per task.
+fn results(env: &Env, url: &str) -> Vec<Value> {
+    tasks_json(env, url, "results")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The stdout of `dsh tasks WHAT --json --store URL`, which must succeed.
+fn tasks_json(env: &Env, url: &str, what: &str) -> String {
     let out = env
         .dsh()
-        .args(["tasks", "status", "--json", "--store", url])
+        .args(["tasks", what, "--json", "--store", url])
         .output()
         .unwrap();
     ok(&out);
-    serde_json::from_str(stdout(&out).trim()).unwrap()
+    stdout(&out)
 }
 
 #[test]
@@ -418,13 +406,7 @@ fn a_killed_workers_task_is_taken_over_and_its_session_resumed() {
 
     let c2 = spawn_worker(&env, &url, &["--drain"]);
     ok(&c2.wait_with_output().unwrap());
-    let out = env
-        .dsh()
-        .args(["tasks", "results", "--json", "--store", &url])
-        .output()
-        .unwrap();
-    ok(&out);
-    let r: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let [r] = results(&env, &url).try_into().unwrap();
     assert_eq!(r["state"], "done", "{r}");
     assert_eq!(r["attempts"], 3, "{r}");
     assert_eq!(r["sessionId"], sid.as_str(), "{r}");
@@ -525,13 +507,7 @@ fn a_task_past_its_time_limit_is_stopped_and_recorded_failed() {
         .push(Completion::new().text("never").reply().stall_head());
     let w = spawn_worker(&env, &url, &["--drain"]);
     ok(&w.wait_with_output().unwrap());
-    let out = env
-        .dsh()
-        .args(["tasks", "results", "--json", "--store", &url])
-        .output()
-        .unwrap();
-    ok(&out);
-    let r: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let [r] = results(&env, &url).try_into().unwrap();
     assert_eq!(r["state"], "failed", "{r}");
     // dsh exec was stopped by SIGTERM and saved its turn as aborted.
     assert_eq!(r["outcome"]["exitCode"], 143, "{r}");
