@@ -113,11 +113,22 @@ async fn busy(client: &dyn Client) -> bool {
 /// Resolves once the server has been idle for `idle` (see the module docs).
 pub async fn idle_for(activity: Arc<Activity>, client: Arc<dyn Client>, idle: Duration) {
     let tick = (idle / 4).clamp(Duration::from_millis(20), Duration::from_secs(5));
+    // Said once per stretch in which open requests alone keep an otherwise idle server.
+    let mut kept_said = false;
     loop {
         tokio::time::sleep(tick).await;
-        if activity.in_flight() > 0 {
+        let in_flight = activity.in_flight();
+        if in_flight > 0 {
+            if !kept_said && activity.idle_for() >= idle {
+                tracing::info!(
+                    in_flight,
+                    "idle time passed; staying for the requests in flight (open event streams)"
+                );
+                kept_said = true;
+            }
             continue;
         }
+        kept_said = false;
         if busy(client.as_ref()).await {
             activity.touch();
             continue;
