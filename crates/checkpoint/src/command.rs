@@ -1,7 +1,8 @@
 //! `/rewind`: lists the session's turns with what a rewind to each would restore;
 //! `/rewind N [code|conversation|both] [force]` previews a rewind (the files it touches and
 //! their unified diff, as a [`CommandOutcome::RewindPreview`]); adding `yes` applies it. A
-//! conversation rewind answers [`CommandOutcome::SwitchSession`] with the forked session.
+//! conversation rewind answers [`CommandOutcome::SwitchSession`] with the forked session and
+//! records `dsh/forked` in the old one (clients attached to it follow the fork from it).
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use dsh_commands::{CommandCall, CommandError, CommandFuture, CommandSpec, Comman
 use dsh_kernel::{BoxError, Ctx, Dep, Plugin};
 use dsh_protocol::CommandOutcome;
 use dsh_protocol::command::{RewindFile, RewindFileChange, RewindMode, RewindPreview};
+use dsh_session::forked::{ForkReason, SessionForked};
 use dsh_session::{ForkOptions, Sessions};
 
 use crate::diff::ChangeKind;
@@ -210,11 +212,22 @@ async fn run(
             .append_plugin(&Rewound {
                 from_session: agent.id().to_owned(),
                 to_turn: to,
-                rewind: record_id,
+                rewind: record_id.clone(),
             })
             .map_err(failed)?;
         let id = child.id().to_owned();
         sessions.close(&id).await.map_err(failed)?;
+        // The old session says where it continues: every client attached to it, now or
+        // later (a replay of its log), follows the fork from this record.
+        session
+            .append_plugin(&SessionForked {
+                session_id: id.clone(),
+                reason: ForkReason::Rewind,
+                to_turn: Some(to),
+                rewind_id: record_id.clone(),
+            })
+            .map_err(failed)?;
+        session.write_through().await.map_err(failed)?;
         text.push_str(&format!(
             "Conversation rewound to before turn {to} in a new session `{id}` (this one stays \
              as it was): continue it with `dsh --resume {id}`.\n"

@@ -15,14 +15,15 @@ use dsh_goal_api::{GoalChange, GoalSource};
 use dsh_kernel::ScopeKey;
 use dsh_llm::{ContentBlock, ModelPricing, TokenUsage};
 use dsh_protocol::{
-    ApprovalOutcome, ApprovalRequest, ErrorCode, EventMsg, JobState, MessageSource, ProtocolError,
-    RunStatus, SessionSettings, ToolDisplay, TurnEndReason, Usage,
+    ApprovalOutcome, ApprovalRequest, ErrorCode, EventMsg, ForkReason, JobState, MessageSource,
+    ProtocolError, RunStatus, SessionSettings, ToolDisplay, TurnEndReason, Usage,
 };
 use dsh_session::data::TurnEndReason as LogTurnEnd;
 use dsh_session::feature::{
     ApprovalPolicyEvent, JobRegistered, JobSettled, PlanModeChange, SessionTitle, TodoWrite,
     WorkingDirectoryChange,
 };
+use dsh_session::forked::{ForkReason as LogForkReason, SessionForked};
 use dsh_session::wire::JobStatus;
 use dsh_session::{CoreEvent, Event, EventKind, PluginEvent};
 use dsh_subagent_api::{StopReason, SubagentUsage};
@@ -515,6 +516,19 @@ impl Projector {
                 if let Some(Ok(t)) = ev.plugin::<CompactionTokens>() {
                     // The figures of the bracket that is closing (`compaction/end` follows).
                     self.compaction_tokens = Some((t.tokens_before, t.tokens_after));
+                }
+            }
+            EventKind::Other(k) if &**k == SessionForked::TYPE => {
+                if let Some(Ok(f)) = ev.plugin::<SessionForked>() {
+                    out.push(EventMsg::SessionForked {
+                        session_id: f.session_id,
+                        reason: match f.reason {
+                            LogForkReason::Rewind => ForkReason::Rewind,
+                            LogForkReason::Other(r) => ForkReason::Other(r),
+                        },
+                        to_turn: f.to_turn,
+                        rewind_id: f.rewind_id,
+                    });
                 }
             }
             EventKind::Other(k) if &**k == SubagentUsage::TYPE => {

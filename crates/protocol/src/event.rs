@@ -676,6 +676,23 @@ pub enum EventMsg {
         /// Its outcome.
         outcome: crate::command::CommandOutcome,
     },
+    /// The session was continued in another one (committed: `dsh/forked`, after the last
+    /// event of the branch left behind). A client showing the session live follows
+    /// `session_id` (subscribes to it, sends its input there); one replaying the session's
+    /// history shows where it continues. A conversation rewind is the one fork today.
+    #[serde(rename_all = "camelCase")]
+    SessionForked {
+        /// The session that continues this one.
+        session_id: String,
+        /// Why it was forked.
+        reason: ForkReason,
+        /// A rewind: the fork holds the turns before this one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to_turn: Option<u64>,
+        /// A rewind that restored files too: its record (`dsh rewind --undo` undoes it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rewind_id: Option<String>,
+    },
     /// Something a person should know that is not part of a turn (live).
     #[serde(rename_all = "camelCase")]
     Notice {
@@ -686,6 +703,17 @@ pub enum EventMsg {
     },
     /// A failure outside a turn's record (a command failed, a subscription fell behind).
     Error(ProtocolError),
+}
+
+/// Why a session was continued in another ([`EventMsg::SessionForked`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ForkReason {
+    /// A conversation rewind (`/rewind`, `dsh rewind`).
+    Rewind,
+    /// A reason this protocol does not know, as the log spells it.
+    #[serde(untagged)]
+    Other(String),
 }
 
 /// The weight of a notice.

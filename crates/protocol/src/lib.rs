@@ -32,8 +32,8 @@ pub use client::{Client, EventStream, LogRecord, LogStream};
 pub use command::{CommandInfo, CommandOutcome, CommandSource};
 pub use error::{ErrorCode, ProtocolError};
 pub use event::{
-    AbortCause, ApprovalOutcome, ApprovalRequest, BackgroundWork, Event, EventMsg, GoalBlocked,
-    GoalInfo, GoalPhase, JobState, LiveAttempt, MessageSource, NoticeLevel, Question,
+    AbortCause, ApprovalOutcome, ApprovalRequest, BackgroundWork, Event, EventMsg, ForkReason,
+    GoalBlocked, GoalInfo, GoalPhase, JobState, LiveAttempt, MessageSource, NoticeLevel, Question,
     QuestionOption, QuestionRequest, QueuedSteer, RunStatus, Snapshot, SubagentMode, TurnEndReason,
 };
 pub use op::{ApprovalDecision, Attachment, Op, OpAccepted, QuestionAnswer};

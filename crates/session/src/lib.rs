@@ -18,6 +18,7 @@ pub mod data;
 pub mod error;
 pub mod event;
 pub mod feature;
+pub mod forked;
 pub mod header;
 pub mod ids;
 pub mod json;

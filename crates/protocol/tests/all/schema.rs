@@ -55,6 +55,7 @@ fn every_event_and_op_variant_is_in_the_schema() {
         "steerQueued",
         "steerDelivered",
         "steerWithdrawn",
+        "sessionForked",
         "error",
         "submit",
         "steer",
