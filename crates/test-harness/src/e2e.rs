@@ -65,8 +65,9 @@ impl Env {
         c
     }
 
+    /// `dsh exec ARGS` run to its end, within [`RUN_LIMIT`].
     pub fn exec(&self, args: &[&str]) -> Output {
-        self.dsh().arg("exec").args(args).output().unwrap()
+        output_within(self.dsh().arg("exec").args(args), RUN_LIMIT)
     }
 
     pub fn spawn(&self, args: &[&str]) -> Child {
@@ -170,6 +171,48 @@ pub fn session_files(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// How long [`Env::exec`] and [`bounded`] let a process run: far beyond any test's run on a
+/// loaded machine, so reaching it means the process hangs.
+pub const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// [`output_within`] with [`RUN_LIMIT`].
+pub fn bounded(cmd: &mut Command) -> Output {
+    output_within(cmd, RUN_LIMIT)
+}
+
+/// Runs `cmd` to its end like [`Command::output`], but kills it and fails the test when it is
+/// still running after `limit`: a process that hangs fails its test instead of hanging the suite.
+pub fn output_within(cmd: &mut Command, limit: std::time::Duration) -> Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            // The pipes close with the process (unless a child of it still holds them).
+            let said = rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .ok()
+                .and_then(Result::ok)
+                .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+                .unwrap_or_default();
+            panic!(
+                "{:?} {:?} still ran after {limit:?} and was killed; its stderr:\n{said}",
+                cmd.get_program(),
+                cmd.get_args().collect::<Vec<_>>()
+            );
+        }
+    }
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -250,4 +293,30 @@ pub fn dsh_bin() -> PathBuf {
         p.display()
     );
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_that_ends_gives_its_output() {
+        let out = output_within(
+            Command::new("sh").args(["-c", "echo out; echo err >&2"]),
+            RUN_LIMIT,
+        );
+        assert_eq!(
+            (stdout(&out), stderr(&out)),
+            ("out\n".into(), "err\n".into())
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "was killed")]
+    fn a_process_that_hangs_fails_the_test() {
+        output_within(
+            Command::new("sleep").arg("600"),
+            std::time::Duration::from_millis(100),
+        );
+    }
 }

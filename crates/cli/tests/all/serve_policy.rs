@@ -17,7 +17,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 
 use crate::serve::{raw, serve};
-use crate::support::Env;
+use crate::support::{Env, bounded};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -417,12 +417,8 @@ fn exec_through_a_server_declines_approvals_and_answers_questions_it_cannot_ask(
             .reply(),
         Completion::new().text("went on without it").reply(),
     ]);
-    let exec = |url: &str| {
-        env.dsh()
-            .args(["exec", "--server", url, "do it"])
-            .output()
-            .unwrap()
-    };
+    // Bounded: without the answers the run would wait forever for a person.
+    let exec = |url: &str| bounded(env.dsh().args(["exec", "--server", url, "do it"]));
     let last_request = || {
         let requests = env.server().requests();
         String::from_utf8_lossy(&requests.last().unwrap().body).into_owned()
