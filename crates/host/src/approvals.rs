@@ -10,8 +10,8 @@ use std::sync::Weak;
 
 use dsh_approval_api::{ApprovalAnswer, ApprovalAnswerer, ApprovalRequest as AskedRequest};
 use dsh_protocol::{
-    ApprovalDecision, ApprovalOutcome, ApprovalRequest, ErrorCode, EventMsg, ProtocolError,
-    SandboxMode,
+    ApprovalDecision, ApprovalOutcome, ApprovalPurpose, ApprovalRequest, ErrorCode, EventMsg,
+    ProtocolError, SandboxMode,
 };
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
@@ -111,6 +111,15 @@ impl Drop for Open {
     }
 }
 
+/// What a request asks: plan mode's review of a submitted plan, or a tool call.
+pub(crate) fn purpose_of(request_id: &str) -> ApprovalPurpose {
+    if dsh_plan_mode_api::is_review_request(request_id) {
+        ApprovalPurpose::PlanReview
+    } else {
+        ApprovalPurpose::ToolCall
+    }
+}
+
 fn escalation(m: dsh_sandbox::SandboxMode) -> SandboxMode {
     match m {
         dsh_sandbox::SandboxMode::ReadOnly => SandboxMode::ReadOnly,
@@ -145,6 +154,7 @@ impl ApprovalAnswerer for HostAnswerer {
                 display,
                 reason: request.reason.clone(),
                 escalation: request.escalation.map(escalation),
+                purpose: purpose_of(&request.id),
             });
             let mut open = Open {
                 inner: self.inner.clone(),

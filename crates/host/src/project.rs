@@ -459,6 +459,7 @@ impl Projector {
                     self.asked.insert(a.id.clone());
                     let call_id = a.call_id.unwrap_or_default();
                     out.push(EventMsg::ApprovalRequested(ApprovalRequest {
+                        purpose: crate::approvals::purpose_of(&a.id),
                         request_id: a.id,
                         session_id: self.session_id.clone(),
                         display: self.call_display(&call_id, &a.tool_name),

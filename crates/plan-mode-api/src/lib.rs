@@ -12,6 +12,18 @@ use serde::Deserialize;
 /// The `source.kind` of the messages plan mode queues for the model.
 pub const SOURCE_KIND: &str = "plan-mode";
 
+/// The approval request id of a plan submitted with `exit_plan_mode` for review (call
+/// `call_id`): a host tells a plan review from an ordinary approval by [`is_review_request`]
+/// (the protocol's `ApprovalPurpose::PlanReview`).
+pub fn review_request_id(call_id: &str) -> String {
+    format!("plan-{call_id}")
+}
+
+/// Whether an approval request id is a plan review's ([`review_request_id`]).
+pub fn is_review_request(request_id: &str) -> bool {
+    request_id.starts_with("plan-")
+}
+
 /// What happens to a plan submitted with `exit_plan_mode`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]

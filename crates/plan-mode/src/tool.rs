@@ -149,7 +149,7 @@ impl Tool for ExitPlanModeTool {
                 }
                 (PlanAccept::Ask, Some(answerer)) => {
                     let request = ApprovalRequest {
-                        id: format!("plan-{}", ctx.call_id()),
+                        id: dsh_plan_mode_api::review_request_id(ctx.call_id()),
                         session_id: ctx.session_id().to_owned(),
                         call_id: ctx.call_id().to_owned(),
                         tool_name: "exit_plan_mode".into(),

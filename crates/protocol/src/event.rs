@@ -182,6 +182,22 @@ pub struct ApprovalRequest {
     /// The sandbox mode the call would run under when allowed (an escalation), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalation: Option<SandboxMode>,
+    /// What is asked: a tool call to allow, or a plan to review (absent in older streams: a tool
+    /// call).
+    #[serde(default)]
+    pub purpose: ApprovalPurpose,
+}
+
+/// What an [`ApprovalRequest`] asks a person to decide.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalPurpose {
+    /// Allow a tool call (allow once, allow always, deny).
+    #[default]
+    ToolCall,
+    /// Accept a plan submitted in plan mode (`exit_plan_mode`; its `display` carries the plan):
+    /// allowing accepts it and leaves plan mode, denying keeps planning.
+    PlanReview,
 }
 
 /// One option of a question.

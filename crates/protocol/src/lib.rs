@@ -36,6 +36,7 @@ pub use event::{
     GoalBlocked, GoalInfo, GoalPhase, JobState, LiveAttempt, MessageSource, NoticeLevel, Question,
     QuestionOption, QuestionRequest, QueuedSteer, RunStatus, Snapshot, SubagentMode, TurnEndReason,
 };
+pub use event::ApprovalPurpose;
 pub use op::{ApprovalDecision, Attachment, Op, OpAccepted, QuestionAnswer};
 pub use session::{OpenSession, SessionOptions, SessionQuery, SessionState, SessionSummary};
 pub use usage::Usage;

@@ -148,6 +148,7 @@ pub fn question(
         display: display(tool, &args, None),
         reason: format!("tool \"{tool}\" is not read-only and the approval policy is untrusted"),
         escalation: None,
+        purpose: dsh_protocol::ApprovalPurpose::ToolCall,
     };
     dsh_tui::approval::ApprovalPrompt::new(dsh_tui::approval::Question::from_request(&request))
 }
