@@ -534,6 +534,7 @@ impl Hub {
             subagent_usage: Some(st.projector.subagents),
             first_prompt: st.projector.first_prompt.clone(),
             last_turn_end: st.projector.last_turn_end.clone(),
+            matched: None,
         }
     }
 

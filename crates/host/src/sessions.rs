@@ -1,15 +1,15 @@
 //! Stored sessions: listing, summaries, replay of a log no process serves here, and fork
 //! boundaries.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use dsh_catalog_api::{Catalog, Filter, SearchQuery};
 
 use dsh_kernel::Ctx;
 use dsh_protocol::{
-    ErrorCode, Event, EventMsg, EventStream, ProtocolError, SessionQuery, SessionState,
-    SessionSummary, Snapshot,
+    ErrorCode, Event, EventMsg, EventStream, ProtocolError, SearchMatch, SessionQuery,
+    SessionState, SessionSummary, Snapshot,
 };
 use dsh_session::{CoreEvent, Sessions};
 use futures::StreamExt;
@@ -125,7 +125,7 @@ fn catalogued_end(status: &str) -> Option<dsh_protocol::TurnEndReason> {
 
 /// The ids of the sessions whose text matches `q` in the catalog (`None`: no catalog, or it
 /// failed).
-fn catalog_matches(catalog: &dyn Catalog, q: &str) -> Option<HashSet<String>> {
+fn catalog_matches(catalog: &dyn Catalog, q: &str) -> Option<HashMap<String, SearchMatch>> {
     let query = SearchQuery {
         text: q.to_owned(),
         filter: Filter {
@@ -134,7 +134,23 @@ fn catalog_matches(catalog: &dyn Catalog, q: &str) -> Option<HashSet<String>> {
         },
     };
     match catalog.search(&query) {
-        Ok(hits) => Some(hits.into_iter().map(|h| h.session_id).collect()),
+        Ok(hits) => {
+            // Best first: each session keeps its first hit.
+            let mut best = HashMap::new();
+            for h in hits {
+                best.entry(h.session_id).or_insert_with(|| SearchMatch {
+                    snippet: h.snippet,
+                    highlights: h
+                        .highlights
+                        .into_iter()
+                        .map(|(a, b)| (a as u64, b as u64))
+                        .collect(),
+                    turn: h.turn,
+                    seq: h.seq,
+                });
+            }
+            Some(best)
+        }
         Err(e) => {
             tracing::warn!("the catalog search failed, matching titles only: {e}");
             None
@@ -152,24 +168,25 @@ pub(crate) async fn list(
     let sessions = sessions_service(&inner.root)?;
     let catalog = inner.root.get::<dyn Catalog>();
     let q = query.q.clone();
-    let (mut all, matches): (Vec<SessionSummary>, Option<HashSet<String>>) = blocking(move || {
-        let Some(catalog) = catalog else {
-            let list = sessions.list().map_err(|e| session_error(&e))?;
-            return Ok((list.iter().map(stored).collect(), None));
-        };
-        let matches = q
-            .as_deref()
-            .and_then(|q| catalog_matches(catalog.as_ref(), q));
-        match catalog.list(&Filter::default()) {
-            Ok(rows) => Ok((rows.into_iter().map(catalogued).collect(), matches)),
-            Err(e) => {
-                tracing::warn!("the catalog failed, listing the logs: {e}");
+    let (mut all, matches): (Vec<SessionSummary>, Option<HashMap<String, SearchMatch>>) =
+        blocking(move || {
+            let Some(catalog) = catalog else {
                 let list = sessions.list().map_err(|e| session_error(&e))?;
-                Ok((list.iter().map(stored).collect(), matches))
+                return Ok((list.iter().map(stored).collect(), None));
+            };
+            let matches = q
+                .as_deref()
+                .and_then(|q| catalog_matches(catalog.as_ref(), q));
+            match catalog.list(&Filter::default()) {
+                Ok(rows) => Ok((rows.into_iter().map(catalogued).collect(), matches)),
+                Err(e) => {
+                    tracing::warn!("the catalog failed, listing the logs: {e}");
+                    let list = sessions.list().map_err(|e| session_error(&e))?;
+                    Ok((list.iter().map(stored).collect(), matches))
+                }
             }
-        }
-    })
-    .await?;
+        })
+        .await?;
     let open: Vec<SessionSummary> = inner
         .hubs
         .lock()
@@ -195,8 +212,13 @@ pub(crate) async fn list(
                 .as_deref()
                 .is_some_and(|t| t.to_lowercase().contains(&q))
                 || s.id.contains(&q)
-                || matches.as_ref().is_some_and(|m| m.contains(&s.id))
+                || matches.as_ref().is_some_and(|m| m.contains_key(&s.id))
         });
+        if let Some(m) = &matches {
+            for s in &mut all {
+                s.matched = m.get(&s.id).cloned();
+            }
+        }
     }
     all.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then(b.id.cmp(&a.id)));
     if let Some(limit) = query.limit {
@@ -248,6 +270,7 @@ async fn read_stored(
             subagent_usage: Some(projector.subagents),
             first_prompt: projector.first_prompt.clone(),
             last_turn_end: projector.last_turn_end.clone(),
+            matched: None,
         };
         Ok((summary, events))
     })

@@ -37,6 +37,7 @@ pub use event::{
     QuestionOption, QuestionRequest, QueuedSteer, RunStatus, Snapshot, SubagentMode, TurnEndReason,
 };
 pub use event::ApprovalPurpose;
+pub use session::SearchMatch;
 pub use op::{ApprovalDecision, Attachment, Op, OpAccepted, QuestionAnswer};
 pub use session::{OpenSession, SessionOptions, SessionQuery, SessionState, SessionSummary};
 pub use usage::Usage;

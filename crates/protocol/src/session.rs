@@ -63,6 +63,24 @@ pub struct SessionSummary {
     /// above zero: a turn is open).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_turn_end: Option<crate::event::TurnEndReason>,
+    /// Where the session matched a list's full-text query (`SessionQuery::q`, through the
+    /// host's catalog): its best hit. Absent otherwise (and for a title or id match).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<SearchMatch>,
+}
+
+/// A session's best full-text hit ([`SessionSummary::matched`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchMatch {
+    /// A short excerpt around the match, on one line: plain text (a client escapes it).
+    pub snippet: String,
+    /// Byte ranges `[start, end)` of `snippet` (UTF-8) that matched the query.
+    pub highlights: Vec<(u64, u64)>,
+    /// The turn of the matching event (0 before the first turn).
+    pub turn: u64,
+    /// The seq of the matching event.
+    pub seq: u64,
 }
 
 /// Options of a new or reopened session; each `None` keeps the composition's default.
