@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::events::{Cursor, Positioned, Start, positioned};
+use crate::events::{Cursor, Positioned, Start, Tail, positioned, tail};
 
 /// `GET /v1/health`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -46,6 +46,7 @@ pub(crate) fn router(state: Arc<AppState>, extra: Router) -> Router {
         .route("/v1/sessions/{id}/commands", get(commands))
         .route("/v1/sessions/{id}/events", get(events))
         .route("/v1/sessions/{id}/log", get(log))
+        .route("/v1/sessions/{id}/files", get(files))
         .with_state(state.clone())
         .merge(extra)
         .fallback(not_found)
@@ -225,6 +226,24 @@ async fn send_op(
     ))
 }
 
+/// The files under the session's working directory (`@` mentions; `crate::files`).
+async fn files(
+    State(state): State<Arc<AppState>>,
+    Id(id): Id,
+    Q(query): Q<crate::files::FilesQuery>,
+) -> Result<Json<crate::files::FileList>, ApiError> {
+    let cwd = state.client.session(&id).await?.cwd;
+    let listed = tokio::task::spawn_blocking(move || crate::files::list(&cwd, &query))
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                ErrorCode::Internal,
+                format!("listing the session's files failed: {e}"),
+            )
+        })??;
+    Ok(Json(listed))
+}
+
 async fn commands(
     State(state): State<Arc<AppState>>,
     Id(id): Id,
@@ -236,6 +255,68 @@ async fn commands(
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct EventsQuery {
     after: Option<u64>,
+}
+
+/// The events route's query: `?after=SEQ`, or `?tailTurns=N` (the last N turns), or
+/// `?before=SEQ` (a finite page of earlier events, with `tailTurns` its last N turns).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SessionEventsQuery {
+    after: Option<u64>,
+    tail_turns: Option<u32>,
+    before: Option<u64>,
+}
+
+/// Where an event stream starts: a position, or a tail of the history.
+enum EventsStart {
+    Start(Start),
+    Tail(Tail),
+}
+
+fn events_start(query: &SessionEventsQuery, headers: &HeaderMap) -> Result<EventsStart, ApiError> {
+    if query.after.is_some() && (query.tail_turns.is_some() || query.before.is_some()) {
+        return Err(ApiError::invalid(
+            "`after` cannot be combined with `tailTurns` or `before` (use one start)",
+        ));
+    }
+    if query.tail_turns == Some(0) {
+        return Err(ApiError::invalid(
+            "`tailTurns` must be at least 1 (leave it out for every turn)",
+        ));
+    }
+    if query.before == Some(0) {
+        return Err(ApiError::invalid(
+            "`before` must be at least 1 (no event has a seq below 1)",
+        ));
+    }
+    if query.before.is_some() {
+        return Ok(EventsStart::Tail(Tail {
+            turns: query.tail_turns,
+            before: query.before,
+        }));
+    }
+    if let Some(a) = query.after {
+        return Ok(EventsStart::Start(Start::After(Some(a))));
+    }
+    // A reconnect (`Last-Event-ID`) continues where it was, whatever start the URL names.
+    match headers.get("last-event-id") {
+        None => Ok(match query.tail_turns {
+            Some(n) => EventsStart::Tail(Tail {
+                turns: Some(n),
+                before: None,
+            }),
+            None => EventsStart::Start(Start::After(None)),
+        }),
+        Some(v) => {
+            let v = v.to_str().unwrap_or_default();
+            match Cursor::parse(v) {
+                Some(c) => Ok(EventsStart::Start(Start::At(c))),
+                None => Err(ApiError::invalid(format!(
+                    "Last-Event-ID `{v}` is not an event id of this server"
+                ))),
+            }
+        }
+    }
 }
 
 /// The SSE form of one event: `id:` its position, `event:` its type tag, `data:` its JSON.
@@ -256,27 +337,13 @@ pub(crate) fn sse_event(p: &Positioned) -> SseEvent {
 async fn events(
     State(state): State<Arc<AppState>>,
     Id(id): Id,
-    Q(query): Q<EventsQuery>,
+    Q(query): Q<SessionEventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let start = match query.after {
-        Some(a) => Start::After(Some(a)),
-        None => match headers.get("last-event-id") {
-            None => Start::After(None),
-            Some(v) => {
-                let v = v.to_str().unwrap_or_default();
-                match Cursor::parse(v) {
-                    Some(c) => Start::At(c),
-                    None => {
-                        return Err(ApiError::invalid(format!(
-                            "Last-Event-ID `{v}` is not an event id of this server"
-                        )));
-                    }
-                }
-            }
-        },
+    let stream = match events_start(&query, &headers)? {
+        EventsStart::Start(start) => positioned(state.client.clone(), &id, start).await?,
+        EventsStart::Tail(t) => tail(state.client.clone(), &id, t).await?,
     };
-    let stream = positioned(state.client.clone(), &id, start).await?;
     let sse: std::pin::Pin<Box<dyn Stream<Item = Result<SseEvent, Infallible>> + Send>> =
         Box::pin(stream.map(|p| Ok(sse_event(&p))));
     let sse = Sse::new(sse).keep_alive(

@@ -119,6 +119,96 @@ pub async fn positioned(
     Ok(futures::stream::unfold(state, step).boxed())
 }
 
+/// How much of the committed history a subscription replays (`?tailTurns=`, `?before=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tail {
+    /// Only the last this many turns (from the `turnStarted` of the first of them); all when
+    /// `None`.
+    pub turns: Option<u32>,
+    /// Only events with a smaller seq, and the stream ends after them (no snapshot, no live
+    /// events): a page of earlier turns.
+    pub before: Option<u64>,
+}
+
+/// The session's last `tail.turns` turns of committed events (positioned as in a full replay,
+/// so a reconnect with `Last-Event-ID` continues with no gap and no repeat), then the snapshot
+/// and live events; or, with `tail.before`, a finite page of the turns before that seq.
+///
+/// The host replays the whole session to project it; the cut is made here, once the replay
+/// reached the snapshot, so only the tail is serialised and sent.
+pub async fn tail(
+    client: Arc<dyn Client>,
+    session: &str,
+    tail: Tail,
+) -> Result<BoxStream<'static, Positioned>, ProtocolError> {
+    let mut inner = client.subscribe(session, None).await?;
+    let mut replay = Vec::new();
+    let mut snapshot = None;
+    while let Some(event) = inner.next().await {
+        if matches!(event.msg, EventMsg::Snapshot(_)) {
+            snapshot = Some(event);
+            break;
+        }
+        replay.push(event);
+    }
+    // Positions as a full replay gives them; live events carry the last committed one.
+    let mut cursor = None;
+    let mut positioned_replay = Vec::with_capacity(replay.len());
+    for event in replay {
+        if tail.before.is_some_and(|b| event.seq >= b) {
+            break;
+        }
+        let id = if event.is_live() {
+            cursor.map(Cursor::id)
+        } else {
+            let c = Cursor::advance(cursor, event.seq);
+            cursor = Some(c);
+            Some(c.id())
+        };
+        positioned_replay.push(Positioned { id, event });
+    }
+    let cut = match tail.turns {
+        None => 0,
+        Some(n) => {
+            let starts: Vec<usize> = positioned_replay
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| matches!(p.event.msg, EventMsg::TurnStarted { .. }))
+                .map(|(i, _)| i)
+                .collect();
+            let n = n as usize;
+            if starts.len() > n {
+                starts[starts.len() - n]
+            } else {
+                0
+            }
+        }
+    };
+    let kept = positioned_replay.split_off(cut);
+    let head = futures::stream::iter(kept);
+    if tail.before.is_some() {
+        return Ok(head.boxed());
+    }
+    let Some(snapshot) = snapshot else {
+        return Ok(head.boxed());
+    };
+    let snapshot = Positioned {
+        id: cursor.map(Cursor::id),
+        event: snapshot,
+    };
+    let state = State {
+        client,
+        session: session.to_owned(),
+        inner,
+        cursor,
+        skip: None,
+    };
+    Ok(head
+        .chain(futures::stream::once(async move { snapshot }))
+        .chain(futures::stream::unfold(state, step))
+        .boxed())
+}
+
 async fn step(mut st: State) -> Option<(Positioned, State)> {
     loop {
         let event = st.inner.next().await?;

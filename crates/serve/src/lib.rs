@@ -11,6 +11,7 @@
 pub mod app;
 pub mod error;
 pub mod events;
+pub mod files;
 pub mod guard;
 pub mod idle;
 pub mod openapi;

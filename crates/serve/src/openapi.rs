@@ -30,6 +30,7 @@ fn with_links(mut response: Value) -> Value {
         "SendOp": link("sendOp"),
         "ListCommands": link("listCommands"),
         "CloseSession": link("closeSession"),
+        "ListFiles": link("listFiles"),
     });
     response
 }
@@ -72,8 +73,11 @@ pub fn openapi() -> Value {
     let event = g.subschema_for::<dsh_protocol::Event>().to_value();
     let health = g.subschema_for::<Health>().to_value();
     let query = g.subschema_for::<dsh_protocol::SessionQuery>().to_value();
+    let files_query = g.subschema_for::<crate::files::FilesQuery>().to_value();
+    let file_list = g.subschema_for::<crate::files::FileList>().to_value();
     let schemas = g.take_definitions(true);
     let query_params: Vec<Value> = query_properties(&schemas, &query);
+    let files_params: Vec<Value> = query_properties(&schemas, &files_query);
     let secured = json!([{"bearer": []}, {}]);
     let errors = error_response();
     json!({
@@ -147,16 +151,31 @@ pub fn openapi() -> Value {
                     "responses": {"200": json_response("The commands.", json!({"type": "array", "items": command})), "default": errors}
                 }
             },
+            "/v1/sessions/{id}/files": {
+                "parameters": [session_id_param()],
+                "get": {
+                    "operationId": "listFiles",
+                    "summary": "The files under the session's working directory (for `@` mentions): relative paths, ignored files left out, bounded; `dir` must stay inside the directory (no `..`, no symbolic link out).",
+                    "parameters": files_params,
+                    "responses": {"200": json_response("The files.", file_list), "default": errors}
+                }
+            },
             "/v1/sessions/{id}/events": {
                 "parameters": [session_id_param()],
                 "get": {
                     "operationId": "sessionEvents",
-                    "summary": "The session's events as Server-Sent Events: committed events after `after` (or after `Last-Event-ID`), a snapshot, then live events.",
-                    "description": "Each SSE event has `event:` = the Event's `type`, `data:` = the Event as JSON (schema `Event`), `id:` = its position (`seq`, or `seq.k` for the k-th further event of one seq). Comments (`: keep-alive`) every 15 s.",
+                    "summary": "The session's events as Server-Sent Events: committed events after `after` (or after `Last-Event-ID`, or the last `tailTurns` turns), a snapshot, then live events; or, with `before`, a finite page of earlier events.",
+                    "description": "Each SSE event has `event:` = the Event's `type`, `data:` = the Event as JSON (schema `Event`), `id:` = its position (`seq`, or `seq.k` for the k-th further event of one seq; the same in a tail or a page as in a full replay). Comments (`: keep-alive`) every 15 s.",
                     "parameters": [
                         {"name": "after", "in": "query", "required": false,
-                         "description": "Only committed events with a greater seq (wins over Last-Event-ID).",
+                         "description": "Only committed events with a greater seq (wins over Last-Event-ID; not with `tailTurns` or `before`).",
                          "schema": {"type": "integer", "format": "uint64", "minimum": 0}},
+                        {"name": "tailTurns", "in": "query", "required": false,
+                         "description": "Only the committed events of the last N turns (from the `turnStarted` of the first of them; every event when the session has fewer). Last-Event-ID wins over it (a reconnect continues where it was).",
+                         "schema": {"type": "integer", "format": "uint32", "minimum": 1, "maximum": 4294967295_u64}},
+                        {"name": "before", "in": "query", "required": false,
+                         "description": "A page of earlier events: only committed events with a smaller seq (the last `tailTurns` turns of them when given), then the stream ends (no snapshot, no live events).",
+                         "schema": {"type": "integer", "format": "uint64", "minimum": 1}},
                         {"name": "Last-Event-ID", "in": "header", "required": false,
                          "description": "Resume right after this event id.",
                          "schema": {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?$"}}

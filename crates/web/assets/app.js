@@ -105,7 +105,24 @@ function sessionRow(s) {
       h('span', { class: 'cwd' }, s.cwd),
       h('span', null, age(s.updatedMs)),
       h('span', null, `${s.turns} turn${s.turns === 1 ? '' : 's'}`),
-      h('span', { class: 'cost' }, money(s.usage?.costUsd)))));
+      h('span', { class: 'cost' }, money(s.usage?.costUsd))),
+    s.matched ? snippet(s.matched) : null));
+}
+
+/** Where a session matched the search: the catalog's snippet as text, its hits marked. */
+function snippet(m) {
+  // `highlights` are UTF-8 byte ranges of the snippet.
+  const bytes = new TextEncoder().encode(m.snippet || '');
+  const text = (a, b) => new TextDecoder().decode(bytes.slice(a, b));
+  const parts = [];
+  let at = 0;
+  for (const [a, b] of m.highlights || []) {
+    if (a < at || b > bytes.length || b <= a) continue;
+    parts.push(text(at, a), h('mark', null, text(a, b)));
+    at = b;
+  }
+  parts.push(text(at, bytes.length));
+  return h('span', { class: 'row3 snippet', dataset: { turn: m.turn } }, ...parts);
 }
 
 function select(name, label, options) {
@@ -156,7 +173,7 @@ function conversation(id) {
   crumb.textContent = '';
   const S = {
     id, state: 'idle', settings: {}, usage: null, ctx: null, cwd: '', title: '',
-    cards: new Map(), approvals: new Map(), questions: new Map(), paths: new Set(), steers: new Map(), live: null, commands: [],
+    cards: new Map(), children: new Map(), approvals: new Map(), questions: new Map(), paths: new Set(), steers: new Map(), live: null, commands: [],
     lastSeq: null, closed: false,
   };
   const title = h('h1', { id: 'title' }, id);
@@ -262,10 +279,9 @@ function conversation(id) {
   function approvalCard(a) {
     if (S.approvals.has(a.requestId)) return;
     const d = a.display || {};
-    // A plan submitted for review (plan mode's exit_plan_mode asks with the request id
-    // `plan-CALL`; the protocol has no typed purpose for it yet): the plan, accept or keep
-    // planning. The policy's approval of the same call shows the plan too.
-    const plan = d.kind === 'plan' && a.requestId.startsWith('plan-');
+    // A plan submitted for review (the request's typed purpose): the plan, accept or keep
+    // planning. The policy's approval of the same call (a tool call) shows the plan too.
+    const plan = a.purpose === 'plan-review';
     const buttons = READ_ONLY ? null : h('div', { class: 'choices' },
       h('button', { type: 'button', dataset: { decision: 'allowOnce' } }, plan ? 'Accept plan' : 'Allow once'),
       plan ? null : h('button', { type: 'button', dataset: { decision: 'allowAlways' } }, 'Allow always'),
@@ -350,6 +366,32 @@ function conversation(id) {
     if (['read', 'edit', 'write'].includes(d.kind) && d.subject && !/\s/.test(d.subject)) S.paths.add(d.subject);
   }
 
+  // Sub-agent cards: an agent tool card whose child session is known (its `child` field once
+  // ended, or the live subagentStarted naming its call) opens the child's transcript inline
+  // (its committed events, a finite page of the events route) and links to the child's page.
+  function agentCard(c, d, callId) {
+    if (d?.kind !== 'agent') return;
+    const child = d.fields?.find((f) => f.label === 'child')?.value || S.children.get(callId);
+    if (!child || c.querySelector('.child')) return;
+    const box = h('div', { class: 'child-log', role: 'log', 'aria-label': 'Sub-agent transcript', hidden: true });
+    const toggle = h('button', { type: 'button', class: 'link child-toggle', 'aria-expanded': 'false' }, 'Show transcript');
+    toggle.addEventListener('click', async () => {
+      const show = box.hidden;
+      box.hidden = !show;
+      toggle.setAttribute('aria-expanded', String(show));
+      toggle.textContent = show ? 'Hide transcript' : 'Show transcript';
+      if (!show || box.childElementCount) return;
+      try {
+        const r = await fetch(`/v1/sessions/${encodeURIComponent(child)}/events?before=${Number.MAX_SAFE_INTEGER}`,
+          { headers: { 'x-dsh-web': '1' } });
+        if (!r.ok) throw new Error(`The sub-agent's transcript: HTTP ${r.status}`);
+        box.replaceChildren(...childTranscript(parseSse(await r.text())));
+      } catch (e) { box.replaceChildren(h('div', { class: 'error' }, e.message)); }
+    });
+    c.append(h('div', { class: 'child', dataset: { child } }, toggle, ' ',
+      h('a', { href: `#/s/${encodeURIComponent(child)}` }, 'Open its session'), box));
+  }
+
   function card(callId) {
     let c = S.cards.get(callId);
     if (!c) {
@@ -412,7 +454,7 @@ function conversation(id) {
       if (S.live) { S.live.text = ''; S.live.thinking = ''; paintLive(); }
       row('retry', `Retrying (attempt ${ev.attempt}${ev.maxAttempts ? ` of ${ev.maxAttempts}` : ''}): ${ev.error?.message || ''}`);
     },
-    toolCallBegan(ev) { notePaths(ev.display); fillCard(card(ev.callId), ev.display, null); },
+    toolCallBegan(ev) { notePaths(ev.display); const c = card(ev.callId); fillCard(c, ev.display, null); agentCard(c, ev.display, ev.callId); },
     toolCallProgress(ev) {
       const c = card(ev.callId);
       c._progress = (c._progress || '') + (ev.output || '');
@@ -421,7 +463,11 @@ function conversation(id) {
         pre.textContent = c._progress;
       }
     },
-    toolCallEnded(ev) { fillCard(card(ev.callId), ev.display, { isError: ev.isError, errorCode: ev.errorCode }); },
+    toolCallEnded(ev) {
+      const c = card(ev.callId);
+      fillCard(c, ev.display, { isError: ev.isError, errorCode: ev.errorCode });
+      agentCard(c, ev.display, ev.callId);
+    },
     approvalRequested(ev) { approvalCard(ev); },
     approvalResolved(ev) {
       const c = S.approvals.get(ev.requestId);
@@ -449,6 +495,11 @@ function conversation(id) {
         : `Compacted${ev.tokensBefore ? `: ${count(ev.tokensBefore)} → ${count(ev.tokensAfter)} tokens` : ''}`);
     },
     subagentStarted(ev) {
+      if (ev.callId) {
+        S.children.set(ev.callId, ev.sessionId);
+        const c = S.cards.get(ev.callId);
+        if (c) agentCard(c, { kind: c.dataset.kind }, ev.callId);
+      }
       row('agent', 'Sub-agent ', h('a', { href: `#/s/${encodeURIComponent(ev.sessionId)}` }, ev.label || ev.sessionId), ' started');
     },
     subagentFinished(ev) {
@@ -477,16 +528,18 @@ function conversation(id) {
     error(ev) { row('error', `${ev.code}: ${ev.message}`); },
   };
 
-  // Paging: the committed events replayed on open are held until the snapshot, then only the
-  // last PAGE_TURNS turns are drawn; earlier turns stay as data behind a "Show earlier" button
-  // (each click draws one more page above). The events that only set state (settings, usage,
-  // title: the last of each) are applied for the whole replay at once.
+  // Paging: the stream starts with the last PAGE_TURNS turns (`?tailTurns=`); its events are
+  // held until the snapshot and drawn at once. Earlier turns are fetched a page at a time
+  // (`?before=FIRST_SEQ&tailTurns=`, a finite stream) behind a "Show earlier" button, each drawn
+  // above. The events that only set state (settings, usage, title: the last of each) are
+  // applied once for the tail.
   let replaying = true;
   let held = [];
-  let older = [];
+  // The first drawn event's seq and turn (what is before them is fetched on demand).
+  let firstSeq = null;
+  let firstTurn = 1;
   const earlier = h('button', { type: 'button', id: 'earlier', class: 'earlier', hidden: true });
   log.append(earlier);
-  const turnStarts = (events) => events.flatMap((e, i) => (e.type === 'turnStarted' ? [i] : []));
   function draw(events) {
     const batch = document.createElement('div');
     sink = batch;
@@ -498,31 +551,41 @@ function conversation(id) {
     } finally { sink = log; }
     return batch;
   }
-  function renderEarlier() {
-    earlier.hidden = !older.length;
-    const turns = turnStarts(older).length;
-    earlier.textContent = `Show earlier turns (${turns} more)`;
+  /** Notes where `events` (the next history drawn above) start. */
+  function noteStart(events) {
+    if (!events.length) { firstTurn = 1; return; }
+    const seq = parse(events[0].data)?.seq;
+    if (typeof seq === 'number') firstSeq = seq;
+    const start = events.find((x) => x.type === 'turnStarted');
+    firstTurn = start ? (parse(start.data)?.turn ?? 1) : 1;
   }
-  earlier.addEventListener('click', () => {
-    const starts = turnStarts(older);
-    const cut = starts.length > PAGE_TURNS ? starts[starts.length - PAGE_TURNS] : 0;
-    const page = older.slice(cut);
-    older = older.slice(0, cut);
-    const before = document.documentElement.scrollHeight;
-    earlier.after(...draw(page).childNodes);
-    window.scrollBy(0, document.documentElement.scrollHeight - before);
-    renderEarlier();
-    if (!older.length) log.focus({ preventScroll: true });
+  function renderEarlier() {
+    earlier.hidden = !(firstTurn > 1 && firstSeq != null);
+    earlier.textContent = `Show earlier turns (${firstTurn - 1} more)`;
+  }
+  earlier.addEventListener('click', async () => {
+    earlier.disabled = true;
+    try {
+      const r = await fetch(`/v1/sessions/${encodeURIComponent(id)}/events?before=${firstSeq}&tailTurns=${PAGE_TURNS}`,
+        { headers: { 'x-dsh-web': '1' } });
+      if (!r.ok) throw new Error(`Earlier turns: HTTP ${r.status}`);
+      const page = parseSse(await r.text());
+      noteStart(page);
+      const before = document.documentElement.scrollHeight;
+      earlier.after(...draw(page).childNodes);
+      window.scrollBy(0, document.documentElement.scrollHeight - before);
+      renderEarlier();
+      if (earlier.hidden) log.focus({ preventScroll: true });
+    } catch (e) { toast(e.message); }
+    earlier.disabled = false;
   });
   function endReplay() {
     replaying = false;
     const events = held;
     held = [];
-    const starts = turnStarts(events);
-    const cut = starts.length > PAGE_TURNS ? starts[starts.length - PAGE_TURNS] : 0;
-    older = events.slice(0, cut);
+    noteStart(events);
     // Each of these carries the whole state of its kind: the last one of each type is enough
-    // (a 1,000-turn replay has thousands of usage updates).
+    // (a turn has several usage updates).
     const last = new Map();
     for (const x of events) if (META.has(x.type)) last.set(x.type, x);
     for (const x of last.values()) { const ev = parse(x.data); if (ev) handlers[ev.type]?.(ev); }
@@ -530,7 +593,7 @@ function conversation(id) {
       const seq = parse(events[i].data)?.seq;
       if (typeof seq === 'number') S.lastSeq = seq;
     }
-    log.append(...draw(events.slice(cut)).childNodes);
+    log.append(...draw(events).childNodes);
     renderEarlier();
   }
 
@@ -538,7 +601,9 @@ function conversation(id) {
   // once, then a fresh snapshot); a lagged stream is reopened after the last committed seq.
   let source = null;
   function open(after) {
-    const url = `/v1/sessions/${encodeURIComponent(id)}/events${after != null ? `?after=${after}` : ''}`;
+    // The first connection asks for the tail; the browser's own reconnects repeat this URL with
+    // Last-Event-ID, which the server lets win.
+    const url = `/v1/sessions/${encodeURIComponent(id)}/events?${after != null ? `after=${after}` : `tailTurns=${PAGE_TURNS}`}`;
     source = new EventSource(url);
     source.onopen = () => { conn.textContent = 'live'; conn.dataset.state = 'live'; };
     source.onerror = (e) => {
@@ -585,9 +650,27 @@ function conversation(id) {
 
   // The composer.
   api('GET', `/v1/sessions/${encodeURIComponent(id)}/commands`).then((c) => { S.commands = c || []; }).catch(() => {});
-  // Completion: `/name` at the start (the session's command registry) or `@path` anywhere (the
-  // paths this session's tool cards named: the server offers no file listing yet).
+  // Completion: `/name` at the start (the session's command registry) or `@path` anywhere: the
+  // paths this session's tool cards named, then the server's listing of the session's
+  // directory (`GET …/files?q=`, fetched as the mention is typed).
   let sel = 0;
+  let files = { q: null, items: [] };
+  let filesWanted = null;
+  let filesTimer = 0;
+  function fetchFiles(q) {
+    filesWanted = q;
+    clearTimeout(filesTimer);
+    filesTimer = setTimeout(async () => {
+      let items = [];
+      try {
+        const r = await api('GET', `/v1/sessions/${encodeURIComponent(id)}/files?${new URLSearchParams({ q, limit: '20' })}`);
+        items = r?.files || [];
+      } catch { items = []; }
+      if (filesWanted !== q) return;
+      files = { q, items };
+      showCompletions();
+    }, 100);
+  }
   function context() {
     let m = text.value.match(/^\/(\S*)$/);
     if (m) return { kind: 'command', items: S.commands.filter((c) => c.name.startsWith(m[1])).slice(0, 8) };
@@ -595,7 +678,10 @@ function conversation(id) {
     m = before.match(/(?:^|\s)@(\S*)$/);
     if (m) {
       const q = m[1].toLowerCase();
-      const items = [...S.paths].filter((p) => p.toLowerCase().includes(q) && p !== m[1]).slice(0, 8);
+      if (files.q !== m[1] && filesWanted !== m[1]) fetchFiles(m[1]);
+      const listed = files.q === m[1] ? files.items : [];
+      const known = [...S.paths].filter((p) => p.toLowerCase().includes(q));
+      const items = [...new Set([...known, ...listed])].filter((p) => p !== m[1]).slice(0, 8);
       return { kind: 'file', start: before.length - m[1].length - 1, end: before.length, items };
     }
     return { kind: null, items: [] };
@@ -683,6 +769,41 @@ const PAGE_TURNS = 50;
 
 function parse(data) {
   try { return JSON.parse(data); } catch { return null; }
+}
+
+/** A sub-agent's transcript (its prompt, answers and tool cards), drawn inside its card. */
+function childTranscript(events) {
+  const out = [];
+  const cards = new Map();
+  for (const x of events) {
+    const ev = parse(x.data);
+    if (!ev) continue;
+    if (ev.type === 'userMessage') out.push(h('div', { class: 'msg user' }, h('div', { class: 'text' }, ev.text)));
+    else if (ev.type === 'assistantMessage' && ev.text) {
+      out.push(h('div', { class: 'msg assistant' }, h('div', { class: 'md' }, markdown(ev.text))));
+    } else if (ev.type === 'toolCallBegan' || ev.type === 'toolCallEnded') {
+      let c = cards.get(ev.callId);
+      if (!c) { c = h('div', { class: 'card tool' }); cards.set(ev.callId, c); out.push(c); }
+      fillCard(c, ev.display, ev.type === 'toolCallEnded' ? { isError: ev.isError, errorCode: ev.errorCode } : null);
+    }
+  }
+  if (!out.length) out.push(h('div', { class: 'muted' }, 'Nothing yet.'));
+  return out;
+}
+
+/** The events of a finite Server-Sent Events body (a page of earlier turns), held unparsed. */
+function parseSse(text) {
+  const out = [];
+  for (const block of text.split(/\r?\n\r?\n/)) {
+    let type = null;
+    const data = [];
+    for (const line of block.split(/\r?\n/)) {
+      if (line.startsWith('event:')) type = line.slice(6).trim();
+      else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+    }
+    if (type && data.length) out.push({ type, data: data.join('\n') });
+  }
+  return out;
 }
 
 const LIVE = new Set([

@@ -189,6 +189,11 @@ fn dsh_web_in_a_real_browser() {
     let env = Env::new();
     long_session(&env);
     std::fs::write(env.cwd().join("a.txt"), "old line\nkeep\n").unwrap();
+    // For `@` completion from the server's listing: a file to offer, one the .gitignore hides.
+    std::fs::create_dir_all(env.cwd().join("docs")).unwrap();
+    std::fs::write(env.cwd().join("docs/guide.md"), "# Guide\n").unwrap();
+    std::fs::write(env.cwd().join(".gitignore"), "*.log\n").unwrap();
+    std::fs::write(env.cwd().join("debug.log"), "noise\n").unwrap();
     let stream = Gate::new();
     let steer = Gate::new();
     let xss = r#"printf '%s\n' '<script>window.__pwned=1</script>' '<img src=x onerror="window.__pwned=2">'; exit 3"#;
@@ -244,6 +249,19 @@ fn dsh_web_in_a_real_browser() {
             .reply(),
     );
     server.push(Completion::new().text("Plan accepted.").reply());
+    // A sub-agent: the parent's call, the child's answer, the parent's answer.
+    let delegate = serde_json::json!({"description": "Survey", "prompt": "list the docs"});
+    server.push(
+        Completion::new()
+            .tool_call("subagent", &delegate.to_string())
+            .reply(),
+    );
+    server.push(
+        Completion::new()
+            .text("The child found docs/guide.md.")
+            .reply(),
+    );
+    server.push(Completion::new().text("Sub-agent done.").reply());
     server.push(stalled_text("Thinking hard"));
     let gates: HashMap<&str, &Gate> = [("stream", &stream), ("steer", &steer)].into();
 

@@ -116,7 +116,8 @@ try {
       && await code.locator('.tok-str').textContent() === '"hi"'
       && await code.textContent() === 'fn main() { println!("hi"); }', 'a rust code block is highlighted (keyword, string) and its text unchanged');
     await lp.locator('#earlier').click();
-    check(await users() === 100, 'Show earlier draws one more page above');
+    await lp.locator('#earlier', { hasText: `(${LONG_TURNS - 100} more)` }).waitFor();
+    check(await users() === 100, 'Show earlier fetches the page before the tail and draws it above');
     const order = await lp.evaluate(() => [...document.querySelectorAll('#log > :not(#earlier)')][0].className);
     check(/msg user/.test(order), `the page drawn above starts with its turn's prompt (${order})`);
     await lp.close();
@@ -183,6 +184,17 @@ try {
   await page.locator('#prompt').fill('compare @a');
   await page.locator('#completions li[data-path="a.txt"]').click();
   check(await page.locator('#prompt').inputValue() === 'compare @a.txt ', '@ completes a path the session\'s tools named');
+  // ... and the files of the session's directory (the server's listing, ignored files left out).
+  await page.locator('#prompt').fill('see @guid');
+  await page.locator('#completions li[data-path="docs/guide.md"]').click();
+  check(await page.locator('#prompt').inputValue() === 'see @docs/guide.md ', '@ completes a file of the session\'s directory from the server\'s listing');
+  const listing = await page.evaluate(async (u) => {
+    const get = async (q) => { const r = await fetch(`/v1/sessions/${u}/files?${q}`); return { status: r.status, body: await r.json() }; };
+    return { ignored: await get('q=debug'), listed: await get('q=guide'), up: await get('dir=..') };
+  }, url.split('#/s/')[1]);
+  check(listing.listed.status === 200 && listing.listed.body.files.includes('docs/guide.md')
+    && listing.ignored.status === 200 && listing.ignored.body.files.length === 0, 'a file the .gitignore names is not listed');
+  check(listing.up.status === 400 && listing.up.body.message.includes('..'), `a listing outside the directory is refused (${listing.up.body.message})`);
   await page.locator('#prompt').fill('');
 
   // ---- a steer typed mid-turn reaches the next request ----
@@ -251,6 +263,22 @@ try {
   await page.screenshot({ path: `${OUT}/question-and-plan-desktop.png` });
   result.screenshots.push('question-and-plan-desktop.png');
 
+  // ---- a sub-agent card opens the child's transcript ----
+  await page.locator('#prompt').fill('delegate it');
+  await page.locator('#prompt').press('Enter');
+  await allowFirst(page, '.card.tool[data-kind="agent"] .child');
+  await page.locator('.msg.assistant', { hasText: 'Sub-agent done.' }).waitFor();
+  await page.locator('#state [data-state="idle"]').waitFor();
+  const agent = page.locator('.card.tool[data-kind="agent"]').last();
+  await agent.locator('.child-toggle').click();
+  await agent.locator('.child-log .msg.assistant', { hasText: 'The child found docs/guide.md.' }).waitFor();
+  check(await agent.locator('.child-log .msg.user', { hasText: 'list the docs' }).count() === 1,
+    'a sub-agent card opens the child\'s transcript inline (its prompt and answer)');
+  const childHref = await agent.locator('.child a').getAttribute('href');
+  check(/^#\/s\/./.test(childHref) && childHref !== new URL(url).hash, `the sub-agent card links to the child's own session (${childHref})`);
+  await agent.locator('.child-toggle').click();
+  check(await agent.locator('.child-log').isHidden(), 'the child transcript folds away again');
+
   // ---- interrupt ----
   await page.locator('#prompt').fill('stall');
   await page.locator('#prompt').press('Enter');
@@ -274,13 +302,21 @@ try {
   // The search box: the list call's q, full text through the catalog.
   const ids = () => page.locator('#session-list .session').evaluateAll((els) => els.map((e) => e.dataset.id));
   const sessionId = decodeURIComponent(url.split('#/s/')[1]);
-  check((await ids()).length === 2, 'the list shows both sessions');
+  check((await ids()).length === 3, 'the list shows the three sessions (the sub-agent\'s too)');
   await page.locator('#q').fill('paged');
   await page.waitForFunction((id) => {
     const rows = [...document.querySelectorAll('#session-list .session')];
     return rows.length === 1 && rows[0].dataset.id === id;
   }, LONG);
   check(true, 'searching a word of one session\'s answer lists that session only');
+  const hit = page.locator('#session-list .session .snippet').first();
+  check(await hit.locator('mark').first().textContent() === 'paged', `the result shows the catalog's snippet with the match marked (${await hit.textContent()})`);
+  // Markup in a matched text stays text in the snippet.
+  await page.locator('#q').fill('pwned');
+  await page.locator('#session-list .session .snippet mark', { hasText: 'pwned' }).first().waitFor();
+  const markup = await page.locator('#session-list .session .snippet').first().textContent();
+  check(markup.includes('<') && await page.locator('#session-list script, #session-list img').count() === 0
+    && await page.evaluate(() => window.__pwned) === undefined, `markup in a snippet is shown as text (${markup})`);
   await page.locator('#q').fill('"also check the docs"');
   await page.waitForFunction((id) => {
     const rows = [...document.querySelectorAll('#session-list .session')];
@@ -291,7 +327,7 @@ try {
   await page.locator('#session-list .empty', { hasText: 'No session matches.' }).waitFor();
   check(true, 'a search with no match says so');
   await page.locator('#q').fill('');
-  await page.waitForFunction(() => document.querySelectorAll('#session-list .session').length === 2);
+  await page.waitForFunction(() => document.querySelectorAll('#session-list .session').length === 3);
   await page.screenshot({ path: `${OUT}/sessions-360x740-dark.png` });
   result.screenshots.push('conversation-desktop.png', 'conversation-360x740.png', 'conversation-360x740-dark.png', 'sessions-360x740-dark.png');
 

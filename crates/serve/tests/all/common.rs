@@ -121,9 +121,15 @@ impl Server {
 
     /// Opens an event stream.
     pub async fn events(&self, id: &str, after: Option<u64>, last_id: Option<&str>) -> Sse {
+        let query = after.map(|a| format!("after={a}")).unwrap_or_default();
+        self.events_query(id, &query, last_id).await
+    }
+
+    /// Opens an event stream with a query string (`tailTurns=1`, `before=9`, ...).
+    pub async fn events_query(&self, id: &str, query: &str, last_id: Option<&str>) -> Sse {
         let mut url = self.url(&format!("/v1/sessions/{id}/events"));
-        if let Some(a) = after {
-            url.push_str(&format!("?after={a}"));
+        if !query.is_empty() {
+            url.push_str(&format!("?{query}"));
         }
         let mut req = self.http.get(url);
         if let Some(l) = last_id {

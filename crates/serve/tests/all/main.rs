@@ -3,7 +3,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod common;
+mod files;
 mod openapi;
 mod refusals;
 mod remote;
 mod streams;
+mod tail;
