@@ -267,16 +267,24 @@ async fn serve(
         },
     )
     .map_err(|e| Failure::usage(anyhow!("{e}")))?;
-    let client = host.client();
+    let forwarder = forwarder(kernel, host.client()).await?;
+    let client = match &forwarder {
+        Some(f) => Arc::clone(f) as Arc<dyn dsh_protocol::Client>,
+        None => host.client(),
+    };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let stopper = {
         let host = host.clone();
+        let forwarder = forwarder.clone();
         tokio::spawn(async move {
             terminated().await;
             eprintln!("dsh serve: stopping (closing every open session)");
             // Stop accepting first, then close the sessions: their event streams end, so the
             // open connections finish.
             let _ = stop_tx.send(());
+            if let Some(f) = &forwarder {
+                f.stop().await;
+            }
             host.shutdown().await;
         })
     };
@@ -319,6 +327,9 @@ async fn serve(
     let _ = std::io::stdout().flush();
     let result = served.await;
     // Whatever ended the server, every session is closed (flushed) before the kernel goes.
+    if let Some(f) = &forwarder {
+        f.stop().await;
+    }
     host.shutdown().await;
     stopper.abort();
     match result {
@@ -326,6 +337,25 @@ async fn serve(
         Ok(Err(e)) => Err(Failure::run(anyhow!("{e}"))),
         Err(e) => Err(Failure::run(anyhow!("the server task failed: {e}"))),
     }
+}
+
+/// With a PostgreSQL store (`--store`): the client that forwards ops for sessions another
+/// server owns to it, and follows their events in the store (issue 39; `docs/fleet.md`).
+async fn forwarder(
+    kernel: &Kernel,
+    local: Arc<dyn dsh_protocol::Client>,
+) -> Result<Option<Arc<dsh_session_postgres::Forwarder>>, Failure> {
+    use dsh_session_postgres::PgHandle;
+    let root = kernel.root();
+    let Some(handle) = root.get::<PgHandle>() else {
+        return Ok(None);
+    };
+    let resolver: dsh_session_postgres::forward::StoreResolver =
+        Arc::new(move || root.get::<PgHandle>().map(|h| Arc::clone(&h.store)));
+    dsh_session_postgres::Forwarder::start(local, resolver, handle.forward.clone())
+        .await
+        .map(Some)
+        .map_err(|e| Failure::run(anyhow!("cannot forward through the session store: {e}")))
 }
 
 /// A unix listener at `path`, owner-only; a stale socket (nobody answers) is replaced.

@@ -133,15 +133,25 @@ fn is_connection_loss(e: &tokio_postgres::Error) -> bool {
 impl Db {
     pub(crate) fn new(url: &str) -> Result<Self, PgStoreError> {
         let config: Config = url.parse().map_err(PgStoreError::BadUrl)?;
+        Ok(Self::from_config(config))
+    }
+
+    /// A manager of connections to the server and database of `config`.
+    pub(crate) fn from_config(config: Config) -> Self {
         let target = describe(&config);
-        Ok(Db {
+        Db {
             config,
             target,
             conn: tokio::sync::Mutex::new(None),
             reconnect_window: Duration::from_secs(30),
             round_trips: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
-        })
+        }
+    }
+
+    /// The connection settings (for another connection to the same database).
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
     }
 
     /// Statements sent to the server so far (each one round trip; connecting and preparing

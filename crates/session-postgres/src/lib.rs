@@ -12,11 +12,13 @@
 pub mod catalog;
 mod conn;
 pub mod error;
+pub mod forward;
 pub mod plugin;
 mod sql;
 pub mod store;
 
 pub use catalog::PgCatalog;
 pub use error::{LeaseLoss, PgStoreError};
+pub use forward::{ForwardError, ForwardOptions, Forwarder, PgHandle};
 pub use plugin::{PgConfig, PgPlugin};
 pub use store::{DEFAULT_LEASE, Durability, PgOptions, PgStore};

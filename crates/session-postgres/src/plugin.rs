@@ -1,6 +1,8 @@
 //! [`PgPlugin`]: mounts the PostgreSQL store on the kernel. Provides the `session-persistence`
 //! service, buffers every `session/event` and commits the buffer at `session/flush` (one
-//! statement, one round trip per batch).
+//! statement, one round trip per batch). An `approval/asked` is committed at once (other hosts
+//! show the question). Also provides [`PgHandle`] (the store and the forwarding settings) to
+//! the composition root of a server.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,8 +14,8 @@ use serde::Deserialize;
 
 use dsh_catalog_api::Catalog;
 
-use crate::PgCatalog;
 use crate::store::{Durability, PgOptions, PgStore};
+use crate::{PgCatalog, PgHandle};
 
 /// Config of the `session-postgres` plugin.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -35,6 +37,14 @@ pub struct PgConfig {
     /// when turning this on (`--store` does both).
     #[serde(default)]
     pub catalog: bool,
+    /// Servers (`dsh serve`) forwarding ops and following sessions of other hosts: how often
+    /// they look at the store without a notification, in seconds (default 2).
+    #[serde(default)]
+    pub poll_seconds: Option<f64>,
+    /// Whether servers LISTEN for notifications (default true); turn off behind a proxy that
+    /// does not pass them (PgBouncer in transaction mode): polling alone then.
+    #[serde(default)]
+    pub notifications: Option<bool>,
 }
 
 /// The PostgreSQL persistence plugin (`session-postgres`).
@@ -70,6 +80,15 @@ impl Plugin for PgPlugin {
             )?,
             owner: None,
         };
+        let forward = crate::ForwardOptions {
+            poll: secs(
+                config.poll_seconds,
+                crate::ForwardOptions::default().poll,
+                "pollSeconds",
+            )?,
+            notifications: config.notifications.unwrap_or(true),
+            ..Default::default()
+        };
         let url = config.url.clone();
         let store =
             Arc::new(tokio::task::spawn_blocking(move || PgStore::connect(&url, options)).await??);
@@ -79,9 +98,18 @@ impl Plugin for PgPlugin {
                 Arc::new(PgCatalog::new(Arc::clone(&store))) as Arc<dyn Catalog>
             )?;
         }
+        ctx.provide::<PgHandle>(Arc::new(PgHandle {
+            store: Arc::clone(&store),
+            forward,
+        }))?;
         let s = Arc::clone(&store);
         ctx.on::<SessionEvent>(move |ev| {
             s.append_events(&ev.session_id, std::slice::from_ref(&ev.event))?;
+            // An approval request waits for a person, who may be watching from another host:
+            // committed now, not at the next barrier (after the answer).
+            if ev.event.kind() == "approval/asked" {
+                s.commit_soon(&ev.session_id);
+            }
             Ok(())
         })?;
         let s = Arc::clone(&store);

@@ -43,7 +43,9 @@ COMMIT;
 
 /// One commit batch: checks the lease (owner, epoch, not expired) and the committed count, and
 /// inserts the batch's rows, all in one statement (one transaction, one round trip). Renews the
-/// lease. Returns `(leased, inserted)`: `leased = 0` refused the whole batch.
+/// lease. Returns `(leased, inserted)`: `leased = 0` refused the whole batch. A batch that
+/// commits sends `NOTIFY dsh_commits, id` (delivered at its commit): the hint servers that
+/// follow the session from another host wait for (`crate::forward`).
 ///
 /// `$1` id, `$2` owner, `$3` epoch, `$4` first seq of the batch (the committed count), `$5`
 /// lines, `$6` kinds, `$7` bodies, `$8` lease seconds, `$9` latest title of the batch, `$10`
@@ -67,7 +69,8 @@ WITH sync AS (
      WHERE EXISTS (SELECT 1 FROM lease)
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM lease), (SELECT count(*) FROM ins), (SELECT v FROM sync)
+SELECT (SELECT count(*) FROM lease), (SELECT count(*) FROM ins), (SELECT v FROM sync),
+       (SELECT max(pg_notify('dsh_commits', $1)::text) FROM lease)
 ";
 
 /// Registers a new session and takes its lease (epoch 1). An id that exists is refused, unless
@@ -122,7 +125,7 @@ RETURNING s.id
 ";
 
 /// Releases a lease (close): the row of a never-flushed session goes, a stored one keeps no
-/// owner.
+/// owner (and `NOTIFY dsh_commits, id` tells the servers following it that it closed).
 ///
 /// `$1` id, `$2` owner, `$3` epoch.
 pub(crate) const RELEASE: &str = "
@@ -130,9 +133,12 @@ WITH gone AS (
     DELETE FROM dsh_sessions
      WHERE id = $1 AND owner = $2 AND epoch = $3 AND NOT materialized
     RETURNING 1
+), released AS (
+    UPDATE dsh_sessions SET owner = NULL, expires_at = NULL
+     WHERE id = $1 AND owner = $2 AND epoch = $3 AND materialized
+    RETURNING 1
 )
-UPDATE dsh_sessions SET owner = NULL, expires_at = NULL
- WHERE id = $1 AND owner = $2 AND epoch = $3 AND materialized
+SELECT (SELECT count(*) FROM gone), (SELECT max(pg_notify('dsh_commits', $1)::text) FROM released)
 ";
 
 /// The stored lines of a session, in seq order, up to a count.

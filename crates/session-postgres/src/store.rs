@@ -175,6 +175,17 @@ impl PgStore {
         &self.inner.owner
     }
 
+    /// The connection settings (the forwarder opens connections of its own to the same
+    /// database).
+    pub(crate) fn connection_config(&self) -> tokio_postgres::Config {
+        self.inner.db.config().clone()
+    }
+
+    /// How long an operation keeps reconnecting.
+    pub(crate) fn reconnect_window(&self) -> Duration {
+        self.inner.db.reconnect_window
+    }
+
     /// Statements sent so far (one round trip each). A commit batch costs one.
     pub fn round_trips(&self) -> u64 {
         self.inner.db.round_trips()
@@ -378,6 +389,19 @@ impl PgStore {
         self.rt
             .run(async move { inner.commit(&sid, durability).await })
             .await
+    }
+
+    /// Starts a write-through commit of what is buffered without waiting for it (an event other
+    /// hosts must see before the next barrier: an approval request). A failure is logged; the
+    /// batch stays buffered and the next barrier reports it.
+    pub fn commit_soon(&self, id: &str) {
+        let inner = Arc::clone(&self.inner);
+        let sid = id.to_owned();
+        self.rt.handle().spawn(async move {
+            if let Err(e) = inner.commit(&sid, Durability::WriteThrough).await {
+                tracing::warn!(session = %sid, "an early commit failed: {e}");
+            }
+        });
     }
 
     /// [`PgStore::commit_as`], blocking.

@@ -25,6 +25,7 @@ mod resume;
 mod rewind;
 mod sandbox;
 mod serve;
+mod serve_fleet;
 mod serve_policy;
 mod storage;
 mod subagent;

@@ -17,6 +17,7 @@ async fn the_catalog_lists_and_searches_the_stored_sessions() {
             lease_seconds: None,
             reconnect_seconds: None,
             catalog: true,
+            ..Default::default()
         })
         .build()
         .await;

@@ -15,6 +15,7 @@ fn config(url: &str) -> PgConfig {
         lease_seconds: None,
         reconnect_seconds: None,
         catalog: false,
+        ..Default::default()
     }
 }
 
