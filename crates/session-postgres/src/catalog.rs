@@ -10,6 +10,7 @@ use dsh_catalog_api::{
     Catalog, CatalogError, Filter, GroupBy, Hit, HitKind, SearchQuery, SessionRow, StatRow,
 };
 
+use crate::conn::map_rows;
 use crate::error::PgStoreError;
 use crate::store::PgStore;
 
@@ -262,42 +263,32 @@ impl PgCatalog {
                 }
             })
             .map_err(storage)?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let get = |e| {
-                storage(PgStoreError::Sql {
-                    op: "list the sessions",
-                    source: e,
-                })
-            };
-            let cwd: String = r.try_get(3).map_err(get)?;
-            let last_seq: Option<i64> = r.try_get(16).map_err(get)?;
-            out.push(SessionRow {
-                id: r.try_get(0).map_err(get)?,
-                parent: r.try_get(1).map_err(get)?,
-                title: r.try_get(2).map_err(get)?,
+        map_rows(&rows, "list the sessions", |c| {
+            let cwd: String = c.get(3)?;
+            let last_seq: Option<i64> = c.get(16)?;
+            Ok(SessionRow {
+                id: c.get(0)?,
+                parent: c.get(1)?,
+                title: c.get(2)?,
                 project: cwd.clone(),
                 cwd,
-                created_ms: r.try_get(4).map_err(get)?,
-                updated_ms: r.try_get(5).map_err(get)?,
-                turns: u64_of(r.try_get(6).map_err(get)?),
-                requests: u64_of(r.try_get(7).map_err(get)?),
-                tokens_in: u64_of(r.try_get(8).map_err(get)?),
-                tokens_out: u64_of(r.try_get(9).map_err(get)?),
-                tokens_cached: u64_of(r.try_get(10).map_err(get)?),
+                created_ms: c.get(4)?,
+                updated_ms: c.get(5)?,
+                turns: u64_of(c.get(6)?),
+                requests: u64_of(c.get(7)?),
+                tokens_in: u64_of(c.get(8)?),
+                tokens_out: u64_of(c.get(9)?),
+                tokens_cached: u64_of(c.get(10)?),
                 cost_usd: 0.0,
-                status: r
-                    .try_get::<_, Option<String>>(11)
-                    .map_err(get)?
-                    .unwrap_or_else(|| "-".into()),
-                first_prompt: r.try_get(12).map_err(get)?,
-                last_prompt: r.try_get(13).map_err(get)?,
-                provider: r.try_get(14).map_err(get)?,
-                model: r.try_get(15).map_err(get)?,
+                status: c.get::<Option<String>>(11)?.unwrap_or_else(|| "-".into()),
+                first_prompt: c.get(12)?,
+                last_prompt: c.get(13)?,
+                provider: c.get(14)?,
+                model: c.get(15)?,
                 last_seq: last_seq.map(u64_of),
-            });
-        }
-        Ok(out)
+            })
+        })
+        .map_err(storage)
     }
 }
 
@@ -323,32 +314,25 @@ impl Catalog for PgCatalog {
                 async move { c.client.query(SEARCH, &[&ts, &cwd, &limit]).await }
             })
             .map_err(storage)?;
-        let mut hits = Vec::with_capacity(rows.len());
-        for r in rows {
-            let get = |e| {
-                storage(PgStoreError::Sql {
-                    op: "search",
-                    source: e,
-                })
-            };
-            let kind: String = r.try_get(2).map_err(get)?;
-            let body: String = r.try_get(3).map_err(get)?;
+        map_rows(&rows, "search", |c| {
+            let kind: String = c.get(2)?;
+            let body: String = c.get(3)?;
             let (snippet, highlights) = snippet(&body, &query.text);
-            let updated: Option<i64> = r.try_get(7).map_err(get)?;
-            hits.push(Hit {
-                session_id: r.try_get(0).map_err(get)?,
-                seq: u64_of(r.try_get(1).map_err(get)?),
+            let updated: Option<i64> = c.get(7)?;
+            Ok(Hit {
+                session_id: c.get(0)?,
+                seq: u64_of(c.get(1)?),
                 kind: kind_of(&kind),
-                score: r.try_get(4).map_err(get)?,
-                title: r.try_get(5).map_err(get)?,
-                cwd: r.try_get(6).map_err(get)?,
+                score: c.get(4)?,
+                title: c.get(5)?,
+                cwd: c.get(6)?,
                 updated_ms: updated.unwrap_or(0),
-                turn: u64_of(r.try_get(8).map_err(get)?),
+                turn: u64_of(c.get(8)?),
                 snippet,
                 highlights,
-            });
-        }
-        Ok(hits)
+            })
+        })
+        .map_err(storage)
     }
 
     fn stats(&self, by: GroupBy, filter: &Filter) -> Result<Vec<StatRow>, CatalogError> {
@@ -373,26 +357,19 @@ impl Catalog for PgCatalog {
                 }
             })
             .map_err(storage)?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let get = |e| {
-                storage(PgStoreError::Sql {
-                    op: "usage stats",
-                    source: e,
-                })
-            };
-            out.push(StatRow {
-                key: r.try_get(0).map_err(get)?,
-                sessions: u64_of(r.try_get(1).map_err(get)?),
-                turns: u64_of(r.try_get(2).map_err(get)?),
-                requests: u64_of(r.try_get(3).map_err(get)?),
-                tokens_in: u64_of(r.try_get(4).map_err(get)?),
-                tokens_out: u64_of(r.try_get(5).map_err(get)?),
-                tokens_cached: u64_of(r.try_get(6).map_err(get)?),
+        map_rows(&rows, "usage stats", |c| {
+            Ok(StatRow {
+                key: c.get(0)?,
+                sessions: u64_of(c.get(1)?),
+                turns: u64_of(c.get(2)?),
+                requests: u64_of(c.get(3)?),
+                tokens_in: u64_of(c.get(4)?),
+                tokens_out: u64_of(c.get(5)?),
+                tokens_cached: u64_of(c.get(6)?),
                 cost_usd: 0.0,
-            });
-        }
-        Ok(out)
+            })
+        })
+        .map_err(storage)
     }
 
     fn delete(&self, id: &str) -> Result<(), CatalogError> {

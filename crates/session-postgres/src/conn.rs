@@ -281,6 +281,40 @@ impl Db {
     }
 }
 
+/// The columns of one result row, read for the operation `op`: a column that does not convert
+/// fails as [`PgStoreError::Sql`] naming the operation.
+#[derive(Clone, Copy)]
+pub(crate) struct Cols<'a> {
+    row: &'a tokio_postgres::Row,
+    op: &'static str,
+}
+
+impl<'a> Cols<'a> {
+    pub(crate) fn new(row: &'a tokio_postgres::Row, op: &'static str) -> Self {
+        Cols { row, op }
+    }
+
+    /// Column `i`.
+    pub(crate) fn get<T: tokio_postgres::types::FromSql<'a>>(
+        self,
+        i: usize,
+    ) -> Result<T, PgStoreError> {
+        self.row.try_get(i).map_err(|source| PgStoreError::Sql {
+            op: self.op,
+            source,
+        })
+    }
+}
+
+/// Maps each row of a result (read for `op`) with `f`.
+pub(crate) fn map_rows<T>(
+    rows: &[tokio_postgres::Row],
+    op: &'static str,
+    f: impl Fn(Cols<'_>) -> Result<T, PgStoreError>,
+) -> Result<Vec<T>, PgStoreError> {
+    rows.iter().map(|r| f(Cols::new(r, op))).collect()
+}
+
 /// The server and database of a config, for messages (never the password).
 fn describe(config: &Config) -> String {
     let host = config

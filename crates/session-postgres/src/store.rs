@@ -17,7 +17,7 @@ use dsh_session::header::SessionHeader;
 use dsh_session::{Event, SessionError, SessionPersistence, SessionSummary};
 use parking_lot::Mutex;
 
-use crate::conn::{Db, Runtime};
+use crate::conn::{Cols, Db, Runtime};
 use crate::error::{LeaseLoss, PgStoreError};
 use crate::sql;
 
@@ -473,17 +473,14 @@ impl Inner {
                 async move { c.client.query_opt(&c.stmts.lease_state, &[&id]).await }
             })
             .await?;
-        row.map(|r| -> Result<LeaseState, PgStoreError> {
-            let get = |e| PgStoreError::Sql {
-                op: "read the lease",
-                source: e,
-            };
+        row.map(|r| {
+            let c = Cols::new(&r, "read the lease");
             Ok(LeaseState {
-                owner: r.try_get(0).map_err(get)?,
-                epoch: r.try_get(1).map_err(get)?,
-                expires_in_ms: r.try_get(2).map_err(get)?,
-                materialized: r.try_get(3).map_err(get)?,
-                next_seq: r.try_get(4).map_err(get)?,
+                owner: c.get(0)?,
+                epoch: c.get(1)?,
+                expires_in_ms: c.get(2)?,
+                materialized: c.get(3)?,
+                next_seq: c.get(4)?,
             })
         })
         .transpose()
@@ -517,10 +514,7 @@ impl Inner {
             })
             .await?;
         if let Some(row) = row {
-            return row.try_get(0).map_err(|e| PgStoreError::Sql {
-                op: "create a session",
-                source: e,
-            });
+            return Cols::new(&row, "create a session").get(0);
         }
         // Taken, or our own insert whose reply was lost to a reconnect.
         match self.lease_state(&h.id).await? {
@@ -542,15 +536,9 @@ impl Inner {
                 }
             })
             .await?;
-        let sql_err = |e| PgStoreError::Sql {
-            op: "take the lease",
-            source: e,
-        };
         if let Some(row) = row {
-            return Ok((
-                row.try_get(0).map_err(sql_err)?,
-                row.try_get(1).map_err(sql_err)?,
-            ));
+            let c = Cols::new(&row, "take the lease");
+            return Ok((c.get(0)?, c.get(1)?));
         }
         match self.lease_state(id).await? {
             Some(s) if s.materialized => Err(PgStoreError::Locked {
@@ -587,12 +575,9 @@ impl Inner {
             })
             .await?
             .ok_or_else(|| PgStoreError::NotFound(id.to_owned()))?;
-        let sql_err = |e| PgStoreError::Sql {
-            op: "read a session",
-            source: e,
-        };
-        let header: String = head.try_get(0).map_err(sql_err)?;
-        let stored: i64 = head.try_get(1).map_err(sql_err)?;
+        let c = Cols::new(&head, "read a session");
+        let header: String = c.get(0)?;
+        let stored: i64 = c.get(1)?;
         let count = limit.unwrap_or(stored);
         let rows = self
             .db
@@ -605,10 +590,7 @@ impl Inner {
         out.extend_from_slice(header.as_bytes());
         out.push(b'\n');
         for r in &rows {
-            let line: &str = r.try_get(0).map_err(|e| PgStoreError::Sql {
-                op: "read the events",
-                source: e,
-            })?;
+            let line: &str = Cols::new(r, "read the events").get(0)?;
             out.extend_from_slice(line.as_bytes());
             out.push(b'\n');
         }
@@ -666,10 +648,7 @@ impl Inner {
                 }
             })
             .await?;
-        let created: i64 = row.try_get(0).map_err(|e| PgStoreError::Sql {
-            op: "import a session",
-            source: e,
-        })?;
+        let created: i64 = Cols::new(&row, "import a session").get(0)?;
         if created == 0 {
             return Err(PgStoreError::Exists(h.id.clone()));
         }
@@ -763,10 +742,7 @@ impl Inner {
                 }
             })
             .await?;
-        let leased: i64 = row.try_get(0).map_err(|e| PgStoreError::Sql {
-            op: "commit a batch",
-            source: e,
-        })?;
+        let leased: i64 = Cols::new(&row, "commit a batch").get(0)?;
         if leased == 1 {
             return Ok(());
         }

@@ -6,6 +6,27 @@ use dsh_test_harness::postgres::PrivateCluster;
 
 use crate::{database, events, header, sql, store};
 
+/// The rows stored for session `id`, counted behind the store's back.
+async fn stored_rows(db: &tokio_postgres::Client, id: &str) -> i64 {
+    db.query_one(
+        "SELECT count(*) FROM dsh_events WHERE session_id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// Time passes: the lease on session `id` expired `secs` seconds ago.
+async fn expire(db: &tokio_postgres::Client, id: &str, secs: f64) {
+    db.execute(
+        "UPDATE dsh_sessions SET expires_at = now() - make_interval(secs => $2) WHERE id = $1",
+        &[&id, &secs],
+    )
+    .await
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_epoch_refuses_the_old_writers_next_append() {
     let Some((_c, url)) = database("a_newer_epoch_refuses_the_old_writers_next_append") else {
@@ -27,12 +48,7 @@ async fn a_newer_epoch_refuses_the_old_writers_next_append() {
 
     // Writer A is paused past its expiry; B takes the session over with epoch 2.
     let db = sql(&url).await;
-    db.execute(
-        "UPDATE dsh_sessions SET expires_at = now() - interval '1 second' WHERE id = 's1'",
-        &[],
-    )
-    .await
-    .unwrap();
+    expire(&db, "s1", 1.0).await;
     let log = b.open_session("s1").unwrap();
     assert_eq!(log.events.len(), 3);
     assert_eq!(b.epoch("s1"), Some(2));
@@ -76,15 +92,7 @@ async fn a_newer_epoch_refuses_the_old_writers_next_append() {
     b.commit("s1").await.unwrap();
     let stored = b.read_session("s1").unwrap();
     assert_eq!(stored.events.len(), 4);
-    let count: i64 = db
-        .query_one(
-            "SELECT count(*) FROM dsh_events WHERE session_id = 's1'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(count, 4);
+    assert_eq!(stored_rows(&db, "s1").await, 4);
     b.close_session("s1").unwrap();
     a.close_all();
 }
@@ -100,12 +108,7 @@ async fn an_expired_lease_refuses_the_writer_even_without_a_new_owner() {
     a.append_events("s1", &events(0, 2)).unwrap();
     a.commit("s1").await.unwrap();
     let db = sql(&url).await;
-    db.execute(
-        "UPDATE dsh_sessions SET expires_at = now() - interval '5 seconds' WHERE id = 's1'",
-        &[],
-    )
-    .await
-    .unwrap();
+    expire(&db, "s1", 5.0).await;
     // Renewal does not revive an expired lease.
     assert_eq!(a.renew_now().unwrap(), vec!["s1".to_owned()]);
     a.append_events("s1", &events(2, 3)).unwrap();
@@ -281,15 +284,7 @@ async fn a_batch_whose_prefix_is_already_stored_sends_only_the_rest() {
     a.commit("s1").await.unwrap();
     let log = a.read_session("s1").unwrap();
     assert_eq!(log.events.len(), 5);
-    let count: i64 = db
-        .query_one(
-            "SELECT count(*) FROM dsh_events WHERE session_id = 's1'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(count, 5);
+    assert_eq!(stored_rows(&db, "s1").await, 5);
     a.append_events("s1", &events(5, 6)).unwrap();
     a.commit("s1").await.unwrap();
     assert_eq!(a.read_session("s1").unwrap().events.len(), 6);
