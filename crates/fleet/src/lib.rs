@@ -12,6 +12,7 @@ mod queue;
 mod spec;
 mod sql;
 
+pub use dsh_protocol::Effort;
 pub use error::FleetError;
 pub use queue::{Claim, Fleet, Outcome, TaskResult, TaskRow, TaskState, Usage};
-pub use spec::{Effort, Limits, SpecError, TaskSpec, parse_jsonl};
+pub use spec::{Limits, SpecError, TaskSpec, parse_jsonl};

@@ -3,11 +3,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dsh_protocol::Effort;
 use serde::Serialize;
 use tokio_postgres::{Client, Config, NoTls, Row};
 
 use crate::error::{FleetError, sql};
-use crate::spec::{Effort, Limits, TaskSpec};
+use crate::spec::{Limits, TaskSpec};
 use crate::sql as q;
 
 /// Where a task is.

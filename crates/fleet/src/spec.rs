@@ -1,44 +1,8 @@
 //! A task as submitted: one JSON object per line of a JSONL file.
 
+use dsh_protocol::Effort;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-
-/// The reasoning effort a task asks for (`dsh exec --effort`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Effort {
-    /// No thinking.
-    Off,
-    /// Low.
-    Low,
-    /// High.
-    High,
-    /// Max.
-    Max,
-}
-
-impl Effort {
-    /// The name `dsh exec --effort` takes.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Effort::Off => "off",
-            Effort::Low => "low",
-            Effort::High => "high",
-            Effort::Max => "max",
-        }
-    }
-
-    /// Parses the name.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "off" => Some(Effort::Off),
-            "low" => Some(Effort::Low),
-            "high" => Some(Effort::High),
-            "max" => Some(Effort::Max),
-            _ => None,
-        }
-    }
-}
 
 /// One task: what to ask and where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,7 +17,7 @@ pub struct TaskSpec {
     /// The model (`dsh exec --model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// The reasoning effort (`dsh exec --effort`).
+    /// The reasoning effort (`dsh exec --effort`; the protocol's type).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effort: Option<Effort>,
     /// Limits of a run.
@@ -144,7 +108,10 @@ fn parse_line(line: usize, text: &str) -> Result<TaskSpec, SpecError> {
         Some(e) => Some(Effort::parse(&e).ok_or_else(|| {
             err(
                 Some("effort"),
-                format!("`{e}` is not one of off, low, high, max"),
+                format!(
+                    "`{e}` is not one of {}",
+                    Effort::ALL.map(Effort::as_str).join(", ")
+                ),
             )
         })?),
     };
