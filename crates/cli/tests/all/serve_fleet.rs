@@ -376,3 +376,67 @@ fn a_killed_owner_s_session_is_taken_over_by_the_other_server_after_its_lease() 
     assert_eq!(c.psql(&url, "SELECT count(*) FROM dsh_ops"), "0");
     assert_eq!(env.server().request_count(), 2);
 }
+
+/// What cannot be forwarded says why: a session a non-server holds (a `dsh exec`: no row in
+/// `dsh_peers`) answers `SESSION_LOCKED` at once; an op its owner took and then lost the lease
+/// on answers `SESSION_OWNER_LOST` (it may or may not have been applied). The owner here is
+/// played with SQL: its lease, its heartbeat row, its claim.
+#[test]
+fn an_op_that_cannot_be_forwarded_says_why() {
+    let Some((c, url)) = database("an_op_that_cannot_be_forwarded_says_why") else {
+        return;
+    };
+    let env = Env::new();
+    let b = serve(&env, &["--store", &url]);
+    let cwd = env.cwd().display().to_string();
+    let rt = runtime();
+    let id = rt.block_on(async {
+        let rb = remote(&b);
+        let s = created(&*rb, &cwd, SessionSettings::default()).await;
+        rb.close(&s.id).await.unwrap();
+        s.id
+    });
+    let hold = format!(
+        "UPDATE dsh_sessions SET owner = 'ghost:1:x', epoch = epoch + 1, \
+         expires_at = now() + interval '1 hour' WHERE id = '{id}'"
+    );
+    c.psql(&url, &hold);
+    let err = rt
+        .block_on(async { remote(&b).send(&id, submit("hello")).await })
+        .unwrap_err();
+    assert_eq!(err.code.as_str(), "SESSION_LOCKED", "{err}");
+    assert!(err.message.contains("ghost:1:x"), "{err}");
+    assert!(err.message.contains("takes no forwarded ops"), "{err}");
+
+    // Now the holder says it takes forwarded ops; it claims the op and dies.
+    c.psql(
+        &url,
+        "INSERT INTO dsh_peers VALUES ('ghost:1:x', now() + interval '1 hour')",
+    );
+    let b_url = b.url.clone();
+    let sid = id.clone();
+    let sent = std::thread::spawn(move || {
+        runtime().block_on(async {
+            let rb: Arc<dyn Client> = Arc::new(RemoteClient::new(&b_url, None).unwrap());
+            rb.send(&sid, submit("hello")).await
+        })
+    });
+    wait_for("the forwarded op", || {
+        c.psql(
+            &url,
+            "SELECT count(*) FROM dsh_ops WHERE target = 'ghost:1:x'",
+        ) == "1"
+    });
+    c.psql(&url, "UPDATE dsh_ops SET state = 'running'");
+    c.psql(
+        &url,
+        &format!("UPDATE dsh_sessions SET expires_at = now() WHERE id = '{id}'"),
+    );
+    let err = sent.join().unwrap().unwrap_err();
+    assert_eq!(err.code.as_str(), "SESSION_OWNER_LOST", "{err}");
+    assert!(err.message.contains("ghost:1:x"), "{err}");
+    assert!(err.message.contains("may or may not"), "{err}");
+    assert_eq!(c.psql(&url, "SELECT count(*) FROM dsh_ops"), "0");
+    // Nothing ran: the model was never asked.
+    assert_eq!(env.server().request_count(), 0);
+}

@@ -39,10 +39,27 @@ impl Shared {
             Err(e) if e.code == ErrorCode::SessionLocked => {
                 match self.forward(id, &request).await? {
                     Some(reply) => unpack(reply),
-                    None => Err(e),
+                    None => Err(self.why_locked(id, e).await),
                 }
             }
             other => other,
+        }
+    }
+
+    /// A `SESSION_LOCKED` that names the holder and says why the op was not forwarded to it.
+    async fn why_locked(&self, id: &str, e: ProtocolError) -> ProtocolError {
+        match self.lease(id).await {
+            Ok(Some(l)) if self.elsewhere(&l) && !l.forwards => ProtocolError::new(
+                e.code,
+                format!(
+                    "{}; it is held by {} (lease epoch {}), which takes no forwarded ops (a `dsh \
+                     exec`, a worker, or a server that stopped): try again when it is done",
+                    e.message,
+                    l.owner.unwrap_or_default(),
+                    l.epoch
+                ),
+            ),
+            _ => e,
         }
     }
 
