@@ -24,6 +24,7 @@ pub mod composer;
 pub mod confirm;
 mod fence;
 pub mod highlight;
+mod hold;
 pub mod live_agents;
 pub mod markdown;
 pub mod mentions;

@@ -73,6 +73,9 @@ struct Shown {
     children: HashMap<String, JoinHandle<()>>,
     /// The welcome line was printed (after the first snapshot).
     welcomed: bool,
+    /// The subscription's replay is over (its first snapshot came): events from now on
+    /// happen while this UI watches.
+    live: bool,
     /// The working directory and the settings in force.
     cwd: String,
     settings: SessionSettings,
@@ -102,8 +105,10 @@ struct Runtime {
     /// terminal for the cursor position, and crossterm's stream thread holds the input reader
     /// while it waits, so the answer would not reach the query.
     input: Option<EventStream>,
-    /// A session a command asked to show instead (a conversation rewind's fork).
+    /// A session to show instead (the fork a conversation rewind continues the shown one in).
     switch_to: Option<String>,
+    /// Input held while the UI moves to that fork.
+    hold: crate::hold::Hold,
 }
 
 /// Runs the TUI until the user quits. With `close_on_leave`, the sessions it opened are closed
@@ -138,6 +143,7 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
         height,
         input: None,
         switch_to: None,
+        hold: crate::hold::Hold::default(),
     };
     let mut terminal = term::enter(height)?;
     let result = std::panic::AssertUnwindSafe(rt.main(&mut terminal, rx, opts, first))
@@ -255,6 +261,7 @@ impl Runtime {
             self.act(Action::Send(p), terminal).await?;
         }
         loop {
+            self.release_held(terminal).await?;
             self.frame(terminal, INSERT_CHUNK)?;
             // A long history goes up a chunk per frame, keys still served in between.
             let backlog = !self.app.inserts.is_empty();
@@ -278,7 +285,11 @@ impl Runtime {
                     while let Ok(more) = rx.try_recv() {
                         self.feed(more, width);
                     }
-                    if let Some(id) = self.switch_to.take() {
+                    // The UI that applied the rewind moves once its answer came (the command's
+                    // output is shown first).
+                    if !self.hold.rewind_in_flight
+                        && let Some(id) = self.switch_to.take()
+                    {
                         self.act(Action::Resume(id), terminal).await?;
                     }
                 }
@@ -373,7 +384,17 @@ impl Runtime {
                 }
             }
             Feed::Opened(summary) => self.show(summary.id),
-            Feed::Failed(text) => self.notice(text, NoticeKind::Error, width),
+            Feed::Failed(text) => {
+                self.notice(text, NoticeKind::Error, width);
+                if self.shown.is_none() && self.hold.holding() {
+                    let n = self.hold.release().len();
+                    self.notice(
+                        format!("{n} input(s) typed during the switch not sent"),
+                        NoticeKind::Error,
+                        width,
+                    );
+                }
+            }
             // From a session no longer shown.
             _ => {}
         }
@@ -420,12 +441,26 @@ impl Runtime {
             (OpKind::Other(_), Ok(_)) => {}
             // The preview itself is shown from its `commandRan` event (every client watching
             // sees it); only the UI that asked is asked whether to apply it.
-            (OpKind::Command(_), Ok(accepted)) => {
-                if let Some(dsh_protocol::CommandOutcome::RewindPreview(p)) = &accepted.command {
-                    self.app.rewind_confirm = Some(crate::confirm::RewindConfirm::new(p));
+            (OpKind::Command(name), Ok(accepted)) => {
+                match &accepted.command {
+                    Some(dsh_protocol::CommandOutcome::RewindPreview(p)) => {
+                        self.app.rewind_confirm = Some(crate::confirm::RewindConfirm::new(p));
+                    }
+                    // The fork, also told by the old session's `sessionForked` (whichever
+                    // comes first).
+                    Some(dsh_protocol::CommandOutcome::SwitchSession { session_id, .. }) => {
+                        self.switch_to = Some(session_id.clone());
+                    }
+                    _ => {}
+                }
+                if name == "rewind" {
+                    self.hold.rewind_in_flight = false;
                 }
             }
             (OpKind::Command(name), Err(e)) => {
+                if name == "rewind" {
+                    self.hold.rewind_in_flight = false;
+                }
                 self.notice(format!("/{name}: {}", e.message), NoticeKind::Error, width);
             }
             // A withdrawal that came too late (the steer was delivered) is no failure to show.
@@ -522,6 +557,10 @@ impl Runtime {
                 self.child_started(session_id.clone(), label);
                 return;
             }
+            EventMsg::WorkflowProgress { .. } => {
+                self.app.agents.workflow(&ev.msg);
+                return;
+            }
             EventMsg::SubagentFinished { session_id, .. } => {
                 self.app.agents.finished(session_id);
                 if let Some(s) = &mut self.shown
@@ -531,11 +570,15 @@ impl Runtime {
                 }
             }
             EventMsg::Error(e) if e.code == ErrorCode::SubscriberLagged => return,
-            // A conversation rewind forked the session: its fork is shown from now on.
-            EventMsg::CommandRan {
-                outcome: dsh_protocol::CommandOutcome::SwitchSession { session_id, .. },
-                ..
-            } => self.switch_to = Some(session_id.clone()),
+            // The session continues in a fork (a conversation rewind, here or in another
+            // client): shown from now on, input held until it is. Replayed history only says
+            // where it continues (the transcript's line).
+            EventMsg::SessionForked { session_id, .. }
+                if self.shown.as_ref().is_some_and(|s| s.live) =>
+            {
+                self.switch_to = Some(session_id.clone());
+                self.hold.start();
+            }
             _ => {}
         }
         let lines = self.app.transcript.on_event(&ev, width);
@@ -570,6 +613,9 @@ impl Runtime {
     /// The live state after the replay: usage, pending questions and steers, the attempt in
     /// progress, the settings; the welcome line the first time.
     fn snapshot(&mut self, s: &Snapshot, width: u16) {
+        if let Some(shown) = &mut self.shown {
+            shown.live = true;
+        }
         // Questions answered while the history replayed are gone; open ones are asked.
         let open: Vec<&str> = s
             .pending_approvals
@@ -767,6 +813,7 @@ impl Runtime {
             reader,
             children: HashMap::new(),
             welcomed: false,
+            live: false,
             cwd: String::new(),
             settings: SessionSettings::default(),
         });
@@ -810,8 +857,27 @@ impl Runtime {
         });
     }
 
+    /// Delivers the input held during a move to a fork once the fork is shown (or, when the
+    /// rewind did not fork, to the session still shown).
+    async fn release_held(&mut self, terminal: &mut Term) -> Result<(), TuiError> {
+        if !self.hold.holding()
+            || self.hold.rewind_in_flight
+            || self.switch_to.is_some()
+            || self.shown.is_none()
+        {
+            return Ok(());
+        }
+        for action in self.hold.release() {
+            self.act(action, terminal).await?;
+        }
+        Ok(())
+    }
+
     async fn act(&mut self, action: Action, terminal: &mut Term) -> Result<(), TuiError> {
         let width = Self::width(terminal);
+        let Some(action) = self.hold.take(action) else {
+            return Ok(());
+        };
         match action {
             Action::Send(text) => {
                 test_panic(&text);
@@ -923,7 +989,14 @@ impl Runtime {
             },
             Action::Compact => self.run_command("compact", String::new()),
             Action::TogglePlan => self.run_command("plan", String::new()),
-            Action::RunCommand { name, args } => self.run_command(&name, args),
+            Action::RunCommand { name, args } => {
+                if crate::hold::forks(&name, &args) {
+                    // What is typed until the fork is shown goes to the fork.
+                    self.hold.start();
+                    self.hold.rewind_in_flight = true;
+                }
+                self.run_command(&name, args);
+            }
             Action::Diff => self.run_command("diff", String::new()),
         }
         Ok(())

@@ -392,6 +392,22 @@ impl Transcript {
                 }
                 _ => {}
             },
+            // Where the session continues (a replayed old session says so; a live UI moves).
+            EventMsg::SessionForked {
+                session_id,
+                to_turn,
+                rewind_id,
+                ..
+            } => {
+                let why = match (to_turn, rewind_id) {
+                    (Some(t), Some(_)) => {
+                        format!(" (rewound to before turn {t}, files restored)")
+                    }
+                    (Some(t), None) => format!(" (rewound to before turn {t})"),
+                    _ => String::new(),
+                };
+                out.extend(self.notice(format!("↪ continued in {session_id}{why}"), width));
+            }
             EventMsg::Notice { level, text } => {
                 let kind = match level {
                     dsh_protocol::NoticeLevel::Info => NoticeKind::Info,
