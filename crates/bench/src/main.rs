@@ -30,6 +30,7 @@ mod stats;
 mod subagent;
 mod tool_set;
 mod tui;
+mod web;
 mod workflow;
 
 use std::path::{Path, PathBuf};
@@ -78,6 +79,9 @@ struct Cli {
 enum Only {
     /// Session log compression (bytes per step, zstd resume).
     Compression,
+    /// `dsh web` on a 1,000-turn session: the tail's time and bytes against the whole replay,
+    /// a page of earlier turns, the assets' size.
+    Web,
     /// Per-step overhead of every provider route.
     Providers,
     /// MCP call overhead and startup with a slow server.
@@ -169,6 +173,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
         for group in &cli.only {
             match group {
                 Only::Compression => compression::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Web => web::rows(&dsh, cli.iterations, &mut rows)?,
                 Only::Providers => providers::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Mcp => mcp::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Subagent => subagent::rows(&dsh, cli.iterations, &mut rows)?,

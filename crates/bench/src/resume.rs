@@ -227,6 +227,17 @@ pub fn run(dsh: &Path, g: &Generated) -> Result<ResumeRun> {
 /// Rewrites the two-turn log at `log` into one of at least `target` events by repeating its
 /// second turn; returns the number of turns written.
 fn generate(log: &Path, target: usize) -> Result<usize> {
+    generate_until(log, |events, _| events < target)
+}
+
+/// Repeats the template log's second turn (as [`Generated::new`] does) until the log holds
+/// `turns` turns; returns the turns.
+pub(crate) fn generate_turns(log: &Path, turns: usize) -> Result<usize> {
+    generate_until(log, |_, t| t < turns)
+}
+
+/// Repeats the template's second turn while `more(events, turns)`.
+fn generate_until(log: &Path, more: impl Fn(usize, usize) -> bool) -> Result<usize> {
     let text = std::fs::read_to_string(log)?;
     let mut lines = text.lines();
     let header = lines.next().context("the template log is empty")?;
@@ -251,7 +262,7 @@ fn generate(log: &Path, target: usize) -> Result<usize> {
         .map_or(1, |(b, a)| b - a + 1);
     let ids = ids_of(block);
 
-    let mut out = String::with_capacity(text.len() * (target / block.len().max(1) + 1));
+    let mut out = String::with_capacity(text.len() * 64);
     out.push_str(header);
     out.push('\n');
     for r in &rows[..=end2] {
@@ -261,7 +272,7 @@ fn generate(log: &Path, target: usize) -> Result<usize> {
     let mut events = end2 + 1;
     let mut turns = 2;
     let mut copy = 0i64;
-    while events < target {
+    while more(events, turns) {
         copy += 1;
         turns += 1;
         let seq_shift = (events - (end1 + 1)) as i64;
