@@ -23,6 +23,9 @@ pub(crate) enum Key {
     Session(String),
 }
 
+/// How many keys the map holds before the ones nobody waits on are dropped.
+const PRUNE_AT: usize = 256;
+
 /// Wake-up counters by key.
 #[derive(Debug, Default)]
 pub(crate) struct Signals {
@@ -32,9 +35,13 @@ pub(crate) struct Signals {
 impl Signals {
     /// A receiver of `key`'s hints (mark it seen before looking, then wait for a change).
     pub(crate) fn watch(&self, key: Key) -> watch::Receiver<u64> {
-        self.keys
-            .lock()
-            .entry(key)
+        let mut keys = self.keys.lock();
+        // Keys whose waiters are gone and that no hint came for (an op answered while the
+        // notifications were off) go now and then.
+        if keys.len() >= PRUNE_AT {
+            keys.retain(|_, tx| tx.receiver_count() > 0);
+        }
+        keys.entry(key)
             .or_insert_with(|| watch::channel(0).0)
             .subscribe()
     }
@@ -126,5 +133,37 @@ pub(crate) async fn listen(
         signals.hint_all();
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_secs(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hint_wakes_the_waiters_of_its_key_only() {
+        let s = Signals::default();
+        let mut a = s.watch(Key::Session("a".into()));
+        let mut b = s.watch(Key::Session("b".into()));
+        a.borrow_and_update();
+        b.borrow_and_update();
+        s.hint(&Key::Session("a".into()));
+        assert!(a.has_changed().unwrap());
+        assert!(!b.has_changed().unwrap());
+        s.hint_all();
+        assert!(b.has_changed().unwrap());
+    }
+
+    #[test]
+    fn keys_nobody_waits_on_go() {
+        let s = Signals::default();
+        drop(s.watch(Key::Op(1)));
+        s.hint(&Key::Op(1));
+        assert!(s.keys.lock().is_empty());
+        for i in 0..(PRUNE_AT as i64) {
+            drop(s.watch(Key::Op(i)));
+        }
+        let _kept = s.watch(Key::Ops);
+        assert_eq!(s.keys.lock().len(), 1);
     }
 }
