@@ -1,7 +1,7 @@
 //! The prompt cost of the tool set: bytes of the tool schemas the first request declares with
-//! every tool enabled (`web_search` configured too), against the exact 12 KB budget (the original's
-//! 25 tools take 19.7 KB); and their stability: two runs declare byte-identical schemas in
-//! the same canonical order; and `web_fetch` under the sandbox's network policy: refused
+//! every tool enabled (`web_search` configured, `ask_user_question` declared too), against the
+//! exact 12 KB budget (the original's 25 tools take 19.7 KB); and their stability: two runs
+//! declare byte-identical schemas in the same canonical order; and `web_fetch` under the sandbox's network policy: refused
 //! with nothing sent while the network is off (the preset's default), fetched with
 //! `--network on`.
 
@@ -22,8 +22,9 @@ use crate::run::{World, run_dsh};
 const BUDGET: usize = 12 * 1024;
 
 /// A patch that enables every optional tool (`web_search` takes its "key" from `HOME`, which
-/// every run has; the endpoint is never called).
-const EVERY_TOOL: &str = "plugins:\n  - id: tool-web\n    name: tool-web\n    config:\n      search:\n        endpoint: http://127.0.0.1:9/search\n        apiKeyEnv: HOME\n";
+/// every run has; the endpoint is never called), and `ask_user_question`, which front ends
+/// with a person declare (the TUI, `dsh serve`): the largest set any front end sends.
+const EVERY_TOOL: &str = "plugins:\n  - id: tool-web\n    name: tool-web\n    config:\n      search:\n        endpoint: http://127.0.0.1:9/search\n        apiKeyEnv: HOME\n  - id: tool-ask-user\n    name: tool-ask-user\n    config:\n      declare: always\n";
 
 /// The `tools` array of the first request of one `dsh exec`.
 fn declared_tools(dsh: &Path) -> Result<Vec<Value>> {
@@ -157,10 +158,12 @@ fn name(t: &Value) -> &str {
 pub fn rows(dsh: &Path, rows: &mut Vec<Row>) -> Result<()> {
     let first = declared_tools(dsh)?;
     let second = declared_tools(dsh)?;
-    ensure!(
-        first.iter().any(|t| name(t) == "web_search"),
-        "web_search was not declared with its configuration"
-    );
+    for wanted in ["web_search", "ask_user_question", "workflow"] {
+        ensure!(
+            first.iter().any(|t| name(t) == wanted),
+            "{wanted} was not declared with every tool enabled"
+        );
+    }
     let bytes = serde_json::to_string(&first)?.len();
     let names: Vec<&str> = first.iter().map(name).collect();
     let mut sorted = names.clone();

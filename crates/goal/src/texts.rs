@@ -85,8 +85,7 @@ pub fn json(s: &str) -> String {
 
 /// `create_goal`'s description.
 pub const CREATE_DESCRIPTION: &str = "Create a persisted goal that keeps this session working in \
-automatic continuation rounds. Use it when the user's request is a long-running objective, not \
-for single-turn work.";
+automatic continuation rounds: for a long-running objective, not single-turn work.";
 
 /// `get_goal`'s description.
 pub const GET_DESCRIPTION: &str =

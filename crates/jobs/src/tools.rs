@@ -79,9 +79,9 @@ impl JobOutputTool {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "job_id": {"type": "string", "description": "The job id."},
-                    "wait": {"type": "boolean", "description": "Block until the job finishes or timeout_ms passes (default false)."},
-                    "timeout_ms": {"type": "number", "description": "How long to wait, in milliseconds."}
+                    "job_id": {"type": "string"},
+                    "wait": {"type": "boolean", "description": "Default false."},
+                    "timeout_ms": {"type": "number", "description": "Milliseconds."}
                 },
                 "required": ["job_id"]
             }),
@@ -99,9 +99,9 @@ impl Tool for JobOutputTool {
     }
 
     fn description(&self) -> &str {
-        "A background job's new output, or its final result once it has finished; ends with \
-         `[status: <status>]`. `wait` blocks until it finishes (up to `timeout_ms`). Do not \
-         poll: you are told when a job finishes."
+        "A background job's new output, or its result once finished; ends with `[status: \
+         <status>]`. `wait` blocks until it finishes (up to `timeout_ms`). Do not poll: you are \
+         told when a job ends."
     }
 
     fn parameters(&self) -> &Value {
@@ -244,7 +244,7 @@ impl JobKillTool {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "job_id": {"type": "string", "description": "The job id."},
+                    "job_id": {"type": "string"},
                     "reason": {"type": "string", "description": "Why (recorded with the job)."}
                 },
                 "required": ["job_id"]

@@ -23,5 +23,5 @@ pub use mode::{NetworkAccess, ParseModeError, SandboxMode};
 pub use policy::SandboxPolicy;
 pub use service::{
     BackendReport, Confined, Enforcement, Sandbox, SandboxReport, escalation_properties,
-    runtime_context_text,
+    escalation_properties_plain, runtime_context_text,
 };

@@ -149,15 +149,26 @@ pub fn escalation_properties() -> [(&'static str, serde_json::Value); 2] {
             serde_json::json!({
                 "type": "string",
                 "enum": ["workspace-write", "danger-full-access"],
-                "description": "To retry a sandbox-denied call once in this wider mode (asks the user; needs justification)."
+                "description": "Retry a sandbox-denied call once in this wider mode (asks the user)."
             }),
         ),
         (
             "justification",
             serde_json::json!({
                 "type": "string",
-                "description": "Why it needs the wider mode (shown to the user)."
+                "description": "Why (shown to the user)."
             }),
         ),
     ]
+}
+
+/// [`escalation_properties`] without their descriptions: for `write` and `edit`, declared
+/// next to `bash`, whose same two arguments say what they mean (the tool set's bytes).
+pub fn escalation_properties_plain() -> [(&'static str, serde_json::Value); 2] {
+    escalation_properties().map(|(name, mut prop)| {
+        if let Some(o) = prop.as_object_mut() {
+            o.remove("description");
+        }
+        (name, prop)
+    })
 }

@@ -17,10 +17,7 @@ fn base_parameters() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "command": {
-                "type": "string",
-                "description": "The bash source to run."
-            },
+            "command": {"type": "string"},
             "description": {
                 "type": "string",
                 "description": "What it does in 5-10 words, shown to the user."

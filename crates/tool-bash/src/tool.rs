@@ -23,15 +23,14 @@ pub const NAME: &str = "bash";
 pub const DESCRIPTION: &str = "Run a command with `bash -c` and return its output.\n\
 \n\
 Each call is a fresh process (no rc files, no state kept) in the session's working directory: \
-use `workdir`, not `cd`; chain dependent steps with `&&`. stdin is /dev/null (nothing \
-interactive); processes left in the background are stopped when the command ends. Prefer read, \
-glob and grep for files.\n\
+use `workdir`, not `cd`; chain steps with `&&`. stdin is /dev/null; background processes are \
+stopped when the command ends. Prefer read, glob and grep for files.\n\
 \n\
 Result: stdout, then `[stderr]` and stderr, or `(no output)`; a failure adds `[exit code: N]`, \
 `[timed out after <ms>ms]` or `[killed by signal: <SIG>]`. Each stream keeps its last 64000 \
-bytes; cut output is saved to a file a note names (read or grep it). The environment has \
-DSH_SHELL=1 and DSH_SESSION_ID, without secrets. A call the sandbox, an approval policy or a \
-hook refuses is not run: the result is an `Error:` line saying why.";
+bytes; the whole is saved to a file a note names. Env: DSH_SHELL=1, DSH_SESSION_ID, no \
+secrets. A call the sandbox, an approval or a hook refuses is not run: the result is an \
+`Error:` line saying why.";
 
 /// Code of a result whose shell process could not be started.
 pub const SPAWN_FAILED: ToolErrorCode = ToolErrorCode::tool_defined("BASH_SPAWN_FAILED");

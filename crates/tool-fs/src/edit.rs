@@ -22,18 +22,18 @@ pub fn schema() -> Value {
 
 fn base_schema() -> Value {
     json!({"type":"object","properties":{
-        "file_path":{"type":"string","description":"The file, absolute or relative to the working directory."},
-        "old_string":{"type":"string","description":"The exact text to replace (literal)."},
-        "new_string":{"type":"string","description":"The replacement (empty deletes)."},
-        "replace_all":{"type":"boolean","description":"Replace every occurrence (default false)."}},
+        "file_path":{"type":"string","description":"Absolute or relative to the working directory."},
+        "old_string":{"type":"string"},
+        "new_string":{"type":"string","description":"Empty deletes."},
+        "replace_all":{"type":"boolean","description":"Every occurrence (default false)."}},
       "required":["file_path","old_string","new_string"]})
 }
 
 /// The description sent to the model.
-pub const DESCRIPTION: &str = "Replace text in a file. old_string is literal and must match \
-exactly once unless replace_all is true (add surrounding lines to make it unique). Refused when \
-it is not found or ambiguous, or when the file was not read first or changed since (read it \
-again). Line endings are normalised for matching; the file keeps its own.";
+pub const DESCRIPTION: &str = "Replace literal text in a file: old_string must match exactly \
+once unless replace_all (add surrounding lines to make it unique). Refused if it is not found or \
+ambiguous, or if the file was not read first or changed since (read it again). Line endings are \
+normalised for matching; the file keeps its own.";
 
 /// `edit`'s arguments, as its schema names them.
 #[derive(serde::Deserialize)]
@@ -241,7 +241,7 @@ fn prefers_crlf(text: &str) -> bool {
 /// Adds the sandbox escalation arguments (`sandbox_permissions`, `justification`).
 fn with_escalation(mut schema: Value) -> Value {
     if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-        for (name, prop) in dsh_sandbox::escalation_properties() {
+        for (name, prop) in dsh_sandbox::escalation_properties_plain() {
             props.insert(name.to_owned(), prop);
         }
     }

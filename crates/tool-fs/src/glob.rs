@@ -25,16 +25,15 @@ pub const VCS_DIRS: [&str; 6] = [".git", ".svn", ".hg", ".bzr", ".jj", ".sl"];
 /// The JSON Schema of `glob`'s arguments.
 pub fn schema() -> Value {
     json!({"type":"object","properties":{
-        "pattern":{"type":"string","description":"Glob pattern, e.g. \"**/*.rs\" or \"src/*.ts\"; a pattern without \"/\" matches file names at any depth."},
-        "path":{"type":"string","description":"Directory to search (default: the working directory)."}},
+        "pattern":{"type":"string","description":"E.g. \"**/*.rs\", \"src/*.ts\"; without \"/\" it matches file names at any depth."},
+        "path":{"type":"string","description":"Directory (default: the working directory)."}},
       "required":["pattern"]})
 }
 
 /// The description sent to the model.
-pub const DESCRIPTION: &str = "Find files (not directories) by glob pattern, hidden and \
-git-ignored ones included, VCS directories excluded, oldest modification first. At most 100 \
-paths; more are saved to a file you can read or grep. Paths inside the working directory are \
-relative to it.";
+pub const DESCRIPTION: &str = "Find files (not directories) by glob, hidden and git-ignored \
+ones included, VCS directories excluded, oldest modification first. At most 100; more are saved \
+to a file you can read or grep. Paths inside the working directory are relative to it.";
 
 /// `glob`'s arguments, as its schema names them.
 #[derive(serde::Deserialize)]

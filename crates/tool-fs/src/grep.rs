@@ -31,17 +31,16 @@ pub const TIMEOUT: Duration = Duration::from_secs(30);
 /// The JSON Schema of `grep`'s arguments.
 pub fn schema() -> Value {
     json!({"type":"object","properties":{
-        "pattern":{"type":"string","description":"Regular expression (ripgrep syntax)."},
-        "path":{"type":"string","description":"File or directory to search (default: the working directory)."},
-        "include":{"type":"string","description":"One glob of files to search, e.g. \"*.{ts,tsx}\"."}},
+        "pattern":{"type":"string"},
+        "path":{"type":"string","description":"File or directory (default: the working directory)."},
+        "include":{"type":"string","description":"One glob, e.g. \"*.{ts,tsx}\"."}},
       "required":["pattern"]})
 }
 
 /// The description sent to the model.
-pub const DESCRIPTION: &str = "Search file contents with a regular expression (ripgrep \
-syntax), respecting .gitignore, skipping hidden and binary files. Matches are grouped by file \
-(sorted by path) as `Line <n>: <text>`. At most 250; more are saved to a file you can read or \
-grep. Narrow with path or include.";
+pub const DESCRIPTION: &str = "Search file contents by regular expression (ripgrep syntax), \
+respecting .gitignore, skipping hidden and binary files. Matches are grouped by file (sorted by \
+path) as `Line <n>: <text>`; at most 250, more are saved to a file you can read or grep.";
 
 /// One file's matches.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -33,17 +33,16 @@ const CHUNK: usize = 64 * 1024;
 /// The JSON Schema of `read`'s arguments.
 pub fn schema() -> Value {
     json!({"type":"object","properties":{
-        "file_path":{"type":"string","description":"The file, absolute or relative to the working directory."},
-        "offset":{"type":"number","description":"1-based line number to start from (default 1)."},
-        "limit":{"type":"number","description":"Lines to return (default and at most 2000)."}},
+        "file_path":{"type":"string","description":"Absolute or relative to the working directory."},
+        "offset":{"type":"number","description":"First line, 1-based (default 1)."},
+        "limit":{"type":"number","description":"Lines (default and at most 2000)."}},
       "required":["file_path"]})
 }
 
 /// The description sent to the model.
-pub const DESCRIPTION: &str = "Read a UTF-8 text file as numbered lines (`<n>: <text>`) in a \
-<content> envelope; the footer says whether the file ended or which offset continues. At most \
-2000 lines per call (page with offset/limit); lines over 2000 characters are cut. A missing \
-path, a directory or a binary file is an `Error:`. Read a file before you write or edit it.";
+pub const DESCRIPTION: &str = "Read a UTF-8 text file as numbered lines (`<n>: <text>`); the \
+footer says whether the file ended or which offset continues. At most 2000 lines per call (page \
+with offset/limit); lines over 2000 characters are cut. Read a file before you write or edit it.";
 
 /// `read` is always parallel-safe.
 pub fn concurrency() -> Concurrency {

@@ -19,8 +19,8 @@ pub fn schema() -> Value {
 
 fn base_schema() -> Value {
     json!({"type":"object","properties":{
-        "file_path":{"type":"string","description":"The file, absolute or relative to the working directory."},
-        "content":{"type":"string","description":"The whole new content (may be empty)."}},
+        "file_path":{"type":"string","description":"Absolute or relative to the working directory."},
+        "content":{"type":"string"}},
       "required":["file_path","content"]})
 }
 
@@ -143,7 +143,7 @@ fn written(path: &Path, existed: bool, bytes: usize, version: String) -> ToolOut
 /// Adds the sandbox escalation arguments (`sandbox_permissions`, `justification`).
 fn with_escalation(mut schema: Value) -> Value {
     if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-        for (name, prop) in dsh_sandbox::escalation_properties() {
+        for (name, prop) in dsh_sandbox::escalation_properties_plain() {
             props.insert(name.to_owned(), prop);
         }
     }

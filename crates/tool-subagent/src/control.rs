@@ -113,7 +113,7 @@ impl InterruptAgentTool {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "agent_id": {"type": "string", "description": "The subagent's id."}
+                    "agent_id": {"type": "string"}
                 },
                 "required": ["agent_id"]
             }),
@@ -181,8 +181,8 @@ impl SendMessageTool {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "agent_id": {"type": "string", "description": "A subagent you started, or the agent that started you."},
-                    "message": {"type": "string", "description": "The message, self-contained."}
+                    "agent_id": {"type": "string"},
+                    "message": {"type": "string", "description": "Self-contained."}
                 },
                 "required": ["agent_id", "message"]
             }),

@@ -17,19 +17,19 @@ use crate::args::{DelegateArgs, Flag, non_empty, parse};
 
 /// Description of `subagent`. Part of the cached prompt prefix: keep it stable.
 pub const SPAWN_DESCRIPTION: &str = "Start an independent subagent with a fresh context for a \
-self-contained task, and wait for its final answer (this call's result).\n\
+self-contained task; its final answer is this call's result.\n\
 \n\
 It knows nothing of this conversation: put all it needs in `prompt` (goal, paths, constraints, \
 what to report). It has your tools and works in this session's working directory (or `cwd`). \
-Several calls in one response run at the same time.";
+Several calls in one response run at once.";
 
 /// Description of `subagent_fork`. Part of the cached prompt prefix: keep it stable.
 pub const FORK_DESCRIPTION: &str = "Start a subagent seeded with this conversation's completed \
-turns (not the current one), and wait for its final answer (this call's result).\n\
+turns (not the current one); its final answer is this call's result.\n\
 \n\
 It knows what was said and done before this turn, so `prompt` only needs the new task. It has \
 your tools and works in this session's working directory (or `cwd`). Several calls in one \
-response run at the same time.";
+response run at once.";
 
 /// Description of `subagent` in `continuable` mode. Part of the cached prompt prefix.
 pub const SPAWN_CONTINUABLE_DESCRIPTION: &str = "Start an independent subagent with a fresh \
@@ -77,9 +77,9 @@ fn parameters_for(background: bool, mode: BackgroundMode) -> Value {
     let mut schema = json!({
         "type": "object",
         "properties": {
-            "cwd": {"type": "string", "description": "Its working directory (default: this session's)."},
+            "cwd": {"type": "string"},
             "description": {"type": "string", "description": "A 3-5 word label for the task."},
-            "prompt": {"type": "string", "description": "The task for the subagent."}
+            "prompt": {"type": "string"}
         },
         "required": ["description", "prompt"]
     });
@@ -87,7 +87,7 @@ fn parameters_for(background: bool, mode: BackgroundMode) -> Value {
         schema["properties"]["run_in_background"] = match mode {
             BackgroundMode::OneShot => json!({
                 "type": "boolean",
-                "description": "Run as a background job, returning its id at once (default false); get the result with job_output."
+                "description": "Run as a job: its id now, the result by job_output (default false)."
             }),
             BackgroundMode::Continuable => json!({
                 "type": "boolean",

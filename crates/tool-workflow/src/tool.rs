@@ -91,7 +91,9 @@ fn parameters(background: bool) -> Value {
                         "type": "array",
                         "items": {
                             "type": "object",
-                            "properties": {"title": s, "detail": s, "provider": s, "model": s},
+                            // `provider` and `model` (the original's) are accepted and
+                            // ignored (every child runs on the caller's route): not declared.
+                            "properties": {"title": s, "detail": s},
                             "required": ["title"]
                         }
                     }
