@@ -15,11 +15,11 @@ use serde_json::Value;
 
 use crate::support::{Env, log_text, replace_log, session_files, stalled_text};
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+pub(crate) const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 /// The playwright-core install directory, or `None` (the reason printed) when the browser or
 /// the package cannot be installed here.
-fn browser_setup() -> Option<PathBuf> {
+pub(crate) fn browser_setup() -> Option<PathBuf> {
     let root = PathBuf::from(ROOT);
     let status = Command::new(root.join("scripts/browser-setup"))
         .status()
@@ -172,7 +172,7 @@ fn rewrite(
 }
 
 /// A running `dsh web`; killed on drop.
-struct Served(Child);
+pub(crate) struct Served(pub(crate) Child);
 
 impl Drop for Served {
     fn drop(&mut self) {
@@ -382,8 +382,10 @@ fn dsh_web_in_a_real_browser() {
             .to_owned()
     };
     println!(
-        "dsh web, a {LONG_TURNS}-turn stored session on loopback: first contentful paint {} ms; \
-         its first event at {} ms, the replay's end (snapshot) at {} ms, its last page drawn at {} ms",
+        "dsh web, a {LONG_TURNS}-turn stored session on loopback (medians of {} loads): first \
+         contentful paint {} ms; its first event at {} ms, the tail's end (snapshot) at {} ms, \
+         its last 50 turns drawn at {} ms",
+        result["longSession"]["loads"],
         figure("fcpMs"),
         figure("firstEventMs"),
         figure("replayedMs"),

@@ -90,21 +90,32 @@ try {
   check(r.status() === 401, 'the login link works once');
   // ---- a 1,000-turn stored session opens on its last page ----
   {
-    const lp = await ctx.newPage();
-    lp.setDefaultTimeout(60000);
-    lp.on('pageerror', (e) => errors.push(String(e)));
-    await lp.goto(`${BASE}/#/s/${encodeURIComponent(LONG)}`);
-    await lp.locator('#earlier:not([hidden])').waitFor();
-    const perf = await lp.evaluate(() => ({
-      fcp: performance.getEntriesByName('first-contentful-paint')[0]?.startTime,
-      firstEvent: performance.getEntriesByName('dsh-first-event')[0]?.startTime,
-      replayed: performance.getEntriesByName('dsh-replayed')[0]?.startTime,
-      transcript: performance.getEntriesByName('dsh-transcript')[0]?.startTime,
-    }));
-    const ms = (x) => (x === undefined ? 'none' : x.toFixed(1));
+    // Its figures are medians of several loads (DSH_WEB_LOADS, default 3); the last one stays
+    // open for the checks.
+    const loads = Number(process.env.DSH_WEB_LOADS || 3);
+    const runs = [];
+    let lp = null;
+    for (let i = 0; i < loads; i++) {
+      await lp?.close();
+      lp = await ctx.newPage();
+      lp.setDefaultTimeout(60000);
+      lp.on('pageerror', (e) => errors.push(String(e)));
+      await lp.goto(`${BASE}/#/s/${encodeURIComponent(LONG)}`);
+      await lp.locator('#earlier:not([hidden])').waitFor();
+      runs.push(await lp.evaluate(() => ({
+        fcp: performance.getEntriesByName('first-contentful-paint')[0]?.startTime,
+        firstEvent: performance.getEntriesByName('dsh-first-event')[0]?.startTime,
+        replayed: performance.getEntriesByName('dsh-replayed')[0]?.startTime,
+        transcript: performance.getEntriesByName('dsh-transcript')[0]?.startTime,
+      })));
+    }
+    const median = (k) => {
+      const xs = runs.map((r) => r[k]).filter((x) => x !== undefined).sort((a, b) => a - b);
+      return xs.length ? xs[Math.floor(xs.length / 2)].toFixed(1) : 'none';
+    };
     result.longSession = {
-      turns: LONG_TURNS, fcpMs: ms(perf.fcp), firstEventMs: ms(perf.firstEvent),
-      replayedMs: ms(perf.replayed), transcriptMs: ms(perf.transcript),
+      turns: LONG_TURNS, loads, fcpMs: median('fcp'), firstEventMs: median('firstEvent'),
+      replayedMs: median('replayed'), transcriptMs: median('transcript'),
     };
     console.error(`long session: ${JSON.stringify(result.longSession)}`);
     const users = () => lp.locator('#log .msg.user').count();
