@@ -316,7 +316,7 @@ pub(crate) fn sync_dir(dir: &Path) {
 
 /// Writes `bytes` to a temporary file in `dir`, fsyncs it, and links it to `name` without
 /// overwriting (format §1.6). A failed link means another writer won: `Locked`.
-fn publish(dir: &Path, name: &str, bytes: &[u8], id: &str) -> Result<File, StoreError> {
+fn publish(dir: &Path, name: &str, parts: &[&[u8]], id: &str) -> Result<File, StoreError> {
     let tmp = dir.join(format!(
         ".{name}.tmp-{}-{}",
         std::process::id(),
@@ -328,7 +328,9 @@ fn publish(dir: &Path, name: &str, bytes: &[u8], id: &str) -> Result<File, Store
             .create_new(true)
             .open(&tmp)
             .map_err(|e| io("creating", &tmp, e))?;
-        f.write_all(bytes).map_err(|e| io("writing", &tmp, e))?;
+        for bytes in parts {
+            f.write_all(bytes).map_err(|e| io("writing", &tmp, e))?;
+        }
         f.sync_all().map_err(|e| io("syncing", &tmp, e))?;
         let target = dir.join(name);
         match fs::hard_link(&tmp, &target) {
@@ -405,14 +407,19 @@ impl Writer {
         drop(batch);
         self.len += n;
         self.unsynced = !sync;
+        self.release_buffer();
+        self.recovered.clear();
+        Ok(())
+    }
+
+    /// Empties the written batch's buffer; a large one's memory goes back (it does not stay
+    /// resident for the rest of the session).
+    fn release_buffer(&mut self) {
         if self.buffer.capacity() > BUFFER_KEEP {
-            // A large batch does not stay resident for the rest of the session.
             self.buffer = Vec::new();
         } else {
             self.buffer.clear();
         }
-        self.recovered.clear();
-        Ok(())
     }
 
     /// Whether a large line can go straight to the published file (nothing deferred to the
@@ -492,32 +499,50 @@ impl Writer {
             let mut plain = self.header.to_json_line().into_bytes();
             plain.push(b'\n');
             let header_len = plain.len();
-            let mut bytes = plain;
             if let Some((events, v3, len, mtime)) = &self.successor {
                 let meta = fs::metadata(v3).map_err(|e| io("inspecting", v3, e))?;
                 if meta.len() != *len || meta.modified().ok() != *mtime {
                     return Err(StoreError::SourceChanged { path: v3.clone() });
                 }
-                bytes.extend_from_slice(events);
-                let check = decode_jsonl(&bytes, VERSION, "v4 successor", &self.header.id)?;
+                plain.extend_from_slice(events);
+                let check = decode_jsonl(&plain, VERSION, "v4 successor", &self.header.id)?;
                 if check.torn {
                     return Err(StoreError::SuccessorUnverified { path: v3.clone() });
                 }
+                // The successor's events and the batch are one frame: joined (a one-off).
+                plain.extend_from_slice(&self.buffer);
             }
-            bytes.extend_from_slice(&self.buffer);
-            if self.zstd {
+            let batch: &[u8] = if self.successor.is_some() {
+                &[]
+            } else {
+                &self.buffer
+            };
+            // The pending batch is written from its own buffer, never copied behind the header
+            // (a first turn with a long answer is a megabyte).
+            let file_bytes = if self.zstd {
                 // Frame 1 is exactly the header line; the rest is the first batch's frame.
                 let mut framed = Vec::new();
-                crate::zstd::encode_frame(&bytes[..header_len], &mut framed);
-                if bytes.len() > header_len {
-                    crate::zstd::encode_frame(&bytes[header_len..], &mut framed);
+                crate::zstd::encode_frame(&plain[..header_len], &mut framed);
+                for rest in [&plain[header_len..], batch] {
+                    if !rest.is_empty() {
+                        crate::zstd::encode_frame(rest, &mut framed);
+                    }
                 }
-                bytes = framed;
-            }
-            let file = publish(&self.dir, &self.file_name(), &bytes, &self.header.id)?;
-            self.len = bytes.len() as u64;
+                publish(&self.dir, &self.file_name(), &[&framed], &self.header.id)
+                    .map(|f| (f, framed.len()))
+            } else {
+                publish(
+                    &self.dir,
+                    &self.file_name(),
+                    &[&plain, batch],
+                    &self.header.id,
+                )
+                .map(|f| (f, plain.len() + batch.len()))
+            };
+            let (file, written) = file_bytes?;
+            self.len = written as u64;
             self.file = Some(file);
-            self.buffer.clear();
+            self.release_buffer();
             self.successor = None;
             return Ok(());
         }

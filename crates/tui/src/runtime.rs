@@ -312,7 +312,13 @@ impl Runtime {
         }
         let n = self.app.inserts.len().min(max_lines);
         if n > 0 {
-            let lines: Vec<_> = self.app.inserts.drain(..n).collect();
+            // All of them: the queue itself goes too (a long answer's lines would otherwise keep
+            // their capacity, ~80 bytes a line, for the rest of the session).
+            let lines: Vec<_> = if n == self.app.inserts.len() {
+                std::mem::take(&mut self.app.inserts)
+            } else {
+                self.app.inserts.drain(..n).collect()
+            };
             term::insert(terminal, lines)?;
         }
         terminal

@@ -174,18 +174,28 @@ pub fn reenter_after_panic(term: &mut Term) -> Result<bool, TuiError> {
     Ok(true)
 }
 
-/// Inserts lines above the viewport, into the scrollback, in bounded chunks.
+/// Inserts lines above the viewport, into the scrollback, a screenful at a time.
+///
+/// ratatui renders each call's lines into a temporary buffer of 48-byte cells (`height ×
+/// width`) before drawing them, and draws at most a screenful per step anyway: a chunk of one
+/// screen keeps that buffer at ~230 KB on a 120×40 terminal. Chunks of 500 lines made it 2.9 MB,
+/// a transient that set the peak RSS of a session showing a long answer (dsh-bench's
+/// 10,000-line transcript).
 pub fn insert(term: &mut Term, lines: Vec<Line<'static>>) -> Result<(), TuiError> {
-    let mut rest = lines;
-    while !rest.is_empty() {
-        let n = rest.len().min(500);
-        let chunk: Vec<Line<'static>> = rest.drain(..n).collect();
-        term.insert_before(n as u16, |buf| {
+    let screen = term.size().map_or(24, |s| usize::from(s.height));
+    let per_chunk = screen.clamp(8, 500);
+    let mut rest = lines.into_iter();
+    loop {
+        let chunk: Vec<Line<'static>> = rest.by_ref().take(per_chunk).collect();
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        let n = u16::try_from(chunk.len()).unwrap_or(u16::MAX);
+        term.insert_before(n, |buf| {
             Paragraph::new(chunk).render(buf.area, buf);
         })
         .map_err(TuiError::Terminal)?;
     }
-    Ok(())
 }
 
 /// Ctrl-Z: restores the terminal, stops the process (SIGTSTP) and, once continued, reopens the
