@@ -152,7 +152,17 @@ fn a_prompt_through_the_other_server(test: &str, a_args: &[&str], b_args: &[&str
     runtime().block_on(async {
         let (ra, rb) = (remote(&a), remote(&b));
         let s = created(&*ra, &cwd, SessionSettings::default()).await;
-        let start = rb.session(&s.id).await.unwrap().last_seq;
+        // B shows and lists it as another host's open session (idle), not as ended.
+        let shown = rb.session(&s.id).await.unwrap();
+        assert_eq!(shown.state, SessionState::Idle);
+        let listed = rb.sessions(Default::default()).await.unwrap();
+        assert!(
+            listed
+                .iter()
+                .any(|l| l.id == s.id && l.state == SessionState::Idle),
+            "{listed:?}"
+        );
+        let start = shown.last_seq;
         let mut on_a = ra.subscribe(&s.id, start).await.unwrap();
         let mut on_b = rb.subscribe(&s.id, start).await.unwrap();
         // B says the session is another host's (idle), not ended.
