@@ -360,9 +360,19 @@ async fn slot(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) -> anyhow::Result<
         match result {
             Ok(Some(result)) => {
                 if !ctx.fleet.finish(&claim, &result).await? {
+                    // Said with the attempt's own error: a writer that was paused or cut off
+                    // past its lease names the refusal (SESSION_LEASE_LOST) there.
                     tracing::warn!(
                         task = claim.id,
-                        "the claim was taken over before the result was recorded"
+                        attempt = claim.attempt,
+                        "the claim was taken over by another worker; this attempt's result is \
+                         not recorded{}",
+                        result
+                            .outcome
+                            .error
+                            .as_deref()
+                            .map(|e| format!(" (dsh exec: {e})"))
+                            .unwrap_or_default()
                     );
                 }
             }

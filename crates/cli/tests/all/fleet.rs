@@ -2,47 +2,12 @@
 //! against the test cluster (`scripts/postgres-setup`; skipped with the reason without it,
 //! failing under `CI=true`) and the testkit mock.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-use dsh_test_harness::postgres::cluster;
 use dsh_testkit::Completion;
-use serde_json::Value;
 
+use crate::pg::*;
 use crate::support::*;
 
 const WORDS: [&str; 3] = ["zebra", "quokka", "narwhal"];
-
-fn ok(out: &Output) {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        stderr(out)
-    );
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .output()
-        .unwrap();
-    ok(&out);
-}
-
-/// A repository with one commit.
-fn repo() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    git(dir.path(), &["init", "-q", "-b", "main"]);
-    std::fs::write(dir.path().join("README"), "a repo\n").unwrap();
-    git(dir.path(), &["add", "README"]);
-    git(dir.path(), &["commit", "-q", "-m", "first"]);
-    dir
-}
 
 /// The model: for a prompt `make WORD`, a bash call that writes `WORD.txt`, then (once the
 /// tool's result is in the request) a final text naming the word.
@@ -70,11 +35,11 @@ fn model(env: &Env) {
 
 #[test]
 fn two_workers_run_every_task_once_and_results_show_outcome_and_diff() {
-    let Some(c) = cluster("two_workers_run_every_task_once_and_results_show_outcome_and_diff")
+    let Some((c, url)) =
+        database("two_workers_run_every_task_once_and_results_show_outcome_and_diff")
     else {
         return;
     };
-    let url = c.fresh_database();
     let env = Env::new();
     model(&env);
     let repo = repo();
@@ -178,12 +143,11 @@ fn two_workers_run_every_task_once_and_results_show_outcome_and_diff() {
 
 #[test]
 fn a_bad_task_line_is_refused_naming_line_and_field_and_nothing_is_submitted() {
-    let Some(c) =
-        cluster("a_bad_task_line_is_refused_naming_line_and_field_and_nothing_is_submitted")
+    let Some((_c, url)) =
+        database("a_bad_task_line_is_refused_naming_line_and_field_and_nothing_is_submitted")
     else {
         return;
     };
-    let url = c.fresh_database();
     let env = Env::new();
     let file = env.work.path().join("tasks.jsonl");
     std::fs::write(
@@ -218,67 +182,11 @@ fn a_bad_task_line_is_refused_naming_line_and_field_and_nothing_is_submitted() {
     );
 }
 
-fn submit(env: &Env, url: &str, words: &[&str], repo: &Path) {
-    let tasks: String = words
-        .iter()
-        .map(|w| {
-            let line = serde_json::json!({"prompt": format!("make {w}"), "repo": repo.display().to_string()});
-            format!("{line}\n")
-        })
-        .collect();
-    let file = env.work.path().join("tasks.jsonl");
-    std::fs::write(&file, tasks).unwrap();
-    let out = env
-        .dsh()
-        .args(["tasks", "submit", "--store", url])
-        .arg(&file)
-        .output()
-        .unwrap();
-    ok(&out);
-}
-
-fn spawn_worker(env: &Env, url: &str, extra: &[&str]) -> std::process::Child {
-    env.dsh()
-        .env("DSH_STORE", url)
-        .args(["worker", "--concurrency", "1", "--workdir"])
-        .arg(env.home.path().join("workspaces"))
-        .args(extra)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// `dsh tasks status --json`: one JSON object.
-fn status(env: &Env, url: &str) -> Value {
-    serde_json::from_str(tasks_json(env, url, "status").trim()).unwrap()
-}
-
-/// `dsh tasks results --json`: one JSON object per task.
-fn results(env: &Env, url: &str) -> Vec<Value> {
-    tasks_json(env, url, "results")
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// The stdout of `dsh tasks WHAT --json --store URL`, which must succeed.
-fn tasks_json(env: &Env, url: &str, what: &str) -> String {
-    let out = env
-        .dsh()
-        .args(["tasks", what, "--json", "--store", url])
-        .output()
-        .unwrap();
-    ok(&out);
-    stdout(&out)
-}
-
 #[test]
 fn sigterm_finishes_the_running_task_and_claims_no_more() {
-    let Some(c) = cluster("sigterm_finishes_the_running_task_and_claims_no_more") else {
+    let Some((_c, url)) = database("sigterm_finishes_the_running_task_and_claims_no_more") else {
         return;
     };
-    let url = c.fresh_database();
     let env = Env::new();
     let repo = repo();
     submit(&env, &url, &["zebra", "quokka"], repo.path());
@@ -307,24 +215,12 @@ fn sigterm_finishes_the_running_task_and_claims_no_more() {
     assert_eq!(env.server().request_count(), 1);
 }
 
-/// Live processes (not zombies) with `arg` among their arguments.
-fn running_with_arg(arg: &str) -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter(|e| {
-            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
-        })
-        .count()
-}
-
 #[test]
 fn a_killed_workers_task_is_taken_over_and_its_session_resumed() {
-    let Some(c) = cluster("a_killed_workers_task_is_taken_over_and_its_session_resumed") else {
+    let Some((c, url)) = database("a_killed_workers_task_is_taken_over_and_its_session_resumed")
+    else {
         return;
     };
-    let url = c.fresh_database();
     let env = Env::new();
     let repo = repo();
     submit(&env, &url, &["zebra"], repo.path());
@@ -448,44 +344,11 @@ fn a_killed_workers_task_is_taken_over_and_its_session_resumed() {
 }
 
 #[test]
-fn a_worker_reconnects_when_the_database_restarts_mid_task() {
-    let Some(private) = dsh_test_harness::postgres::PrivateCluster::start(
-        "a_worker_reconnects_when_the_database_restarts_mid_task",
-    ) else {
-        return;
-    };
-    let c = &private.cluster;
-    let url = c.fresh_database();
-    let env = Env::new();
-    let repo = repo();
-    submit(&env, &url, &["zebra"], repo.path());
-    let gate = dsh_testkit::Gate::new();
-    env.server().push(
-        Completion::new()
-            .text("made zebra")
-            .reply()
-            .gate_head(&gate),
-    );
-    let worker = spawn_worker(&env, &url, &["--drain"]);
-    env.server()
-        .wait_for_requests_blocking(1, std::time::Duration::from_secs(60))
-        .expect("the task's request arrived");
-    // Every connection (the worker's queue connection and its dsh exec's store) is cut.
-    c.restart();
-    gate.open();
-    let out = worker.wait_with_output().unwrap();
-    ok(&out);
-    let s = status(&env, &url);
-    assert_eq!(s["tasks"][0]["state"], "done", "{s}");
-    assert_eq!(s["tasks"][0]["attempts"], 1, "{s}");
-}
-
-#[test]
 fn a_task_past_its_time_limit_is_stopped_and_recorded_failed() {
-    let Some(c) = cluster("a_task_past_its_time_limit_is_stopped_and_recorded_failed") else {
+    let Some((_c, url)) = database("a_task_past_its_time_limit_is_stopped_and_recorded_failed")
+    else {
         return;
     };
-    let url = c.fresh_database();
     let env = Env::new();
     let repo = repo();
     let line = serde_json::json!({

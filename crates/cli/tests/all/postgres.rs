@@ -1,30 +1,11 @@
 //! `dsh exec --store postgres://…` and `dsh sessions export | import` against the test cluster
 //! (`scripts/postgres-setup`; skipped with the reason without it, failing under `CI=true`).
 
-use std::time::Duration;
-
-use dsh_test_harness::postgres::{TestCluster, cluster};
+use dsh_test_harness::postgres::TestCluster;
 use dsh_testkit::{Completion, Gate};
 
+use crate::pg::*;
 use crate::support::*;
-
-const WAIT: Duration = Duration::from_secs(30);
-
-fn database(test: &str) -> Option<(TestCluster, String)> {
-    let c = cluster(test)?;
-    let url = c.fresh_database();
-    Some((c, url))
-}
-
-fn ok(out: &std::process::Output) {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        stderr(out)
-    );
-}
 
 #[test]
 fn exec_with_a_postgres_store_keeps_the_session_there_and_export_moves_it() {
