@@ -207,6 +207,60 @@ impl StatRow {
     }
 }
 
+/// What a session's writing process last said of it (the catalog's live table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LiveState {
+    /// A turn runs.
+    Working,
+    /// Open in a process, no turn running.
+    Idle,
+    /// Its process closed it.
+    Ended,
+    /// Its process is gone without closing it (killed, crashed): on this host, no process has
+    /// its pid any more.
+    Gone,
+}
+
+impl LiveState {
+    /// The stable name (`working`, `idle`, `ended`, `gone`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LiveState::Working => "working",
+            LiveState::Idle => "idle",
+            LiveState::Ended => "ended",
+            LiveState::Gone => "gone",
+        }
+    }
+
+    /// Whether a process holds the session open (working or idle).
+    pub fn is_live(self) -> bool {
+        matches!(self, LiveState::Working | LiveState::Idle)
+    }
+}
+
+/// A session as its writing process last reported it: which process holds it and what it does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveSession {
+    /// Session id.
+    pub id: String,
+    /// The writing process.
+    pub pid: u32,
+    /// The host of that process.
+    pub host: String,
+    /// The session's working directory.
+    pub cwd: String,
+    /// When the process opened it, epoch ms.
+    pub started_ms: i64,
+    /// The last report, epoch ms.
+    pub updated_ms: i64,
+    /// The current (or last) turn.
+    pub turn: u64,
+    /// What it is doing.
+    pub state: LiveState,
+}
+
 /// A failed catalog operation.
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
@@ -236,6 +290,11 @@ pub trait Catalog: Send + Sync + 'static {
     fn stats(&self, by: GroupBy, filter: &Filter) -> Result<Vec<StatRow>, CatalogError>;
     /// Forgets a session (its log was deleted). Deleting an unknown id is not an error.
     fn delete(&self, id: &str) -> Result<(), CatalogError>;
+    /// The sessions processes reported open recently (working, idle, ended, gone), most
+    /// recently updated first. A catalog without live state lists none.
+    fn live(&self) -> Result<Vec<LiveSession>, CatalogError> {
+        Ok(Vec::new())
+    }
 }
 
 impl dsh_kernel::Service for dyn Catalog {

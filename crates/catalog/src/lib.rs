@@ -14,18 +14,21 @@
 
 pub mod error;
 mod index;
+pub mod live;
 mod pack;
 pub mod plugin;
 mod query;
 pub mod schema;
 mod store;
 mod text;
+pub mod walk;
 
 pub use error::Error;
 pub use index::{Indexed, Pricer, Stamp, project_root};
+pub use live::{LiveTable, Report, live_path};
 pub use pack::UnpackError;
 pub use plugin::{CatalogConfig, CatalogPlugin};
-pub use query::DEFAULT_SEARCH_LIMIT;
+pub use query::{DEFAULT_SEARCH_LIMIT, RANK_BUDGET};
 pub use store::{
     DEFAULT_BUDGET, Location, Progress, Reconciled, SqliteCatalog, default_log_root, default_path,
 };

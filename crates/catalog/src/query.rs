@@ -1,6 +1,6 @@
 //! Queries: list, get, full-text search and stats, each under the catalog's time budget.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dsh_catalog_api::{
     Catalog, CatalogError, Filter, GroupBy, Hit, SearchQuery, SessionRow, StatRow,
@@ -13,6 +13,10 @@ use crate::index::{day, kind_of, project_root};
 use crate::schema::SEQ_BITS;
 use crate::store::SqliteCatalog;
 use crate::text;
+
+/// How long ranking every match of a search may take before the newest matches are ranked
+/// instead (see [`SqliteCatalog::search`]).
+pub const RANK_BUDGET: Duration = Duration::from_millis(40);
 
 /// Hits returned when the filter sets no limit.
 pub const DEFAULT_SEARCH_LIMIT: u32 = 20;
@@ -107,8 +111,17 @@ impl SqliteCatalog {
     /// Runs `f` with the connection under the query budget: SQLite is interrupted when the
     /// budget is spent ([`Error::Timeout`]).
     fn budgeted<T>(&self, f: impl FnOnce(&Connection) -> Result<T, Error>) -> Result<T, Error> {
+        self.within(self.budget, f)
+    }
+
+    /// [`Self::budgeted`] with another budget.
+    fn within<T>(
+        &self,
+        budget: Duration,
+        f: impl FnOnce(&Connection) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         let mut conn = self.conn.lock();
-        let deadline = Instant::now() + self.budget;
+        let deadline = Instant::now() + budget;
         conn.progress_handler(1_000, Some(move || Instant::now() > deadline))?;
         let out = f(&conn);
         let _ = conn.progress_handler(0, None::<fn() -> bool>);
@@ -117,7 +130,7 @@ impl SqliteCatalog {
                 if e.code == rusqlite::ErrorCode::OperationInterrupted =>
             {
                 Err(Error::Timeout {
-                    budget_ms: u64::try_from(self.budget.as_millis()).unwrap_or(u64::MAX),
+                    budget_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
                 })
             }
             other => other,
@@ -154,43 +167,66 @@ impl SqliteCatalog {
 
     /// Full-text hits, best first. The query's syntax is never an error (see
     /// [`text::fts_query`]); a query with nothing searchable finds nothing.
+    ///
+    /// Ranking reads every match: a query of words found in most documents (hundreds of
+    /// thousands) takes hundreds of milliseconds. When ranking runs past [`RANK_BUDGET`]
+    /// ([`SqliteCatalog::with_rank_budget`]), the matches of the most recently catalogued
+    /// sessions are taken instead (the index walked from its last rows, stopping at the limit)
+    /// and ranked among themselves.
     pub fn search(&self, query: &SearchQuery) -> Result<Vec<Hit>, Error> {
         let Some(expr) = text::fts_query(&query.text) else {
             return Ok(Vec::new());
         };
         let mut params = vec![Value::Text(expr)];
-        let sql = format!(
-            "SELECT s.id, s.title, s.cwd, s.updated_ms, t.turn, t.kind, docs.rowid, \
-             snippet(docs, 0, char(2), char(3), '…', 16), docs.rank \
-             FROM docs JOIN sessions s ON s.sid = (docs.rowid >> {SEQ_BITS}) \
-             JOIN docs_text t ON t.id = docs.rowid \
-             WHERE docs MATCH ?{} ORDER BY docs.rank{}",
-            conditions(&query.filter, false, &mut params),
-            limit(&query.filter, Some(DEFAULT_SEARCH_LIMIT))
+        let conds = conditions(&query.filter, false, &mut params);
+        let limit = limit(&query.filter, Some(DEFAULT_SEARCH_LIMIT));
+        let sql = |order: &str| {
+            format!(
+                "SELECT s.id, s.title, s.cwd, s.updated_ms, t.turn, t.kind, docs.rowid, \
+                 snippet(docs, 0, char(2), char(3), '…', 16), docs.rank \
+                 FROM docs JOIN sessions s ON s.sid = (docs.rowid >> {SEQ_BITS}) \
+                 JOIN docs_text t ON t.id = docs.rowid \
+                 WHERE docs MATCH ?{conds} ORDER BY {order}{limit}"
+            )
+        };
+        let run = |sql: String, params: Vec<Value>| {
+            move |conn: &Connection| -> Result<Vec<Hit>, Error> {
+                let mut stmt = conn.prepare_cached(&sql)?;
+                let rows = stmt.query_map(params_from_iter(params), |r| {
+                    let kind: i64 = r.get(5)?;
+                    let rowid: i64 = r.get(6)?;
+                    let raw: String = r.get(7)?;
+                    let rank: f64 = r.get(8)?;
+                    let (snippet, highlights) = text::clean_snippet(&raw);
+                    Ok(Hit {
+                        session_id: r.get(0)?,
+                        title: r.get(1)?,
+                        cwd: r.get(2)?,
+                        updated_ms: r.get(3)?,
+                        turn: u(r.get(4)?),
+                        seq: u(rowid & ((1i64 << SEQ_BITS) - 1)),
+                        kind: kind_of(kind),
+                        snippet,
+                        highlights,
+                        score: -rank,
+                    })
+                })?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            }
+        };
+        let ranked = self.within(
+            self.rank_budget.min(self.budget),
+            run(sql("docs.rank"), params.clone()),
         );
-        self.budgeted(|conn| {
-            let mut stmt = conn.prepare_cached(&sql)?;
-            let rows = stmt.query_map(params_from_iter(params), |r| {
-                let kind: i64 = r.get(5)?;
-                let rowid: i64 = r.get(6)?;
-                let raw: String = r.get(7)?;
-                let rank: f64 = r.get(8)?;
-                let (snippet, highlights) = text::clean_snippet(&raw);
-                Ok(Hit {
-                    session_id: r.get(0)?,
-                    title: r.get(1)?,
-                    cwd: r.get(2)?,
-                    updated_ms: r.get(3)?,
-                    turn: u(r.get(4)?),
-                    seq: u(rowid & ((1i64 << SEQ_BITS) - 1)),
-                    kind: kind_of(kind),
-                    snippet,
-                    highlights,
-                    score: -rank,
-                })
-            })?;
-            Ok(rows.collect::<Result<_, _>>()?)
-        })
+        match ranked {
+            Err(Error::Timeout { .. }) if self.budget > self.rank_budget => {
+                tracing::debug!(query = %query.text, "ranking every match ran long: the newest matches");
+                let mut hits = self.budgeted(run(sql("docs.rowid DESC"), params))?;
+                hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+                Ok(hits)
+            }
+            other => other,
+        }
     }
 
     /// Usage grouped by day (newest first), model or project (most tokens first).
@@ -261,5 +297,9 @@ impl Catalog for SqliteCatalog {
 
     fn delete(&self, id: &str) -> Result<(), CatalogError> {
         Ok(SqliteCatalog::delete(self, id)?)
+    }
+
+    fn live(&self) -> Result<Vec<dsh_catalog_api::LiveSession>, CatalogError> {
+        Ok(SqliteCatalog::live(self)?)
     }
 }

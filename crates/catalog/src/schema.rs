@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::config::DbConfig;
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::Error;
 
@@ -171,6 +171,17 @@ pub(crate) fn open_memory() -> Result<Connection, Error> {
 fn migrate(mut conn: Connection) -> Result<Connection, Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version == SCHEMA_VERSION {
+        // The scan's tables came after version 4's first files (no rebuild for them).
+        let has: Option<String> = conn
+            .query_row(
+                "SELECT name FROM sqlite_master WHERE name = 'meta'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if has.is_none() {
+            conn.execute_batch(crate::walk::DDL)?;
+        }
         return Ok(conn);
     }
     if version != 0 {
@@ -183,6 +194,7 @@ fn migrate(mut conn: Connection) -> Result<Connection, Error> {
     let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version == 0 {
         tx.execute_batch(DDL)?;
+        tx.execute_batch(crate::walk::DDL)?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
     tx.commit()?;

@@ -14,6 +14,8 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use crate::error::Error;
 use crate::index::{Indexed, Pricer, Stamp, index_batch};
 use crate::schema::{self, SEQ_BITS};
+use crate::walk::{self, Found};
+use dsh_catalog_api::LiveState;
 
 /// How long a reconciliation keeps one write transaction open (other processes' writes
 /// wait for it, up to the busy timeout).
@@ -43,7 +45,8 @@ pub struct Progress {
 /// What a reconciliation did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reconciled {
-    /// Logs on disk.
+    /// Logs looked at: every log on disk (a full sweep or a listing), or those where a change
+    /// can be (an incremental pass, see [`crate::walk`]).
     pub logs: usize,
     /// Logs read again (new or changed since they were indexed).
     pub read: usize,
@@ -64,8 +67,12 @@ pub struct SqliteCatalog {
     location: Location,
     pub(crate) pricer: Option<Pricer>,
     pub(crate) budget: Duration,
+    pub(crate) rank_budget: Duration,
     reset: AtomicBool,
     log_root: Option<PathBuf>,
+    /// The live table's file (`catalog-live.sqlite` next to a catalog file).
+    live: Option<PathBuf>,
+    sweep_every: Duration,
 }
 
 impl std::fmt::Debug for SqliteCatalog {
@@ -101,13 +108,20 @@ fn dsh_home() -> PathBuf {
 
 impl SqliteCatalog {
     fn with(conn: Connection, location: Location, reset: bool) -> Self {
+        let live = match &location {
+            Location::File(path) => Some(crate::live::live_path(path)),
+            Location::Memory => None,
+        };
         SqliteCatalog {
             conn: Mutex::new(conn),
             location,
             pricer: None,
             budget: DEFAULT_BUDGET,
+            rank_budget: crate::query::RANK_BUDGET,
             reset: AtomicBool::new(reset),
             log_root: None,
+            live,
+            sweep_every: walk::SWEEP_EVERY,
         }
     }
 
@@ -153,9 +167,23 @@ impl SqliteCatalog {
         self
     }
 
+    /// The longest time between two full sweeps of the log root (default
+    /// [`walk::SWEEP_EVERY`]; zero: every reconciliation sweeps). See [`crate::walk`].
+    pub fn with_sweep_every(mut self, every: Duration) -> Self {
+        self.sweep_every = every;
+        self
+    }
+
     /// The time budget of one query (default [`DEFAULT_BUDGET`]).
     pub fn with_budget(mut self, budget: Duration) -> Self {
         self.budget = budget;
+        self
+    }
+
+    /// How long a search may rank every match before it ranks the matches of the most
+    /// recently catalogued sessions only (default [`crate::RANK_BUDGET`]).
+    pub fn with_rank_budget(mut self, budget: Duration) -> Self {
+        self.rank_budget = budget;
         self
     }
 
@@ -185,6 +213,24 @@ impl SqliteCatalog {
         *conn = fresh;
         self.reset.store(true, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// What the writing processes last reported of their sessions (the live table next to the
+    /// catalog file; none for a catalog in memory or a home where no process reported yet).
+    /// A live table that cannot be read (a read-only home) lists nothing.
+    pub fn live(&self) -> Result<Vec<dsh_catalog_api::LiveSession>, Error> {
+        let Some(path) = &self.live else {
+            return Ok(Vec::new());
+        };
+        match crate::live::LiveTable::open_existing(path) {
+            Ok(Some(t)) => t.list(),
+            Ok(None) => Ok(Vec::new()),
+            Err(e) if e.is_read_only() => {
+                tracing::info!(path = %path.display(), "the live table cannot be read: {e}");
+                Ok(Vec::new())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Whether no session is catalogued.
@@ -247,26 +293,70 @@ impl SqliteCatalog {
         persistence: &dyn SessionPersistence,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Reconciled, Error> {
-        let logs = match self.log_root.as_deref().and_then(walk) {
-            Some(found) => found,
-            None => persistence.list()?,
+        // What the writing processes reported: where an incremental scan looks.
+        let live: Vec<(String, bool, i64)> = match self.log_root {
+            Some(_) => self
+                .live()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|l| (l.id, l.state != LiveState::Ended, l.updated_ms))
+                .collect(),
+            None => Vec::new(),
         };
+        let started_ms = dsh_session::now_ms();
+        let scanned = match self.log_root.as_deref() {
+            Some(root) => walk::scan(&self.conn.lock(), root, &live, self.sweep_every)?,
+            None => None,
+        };
+        let scanned_root = scanned.is_some();
+        let found = match scanned {
+            Some(f) => f,
+            None => Found {
+                logs: persistence.list()?,
+                full: true,
+                gone: Vec::new(),
+                dirs: Vec::new(),
+                reset_dirs: false,
+            },
+        };
+        let logs = &found.logs;
         let known: HashMap<String, KnownLog> = {
             let conn = self.conn.lock();
-            let mut stmt = conn.prepare("SELECT id, path, file_len, file_mtime FROM sessions")?;
-            let rows =
-                stmt.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))?;
-            rows.collect::<Result<_, _>>()?
+            if found.full {
+                let mut stmt =
+                    conn.prepare_cached("SELECT id, path, file_len, file_mtime FROM sessions")?;
+                let rows =
+                    stmt.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))?;
+                rows.collect::<Result<_, _>>()?
+            } else {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT path, file_len, file_mtime FROM sessions WHERE id = ?1",
+                )?;
+                let mut known = HashMap::new();
+                for s in logs {
+                    if let Some(k) = stmt
+                        .query_row([&s.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                        .optional()?
+                    {
+                        known.insert(s.id.clone(), k);
+                    }
+                }
+                known
+            }
         };
         let mut out = Reconciled {
             logs: logs.len(),
             ..Default::default()
         };
-        let on_disk: HashSet<&str> = logs.iter().map(|s| s.id.as_str()).collect();
-        let stale: Vec<&String> = known
-            .keys()
-            .filter(|id| !on_disk.contains(id.as_str()))
-            .collect();
+        let stale: Vec<&String> = if found.full {
+            let on_disk: HashSet<&str> = logs.iter().map(|s| s.id.as_str()).collect();
+            known
+                .keys()
+                .filter(|id| !on_disk.contains(id.as_str()))
+                .collect()
+        } else {
+            found.gone.iter().collect()
+        };
         if !stale.is_empty() {
             let mut conn = self.conn.lock();
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -276,25 +366,38 @@ impl SqliteCatalog {
             tx.commit()?;
             out.removed = stale.len();
         }
-        let work: Vec<&SessionSummary> = logs
+        let mut work: Vec<(&SessionSummary, Option<Stamp>)> = logs
             .iter()
-            .filter(|s| {
+            .map(|s| (s, Stamp::of(&s.path)))
+            .filter(|(s, now)| {
                 let Some((path, len, mtime)) = known.get(&s.id) else {
                     return true;
                 };
-                let now = Stamp::of(&s.path);
                 path.as_deref() != Some(&*s.path.to_string_lossy())
                     || now.map(|n| n.len) != *len
                     || now.map(|n| n.mtime_ns) != *mtime
             })
             .collect();
+        // Oldest first: newer sessions get the higher row ids (a search past its ranking budget
+        // takes the highest).
+        work.sort_by_key(|(_, stamp)| stamp.map_or(0, |s| s.mtime_ns));
+        let record = scanned_root && (found.full || !found.dirs.is_empty());
+        if work.is_empty() {
+            if record {
+                let mut conn = self.conn.lock();
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                walk::record(&tx, &found, started_ms)?;
+                tx.commit()?;
+            }
+            return Ok(out);
+        }
         let total = work.len();
         // Two threads: one reads and decodes the logs (the larger part of the work), this one
         // writes SQLite; a few decoded logs wait in between.
         std::thread::scope(|scope| {
             let (tx, rx) = std::sync::mpsc::sync_channel(8);
             scope.spawn(move || {
-                for s in work {
+                for (s, _) in work {
                     let stamp = Stamp::of(&s.path);
                     let decoded = persistence.open_read(&s.id);
                     if tx.send((s, stamp, decoded)).is_err() {
@@ -322,6 +425,9 @@ impl SqliteCatalog {
                 }
                 progress(Progress { done: n + 1, total });
             }
+            if record {
+                walk::record(&tx, &found, started_ms)?;
+            }
             tx.commit()?;
             Ok(out)
         })
@@ -338,7 +444,7 @@ impl SqliteCatalog {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             tx.execute_batch(
                 "INSERT INTO docs(docs) VALUES ('delete-all'); DELETE FROM docs_text; \
-                 DELETE FROM usage; DELETE FROM sessions;",
+                 DELETE FROM usage; DELETE FROM sessions; DELETE FROM dirs; DELETE FROM meta;",
             )?;
             tx.commit()?;
         }
@@ -376,79 +482,6 @@ impl SqliteCatalog {
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
     }
-}
-
-/// The logs under `root` (`<project>/<encodeSegment(id)>/session.vN.jsonl[.zstd]`, the highest
-/// generation of each session directory), as summaries holding the id and the path only.
-/// `None` when `root` cannot be read.
-fn walk(root: &Path) -> Option<Vec<SessionSummary>> {
-    let mut out = Vec::new();
-    for project in std::fs::read_dir(root).ok()?.filter_map(Result::ok) {
-        let Ok(sessions) = std::fs::read_dir(project.path()) else {
-            continue;
-        };
-        for dir in sessions.filter_map(Result::ok) {
-            let Some(id) = dir.file_name().to_str().and_then(decode_segment) else {
-                continue;
-            };
-            let Ok(files) = std::fs::read_dir(dir.path()) else {
-                continue;
-            };
-            let best = files
-                .filter_map(Result::ok)
-                .filter_map(|f| {
-                    let n = f.file_name().to_str().and_then(generation)?;
-                    Some((n, f.path()))
-                })
-                .max_by_key(|(n, _)| *n);
-            if let Some((version, path)) = best {
-                out.push(SessionSummary {
-                    id,
-                    created_at: 0,
-                    cwd: None,
-                    parent_session: None,
-                    version,
-                    path,
-                    title: None,
-                });
-            }
-        }
-    }
-    Some(out)
-}
-
-/// The generation of a canonical log file name (`session.jsonl` is 0, `session.v4.jsonl.zstd`
-/// is 4; session-format §1.4).
-fn generation(name: &str) -> Option<u64> {
-    let name = name.strip_suffix(".zstd").unwrap_or(name);
-    let stem = name.strip_prefix("session")?.strip_suffix(".jsonl")?;
-    if stem.is_empty() {
-        return Some(0);
-    }
-    let digits = stem.strip_prefix(".v")?;
-    if digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-/// The session id of a directory name: the inverse of `encodeSegment` (session-format §1.3:
-/// `~XXXX` is a UTF-16 code unit, anything else itself).
-fn decode_segment(name: &str) -> Option<String> {
-    let mut units: Vec<u16> = Vec::with_capacity(name.len());
-    let mut rest = name;
-    while let Some(c) = rest.chars().next() {
-        if c == '~' {
-            let hex = rest.get(1..5)?;
-            units.push(u16::from_str_radix(hex, 16).ok()?);
-            rest = &rest[5..];
-        } else {
-            let mut buf = [0u16; 2];
-            units.extend_from_slice(c.encode_utf16(&mut buf));
-            rest = &rest[c.len_utf8()..];
-        }
-    }
-    String::from_utf16(&units).ok().filter(|s| !s.is_empty())
 }
 
 /// Folds a log read (or refused) by the caller into the catalog inside `tx`; `stamp` is the
@@ -539,33 +572,4 @@ fn forget(tx: &Transaction<'_>, id: &str) -> Result<(), Error> {
     tx.execute("DELETE FROM usage WHERE sid = ?1", [sid])?;
     tx.execute("DELETE FROM sessions WHERE sid = ?1", [sid])?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{decode_segment, generation};
-
-    #[test]
-    fn directory_names_decode_to_ids() {
-        assert_eq!(
-            decode_segment("main-session-1").as_deref(),
-            Some("main-session-1")
-        );
-        assert_eq!(decode_segment("a~002Fb").as_deref(), Some("a/b"));
-        assert_eq!(decode_segment("~D83D~DE00").as_deref(), Some("😀"));
-        assert_eq!(decode_segment("~002E~002E").as_deref(), Some(".."));
-        assert_eq!(decode_segment("~00"), None);
-        assert_eq!(decode_segment("~D83D"), None);
-    }
-
-    #[test]
-    fn generations_follow_the_canonical_names() {
-        assert_eq!(generation("session.v4.jsonl"), Some(4));
-        assert_eq!(generation("session.v4.jsonl.zstd"), Some(4));
-        assert_eq!(generation("session.v3.jsonl"), Some(3));
-        assert_eq!(generation("session.jsonl"), Some(0));
-        assert_eq!(generation("session.v03.jsonl"), None);
-        assert_eq!(generation("session.lock"), None);
-        assert_eq!(generation(".session.v4.jsonl.tmp-1"), None);
-    }
 }

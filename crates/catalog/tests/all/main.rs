@@ -4,5 +4,6 @@
 mod concurrent;
 mod index;
 mod robustness;
+mod scan;
 mod search;
 mod support;

@@ -247,3 +247,24 @@ fn a_query_past_its_budget_is_stopped() {
     let err = cat.search(&q("alpha* beta* gamma*")).unwrap_err();
     assert!(matches!(err, dsh_catalog::Error::Timeout { .. }), "{err}");
 }
+
+#[test]
+fn a_search_past_its_ranking_budget_ranks_the_newest_matches() {
+    let home = Home::new();
+    for i in 0..30 {
+        let prompt = format!("common words number{i}");
+        home.write(&format!("s{i:02}"), "/w", T0 + i, &[turn(&prompt, "reply")]);
+    }
+    let cat = SqliteCatalog::open(home.catalog_path())
+        .unwrap()
+        .with_rank_budget(std::time::Duration::ZERO);
+    cat.reconcile(home.store().as_ref(), &mut |_| {}).unwrap();
+    let mut query = q("common");
+    query.filter.limit = Some(5);
+    let hits = cat.search(&query).unwrap();
+    assert_eq!(hits.len(), 5);
+    assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+    assert!(hits.iter().all(|h| h.snippet.contains("common")));
+    // A phrase or a filter goes the same way.
+    assert_eq!(cat.search(&q("\"common words\" number7")).unwrap().len(), 1);
+}
