@@ -1,13 +1,18 @@
-//! `dsh ps`: the background server's sessions, what each is doing now.
+//! `dsh ps`: the sessions dsh processes hold open, what each is doing now.
 //!
-//! The list is the server's `GET /v1/sessions` (open sessions are the ones not `ended`); what a
-//! session is doing comes from its event stream: the last events of its log (a window of
-//! [`WINDOW`] seqs) folded up to the snapshot that follows them (pending approvals and
-//! questions, the attempt being streamed).
+//! Two sources: the catalog's live table (`$DSH_HOME/catalog-live.sqlite`, which every dsh
+//! process with the `catalog` plugin reports its sessions to: working, idle, ended, or gone
+//! when its process died, with the pid and host), and the background server's
+//! `GET /v1/sessions` (open sessions are the ones not `ended`), which also says what a session
+//! is doing from its event stream: the last events of its log (a window of [`WINDOW`] seqs)
+//! folded up to the snapshot that follows them (pending approvals and questions, the attempt
+//! being streamed). A session both list is shown once, with the server's detail.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::anyhow;
+use dsh_catalog_api::{LiveSession, LiveState};
 use dsh_protocol::{
     Client, EventMsg, SessionQuery, SessionState, SessionSummary, ToolDisplay, Usage,
 };
@@ -46,6 +51,15 @@ pub(crate) enum Doing {
     Answering,
     /// No turn runs.
     Idle,
+    /// A turn runs in another process (what it does there is not known here).
+    Turn {
+        /// The turn.
+        turn: u64,
+    },
+    /// Its process closed it.
+    Ended,
+    /// Its process is gone without closing it (killed, crashed).
+    Gone,
 }
 
 impl std::fmt::Display for Doing {
@@ -57,6 +71,9 @@ impl std::fmt::Display for Doing {
             Doing::Thinking => f.write_str("thinking"),
             Doing::Answering => f.write_str("answering"),
             Doing::Idle => f.write_str("idle"),
+            Doing::Turn { turn } => write!(f, "turn {turn}"),
+            Doing::Ended => f.write_str("ended"),
+            Doing::Gone => f.write_str("process gone"),
         }
     }
 }
@@ -80,6 +97,12 @@ pub(crate) struct PsRow {
     pub(crate) usage: Option<Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) parent_id: Option<String>,
+    /// The process holding it (the live table's word).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) pid: Option<u32>,
+    /// That process's host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) host: Option<String>,
 }
 
 /// `dsh ps --json`.
@@ -209,6 +232,8 @@ pub(crate) async fn rows(client: &RemoteClient, all: bool) -> Result<Vec<PsRow>,
             turns: s.turns,
             usage: s.usage,
             parent_id: s.parent_id,
+            pid: None,
+            host: None,
         })
         .collect();
     rows.sort_by(|a, b| {
@@ -247,16 +272,21 @@ fn state_label(s: SessionState) -> &'static str {
 
 /// The table `dsh ps` prints.
 pub(crate) fn table(rows: &[PsRow]) -> String {
-    let cells: Vec<[String; 6]> = rows
+    let cells: Vec<[String; 7]> = rows
         .iter()
         .map(|r| {
             let now = match (&r.doing, &r.title) {
                 (Doing::Idle, Some(t)) => short(t, 50),
                 (d, _) => short(&d.to_string(), 70),
             };
+            let state = match r.doing {
+                Doing::Gone => "gone",
+                _ => state_label(r.state),
+            };
             [
                 r.id.clone(),
-                state_label(r.state).to_owned(),
+                state.to_owned(),
+                r.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
                 age(r.age_secs),
                 cost(r.usage.as_ref()),
                 now,
@@ -264,7 +294,7 @@ pub(crate) fn table(rows: &[PsRow]) -> String {
             ]
         })
         .collect();
-    let header = ["ID", "STATE", "AGE", "COST", "NOW", "CWD"].map(str::to_owned);
+    let header = ["ID", "STATE", "PID", "AGE", "COST", "NOW", "CWD"].map(str::to_owned);
     let mut width = header.clone().map(|h| h.chars().count());
     for c in &cells {
         for (i, v) in c.iter().enumerate() {
@@ -289,14 +319,86 @@ pub(crate) fn table(rows: &[PsRow]) -> String {
     out
 }
 
+/// The catalog's live table of this home (none when no process reported yet, or unreadable).
+fn live_sessions() -> Vec<LiveSession> {
+    let catalog = crate::home::dsh_home().join("catalog.sqlite");
+    let path = dsh_catalog::live_path(&catalog);
+    match dsh_catalog::LiveTable::open_existing(&path).and_then(|t| t.map(|t| t.list()).transpose())
+    {
+        Ok(rows) => rows.unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), "the catalog's live table cannot be read: {e}");
+            Vec::new()
+        }
+    }
+}
+
+/// The server's rows and the live table's, one row per session (the server's, with the pid
+/// and host of the live table), filtered as `dsh ps` shows them: working and waiting
+/// sessions, with `all` idle, ended and gone ones too. Waiting first, then working, idle,
+/// ended; newest first inside each.
+pub(crate) fn merge(
+    server: Vec<PsRow>,
+    live: Vec<LiveSession>,
+    all: bool,
+    now_ms: i64,
+) -> Vec<PsRow> {
+    let mut by_id: HashMap<String, LiveSession> =
+        live.into_iter().map(|l| (l.id.clone(), l)).collect();
+    let mut rows: Vec<PsRow> = server
+        .into_iter()
+        .map(|mut r| {
+            if let Some(l) = by_id.remove(&r.id) {
+                r.pid = Some(l.pid);
+                r.host = Some(l.host);
+            }
+            r
+        })
+        .collect();
+    for l in by_id.into_values() {
+        let (state, doing) = match l.state {
+            LiveState::Working => (SessionState::Working, Doing::Turn { turn: l.turn }),
+            LiveState::Idle => (SessionState::Idle, Doing::Idle),
+            LiveState::Ended => (SessionState::Ended, Doing::Ended),
+            LiveState::Gone => (SessionState::Ended, Doing::Gone),
+        };
+        if !all && state != SessionState::Working {
+            continue;
+        }
+        rows.push(PsRow {
+            id: l.id,
+            state,
+            doing,
+            title: None,
+            cwd: l.cwd,
+            created_ms: l.started_ms,
+            updated_ms: l.updated_ms,
+            age_secs: u64::try_from(now_ms.saturating_sub(l.started_ms) / 1000).unwrap_or(0),
+            turns: l.turn,
+            usage: None,
+            parent_id: None,
+            pid: Some(l.pid),
+            host: Some(l.host),
+        });
+    }
+    rows.sort_by(|a, b| {
+        rank(a.state)
+            .cmp(&rank(b.state))
+            .then(b.created_ms.cmp(&a.created_ms))
+            .then(a.id.cmp(&b.id))
+    });
+    rows
+}
+
 /// Runs `dsh ps`.
 pub(crate) async fn run(json: bool, all: bool) -> Result<u8, Failure> {
     let paths = super::server::paths();
     let client = super::server::running()?;
-    let rows = match &client {
+    let server = match &client {
         Some(c) => rows(c, all).await?,
         None => Vec::new(),
     };
+    let rows = merge(server, live_sessions(), all, now_ms());
     if json {
         let out = PsOutput {
             running: client.is_some(),
@@ -307,8 +409,10 @@ pub(crate) async fn run(json: bool, all: bool) -> Result<u8, Failure> {
         crate::config_cmd::write_stdout(&format!("{text}\n"))?;
         return Ok(0);
     }
-    if client.is_none() {
-        eprintln!("no background server is running (`dsh exec --bg \"task\"` starts one)");
+    if client.is_none() && rows.is_empty() {
+        eprintln!(
+            "no session is working and no background server is running (`dsh exec --bg \"task\"` starts one)"
+        );
         return Ok(0);
     }
     if rows.is_empty() {
@@ -340,6 +444,8 @@ mod tests {
             turns: 1,
             usage: None,
             parent_id: None,
+            pid: None,
+            host: None,
         }
     }
 
@@ -359,19 +465,66 @@ mod tests {
         let t = table(&rows);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3, "{t}");
-        assert!(lines[0].starts_with("ID   STATE    AGE  COST  NOW"), "{t}");
         assert!(
-            lines[1].starts_with("a1   waiting  1m   -     approve? Bash: ls"),
+            lines[0].starts_with("ID   STATE    PID  AGE  COST  NOW"),
             "{t}"
         );
         assert!(
-            lines[2].contains("b22  working  1m   -     thinking"),
+            lines[1].starts_with("a1   waiting  -    1m   -     approve? Bash: ls"),
+            "{t}"
+        );
+        assert!(
+            lines[2].contains("b22  working  -    1m   -     thinking"),
             "{t}"
         );
         assert_eq!(
             lines[1].find("/w"),
             lines[2].find("/w"),
             "the cwd column is aligned: {t}"
+        );
+    }
+
+    fn live(id: &str, state: LiveState, started_ms: i64) -> LiveSession {
+        LiveSession {
+            id: id.into(),
+            pid: 42,
+            host: "h".into(),
+            cwd: "/p".into(),
+            started_ms,
+            updated_ms: started_ms,
+            turn: 3,
+            state,
+        }
+    }
+
+    #[test]
+    fn live_rows_join_the_servers_and_are_filtered_like_them() {
+        let server = vec![row("srv", SessionState::Working, 5, Doing::Thinking)];
+        let reported = vec![
+            live("srv", LiveState::Working, 5),
+            live("tui", LiveState::Working, 3_000),
+            live("idle", LiveState::Idle, 2),
+            live("done", LiveState::Ended, 1),
+            live("dead", LiveState::Gone, 1),
+        ];
+        let rows = merge(server.clone(), reported.clone(), false, 63_000);
+        let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["tui", "srv"]);
+        // The server's row keeps its detail and gains the pid.
+        assert_eq!(
+            (rows[1].doing.clone(), rows[1].pid),
+            (Doing::Thinking, Some(42))
+        );
+        assert_eq!(rows[0].doing, Doing::Turn { turn: 3 });
+        assert_eq!((rows[0].age_secs, rows[0].host.as_deref()), (60, Some("h")));
+        let all = merge(server, reported, true, 63_000);
+        let ids: Vec<&str> = all.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["tui", "srv", "idle", "dead", "done"]);
+        let t = table(&all);
+        let dead = t.lines().find(|l| l.starts_with("dead")).unwrap();
+        assert!(
+            dead.contains("gone") && dead.contains("42") && dead.contains("process gone"),
+            "{t}"
         );
     }
 

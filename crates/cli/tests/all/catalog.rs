@@ -1,6 +1,7 @@
 //! The session catalog from the command line (issue 35): `dsh sessions search`, `dsh sessions
-//! list` and `dsh stats` over `$DSH_HOME/catalog.sqlite`, kept by the `catalog` plugin of the
-//! running sessions and rebuilt from the logs when missing, corrupt or not writable.
+//! list` and `dsh stats` over `$DSH_HOME/catalog.sqlite`, brought up to date from the logs by
+//! its readers (rebuilt when missing, corrupt or not writable); running sessions report to its
+//! live table, which `dsh ps` reads.
 
 use std::path::Path;
 
@@ -33,7 +34,7 @@ fn catalog_file(env: &Env) -> std::path::PathBuf {
 }
 
 #[test]
-fn a_running_session_indexes_itself_and_search_list_and_stats_read_the_catalog() {
+fn running_sessions_report_live_state_and_search_list_and_stats_read_the_catalog() {
     let env = Env::new();
     // A process that only writes sessions does not create the catalog: its first reader does
     // (from the logs). Once it exists, running sessions keep it up to date.
@@ -53,12 +54,18 @@ fn a_running_session_indexes_itself_and_search_list_and_stats_read_the_catalog()
         "write a haiku about otters",
         "Otters glide and play.",
     );
-    // The plugin wrote the catalog while the sessions ran: the rows are there before any
-    // command reconciles it with the logs.
+    // The writing processes reported their sessions to the live table (ended: they exited);
+    // the texts are indexed by the next reader, from the logs.
     let cat = dsh_catalog::SqliteCatalog::open(catalog_file(&env)).unwrap();
-    let alpha = cat.get("alpha").unwrap().expect("indexed by the plugin");
-    assert_eq!(alpha.turns, 1);
-    assert_eq!(alpha.first_prompt, "please refactor the frobnicator module");
+    let live = cat.live().unwrap();
+    let alpha = live.iter().find(|l| l.id == "alpha").expect("reported");
+    assert_eq!(alpha.state, dsh_catalog_api::LiveState::Ended, "{live:?}");
+    assert_eq!(alpha.turn, 1);
+    assert!(alpha.pid > 0 && !alpha.cwd.is_empty(), "{live:?}");
+    assert!(
+        cat.get("alpha").unwrap().is_none(),
+        "indexed by readers only"
+    );
     drop(cat);
 
     let hits = search_json(&env, &["frobnicator"]);
@@ -392,4 +399,84 @@ fn sessions_delete_removes_logs_and_rows_and_refuses_live_sessions() {
     assert_eq!(hits[0]["sessionId"], "live");
     let list = stdout(&run(&env, &["sessions", "list"]));
     assert!(!list.contains("gone") && list.contains("kept"), "{list}");
+}
+
+fn ps_rows(env: &Env, all: bool) -> Vec<Value> {
+    let mut args = vec!["ps", "--json"];
+    if all {
+        args.push("--all");
+    }
+    let out: Value = serde_json::from_str(&stdout(&run(env, &args))).unwrap();
+    out["sessions"].as_array().unwrap().clone()
+}
+
+#[test]
+fn dsh_ps_lists_sessions_of_other_processes_from_the_live_table() {
+    let env = Env::new();
+    let gate = dsh_testkit::Gate::new();
+    env.server()
+        .push(Completion::new().text("Held.").reply().gate_head(&gate));
+    // A `dsh exec` (no background server) whose model request is held: its turn runs.
+    let child = env.spawn(&["--session", "held", "hold this turn"]);
+    env.server()
+        .wait_for_requests_blocking(1, std::time::Duration::from_secs(60))
+        .expect("the request arrived");
+    // The report is written by the plugin's thread after the turn started: poll for it.
+    let start = std::time::Instant::now();
+    let row = loop {
+        let rows = ps_rows(&env, false);
+        if let Some(r) = rows.iter().find(|r| r["id"] == "held") {
+            break r.clone();
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "never listed: {rows:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(row["state"], "working", "{row}");
+    assert_eq!(row["pid"], child.id(), "{row}");
+    assert_eq!(row["doing"]["kind"], "turn", "{row}");
+    assert_eq!(row["doing"]["turn"], 1, "{row}");
+    assert_eq!(row["cwd"], env.cwd().display().to_string(), "{row}");
+    let text = stdout(&run(&env, &["ps"]));
+    assert!(text.starts_with("ID    STATE    PID"), "{text}");
+    assert!(
+        text.contains("held  working  ") && text.contains("turn 1"),
+        "{text}"
+    );
+
+    gate.open();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Its process closed it: not working any more; `--all` shows it ended.
+    assert!(ps_rows(&env, false).iter().all(|r| r["id"] != "held"));
+    let all = ps_rows(&env, true);
+    let row = all.iter().find(|r| r["id"] == "held").expect("listed");
+    assert_eq!(row["state"], "ended", "{row}");
+    assert_eq!(row["doing"]["kind"], "ended", "{row}");
+
+    // A process killed mid-turn never closes its session: its row reads gone.
+    let held = dsh_testkit::Gate::new();
+    env.server()
+        .push(Completion::new().text("Never.").reply().gate_head(&held));
+    let mut killed = env.spawn(&["--session", "killed", "hold again"]);
+    env.server()
+        .wait_for_requests_blocking(2, std::time::Duration::from_secs(60))
+        .expect("the request arrived");
+    let start = std::time::Instant::now();
+    while !ps_rows(&env, false).iter().any(|r| r["id"] == "killed") {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "never listed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(ps_rows(&env, false).iter().all(|r| r["id"] != "killed"));
+    let all = ps_rows(&env, true);
+    let row = all.iter().find(|r| r["id"] == "killed").expect("listed");
+    assert_eq!(row["doing"]["kind"], "gone", "{row}");
+    held.open();
 }
