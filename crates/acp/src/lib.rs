@@ -60,11 +60,21 @@ pub struct AcpOptions {
 }
 
 /// One open session.
+///
+/// An ACP session keeps the id the client knows; a conversation rewind continues it in a forked
+/// host session, which it drives from then on (`target`): ACP has no message for an agent to
+/// move its client to another session, and a client that `session/load`s the old id still
+/// gets the old branch, which says where it continues.
 struct Open {
+    /// The host's session this ACP session drives (its own id until a rewind forks it).
+    target: Mutex<String>,
+    /// The session's directory and the client's MCP servers (offered to a fork too).
+    cwd: PathBuf,
+    servers: Vec<dsh_mcp_api::McpServerConfig>,
     /// What the composition root set up for the client's offer; dropped with the entry.
-    _attached: Attached,
+    attached: Mutex<Attached>,
     /// Renders the session's events; stopped with the entry.
-    forwarder: tokio::task::JoinHandle<()>,
+    forwarder: Mutex<tokio::task::JoinHandle<()>>,
     /// The turn a prompt waits for.
     turns: Arc<session::Turns>,
     /// The session's slash commands (a prompt `/name args` naming one runs it).
@@ -77,7 +87,14 @@ struct Open {
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.forwarder.abort();
+        self.forwarder.lock().abort();
+    }
+}
+
+impl Open {
+    /// The host's session driven now.
+    fn target(&self) -> String {
+        self.target.lock().clone()
     }
 }
 
@@ -222,7 +239,7 @@ pub async fn serve(
         )
         .connect_to(transport)
         .await;
-    let open: Vec<String> = state.open.lock().drain().map(|(id, _)| id).collect();
+    let open: Vec<String> = state.open.lock().drain().map(|(_, o)| o.target()).collect();
     for id in open {
         if let Err(e) = state.host.close(&id).await {
             tracing::warn!(session = %id, error = %e, "cannot close the session");
@@ -339,7 +356,7 @@ impl State {
         servers: Vec<dsh_mcp_api::McpServerConfig>,
         connection: ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        let offer = self.offer(&connection, id, cwd.clone(), servers);
+        let offer = self.offer(&connection, id, cwd.clone(), servers.clone());
         let attached = match self.setup.attach(id, offer).await {
             Ok(a) => a,
             Err(e) => {
@@ -351,8 +368,8 @@ impl State {
         let mut renderer = session::Renderer::new(
             connection.clone(),
             self.host.clone(),
-            id.to_owned(),
-            cwd,
+            (id.to_owned(), id.to_owned()),
+            cwd.clone(),
             turns.clone(),
         );
         let live = match renderer.replay().await {
@@ -383,8 +400,11 @@ impl State {
         self.open.lock().insert(
             id.to_owned(),
             Arc::new(Open {
-                _attached: attached,
-                forwarder,
+                target: Mutex::new(id.to_owned()),
+                cwd,
+                servers,
+                attached: Mutex::new(attached),
+                forwarder: Mutex::new(forwarder),
                 turns,
                 commands,
                 cancelled: AtomicBool::new(false),
@@ -422,7 +442,8 @@ impl State {
         text: String,
         connection: &ConnectionTo<Client>,
     ) -> Result<PromptResponse, Error> {
-        let summary = self.host.session(id).await.map_err(host_error)?;
+        let target = open.target();
+        let summary = self.host.session(&target).await.map_err(host_error)?;
         if matches!(
             summary.state,
             SessionState::Working | SessionState::WaitingForApproval
@@ -439,7 +460,7 @@ impl State {
                 attachments: Vec::new(),
             },
         };
-        let accepted = match self.host.send(id, op).await {
+        let accepted = match self.host.send(&target, op).await {
             Ok(a) => a,
             Err(e) => {
                 open.turns.clear();
@@ -474,15 +495,21 @@ impl State {
                 );
                 return Ok(PromptResponse::new(StopReason::EndTurn));
             }
-            Some(CommandOutcome::SwitchSession { text, .. }) => {
+            // A conversation rewind: this ACP session goes on in the fork.
+            Some(CommandOutcome::SwitchSession { session_id, text }) => {
                 open.turns.clear();
-                if !text.is_empty() {
-                    notify(
-                        connection,
-                        id,
-                        SessionUpdate::AgentMessageChunk(updates::text_chunk(&text)),
-                    );
-                }
+                let text = match self.follow(id, open, &session_id, connection).await {
+                    Ok(()) => format!(
+                        "{text}\nThis session continues in `{session_id}`: the next prompts go \
+                         there.\n"
+                    ),
+                    Err(e) => format!("{text}\nThe fork could not be opened here: {e}\n"),
+                };
+                notify(
+                    connection,
+                    id,
+                    SessionUpdate::AgentMessageChunk(updates::text_chunk(&text)),
+                );
                 return Ok(PromptResponse::new(StopReason::EndTurn));
             }
             // Work that reports through later events (a compaction): the prompt is done.
@@ -506,15 +533,67 @@ impl State {
         req: SetSessionConfigOptionRequest,
     ) -> Result<SetSessionConfigOptionResponse, Error> {
         let id = req.session_id.0.to_string();
-        if !self.open.lock().contains_key(&id) {
+        let Some(target) = self.open.lock().get(&id).map(|o| o.target()) else {
             return Err(invalid(format!("unknown session: {id}")));
-        }
+        };
         let op = config::op(&req.config_id.0, &req.value).map_err(|e| invalid(e.to_string()))?;
-        self.host.send(&id, op).await.map_err(host_error)?;
-        let summary = self.host.session(&id).await.map_err(host_error)?;
+        self.host.send(&target, op).await.map_err(host_error)?;
+        let summary = self.host.session(&target).await.map_err(host_error)?;
         Ok(SetSessionConfigOptionResponse::new(config::options(
             &summary.settings,
         )))
+    }
+
+    /// Moves ACP session `id` to the host's session `fork` (a conversation rewind's): opens
+    /// it with what the client offers, renders its events from now on (its history, a prefix of
+    /// what the client shows, is not sent again) and closes the session left.
+    async fn follow(
+        &self,
+        id: &str,
+        open: &Open,
+        fork: &str,
+        connection: &ConnectionTo<Client>,
+    ) -> Result<(), ProtocolError> {
+        self.host
+            .open(OpenSession::Resume {
+                session_id: fork.to_owned(),
+                options: SessionOptions::default(),
+            })
+            .await?;
+        let offer = self.offer(connection, id, open.cwd.clone(), open.servers.clone());
+        let attached = match self.setup.attach(fork, offer).await {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = self.host.close(fork).await;
+                return Err(ProtocolError::new(ErrorCode::Internal, e.to_string()));
+            }
+        };
+        let mut renderer = session::Renderer::new(
+            connection.clone(),
+            self.host.clone(),
+            (id.to_owned(), fork.to_owned()),
+            open.cwd.clone(),
+            open.turns.clone(),
+        );
+        let live = match renderer.skip_history().await {
+            Ok(s) => s,
+            Err(e) => {
+                drop(attached);
+                let _ = self.host.close(fork).await;
+                return Err(e);
+            }
+        };
+        let left = std::mem::replace(&mut *open.target.lock(), fork.to_owned());
+        *open.attached.lock() = attached;
+        let old = std::mem::replace(
+            &mut *open.forwarder.lock(),
+            tokio::spawn(renderer.forward(live)),
+        );
+        old.abort();
+        if let Err(e) = self.host.close(&left).await {
+            tracing::warn!(session = %left, error = %e, "cannot close the session left");
+        }
+        Ok(())
     }
 
     async fn cancel(&self, session: &SessionId) {
@@ -522,7 +601,7 @@ impl State {
         if let Some(o) = open {
             o.cancelled.store(true, Ordering::SeqCst);
             // Delivered text is kept: the loop commits it as an interrupted message.
-            if let Err(e) = self.host.send(&session.0, Op::Interrupt).await {
+            if let Err(e) = self.host.send(&o.target(), Op::Interrupt).await {
                 tracing::debug!(error = %e, "interrupt not taken");
             }
         }

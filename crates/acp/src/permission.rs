@@ -51,11 +51,11 @@ fn decision(choice: Choice) -> ApprovalDecision {
 }
 
 /// Asks the client about a tool call waiting for approval (shown with `title`, the call's
-/// card title) and answers the session with its choice.
+/// card title) in ACP session `session` and answers the host's session `target` with its choice.
 pub(crate) fn ask_approval(
     connection: ConnectionTo<Client>,
     host: Arc<dyn Host>,
-    session: String,
+    (session, target): (String, String),
     request: ApprovalRequest,
     title: String,
 ) {
@@ -87,7 +87,7 @@ pub(crate) fn ask_approval(
             decision,
         };
         // The request may have closed meanwhile (the turn ended, another client answered).
-        if let Err(e) = host.send(&session, answer).await {
+        if let Err(e) = host.send(&target, answer).await {
             tracing::debug!(error = %e, "approval answer not taken");
         }
     });
@@ -155,11 +155,11 @@ fn question_answer(q: &Question, choice: Choice) -> QuestionAnswer {
 }
 
 /// Asks the client each question of `request` in turn (as permission requests whose options
-/// are the answers) and answers the session.
+/// are the answers) in ACP session `session` and answers the host's session `target`.
 pub(crate) fn ask_questions(
     connection: ConnectionTo<Client>,
     host: Arc<dyn Host>,
-    session: String,
+    (session, target): (String, String),
     request: QuestionRequest,
 ) {
     tokio::spawn(async move {
@@ -176,7 +176,7 @@ pub(crate) fn ask_questions(
             request_id: request.request_id,
             answers,
         };
-        if let Err(e) = host.send(&session, answer).await {
+        if let Err(e) = host.send(&target, answer).await {
             tracing::debug!(error = %e, "question answer not taken");
         }
     });

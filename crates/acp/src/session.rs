@@ -88,7 +88,11 @@ impl Turns {
 pub(crate) struct Renderer {
     connection: ConnectionTo<Client>,
     host: Arc<dyn Host>,
+    /// The ACP session (what the client is told).
     id: String,
+    /// The host's session rendered (the ACP session's own, or the fork a rewind continues it
+    /// in).
+    target: String,
     cards: Cards,
     turns: Arc<Turns>,
     /// The last committed event seen (a new subscription continues after it).
@@ -109,7 +113,7 @@ impl Renderer {
     pub(crate) fn new(
         connection: ConnectionTo<Client>,
         host: Arc<dyn Host>,
-        id: String,
+        (id, target): (String, String),
         cwd: PathBuf,
         turns: Arc<Turns>,
     ) -> Self {
@@ -117,6 +121,7 @@ impl Renderer {
             connection,
             host,
             id,
+            target,
             cards: Cards::new(cwd),
             turns,
             last_seq: None,
@@ -135,7 +140,17 @@ impl Renderer {
     /// Subscribes from the start and renders the history up to the live state; returns the
     /// stream of live events.
     pub(crate) async fn replay(&mut self) -> Result<EventStream, ProtocolError> {
-        let mut stream = self.host.subscribe(&self.id, None).await?;
+        self.catch_up_to_live(true).await
+    }
+
+    /// Subscribes from the start and renders nothing of the history (the client shows it
+    /// already: a rewind's fork holds a prefix of it); returns the stream of live events.
+    pub(crate) async fn skip_history(&mut self) -> Result<EventStream, ProtocolError> {
+        self.catch_up_to_live(false).await
+    }
+
+    async fn catch_up_to_live(&mut self, render: bool) -> Result<EventStream, ProtocolError> {
+        let mut stream = self.host.subscribe(&self.target, None).await?;
         while let Some(ev) = stream.next().await {
             if let EventMsg::Snapshot(s) = &ev.msg {
                 self.busy = false;
@@ -153,11 +168,15 @@ impl Renderer {
                 }
                 return Ok(stream);
             }
-            self.history(&ev);
+            if render {
+                self.history(&ev);
+            } else {
+                self.committed(&ev);
+            }
         }
         Err(ProtocolError::new(
             ErrorCode::SessionEnded,
-            format!("session {} closed while it was being opened", self.id),
+            format!("session {} closed while it was being opened", self.target),
         ))
     }
 
@@ -180,7 +199,7 @@ impl Renderer {
             }
             // Continue after the last committed event seen: the committed events missed are
             // rendered as history (their deltas are gone), up to the live state.
-            let Ok(s) = self.host.subscribe(&self.id, self.last_seq).await else {
+            let Ok(s) = self.host.subscribe(&self.target, self.last_seq).await else {
                 break;
             };
             stream = s;
@@ -229,6 +248,19 @@ impl Renderer {
                 context_tokens,
                 ..
             } => self.usage = Some((*context_tokens, *total)),
+            // A session a rewind forked: where it continues (`session/load` it to go on there).
+            EventMsg::SessionForked {
+                session_id,
+                to_turn,
+                ..
+            } => {
+                let to = to_turn
+                    .map(|t| format!(" (rewound to before turn {t})"))
+                    .unwrap_or_default();
+                self.send(SessionUpdate::AgentMessageChunk(text_chunk(&format!(
+                    "\n\n↪ continued in session {session_id}{to}\n"
+                ))));
+            }
             _ => self.common(ev),
         }
     }
@@ -312,7 +344,7 @@ impl Renderer {
         crate::permission::ask_approval(
             self.connection.clone(),
             self.host.clone(),
-            self.id.clone(),
+            (self.id.clone(), self.target.clone()),
             request.clone(),
             title,
         );
@@ -326,7 +358,7 @@ impl Renderer {
         crate::permission::ask_questions(
             self.connection.clone(),
             self.host.clone(),
-            self.id.clone(),
+            (self.id.clone(), self.target.clone()),
             request.clone(),
         );
     }

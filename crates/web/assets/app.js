@@ -42,6 +42,8 @@ const op = (id, body) => api('POST', `/v1/sessions/${encodeURIComponent(id)}/ops
 // ---- routing ----
 
 let teardown = () => {};
+// What was typed, not sent, in a conversation the page left for the fork it continues in.
+let draft = '';
 
 function route() {
   teardown();
@@ -162,6 +164,7 @@ const EVENT_TYPES = [
   'questionAnswered', 'compactionStarted', 'compactionEnded', 'subagentStarted',
   'subagentFinished', 'jobUpdated', 'todoList', 'planMode', 'title', 'workingDirectory',
   'steerQueued', 'steerDelivered', 'steerWithdrawn', 'commandRan', 'notice', 'error',
+  'sessionForked',
 ];
 
 const OUTCOME = {
@@ -185,6 +188,8 @@ function conversation(id) {
     id: 'prompt', rows: 2, placeholder: 'Message (Enter sends, Shift+Enter new line, / commands)',
     'aria-label': 'Message', autocomplete: 'off',
   });
+  text.value = draft;
+  draft = '';
   const completions = h('ul', { class: 'completions', id: 'completions', role: 'listbox', hidden: true });
   const send = h('button', { type: 'submit', id: 'send' }, 'Send');
   const interrupt = h('button', { type: 'button', id: 'interrupt', class: 'danger', hidden: true }, 'Interrupt');
@@ -514,6 +519,20 @@ function conversation(id) {
       if (ev.plan) r.append(h('div', { class: 'md plan' }, markdown(ev.plan)));
     },
     title(ev) { setTitle(ev.title); },
+    // The session continues in a fork (a conversation rewind here or in another client): a
+    // replayed history links it; live, the page follows it, the unsent draft kept.
+    sessionForked(ev) {
+      const to = `#/s/${encodeURIComponent(ev.sessionId)}`;
+      const why = ev.toTurn ? ` (rewound to before turn ${ev.toTurn}${ev.rewindId ? ', files restored' : ''})` : '';
+      row('forked', 'Continued in ', h('a', { href: to, class: 'fork' }, ev.sessionId), why);
+      if (sink === log && !replaying) {
+        draft = text.value;
+        // Opened in the server first, so the fork's page is live (a watch-only page watches).
+        const opened = READ_ONLY ? Promise.resolve()
+          : api('POST', '/v1/sessions', { type: 'resume', sessionId: ev.sessionId }).catch((e) => toast(e.message));
+        opened.then(() => { location.hash = to; });
+      }
+    },
     workingDirectory(ev) { S.cwd = ev.cwd; row('cwd', 'Working directory: ', h('code', null, ev.cwd)); },
     steerQueued(ev) { S.steers.set(ev.steerId, ev); renderSteers(); },
     steerDelivered(ev) { S.steers.delete(ev.steerId); renderSteers(); },

@@ -1,5 +1,6 @@
 //! `dsh acp` on the wire with raw ACP frames: a cancel mid-turn answers `cancelled` and keeps
-//! the delivered text; a second process loads the stored session and replays it.
+//! the delivered text; a second process loads the stored session and replays it; a conversation
+//! rewind continues the ACP session in the fork.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Stdio};
@@ -518,4 +519,118 @@ fn slash_commands_and_the_effort_option_go_through_the_session() {
         json!({"sessionId": session, "configId": "mode", "value": "x"}),
     );
     assert_eq!(r.last().unwrap()["error"]["code"], -32602, "{r:#?}");
+}
+
+impl Acp {
+    /// `session/prompt` with `text`; approvals asked meanwhile are allowed once. The frames
+    /// up to its answer.
+    fn prompt(&mut self, id: u64, session: &str, text: &str) -> Vec<Value> {
+        self.send(json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":text}]}}));
+        let mut seen = Vec::new();
+        loop {
+            let f = self
+                .frames
+                .recv_timeout(BOUND)
+                .expect("no frame from dsh acp");
+            if f["method"] == "session/request_permission" {
+                let rid = f["id"].clone();
+                self.send(json!({"jsonrpc":"2.0","id":rid,"result":{"outcome":{"outcome":"selected","optionId":"allow-once"}}}));
+                continue;
+            }
+            let done = f.get("method").is_none() && f["id"] == id;
+            seen.push(f);
+            if done {
+                assert_eq!(
+                    seen.last().unwrap()["result"]["stopReason"],
+                    "end_turn",
+                    "{seen:#?}"
+                );
+                return seen;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_conversation_rewind_continues_the_acp_session_in_the_fork() {
+    let env = Env::new();
+    let server = env.server();
+    for (command, done) in [
+        ("echo one > one.txt", "First done."),
+        ("echo two > two.txt", "Second done."),
+    ] {
+        let call = json!({"command": command, "description": "Write"}).to_string();
+        server.push(
+            dsh_testkit::Completion::new()
+                .tool_call("bash", &call)
+                .reply(),
+        );
+        server.push(dsh_testkit::Completion::new().text(done).reply());
+    }
+    server.push(dsh_testkit::Completion::new().text("Third done.").reply());
+    let mut acp = Acp::start(&env);
+    acp.initialize();
+    let cwd = env.cwd().display().to_string();
+    let r = acp.request(1, "session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let session = r.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    acp.prompt(2, &session, "write one");
+    acp.prompt(3, &session, "write two");
+    assert!(env.cwd().join("two.txt").exists());
+
+    // The rewind forks the conversation: the ACP session (same id) goes on in the fork.
+    let r = acp.prompt(4, &session, "/rewind 2 both yes");
+    let said = chunk_text(&r, "agent_message_chunk");
+    let fork = said
+        .split("This session continues in `")
+        .nth(1)
+        .and_then(|t| t.split('`').next())
+        .unwrap_or_else(|| panic!("{said}"))
+        .to_owned();
+    assert!(fork.starts_with("session-") && fork != session, "{said}");
+    assert!(!env.cwd().join("two.txt").exists());
+    let before = server.requests().len();
+    let r = acp.prompt(5, &session, "write three");
+    assert_eq!(chunk_text(&r, "agent_message_chunk"), "Third done.");
+    let sent = server.request(before).unwrap().body_text();
+    assert!(
+        sent.contains("write one") && sent.contains("write three"),
+        "{sent}"
+    );
+    assert!(
+        !sent.contains("write two"),
+        "the prompt went to the old branch: {sent}"
+    );
+    // Every update still names the ACP session the client knows.
+    assert!(
+        r.iter()
+            .filter(|f| f["method"] == "session/update")
+            .all(|f| f["params"]["sessionId"] == session.as_str()),
+        "{r:#?}"
+    );
+    drop(acp);
+
+    // The old session loaded again says where it continues; the fork holds the new turn.
+    let mut acp = Acp::start(&env);
+    acp.initialize();
+    let r = acp.request(
+        1,
+        "session/load",
+        json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+    );
+    let said = chunk_text(&r, "agent_message_chunk");
+    assert!(
+        said.contains(&format!(
+            "↪ continued in session {fork} (rewound to before turn 2)"
+        )),
+        "{said}"
+    );
+    let r = acp.request(
+        2,
+        "session/load",
+        json!({"sessionId": fork, "cwd": cwd, "mcpServers": []}),
+    );
+    assert_eq!(chunk_text(&r, "user_message_chunk"), "write onewrite three");
 }

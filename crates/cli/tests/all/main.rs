@@ -35,5 +35,6 @@ mod subagent_continuable;
 mod titles;
 mod tool_set;
 mod web;
+mod web_rewind;
 mod wire;
 mod workflow;
