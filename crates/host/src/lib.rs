@@ -20,6 +20,7 @@ pub mod project;
 mod questions;
 mod sessions;
 mod workdir;
+pub mod workflow;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -80,6 +80,8 @@ pub struct Projector {
     session_id: String,
     /// `dsh/compaction-tokens` of the bracket being closed.
     compaction_tokens: Option<(u64, u64)>,
+    /// The `workflow` runs in progress.
+    workflows: crate::workflow::Workflows,
 }
 
 impl std::fmt::Debug for Projector {
@@ -148,6 +150,7 @@ impl Projector {
             model: String::new(),
             session_id: session_id.into(),
             compaction_tokens: None,
+            workflows: crate::workflow::Workflows::default(),
         }
     }
 
@@ -545,12 +548,27 @@ impl Projector {
                             RunStatus::Failed
                         }
                     };
+                    let workflow = self.workflows.child_usage(&s.child_id, usage);
                     out.push(EventMsg::SubagentFinished {
                         session_id: s.child_id,
                         status,
                         usage,
                     });
+                    out.extend(workflow);
                 }
+            }
+            kind if crate::workflow::Workflows::is_record(kind) => {
+                // A run whose id does not name its call (not dsh's `wf-<callId>`): the open
+                // `workflow` call not yet tied to a run (the smallest id of several).
+                let calls = &self.calls;
+                let open = |free: &dyn Fn(&str) -> bool| {
+                    calls
+                        .iter()
+                        .filter(|(id, c)| c.name == "workflow" && free(id))
+                        .map(|(id, _)| id.clone())
+                        .min()
+                };
+                out.extend(self.workflows.record(ev, open));
             }
             _ => {}
         }

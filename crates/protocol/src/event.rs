@@ -611,6 +611,22 @@ pub enum EventMsg {
         /// Its tokens and cost (counted in the parent's totals).
         usage: Usage,
     },
+    /// A `workflow` call's run changed (committed: each `tool-workflow/*` record of the run,
+    /// and the usage of each of its sub-agents as it ends): the whole run as it stands, so a
+    /// client replaces what it showed for `call_id`.
+    #[serde(rename_all = "camelCase")]
+    WorkflowProgress {
+        /// The `workflow` call.
+        call_id: String,
+        /// The run (unique in the session).
+        run_id: String,
+        /// The script's `meta.name`.
+        name: String,
+        /// Where the run is.
+        status: crate::workflow::WorkflowStatus,
+        /// The sub-agents it started, in start order.
+        agents: Vec<crate::workflow::WorkflowAgent>,
+    },
     /// A background job was registered or settled.
     #[serde(rename_all = "camelCase")]
     JobUpdated {

@@ -27,6 +27,7 @@ pub mod op;
 pub mod schema;
 pub mod session;
 pub mod usage;
+pub mod workflow;
 
 pub use client::{Client, EventStream, LogRecord, LogStream};
 pub use command::{CommandInfo, CommandOutcome, CommandSource};
@@ -41,3 +42,4 @@ pub use session::SearchMatch;
 pub use op::{ApprovalDecision, Attachment, Op, OpAccepted, QuestionAnswer};
 pub use session::{OpenSession, SessionOptions, SessionQuery, SessionState, SessionSummary};
 pub use usage::Usage;
+pub use workflow::{WorkflowAgent, WorkflowAgentState, WorkflowStatus};

@@ -5,11 +5,15 @@
 //! tokens and the tool running now; Ctrl+O expands every card to the child's recent activity
 //! (its last tool calls and answer lines) and collapses them again. A finished child leaves the
 //! viewport; its parent's tool card goes to the scrollback as before.
+//!
+//! A running `workflow` call (`workflowProgress`) gets a card above its children: the script's
+//! name, how many of its sub-agents run and how they ended, and their tokens (the ended ones'
+//! from their usage, the running ones' from their live cards); expanded, one line per agent.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use dsh_protocol::{Event, EventMsg};
+use dsh_protocol::{Event, EventMsg, WorkflowAgent, WorkflowAgentState, WorkflowStatus};
 use ratatui::text::{Line, Span};
 
 use crate::cells::{ToolCard, ToolOutcome, sanitize};
@@ -62,18 +66,65 @@ impl LiveChild {
     }
 }
 
+/// A running `workflow` call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveWorkflow {
+    /// The call.
+    pub call_id: String,
+    /// The script's name.
+    pub name: String,
+    /// Its sub-agents so far.
+    pub agents: Vec<WorkflowAgent>,
+}
+
 /// The running children of the shown session.
 #[derive(Debug, Default)]
 pub struct LiveAgents {
     children: Vec<LiveChild>,
+    workflows: Vec<LiveWorkflow>,
     /// Cards show the recent activity (Ctrl+O).
     pub expanded: bool,
 }
 
 impl LiveAgents {
-    /// No child is running.
+    /// No child and no workflow is running.
     pub fn is_empty(&self) -> bool {
-        self.children.is_empty()
+        self.children.is_empty() && self.workflows.is_empty()
+    }
+
+    /// The running workflows.
+    pub fn workflows(&self) -> &[LiveWorkflow] {
+        &self.workflows
+    }
+
+    /// Folds a `workflowProgress`: a running run's card is replaced, an ended one leaves.
+    pub fn workflow(&mut self, msg: &EventMsg) {
+        let EventMsg::WorkflowProgress {
+            call_id,
+            name,
+            status,
+            agents,
+            ..
+        } = msg
+        else {
+            return;
+        };
+        let at = self.workflows.iter().position(|w| w.call_id == *call_id);
+        match (status, at) {
+            (WorkflowStatus::Running, Some(i)) => {
+                self.workflows[i].name.clone_from(name);
+                self.workflows[i].agents.clone_from(agents);
+            }
+            (WorkflowStatus::Running, None) => self.workflows.push(LiveWorkflow {
+                call_id: call_id.clone(),
+                name: name.clone(),
+                agents: agents.clone(),
+            }),
+            (_, Some(i)) => {
+                self.workflows.remove(i);
+            }
+            (_, None) => {}
+        }
     }
 
     /// The running children.
@@ -102,9 +153,10 @@ impl LiveAgents {
         self.children.retain(|c| c.id != id);
     }
 
-    /// Forgets every child (another session is shown).
+    /// Forgets every child and workflow (another session is shown).
     pub fn clear(&mut self) {
         self.children.clear();
+        self.workflows.clear();
     }
 
     /// Whether child `id` is running (shown).
@@ -164,7 +216,7 @@ impl LiveAgents {
 
     /// Handles Ctrl+O: `false` when no card is shown (the key keeps its other meaning).
     pub fn toggle(&mut self) -> bool {
-        if self.children.is_empty() {
+        if self.is_empty() {
             return false;
         }
         self.expanded = !self.expanded;
@@ -175,6 +227,9 @@ impl LiveAgents {
     pub fn render(&self, theme: Theme, width: u16, now: Instant) -> Vec<Line<'static>> {
         let w = usize::from(width);
         let mut out = Vec::new();
+        for wf in &self.workflows {
+            self.render_workflow(wf, theme, w, &mut out);
+        }
         for c in &self.children {
             let elapsed = now.saturating_duration_since(c.started);
             let mut facts = format!(" · running {}", elapsed_text(elapsed));
@@ -233,6 +288,87 @@ impl LiveAgents {
             }
         }
         out
+    }
+}
+
+impl LiveAgents {
+    /// Tokens (input, cached input and output) of a workflow's agent: its usage once it
+    /// ended, its live card's count while it runs.
+    fn agent_tokens(&self, a: &WorkflowAgent) -> u64 {
+        match (&a.usage, &a.session_id) {
+            (Some(u), _) => u.input_tokens + u.cache_read_tokens + u.output_tokens,
+            (None, Some(id)) => self
+                .children
+                .iter()
+                .find(|c| c.id == *id)
+                .map_or(0, |c| c.input_tokens + c.output_tokens),
+            (None, None) => 0,
+        }
+    }
+
+    /// A workflow's card: a head line, and expanded one line per agent.
+    fn render_workflow(
+        &self,
+        wf: &LiveWorkflow,
+        theme: Theme,
+        w: usize,
+        out: &mut Vec<Line<'static>>,
+    ) {
+        let n = wf.agents.len();
+        let mut facts = format!("· {n} sub-agent{}", if n == 1 { "" } else { "s" });
+        for (state, word) in [
+            (WorkflowAgentState::Running, "running"),
+            (WorkflowAgentState::Completed, "completed"),
+            (WorkflowAgentState::Failed, "failed"),
+            (WorkflowAgentState::Cancelled, "cancelled"),
+        ] {
+            let k = wf.agents.iter().filter(|a| a.state == state).count();
+            if k > 0 {
+                facts.push_str(&format!(", {k} {word}"));
+            }
+        }
+        let total: u64 = wf.agents.iter().map(|a| self.agent_tokens(a)).sum();
+        if total > 0 {
+            facts.push_str(&format!(" · {} tokens", tokens(total)));
+        }
+        if !self.expanded && n > 0 {
+            facts.push_str(" · Ctrl+O expands");
+        }
+        let name = if wf.name.trim().is_empty() {
+            "Workflow".to_owned()
+        } else {
+            format!("Workflow {}", sanitize(&wf.name).replace('\n', " "))
+        };
+        let head = format!("⚙ {name} ");
+        let room = w.saturating_sub(head.chars().count());
+        out.push(Line::from(vec![
+            Span::styled(wrap::truncate(&head, w), theme.tool()),
+            Span::styled(wrap::truncate(&facts, room), theme.dim()),
+        ]));
+        if !self.expanded {
+            return;
+        }
+        for a in &wf.agents {
+            let (mark, style, word) = match a.state {
+                WorkflowAgentState::Running => ("    ◌ ", theme.dim(), "running"),
+                WorkflowAgentState::Completed => ("    ● ", theme.ok(), "completed"),
+                WorkflowAgentState::Failed => ("    ✗ ", theme.error(), "failed"),
+                WorkflowAgentState::Cancelled => ("    ⊘ ", theme.dim(), "cancelled"),
+            };
+            let mut text = sanitize(&a.label).replace('\n', " ");
+            if let Some(p) = &a.phase {
+                text.push_str(&format!(" [{}]", sanitize(p)));
+            }
+            text.push_str(&format!(" · {word}"));
+            let t = self.agent_tokens(a);
+            if t > 0 {
+                text.push_str(&format!(" · {} tokens", tokens(t)));
+            }
+            out.push(Line::from(vec![
+                Span::styled(mark, style),
+                Span::raw(wrap::truncate(&text, w.saturating_sub(6))),
+            ]));
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 // dsh web: one more client of the dsh serve HTTP API (docs/http-api.md). Sessions list,
 // conversation (event stream), composer, approvals, status. No framework, no build step.
 
-import { h, markdown, fillCard, age, money, count } from './render.js';
+import { h, markdown, fillCard, workflowView, age, money, count } from './render.js';
 
 const ACCESS = document.querySelector('meta[name="dsh-access"]')?.content ?? 'read-only';
 const READ_ONLY = ACCESS !== 'full';
@@ -162,7 +162,7 @@ const EVENT_TYPES = [
   'textDelta', 'reasoningDelta', 'assistantMessage', 'usageUpdated', 'retrying', 'toolCallBegan',
   'toolCallProgress', 'toolCallEnded', 'approvalRequested', 'approvalResolved', 'questionAsked',
   'questionAnswered', 'compactionStarted', 'compactionEnded', 'subagentStarted',
-  'subagentFinished', 'jobUpdated', 'todoList', 'planMode', 'title', 'workingDirectory',
+  'subagentFinished', 'workflowProgress', 'jobUpdated', 'todoList', 'planMode', 'title', 'workingDirectory',
   'steerQueued', 'steerDelivered', 'steerWithdrawn', 'commandRan', 'notice', 'error',
   'sessionForked',
 ];
@@ -472,6 +472,18 @@ function conversation(id) {
       const c = card(ev.callId);
       fillCard(c, ev.display, { isError: ev.isError, errorCode: ev.errorCode });
       agentCard(c, ev.display, ev.callId);
+    },
+    workflowProgress(ev) {
+      // The whole run each time: the call's card shows its agents (kept when it is redrawn).
+      const c = card(ev.callId);
+      c._workflow = ev;
+      const view = workflowView(ev);
+      const old = c.querySelector('.workflow');
+      if (old) old.replaceWith(view);
+      else {
+        const at = c.querySelector('.headline, pre.output, .meta');
+        if (at) at.before(view); else c.append(view);
+      }
     },
     approvalRequested(ev) { approvalCard(ev); },
     approvalResolved(ev) {

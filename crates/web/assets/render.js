@@ -277,6 +277,7 @@ export function fillCard(card, display, ended) {
   if (d.diff) parts.push(diffView(d.diff));
   if (d.todos) parts.push(todoList(d.todos));
   if (d.plan) parts.push(h('div', { class: 'plan md' }, markdown(d.plan)));
+  if (card._workflow) parts.push(workflowView(card._workflow));
   if (out) {
     if (out.headline) parts.push(h('div', { class: 'headline' }, out.headline));
     if (out.text) {
@@ -292,6 +293,33 @@ export function fillCard(card, display, ended) {
     parts.push(h('pre', { class: 'output live' }, card._progress));
   }
   card.replaceChildren(...parts);
+}
+
+// ---- workflow runs ----
+
+const AGENT_MARK = { running: '◌', completed: '●', failed: '✗', cancelled: '⊘' };
+
+function usageTokens(u) {
+  return u ? (u.inputTokens || 0) + (u.cacheReadTokens || 0) + (u.outputTokens || 0) : 0;
+}
+
+// A `workflowProgress` event as a block of the call's card: the run's state, its sub-agents
+// (state, phase, tokens once ended; each links to its session).
+export function workflowView(p) {
+  const agents = p.agents || [];
+  const by = (s) => agents.filter((a) => a.state === s).length;
+  const states = ['running', 'completed', 'failed', 'cancelled'].filter(by).map((s) => `${by(s)} ${s}`);
+  const tokens = agents.reduce((n, a) => n + usageTokens(a.usage), 0);
+  const head = [`${agents.length} sub-agent${agents.length === 1 ? '' : 's'}`, ...states].join(', ')
+    + (tokens ? ` · ${count(tokens)} tokens` : '');
+  return h('div', { class: `workflow status-${p.status}`, dataset: { run: p.runId, status: p.status } },
+    h('div', { class: 'wf-head' }, p.status === 'running' ? `Running: ${head}` : `${p.status}: ${head}`),
+    h('ol', { class: 'wf-agents' }, agents.map((a) => h('li', { class: `wf-agent state-${a.state}`, dataset: { seq: String(a.seq), state: a.state } },
+      h('span', { class: 'mark', 'aria-hidden': 'true' }, AGENT_MARK[a.state] || '•'), ' ',
+      a.sessionId ? h('a', { href: `#/s/${encodeURIComponent(a.sessionId)}` }, a.label) : a.label,
+      a.phase ? h('span', { class: 'phase' }, ` [${a.phase}]`) : null,
+      h('span', { class: 'state' }, ` ${a.state}`),
+      a.usage ? h('span', { class: 'tokens' }, ` · ${count(usageTokens(a.usage))} tokens`) : null))));
 }
 
 // ---- numbers ----

@@ -262,6 +262,18 @@ fn dsh_web_in_a_real_browser() {
             .reply(),
     );
     server.push(Completion::new().text("Sub-agent done.").reply());
+    // A workflow of one child: the parent's call, the child's answer, the parent's answer.
+    let workflow = serde_json::json!({
+        "script": "const r = await agent({ prompt: 'count the docs', label: 'counter' }); return r.text;",
+        "meta": {"name": "count docs", "description": "one child counts"},
+    });
+    server.push(
+        Completion::new()
+            .tool_call("workflow", &workflow.to_string())
+            .reply(),
+    );
+    server.push(Completion::new().text("One doc.").reply());
+    server.push(Completion::new().text("Workflow done.").reply());
     server.push(stalled_text("Thinking hard"));
     let gates: HashMap<&str, &Gate> = [("stream", &stream), ("steer", &steer)].into();
 

@@ -1,6 +1,7 @@
-//! The `workflow` tool end to end: the real binary (the tool mounted by a patch row, as the
-//! preset does not), a script that fans out five sub-agents, races them and joins their answers;
-//! every child an ordinary stored session under the parent, the run's records in the parent.
+//! The `workflow` tool end to end: the real binary (the tool mounted by the headless preset), a
+//! script that fans out five sub-agents, races them and joins their answers; every child an
+//! ordinary stored session under the parent, the run's records in the parent, and the run as
+//! front ends see it (`workflowProgress` events, replayed by `dsh serve`).
 
 use dsh_testkit::Completion;
 use serde_json::{Value, json};
@@ -34,16 +35,25 @@ fn a_workflow_fans_out_five_children_races_and_joins_them_through_dsh_exec() {
         }
         Completion::new().text(&format!("{task} done")).reply()
     });
-    let patch = env.patch(
-        "workflow.yaml",
-        "plugins:\n  - id: tool-workflow\n    name: tool-workflow\n",
-    );
-    let out = env.exec(&["--patch", patch.to_str().unwrap(), "Run the parts"]);
+    let out = env.exec(&["Run the parts"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "All five parts done.\n"
     );
+
+    // The preset declares `workflow`, and the parent's two requests declare the same tools,
+    // byte for byte (the cached prefix holds across the call).
+    let parent_tools: Vec<String> = env
+        .server()
+        .requests()
+        .iter()
+        .filter(|r| task_of(r) == "Run the parts")
+        .map(|r| serde_json::to_string(&r.body_json().unwrap()["tools"]).unwrap())
+        .collect();
+    assert_eq!(parent_tools.len(), 2, "the call and the answer after it");
+    assert_eq!(parent_tools[0], parent_tools[1]);
+    assert!(parent_tools[0].contains("\"name\":\"workflow\""));
 
     // The parent got the script's value as the call's result.
     let all = sessions(&env);
@@ -85,4 +95,62 @@ fn a_workflow_fans_out_five_children_races_and_joins_them_through_dsh_exec() {
             "{h}"
         );
     }
+
+    // The run as a front end sees it: `workflowProgress` events of the call, each with the
+    // whole run; the last one completed, its five agents completed with their usage.
+    let served = crate::serve::serve(&env, &[]);
+    let parent_id = parent["id"].as_str().unwrap();
+    let (status, stream) = crate::serve::raw(
+        &served.addr,
+        "GET",
+        &format!("/v1/sessions/{parent_id}/events"),
+        None,
+        Some("event: snapshot"),
+    );
+    assert_eq!(status, 200, "{stream}");
+    let progress: Vec<Value> = stream
+        .split("event: workflowProgress\n")
+        .skip(1)
+        .map(|chunk| {
+            let data = chunk.lines().next().unwrap().trim_start_matches("data: ");
+            serde_json::from_str(data).unwrap()
+        })
+        .collect();
+    // run-start, five agent-starts, five agent-ends, five usages, run-end.
+    assert_eq!(progress.len(), 17, "{progress:#?}");
+    let msg = |v: &Value| v.get("msg").cloned().unwrap_or_else(|| v.clone());
+    let first = msg(&progress[0]);
+    assert_eq!(first["callId"], "call_wf");
+    assert_eq!(first["name"], "five parts");
+    assert_eq!(first["status"], "running");
+    assert_eq!(first["agents"], json!([]));
+    let last = msg(progress.last().unwrap());
+    assert_eq!(last["status"], "completed", "{last:#}");
+    let agents = last["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 5, "{last:#}");
+    for (i, a) in agents.iter().enumerate() {
+        assert_eq!(a["seq"], i as u64 + 1, "{a}");
+        assert_eq!(a["state"], "completed", "{a}");
+        assert!(a["usage"]["outputTokens"].as_u64().unwrap() > 0, "{a}");
+        let child = a["sessionId"].as_str().unwrap();
+        assert!(
+            all.iter()
+                .any(|(h, _)| h["id"] == child && h["parentSession"] == parent["id"]),
+            "{a}"
+        );
+    }
+    let labels: Vec<&str> = agents
+        .iter()
+        .map(|a| a["label"].as_str().unwrap())
+        .collect();
+    let mut sorted = labels.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, ["part 1", "part 2", "part 3", "part 4", "part 5"]);
+    // While it ran, agents were seen running before they ended.
+    assert!(
+        progress.iter().map(msg).any(|p| p["agents"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|a| a["state"] == "running"))),
+        "{progress:#?}"
+    );
 }

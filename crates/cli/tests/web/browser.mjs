@@ -290,6 +290,19 @@ try {
   await agent.locator('.child-toggle').click();
   check(await agent.locator('.child-log').isHidden(), 'the child transcript folds away again');
 
+  // ---- a workflow call's card shows its run ----
+  await page.locator('#prompt').fill('run the workflow');
+  await page.locator('#prompt').press('Enter');
+  await allowFirst(page, '.card.tool .workflow');
+  await page.locator('.msg.assistant', { hasText: 'Workflow done.' }).waitFor();
+  const wf = page.locator('.card.tool .workflow').last();
+  await wf.locator('.wf-agent[data-state="completed"]').waitFor();
+  const wfAgent = await wf.locator('.wf-agent').textContent();
+  check(await wf.getAttribute('data-status') === 'completed' && await wf.locator('.wf-agent').count() === 1
+    && /counter/.test(wfAgent) && /completed/.test(wfAgent) && /\d tokens/.test(wfAgent),
+  `a workflow call's card shows its run: its one agent, completed, with its tokens (${wfAgent})`);
+  check(/^#\/s\/./.test(await wf.locator('.wf-agent a').getAttribute('href')), 'the workflow\'s agent links to its session');
+
   // ---- interrupt ----
   await page.locator('#prompt').fill('stall');
   await page.locator('#prompt').press('Enter');
@@ -313,7 +326,7 @@ try {
   // The search box: the list call's q, full text through the catalog.
   const ids = () => page.locator('#session-list .session').evaluateAll((els) => els.map((e) => e.dataset.id));
   const sessionId = decodeURIComponent(url.split('#/s/')[1]);
-  check((await ids()).length === 3, 'the list shows the three sessions (the sub-agent\'s too)');
+  check((await ids()).length === 4, 'the list shows the four sessions (the sub-agent\'s and the workflow\'s child too)');
   await page.locator('#q').fill('paged');
   await page.waitForFunction((id) => {
     const rows = [...document.querySelectorAll('#session-list .session')];

@@ -48,6 +48,7 @@ fn every_event_and_op_variant_is_in_the_schema() {
         "compactionEnded",
         "subagentStarted",
         "subagentFinished",
+        "workflowProgress",
         "jobUpdated",
         "todoList",
         "planMode",

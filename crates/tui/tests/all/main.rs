@@ -14,3 +14,4 @@ mod pty;
 mod rewind;
 mod support;
 mod widgets;
+mod workflow;
