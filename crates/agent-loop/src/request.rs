@@ -1,5 +1,7 @@
 //! Request bookkeeping (`session-format.md` §9) and system prompt reconciliation (§10.2).
 
+use std::sync::Arc;
+
 use dsh_llm::{ContentBlock, Message, MessageSource, Role, ToolSpec};
 use dsh_session::data::{
     DeveloperMessage, EpochHeader, RequestContext, RequestHeader, RequestReason, SystemMessage,
@@ -18,6 +20,9 @@ pub(crate) struct RequestState {
     last_context: Option<RequestContext>,
     /// The retained runtime-context snapshot, folded incrementally.
     pub(crate) context: ContextTracker,
+    /// The tool list last offered (or the latest header's at attachment), shared by the
+    /// headers and compared by pointer while the assembled tools stay equal to it.
+    tools: Option<Arc<[ToolSpec]>>,
 }
 
 impl RequestState {
@@ -39,7 +44,22 @@ impl RequestState {
             request_surface_generation: generation,
             last_context,
             context,
+            tools: latest_header(session).and_then(|(_, h)| h.header.tools),
         }
+    }
+
+    /// The assembled `tools` as a shared list: the one offered before when they are equal (one
+    /// comparison per step instead of a copy of every schema and two comparisons), else a new
+    /// one. `None` when there are no tools.
+    pub(crate) fn shared_tools(&mut self, tools: &[ToolSpec]) -> Option<Arc<[ToolSpec]>> {
+        if tools.is_empty() {
+            return None;
+        }
+        match &self.tools {
+            Some(t) if **t == *tools => {}
+            _ => self.tools = Some(Arc::from(tools)),
+        }
+        self.tools.clone()
     }
 }
 
@@ -163,10 +183,14 @@ pub(crate) fn keep_declared_order(session: &Session, tools: Vec<ToolSpec>) -> Ve
     out
 }
 
-/// Whether the assembled tools differ from the latest header's tools.
-pub(crate) fn tools_changed(session: &Session, tools: &[ToolSpec]) -> bool {
+/// Whether the assembled tools (shared by [`RequestState::shared_tools`]) differ from the
+/// latest header's tools.
+pub(crate) fn tools_changed(session: &Session, tools: Option<&Arc<[ToolSpec]>>) -> bool {
     match latest_header(session) {
-        Some((_, h)) => h.header.tools.as_deref().unwrap_or(&[]) != tools,
+        Some((_, h)) => match (h.header.tools.as_ref(), tools) {
+            (Some(a), Some(b)) => !Arc::ptr_eq(a, b) && a != b,
+            (a, b) => a.is_some_and(|t| !t.is_empty()) || b.is_some_and(|t| !t.is_empty()),
+        },
         None => false,
     }
 }
@@ -200,7 +224,10 @@ pub(crate) fn log_request(
         } else {
             RequestReason::Initial
         })
-    } else if baseline.as_ref().is_none_or(|(_, b)| b.header != header) {
+    } else if baseline
+        .as_ref()
+        .is_none_or(|(_, b)| !b.header.same_as(&header))
+    {
         Some(RequestReason::Change)
     } else if starts {
         Some(RequestReason::Series)

@@ -299,7 +299,7 @@ async fn run_step(
     batch: Vec<Message>,
     starts: bool,
     model: &str,
-    assembly: Assembly,
+    mut assembly: Assembly,
 ) -> Result<StepOutcome, TurnError> {
     let options = agent.options.lock().clone();
     let proposed = CallSettings {
@@ -320,6 +320,8 @@ async fn run_step(
     let settings =
         call_hook::<AgentRequest, _, _>(agent, input, |i: RequestInput| async move { i.settings })
             .await?;
+    // The tools offered, shared by the attempts' headers (see `RequestState::shared_tools`).
+    let shared = rs.shared_tools(&assembly.tools);
     let mut attempt = 1u32;
     // Whether the accepted batch is in the log. Not `attempt == 1`: a first attempt that fails
     // in `prepare_call` and is retried has admitted nothing yet.
@@ -340,7 +342,7 @@ async fn run_step(
                 let in_history = prepared.system_prompt_update.is_some();
                 let starts_recon = (first && starts)
                     || rs.request_surface_generation != generation
-                    || (prepared.tool_update.is_none() && tools_changed(session, &assembly.tools));
+                    || (prepared.tool_update.is_none() && tools_changed(session, shared.as_ref()));
                 reconcile_prompt(
                     session,
                     &assembly.prompt,
@@ -355,7 +357,7 @@ async fn run_step(
                     }
                     admitted = true;
                 }
-                let header = EpochHeader::of(&prepared, &assembly.tools);
+                let header = EpochHeader::of_shared(&prepared, shared.clone());
                 let context = RequestContext {
                     provider: prepared.provider.clone(),
                     model: prepared.model.id.clone(),
@@ -371,7 +373,14 @@ async fn run_step(
                     .filter(|m| m.role != Role::Developer)
                     .collect();
                 rs.request_surface_generation = session.content_generation();
-                let request = prepared.request(messages, assembly.tools.clone(), token.clone());
+                // The assembled list itself the first time (no copy of every schema), a copy
+                // of the shared one for a retry.
+                let tools = if assembly.tools.is_empty() {
+                    shared.as_deref().map(<[_]>::to_vec).unwrap_or_default()
+                } else {
+                    std::mem::take(&mut assembly.tools)
+                };
+                let request = prepared.request(messages, tools, token.clone());
                 match run_attempt(agent, &prepared, request, token, turn, step).await? {
                     AttemptOutcome::Done { finish, tool_calls } => {
                         if finish == FinishReason::MaxTokens {

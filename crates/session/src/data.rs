@@ -502,6 +502,32 @@ impl EpochHeader {
         }
     }
 
+    /// Whether two headers are equal, their tool lists compared by pointer first (a loop offers
+    /// the same shared list step after step: no deep comparison of every schema).
+    pub fn same_as(&self, other: &EpochHeader) -> bool {
+        // Every member named: a new one must be compared here too.
+        let EpochHeader {
+            config,
+            adapter_defaults,
+            tools,
+        } = self;
+        let same_tools = match (tools, &other.tools) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        same_tools && *config == other.config && *adapter_defaults == other.adapter_defaults
+    }
+
+    /// [`EpochHeader::of`] with the tools already shared (`None`: no tools).
+    pub fn of_shared(
+        prepared: &dsh_llm::service::PreparedCall,
+        tools: Option<Arc<[ToolSchema]>>,
+    ) -> Self {
+        let mut header = Self::of(prepared, &[]);
+        header.tools = tools.filter(|t| !t.is_empty());
+        header
+    }
+
     /// The header of a prepared call and the tools it offers: the one mapping from the call
     /// settings to the log (`adapterDefaults` marks what `prepare_call` defaulted).
     pub fn of(prepared: &dsh_llm::service::PreparedCall, tools: &[ToolSchema]) -> Self {
