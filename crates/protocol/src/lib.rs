@@ -32,14 +32,14 @@ pub mod workflow;
 pub use client::{Client, EventStream, LogRecord, LogStream};
 pub use command::{CommandInfo, CommandOutcome, CommandSource};
 pub use error::{ErrorCode, ProtocolError};
+pub use event::ApprovalPurpose;
 pub use event::{
     AbortCause, ApprovalOutcome, ApprovalRequest, BackgroundWork, Event, EventMsg, ForkReason,
     GoalBlocked, GoalInfo, GoalPhase, JobState, LiveAttempt, MessageSource, NoticeLevel, Question,
     QuestionOption, QuestionRequest, QueuedSteer, RunStatus, Snapshot, SubagentMode, TurnEndReason,
 };
-pub use event::ApprovalPurpose;
-pub use session::SearchMatch;
 pub use op::{ApprovalDecision, Attachment, Op, OpAccepted, QuestionAnswer};
+pub use session::SearchMatch;
 pub use session::{OpenSession, SessionOptions, SessionQuery, SessionState, SessionSummary};
 pub use usage::Usage;
 pub use workflow::{WorkflowAgent, WorkflowAgentState, WorkflowStatus};
