@@ -64,5 +64,15 @@ pub fn describe(e: &dsh_session::Event) -> Option<String> {
             r.from_session, r.to_turn
         ));
     }
-    None
+    forked(e)
+}
+
+/// The line of a `dsh/forked` record (the session continues in a rewind's fork).
+pub fn forked(e: &dsh_session::Event) -> Option<String> {
+    let f = e.plugin::<dsh_session::forked::SessionForked>()?.ok()?;
+    let to = f
+        .to_turn
+        .map(|t| format!(" (rewound to before turn {t})"))
+        .unwrap_or_default();
+    Some(format!("── continued in {}{to} ──", f.session_id))
 }

@@ -12,7 +12,10 @@ use dsh_checkpoint::ops;
 use dsh_checkpoint::preview::{DEFAULT_MAX_LINES, diff_preview};
 use dsh_checkpoint::rewind::{self, RewindError};
 use dsh_checkpoint::{DEFAULT_MAX_FILE_BYTES, Rewound, Store, checkpoints_root};
-use dsh_session::{DirectSink, ForkOptions, SessionPersistence, SessionStore, Sessions as _};
+use dsh_session::forked::{ForkReason, SessionForked};
+use dsh_session::{
+    DirectSink, ForkOptions, SessionError, SessionPersistence, SessionStore, Sessions as _,
+};
 use dsh_session_jsonl::store::JsonlStore;
 
 use crate::config_cmd::write_stdout;
@@ -237,11 +240,29 @@ async fn fork(
         .append_plugin(&Rewound {
             from_session: id.to_owned(),
             to_turn: to,
-            rewind,
+            rewind: rewind.clone(),
         })
         .map_err(run_err)?;
     let child_id = child.id().to_owned();
     sessions.close(&child_id).await.map_err(run_err)?;
+    // The old session says where it continues (its clients follow the fork from it), unless
+    // another process holds it.
+    match sessions.open(id) {
+        Ok(old) => {
+            old.append_plugin(&SessionForked {
+                session_id: child_id.clone(),
+                reason: ForkReason::Rewind,
+                to_turn: Some(to),
+                rewind_id: rewind,
+            })
+            .map_err(run_err)?;
+            sessions.close(id).await.map_err(run_err)?;
+        }
+        Err(SessionError::Locked(_)) => eprintln!(
+            "dsh: session {id} is open in another process: its clients are not told of the fork"
+        ),
+        Err(e) => return Err(run_err(e)),
+    }
     Ok(child_id)
 }
 

@@ -375,6 +375,7 @@ pub(crate) async fn show(id: &str) -> Result<u8, Failure> {
                 .or_else(|| crate::audit::line(e))
                 .or_else(|| dsh_hooks::events::describe(e))
                 .or_else(|| subagent_line(e))
+                .or_else(|| dsh_checkpoint::events::forked(e))
             {
                 Some(line) => line,
                 None => continue,

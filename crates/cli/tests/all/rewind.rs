@@ -230,10 +230,15 @@ fn a_conversation_rewind_forks_the_log_and_the_next_request_extends_an_earlier_p
         !now.iter()
             .any(|m| m.contains("second task\"") && !m.contains("another"))
     );
-    // The old branch is unchanged and readable.
+    // The old branch is unchanged and readable, and says where it continues (dsh/forked).
     let out = env.dsh().args(["sessions", "show", "s1"]).output().unwrap();
     assert!(
         stdout(&out).contains("user: second task"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains(&format!("continued in {child} (rewound to before turn 2)")),
         "{}",
         stdout(&out)
     );
