@@ -346,9 +346,9 @@ fn a_killed_owner_s_session_is_taken_over_by_the_other_server_after_its_lease() 
     });
     // B forwarded it to A, which will never answer.
     wait_for("the op forwarded to the dead owner", || {
+        assert!(!sent.is_finished(), "B answered without forwarding");
         c.psql(&url, "SELECT count(*) FROM dsh_ops WHERE state = 'pending'") == "1"
     });
-    assert!(!sent.is_finished());
     // The lease expires (as 30 s after the kill would): B withdraws the op and takes over.
     c.psql(
         &url,
