@@ -219,10 +219,9 @@ mod tests {
 
     fn agents(msg: &EventMsg) -> Vec<(String, WorkflowAgentState)> {
         match msg {
-            EventMsg::WorkflowProgress { agents, .. } => agents
-                .iter()
-                .map(|a| (a.label.clone(), a.state))
-                .collect(),
+            EventMsg::WorkflowProgress { agents, .. } => {
+                agents.iter().map(|a| (a.label.clone(), a.state)).collect()
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -238,7 +237,9 @@ mod tests {
             "tool-workflow/run-start",
             serde_json::json!({"runId": "run-7", "name": "review"}),
         );
-        let p = w.record(&start, |free| Some("call_a").filter(|c| free(c)).map(str::to_owned));
+        let p = w.record(&start, |free| {
+            Some("call_a").filter(|c| free(c)).map(str::to_owned)
+        });
         match p {
             Some(EventMsg::WorkflowProgress {
                 ref call_id,
