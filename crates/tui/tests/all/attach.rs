@@ -1,18 +1,22 @@
 //! Two UIs attached to one session of a `dsh serve` (on a unix socket, against the testkit
 //! model), each in its own tmux pane: a prompt typed in one streams in both; an approval asked
-//! is answered in the second and the first sees it resolved. Every wait polls
+//! is answered in the second and the first sees it resolved; a conversation rewind in one moves
+//! both to the fork. Every wait polls
 //! `tmux capture-pane` until a deadline.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dsh_test_harness::e2e::{Env, dsh_bin};
+use dsh_test_harness::e2e::{Env, dsh_bin, request_messages};
 
 use crate::pty::{DEADLINE, text_reply, tool_reply};
 
 /// Between two looks at a pane (the wait itself is bounded by [`DEADLINE`]).
 const POLL: Duration = Duration::from_millis(50);
+
+/// Numbers the tmux servers of this process.
+static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// A tmux server of this test alone (`-L`), killed on drop.
 struct Tmux {
@@ -23,7 +27,12 @@ struct Tmux {
 impl Tmux {
     fn new(env: &Env) -> Tmux {
         Tmux {
-            name: format!("dsh-attach-{}", std::process::id()),
+            // One server per test (tests of this process run at once).
+            name: format!(
+                "dsh-attach-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ),
             home: env.home.path().to_owned(),
         }
     }
@@ -216,4 +225,102 @@ fn two_tuis_attached_to_one_session_stream_alike_and_share_an_approval() {
     let events = env.stored_events();
     let results = events.iter().filter(|e| e["type"] == "tool/result").count();
     assert_eq!(results, 1, "{events:?}");
+}
+
+/// The id in a pane's last `session ID · /help for commands` line (the session shown now).
+fn shown_id(screen: &str) -> Option<String> {
+    screen
+        .lines()
+        .rev()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("session ")
+                .filter(|r| r.contains("/help for commands"))
+                .and_then(|r| r.split_whitespace().next())
+        })
+        .map(str::to_owned)
+}
+
+#[test]
+fn a_rewind_in_one_of_two_attached_uis_moves_both_to_the_fork() {
+    let env = Env::new();
+    env.server().push_all([
+        text_reply("One done."),
+        text_reply("Two done."),
+        text_reply("Three done."),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("serve.sock");
+    let _served = serve(&env, &socket);
+    let tmux = Tmux::new(&env);
+    let attach = format!(
+        "cd '{}' && exec '{}' --attach 'unix:{}'",
+        env.work.path().display(),
+        dsh_bin().display(),
+        socket.display()
+    );
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "220",
+        "-y",
+        "50",
+        &attach,
+    ]);
+    let one = "t:0.0";
+    let screen = tmux.wait(one, "the first UI's session", |s| {
+        shown_id(s).is_some() && s.contains("Ask dsh anything")
+    });
+    let old = session_id(&screen);
+    tmux.run(&[
+        "split-window",
+        "-h",
+        "-t",
+        one,
+        &format!("{attach} '{old}'"),
+    ]);
+    let two = "t:0.1";
+    tmux.wait(two, "the second UI on the same session", |s| {
+        s.contains(&format!("session {old}")) && s.contains("Ask dsh anything")
+    });
+    for (prompt, answer) in [("say one", "One done."), ("say two", "Two done.")] {
+        tmux.send(one, prompt, true);
+        for pane in [one, two] {
+            tmux.wait(pane, answer, |s| {
+                s.contains(answer) && !s.contains("● working")
+            });
+        }
+    }
+
+    // The first UI rewinds the conversation; both end on the fork, told by the old session.
+    tmux.send(one, "/rewind 2 conversation yes", true);
+    let mut forks = Vec::new();
+    for pane in [one, two] {
+        let screen = tmux.wait(pane, "the fork's UI", |s| {
+            s.contains("↪ continued in session-")
+                && shown_id(s).is_some_and(|id| id != old && s.contains("Ask dsh anything"))
+        });
+        forks.push(shown_id(&screen).unwrap());
+    }
+    assert_eq!(forks[0], forks[1], "{forks:?}");
+    let fork = &forks[0];
+
+    // The second UI's next prompt runs in the fork, shown in both, without the dropped turn.
+    let requests = env.server().request_count();
+    tmux.send(two, "say three", true);
+    for pane in [one, two] {
+        let screen = tmux.wait(pane, "the fork's new turn", |s| {
+            s.contains("Three done.") && !s.contains("● working")
+        });
+        assert_eq!(shown_id(&screen).as_ref(), Some(fork), "{pane}: {screen}");
+    }
+    let sent = serde_json::to_string(&request_messages(env.server(), requests)).unwrap();
+    assert!(
+        sent.contains("say one") && sent.contains("say three"),
+        "{sent}"
+    );
+    assert!(!sent.contains("say two"), "{sent}");
 }
