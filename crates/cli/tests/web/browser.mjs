@@ -351,7 +351,7 @@ try {
   await page.locator('#session-list .empty', { hasText: 'No session matches.' }).waitFor();
   check(true, 'a search with no match says so');
   await page.locator('#q').fill('');
-  await page.waitForFunction(() => document.querySelectorAll('#session-list .session').length === 3);
+  await page.waitForFunction(() => document.querySelectorAll('#session-list .session').length === 4);
   await page.screenshot({ path: `${OUT}/sessions-360x740-dark.png` });
   result.screenshots.push('conversation-desktop.png', 'conversation-360x740.png', 'conversation-360x740-dark.png', 'sessions-360x740-dark.png');
 
