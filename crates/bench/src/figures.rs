@@ -382,7 +382,7 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
 /// `target_rss_mb` of harness memory at the per-event cost the large resume measured (the large
 /// session itself when that is within 25%), 20,000–400,000 events, its resumed request kept
 /// under 48 MB (the mock takes 64 MB). The quick plan always takes the large session.
-fn spawn_history(plan: &Plan, resume_large: &[ResumeRun]) -> usize {
+pub fn spawn_history(plan: &Plan, resume_large: &[ResumeRun]) -> usize {
     let events = resume_large
         .first()
         .map_or(plan.resume_large_events, |r| r.events);

@@ -27,6 +27,7 @@ mod serve;
 mod spawn;
 mod startup;
 mod stats;
+mod steps;
 mod subagent;
 mod tool_set;
 mod tui;
@@ -118,6 +119,9 @@ enum Only {
     Serve,
     /// The `workflow` tool: its engine's start, and a fan-out of 5 children against its slowest.
     Workflow,
+    /// The 20- and 200-step bash scenarios (peak RSS, overhead per step) and the bash spawn
+    /// round trip after a long history (large / small).
+    Steps,
 }
 
 /// The workspace root (this crate is `crates/bench`).
@@ -188,6 +192,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Tui => tui::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Serve => serve::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Workflow => workflow::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Steps => steps::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Sandbox => {
                     let runs = confine::runs(&dsh, cli.iterations, cli.quick)?;
                     confine::rows(&mut rows, &runs);
