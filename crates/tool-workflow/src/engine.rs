@@ -7,8 +7,10 @@
 //! resolves that sub-agent's promise. The sub-agents themselves run on the caller's tokio
 //! runtime and start at once, so `await`, `Promise.all`, `Promise.race`, `Promise.any` and
 //! `Promise.allSettled` over handles behave as in any JavaScript engine: a join of five waits
-//! as long as the slowest, a race as long as the fastest. `wait(run)`, `waitAll(runs)` and
-//! `tools.*` block the engine thread until their answer.
+//! as long as the slowest, a race as long as the fastest. `tools.*` calls start at once too and
+//! return promises the loop settles with the tool's answer, so a sub-agent that ends while a
+//! tool runs is seen at once. `wait(run)` and `waitAll(runs)` block the engine thread until
+//! their answer.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -63,14 +65,24 @@ pub trait Host {
     fn start_agent(&mut self, options: Value) -> Result<u64, HostError>;
     /// Blocks until sub-agent `seq` ended; its result object.
     fn wait_agent(&mut self, seq: u64) -> Result<Value, HostError>;
-    /// Blocks until a sub-agent ends whose result the script's promises have not been given
-    /// yet (one that ended earlier comes first, in the order they ended); `None` when no
-    /// sub-agent is running and every result was given.
-    fn next_settled(&mut self) -> Result<Option<(u64, Value)>, HostError>;
-    /// Runs tool `name` with `arguments` (JSON text): its text.
-    fn call_tool(&mut self, name: &str, arguments: String) -> Result<String, HostError>;
+    /// Blocks until a sub-agent or a tool call ends whose result the script's promises have
+    /// not been given yet (ended sub-agents first, in the order they ended, then answered
+    /// tool calls); `None` when nothing runs and every result was given.
+    fn next_settled(&mut self) -> Result<Option<Settled>, HostError>;
+    /// Starts tool `name` with `arguments` (JSON text); returns the call's id (its answer
+    /// comes through [`Host::next_settled`]).
+    fn start_tool(&mut self, name: &str, arguments: String) -> Result<u64, HostError>;
     /// A line the script logged.
     fn log(&mut self, line: &str);
+}
+
+/// What ended, for the script's promises.
+#[derive(Debug)]
+pub enum Settled {
+    /// Sub-agent `seq` ended with this result object.
+    Agent(u64, Value),
+    /// Tool call `id` answered: its text, or its error.
+    Tool(u64, Result<String, HostError>),
 }
 
 /// A host with no sub-agents and no tools (engine start measurements, plain scripts).
@@ -84,10 +96,10 @@ impl Host for NoHost {
     fn wait_agent(&mut self, seq: u64) -> Result<Value, HostError> {
         Err(HostError::NoSuchAgent(seq))
     }
-    fn next_settled(&mut self) -> Result<Option<(u64, Value)>, HostError> {
+    fn next_settled(&mut self) -> Result<Option<Settled>, HostError> {
         Ok(None)
     }
-    fn call_tool(&mut self, name: &str, _arguments: String) -> Result<String, HostError> {
+    fn start_tool(&mut self, name: &str, _arguments: String) -> Result<u64, HostError> {
         Err(HostError::ToolNotAllowed {
             name: name.to_owned(),
             allowed: String::new(),
@@ -154,19 +166,17 @@ pub fn run_script(
     let ctx = Context::full(&rt).map_err(|e| WorkflowError::Engine(e.to_string()))?;
     let outcome: Outcome = Rc::default();
     let host = Rc::new(RefCell::new(host));
-    let started = ctx.with(
-        |ctx| -> Result<Persistent<Function<'static>>, WorkflowError> {
-            let deliver =
-                install(&ctx, &input, &host, &outcome).map_err(|e| engine_error(&ctx, e))?;
-            // The script is the body of an async function; its first line is line 1.
-            let source = format!("__dsh_finish((async () => {{{}\n}})());", input.script);
-            ctx.eval::<(), _>(source)
-                .map_err(|e| script_error(&ctx, e, limits))?;
-            Ok(deliver)
-        },
-    );
-    let result =
-        started.and_then(|deliver| event_loop(&rt, &ctx, &host, &outcome, deliver, limits));
+    let started = ctx.with(|ctx| -> Result<Delivery, WorkflowError> {
+        let deliver = install(&ctx, &input, &host, &outcome).map_err(|e| engine_error(&ctx, e))?;
+        // The script is the body of an async function; its first line is line 1.
+        let source = format!("__dsh_finish((async () => {{{}\n}})());", input.script);
+        ctx.eval::<(), _>(source)
+            .map_err(|e| script_error(&ctx, e, limits))?;
+        Ok(deliver)
+    });
+    let result = started.and_then(|(deliver, deliver_tool)| {
+        event_loop(&rt, &ctx, &host, &outcome, deliver, deliver_tool, limits)
+    });
     let result = match (result, stop.reason()) {
         // A stop (limit, cancel, deadline) wins over what the script made of it.
         (_, Some(reason)) => Err(reason),
@@ -200,6 +210,7 @@ fn event_loop(
     host: &Rc<RefCell<Box<dyn Host>>>,
     outcome: &Outcome,
     deliver: Persistent<Function<'static>>,
+    deliver_tool: Persistent<Function<'static>>,
     limits: &EngineLimits,
 ) -> Result<(), WorkflowError> {
     loop {
@@ -208,15 +219,27 @@ fn event_loop(
             return Ok(());
         }
         let next = host.borrow_mut().next_settled();
-        let Ok(Some((seq, value))) = next else {
+        let Ok(Some(settled)) = next else {
             // Stopped (the signal has the reason) or nothing left: never settled.
             return Ok(());
         };
-        ctx.with(|ctx| {
-            let deliver = deliver.clone().restore(&ctx)?;
-            // `as` is exact: seqs are bounded by maxAgents.
-            #[allow(clippy::cast_precision_loss)]
-            deliver.call::<_, ()>((seq as f64, value.to_string()))
+        ctx.with(|ctx| match settled {
+            Settled::Agent(seq, value) => {
+                let deliver = deliver.clone().restore(&ctx)?;
+                // `as` is exact: seqs are bounded by maxAgents.
+                #[allow(clippy::cast_precision_loss)]
+                deliver.call::<_, ()>((seq as f64, value.to_string()))
+            }
+            Settled::Tool(id, answer) => {
+                let deliver = deliver_tool.clone().restore(&ctx)?;
+                let (ok, text) = match answer {
+                    Ok(text) => (true, text),
+                    Err(e) => (false, e.to_string()),
+                };
+                // `as` is exact: ids count one run's calls.
+                #[allow(clippy::cast_precision_loss)]
+                deliver.call::<_, ()>((id as f64, ok, text))
+            }
         })
         .map_err(|e| ctx.with(|ctx| script_error(&ctx, e, limits)))?;
     }
@@ -329,7 +352,7 @@ fn install<'js>(
     input: &ScriptInput,
     host: &Rc<RefCell<Box<dyn Host>>>,
     outcome: &Outcome,
-) -> rquickjs::Result<Persistent<Function<'static>>> {
+) -> rquickjs::Result<Delivery> {
     let g = ctx.globals();
     let json = |v: &Value| ctx.json_parse(v.to_string());
     g.set("args", json(&input.args)?)?;
@@ -380,9 +403,15 @@ fn install<'js>(
             "__dsh_tool",
             Function::new(
                 ctx.clone(),
-                move |ctx: Ctx<'js>, name: String, arguments: String| -> rquickjs::Result<String> {
+                move |ctx: Ctx<'js>, name: String, arguments: String| -> rquickjs::Result<f64> {
                     host.borrow_mut()
-                        .call_tool(&name, arguments)
+                        .start_tool(&name, arguments)
+                        // `as` is exact: ids count one run's calls.
+                        .map(|id| {
+                            #[allow(clippy::cast_precision_loss)]
+                            let id = id as f64;
+                            id
+                        })
                         .map_err(|e| throw(&ctx, e))
                 },
             )?,
@@ -431,8 +460,16 @@ fn install<'js>(
     ctx.eval::<(), _>(PRELUDE)?;
     let deliver: Function<'js> = g.get("__dsh_deliver")?;
     g.remove("__dsh_deliver")?;
-    Ok(Persistent::save(ctx, deliver))
+    let deliver_tool: Function<'js> = g.get("__dsh_deliver_tool")?;
+    g.remove("__dsh_deliver_tool")?;
+    Ok((
+        Persistent::save(ctx, deliver),
+        Persistent::save(ctx, deliver_tool),
+    ))
 }
+
+/// The prelude's functions that settle a sub-agent's promise and a tool call's.
+type Delivery = (Persistent<Function<'static>>, Persistent<Function<'static>>);
 
 /// Starts an engine and runs a script that returns at once, with no host: what a run costs
 /// before its script does anything (dsh-bench's engine-start row).

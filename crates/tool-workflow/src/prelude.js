@@ -49,9 +49,23 @@
     return run.result();
   };
   g.waitAll = (runs) => Array.from(runs, (r) => g.wait(r));
+
+  // Each running tool call's resolvers, until the engine hands it the answer
+  // (`__dsh_deliver_tool`, called as each call ends): a promise of the text, rejected with an
+  // Error of the tool's error text.
+  const toolCalls = new Map();
+  g.__dsh_deliver_tool = (id, ok, text) => {
+    const call = toolCalls.get(id);
+    if (call === undefined) return;
+    toolCalls.delete(id);
+    if (ok) call.resolve(text); else call.reject(new Error(text));
+  };
   const tools = {};
   for (const name of g.__dsh_tool_names) {
-    tools[name] = (args) => host.tool(name, JSON.stringify(args === undefined ? {} : args));
+    tools[name] = (args) => {
+      const id = host.tool(name, JSON.stringify(args === undefined ? {} : args));
+      return new Promise((resolve, reject) => toolCalls.set(id, { resolve, reject }));
+    };
   }
   delete g.__dsh_tool_names;
   g.tools = Object.freeze(tools);

@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::WorkflowConfig;
-use crate::engine::{self, EngineLimits, Host, ScriptInput, StopSignal};
+use crate::engine::{self, EngineLimits, Host, ScriptInput, Settled, StopSignal};
 use crate::error::{HostError, WorkflowError};
 use crate::events::{AgentEnd, AgentOutcome, AgentStart, RunEnd, RunStart, RunStopReason};
 
@@ -302,6 +302,8 @@ struct RunHost {
     /// they ended.
     undelivered: VecDeque<u64>,
     tools_done: HashMap<u64, Result<String, HostError>>,
+    /// Tool calls started whose answer the script's promises have not been given.
+    tools_running: HashSet<u64>,
     next_tool: u64,
 }
 
@@ -517,21 +519,27 @@ impl Host for RunHost {
         }
     }
 
-    fn next_settled(&mut self) -> Result<Option<(u64, Value)>, HostError> {
+    fn next_settled(&mut self) -> Result<Option<Settled>, HostError> {
         loop {
             if let Some(seq) = self.undelivered.pop_front() {
                 let value = self.agents_done.get(&seq).cloned().unwrap_or(Value::Null);
-                return Ok(Some((seq, value)));
+                return Ok(Some(Settled::Agent(seq, value)));
             }
-            // Every seq up to `started` reports exactly once.
-            if self.agents_done.len() as u64 >= self.started {
+            if let Some(id) = self.tools_done.keys().min().copied()
+                && let Some(answer) = self.tools_done.remove(&id)
+            {
+                self.tools_running.remove(&id);
+                return Ok(Some(Settled::Tool(id, answer)));
+            }
+            // Every seq up to `started` reports exactly once, and so does every tool call.
+            if self.agents_done.len() as u64 >= self.started && self.tools_running.is_empty() {
                 return Ok(None);
             }
             self.pump()?;
         }
     }
 
-    fn call_tool(&mut self, name: &str, arguments: String) -> Result<String, HostError> {
+    fn start_tool(&mut self, name: &str, arguments: String) -> Result<u64, HostError> {
         if !self.shared.config.tools.iter().any(|t| t == name) {
             return Err(HostError::ToolNotAllowed {
                 name: name.to_owned(),
@@ -566,12 +574,8 @@ impl Host for RunHost {
             let _ = wake.send(Msg::Tool(id, answer));
         });
         shared.tasks.lock().push(task);
-        loop {
-            if let Some(r) = self.tools_done.remove(&id) {
-                return r;
-            }
-            self.pump()?;
-        }
+        self.tools_running.insert(id);
+        Ok(id)
     }
 
     fn log(&mut self, line: &str) {
@@ -677,6 +681,7 @@ fn spawn_engine(
         agents_done: HashMap::new(),
         undelivered: VecDeque::new(),
         tools_done: HashMap::new(),
+        tools_running: HashSet::new(),
         next_tool: 0,
     };
     let stop = shared.stop.clone();

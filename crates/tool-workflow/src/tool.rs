@@ -26,7 +26,7 @@ pub const DESCRIPTION: &str = "Run a JavaScript script that orchestrates sub-age
 value (JSON) is the result. The script is an async function body with globals `args`, `meta`, \
 agent({prompt, label?, persona?, schema?, phase?}) and fork(...) (seeded with this \
 conversation): each starts a sub-agent at once; `await` it (or Promise.all) for {ok, text, \
-value, error}. tools.read/grep/glob(args) return text. No files, processes or network.";
+value, error}. tools.read/grep/glob(args) resolve to text. No files, processes or network.";
 
 /// The text of a background start.
 pub fn started_text(job_id: &str) -> String {

@@ -490,15 +490,71 @@ async fn deep_recursion_and_thrown_errors_are_clear_script_errors() {
     );
 }
 
+/// A read-only tool that answers only when its call is cancelled.
+struct Never;
+
+impl dsh_tools::Tool for Never {
+    fn name(&self) -> &str {
+        "never"
+    }
+    fn description(&self) -> &str {
+        "Never answers."
+    }
+    fn parameters(&self) -> &Value {
+        static P: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+        P.get_or_init(|| json!({"type": "object", "properties": {}}))
+    }
+    fn read_only(&self) -> bool {
+        true
+    }
+    fn execute<'a>(
+        &'a self,
+        tc: dsh_tools::ToolContext,
+        _args: Value,
+    ) -> futures::future::BoxFuture<'a, Result<dsh_tools::ToolOutput, dsh_tools::ToolError>> {
+        Box::pin(async move {
+            tc.cancel_token().cancelled().await;
+            Err(dsh_tools::ToolError::aborted())
+        })
+    }
+}
+
+/// `tools.*` calls do not block the script: a sub-agent ends, and the script sees it, while
+/// a tool call it started still runs (it is cancelled when the script returns). With calls
+/// that blocked the engine, this run waited for the tool until its wall time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_in_flight_does_not_block_the_script() {
+    let h = TestHarness::builder()
+        .plugin::<SubagentsPlugin>(SubagentsConfig::default())
+        .plugin::<WorkflowToolPlugin>(WorkflowConfig {
+            tools: vec!["never".to_owned()],
+            max_wall_ms: 60_000,
+            ..WorkflowConfig::default()
+        })
+        .tool(Never)
+        .build()
+        .await;
+    h.llm.push(Script::Chunks(text("child done")));
+    let parent = h.agent().await;
+    let script = r#"
+        const pending = tools.never({});
+        const child = await agent({ prompt: "quick", label: "quick" });
+        return { child: child.text, promise: pending instanceof Promise };
+    "#;
+    let (_, value) = value_of(&h, &parent, "the run with a tool in flight", script).await;
+    assert_eq!(value, json!({"child": "child done", "promise": true}));
+    h.dispose().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_call_read_only_tools_and_nothing_else() {
     let h = harness(WorkflowConfig::default()).await;
     std::fs::write(h.dir().join("notes.txt"), "alpha\nbeta\n").unwrap();
     let parent = h.agent().await;
     let script = r#"
-        const text = tools.read({ file_path: "notes.txt" });
+        const text = await tools.read({ file_path: "notes.txt" });
         let refused = null;
-        try { tools.read({ file_path: "missing.txt" }); } catch (e) { refused = e.message; }
+        try { await tools.read({ file_path: "missing.txt" }); } catch (e) { refused = e.message; }
         return {
             read: text.includes("beta"),
             refused: refused !== null,
