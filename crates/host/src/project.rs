@@ -235,6 +235,9 @@ impl Projector {
                     usage,
                     abort_cause,
                 });
+                if matches!(end.reason, LogTurnEnd::Interrupted) {
+                    out.extend(self.workflows.interrupted());
+                }
                 if let Some((goal_id, round)) = self.round.take() {
                     let max_rounds = self
                         .goal

@@ -184,6 +184,25 @@ impl Workflows {
         self.runs.get(&run_id).map(|run| progress(&run_id, run))
     }
 
+    /// The process that ran the session's runs died (a turn repaired as `interrupted`): every
+    /// run still open ends `cancelled`, so no front end keeps showing it running.
+    pub fn interrupted(&mut self) -> Vec<EventMsg> {
+        self.children.clear();
+        let mut runs: Vec<(String, Run)> = self.runs.drain().collect();
+        runs.sort_by(|a, b| a.0.cmp(&b.0));
+        runs.into_iter()
+            .map(|(id, mut run)| {
+                run.status = WorkflowStatus::Cancelled;
+                for a in &mut run.agents {
+                    if a.state == WorkflowAgentState::Running {
+                        a.state = WorkflowAgentState::Cancelled;
+                    }
+                }
+                progress(&id, &run)
+            })
+            .collect()
+    }
+
     /// A sub-agent's run ended with `usage` (`dsh/subagent-usage`): its run's progress, when
     /// it is one of a running workflow's agents.
     pub fn child_usage(&mut self, child: &str, usage: Usage) -> Option<EventMsg> {
@@ -299,5 +318,17 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(w.runs.is_empty() && w.children.is_empty());
+        // A run cut by a crash ends cancelled at the repaired turn's end, its agents too.
+        w.record(&start, |_| None);
+        w.record(&start1, |_| None);
+        let ended = w.interrupted();
+        match ended.as_slice() {
+            [EventMsg::WorkflowProgress { status, agents, .. }] => {
+                assert_eq!(*status, WorkflowStatus::Cancelled);
+                assert_eq!(agents[0].state, WorkflowAgentState::Cancelled);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(w.interrupted().is_empty());
     }
 }
