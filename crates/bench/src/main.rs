@@ -12,6 +12,7 @@ mod compression;
 mod confine;
 mod context;
 mod figures;
+mod fleet;
 mod frontends;
 mod images;
 mod layout;
@@ -119,6 +120,9 @@ enum Only {
     Serve,
     /// The `workflow` tool: its engine's start, and a fan-out of 5 children against its slowest.
     Workflow,
+    /// The fleet on a private PostgreSQL cluster: round trips and overhead per step against
+    /// the JSONL store, 1,000 tasks per CPU-second with 1 and 4 workers.
+    Fleet,
     /// The 20- and 200-step bash scenarios (peak RSS, overhead per step) and the bash spawn
     /// round trip after a long history (large / small).
     Steps,
@@ -192,6 +196,7 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Tui => tui::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Serve => serve::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Workflow => workflow::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Fleet => fleet::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Steps => steps::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Sandbox => {
                     let runs = confine::runs(&dsh, cli.iterations, cli.quick)?;

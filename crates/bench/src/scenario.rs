@@ -467,6 +467,33 @@ fn status_kib(text: &str, key: &str) -> Option<u64> {
     rest.split_whitespace().next()?.parse().ok()
 }
 
+/// The harness overhead of each of `steps` steps (µs): response K finished → request K+1
+/// arrived, minus the tool's own run time (`durationMs` of step K's results in `events`).
+///
+/// # Errors
+/// A response that never finished, or a step without a timed tool result.
+pub fn step_overheads_us(
+    reqs: &[RecordedRequest],
+    events: &[Value],
+    steps: usize,
+) -> Result<Vec<f64>> {
+    let mut overhead = Vec::with_capacity(steps);
+    for k in 0..steps {
+        let (a, b) = (&reqs[k], &reqs[k + 1]);
+        let finished = a
+            .finished_at
+            .with_context(|| format!("response {} never finished", a.index))?;
+        let gap = b
+            .arrived_at
+            .saturating_duration_since(finished)
+            .as_secs_f64()
+            * 1e6;
+        let tool = tool_ms(events, k + 1).context("a bash result without durationMs")?;
+        overhead.push(gap - tool * 1e3);
+    }
+    Ok(overhead)
+}
+
 /// The tool run time of `step` (turn 1): the largest `meta.durationMs` of its `tool/result`
 /// events; `None` when none carries one.
 pub fn tool_ms(events: &[Value], step: usize) -> Option<f64> {

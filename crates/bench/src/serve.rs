@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use crate::report::Group;
 use crate::report::Row;
 use crate::run::{World, session_log};
-use crate::scenario::{Scenario, Variant, read_events, tool_ms};
+use crate::scenario::{Scenario, Variant, read_events, step_overheads_us};
 use crate::stats::Stat;
 
 /// The prompt of the per-step run (the scenario's replies do not depend on it).
@@ -217,21 +217,7 @@ fn serve_steps(dsh: &Path, steps: usize) -> Result<Vec<f64>> {
     )?;
     ensure!(status == 202, "persist answered {status}: {a}");
     let events = read_events(&session_log(world.home.path())?)?;
-    let mut overhead = Vec::with_capacity(steps);
-    for k in 0..steps {
-        let (a, b) = (&reqs[k], &reqs[k + 1]);
-        let finished = a
-            .finished_at
-            .with_context(|| format!("response {} never finished", a.index))?;
-        let gap = b
-            .arrived_at
-            .saturating_duration_since(finished)
-            .as_secs_f64()
-            * 1e6;
-        let tool = tool_ms(&events, k + 1).context("a bash result without durationMs")?;
-        overhead.push(gap - tool * 1e3);
-    }
-    Ok(overhead)
+    step_overheads_us(&reqs, &events, steps)
 }
 
 /// The marker of delta `k` (unique in the stream).
