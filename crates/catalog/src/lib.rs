@@ -8,8 +8,10 @@
 //!   disk, [`rebuild`](SqliteCatalog::rebuild) with progress, list, search (snippets with
 //!   highlights), stats by day, model or project, delete. It implements
 //!   [`dsh_catalog_api::Catalog`].
-//! - [`CatalogPlugin`] (`catalog`): indexes the sessions of this process at the flush barrier
-//!   on a background thread and provides the `catalog` service.
+//! - [`CatalogPlugin`] (`catalog`): reports the sessions of this process to the live table
+//!   ([`live`]) on a background thread and provides the `catalog` service, which reconciles
+//!   the catalog with the logs ([`walk`]: a full sweep at most once a minute, else an
+//!   incremental pass) before answering.
 //! - [`fts_query`]: how a user's text becomes a safe FTS5 query.
 
 pub mod error;

@@ -72,7 +72,7 @@ enum Job {
     Stop,
 }
 
-/// The catalog shared by the indexing thread and the service, opened on first use.
+/// The catalog as the service reads it, opened on first use.
 struct Shared {
     path: PathBuf,
     /// Where the logs are (`$DSH_HOME/sessions`, the JSONL store's default).
