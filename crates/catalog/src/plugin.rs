@@ -17,6 +17,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -80,6 +81,9 @@ struct Shared {
     ctx: Ctx,
     catalog: OnceLock<Option<Arc<SqliteCatalog>>>,
     reconciled: Mutex<Option<Instant>>,
+    /// A session of this process started, began or ended a turn since the last reconcile: the
+    /// next answer reconciles whatever the time (this process's own sessions are never stale).
+    changed: Arc<AtomicBool>,
 }
 
 impl Shared {
@@ -109,7 +113,8 @@ impl Shared {
             CatalogError::Storage(format!("cannot open {}", self.path.display()).into())
         })?;
         let mut last = self.reconciled.lock();
-        if last.is_none_or(|t| t.elapsed() >= RECONCILE_EVERY) {
+        let changed = self.changed.swap(false, Ordering::SeqCst);
+        if changed || last.is_none_or(|t| t.elapsed() >= RECONCILE_EVERY) {
             if let Some(p) = self.ctx.get::<dyn SessionPersistence>() {
                 catalog.reconcile(p.as_ref(), &mut |_| {})?;
             }
@@ -213,6 +218,7 @@ impl Plugin for CatalogPlugin {
             ctx: ctx.clone(),
             catalog: OnceLock::new(),
             reconciled: Mutex::new(None),
+            changed: Arc::default(),
         });
         let (tx, rx): (Sender<Job>, Receiver<Job>) = channel();
         let worker = {
@@ -227,6 +233,7 @@ impl Plugin for CatalogPlugin {
         let tracked: Arc<Tracked> = Arc::default();
         let t = Arc::clone(&tracked);
         let sender = tx.clone();
+        let changed = Arc::clone(&shared.changed);
         ctx.on::<SessionEvent>(move |ev| {
             let change = match ev.event.core() {
                 Some(CoreEvent::TurnStart(s)) => Some((s.turn, LiveState::Working)),
@@ -262,6 +269,7 @@ impl Plugin for CatalogPlugin {
                 })
             };
             if let Some(r) = report {
+                changed.store(true, Ordering::SeqCst);
                 let _ = sender.send(Job::Report(r));
             }
             Ok(())
