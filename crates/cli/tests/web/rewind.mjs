@@ -76,7 +76,9 @@ try {
   }
   check(await b.locator('#prompt').inputValue() === DRAFT, 'the unsent draft moved with the page');
 
-  // The next prompt runs in the fork; both pages see it.
+  // The next prompt runs in the fork; both pages see it. Typed once the fork is idle: while
+  // it still reads working (the rewind's command), Enter would queue the text as a steer.
+  await a.locator('#state .badge[data-state="idle"]').waitFor();
   await a.locator('#prompt').fill('write three');
   await a.locator('#prompt').press('Enter');
   for (const p of [a, b]) await p.locator('#log').getByText('Third done.').waitFor();
