@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::error::Error;
-use crate::schema::{BUSY_TIMEOUT, remove};
+use crate::schema::{open_wal, remove};
 
 /// The schema version of the live file (`PRAGMA user_version`); another is recreated.
 const VERSION: i64 = 1;
@@ -244,22 +244,7 @@ impl LiveTable {
 }
 
 fn open_file(path: &Path) -> Result<Connection, Error> {
-    let conn = Connection::open(path)?;
-    conn.busy_timeout(BUSY_TIMEOUT)?;
-    conn.pragma_update(None, "page_size", PAGE_SIZE)?;
-    let mut tries = 0;
-    loop {
-        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
-            Ok(_) => break,
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::DatabaseBusy && tries < 200 =>
-            {
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
+    let conn = open_wal(path, PAGE_SIZE)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     let mut conn = conn;
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;

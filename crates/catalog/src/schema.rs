@@ -127,11 +127,12 @@ pub(crate) fn remove(path: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-fn open_file(path: &Path) -> Result<Connection, Error> {
+/// Opens `path` with the busy timeout, `page_size` (only a new, empty file takes it; the WAL
+/// switch fixes it) and the WAL journal: the catalog's and the live table's shared opening.
+pub(crate) fn open_wal(path: &Path, page_size: i64) -> Result<Connection, Error> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    // Only a new (empty) file takes it; the WAL switch below fixes it.
-    conn.pragma_update(None, "page_size", PAGE_SIZE)?;
+    conn.pragma_update(None, "page_size", page_size)?;
     // Switching to WAL takes a short exclusive lock, which the busy handler does not cover:
     // several processes opening a fresh file at once retry it.
     let mut tries = 0;
@@ -147,6 +148,11 @@ fn open_file(path: &Path) -> Result<Connection, Error> {
             Err(e) => return Err(e.into()),
         }
     }
+    Ok(conn)
+}
+
+fn open_file(path: &Path) -> Result<Connection, Error> {
+    let conn = open_wal(path, PAGE_SIZE)?;
     // A derived index: a power cut may lose the last transactions, which the logs restore.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "OFF")?;
