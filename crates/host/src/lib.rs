@@ -15,6 +15,7 @@ mod builtins;
 pub mod convert;
 pub mod hub;
 mod log;
+mod opening;
 mod policy;
 pub mod project;
 mod questions;
@@ -71,6 +72,8 @@ pub(crate) struct Inner {
     pub approvals: approvals::Pending,
     pub questions: questions::PendingQuestions,
     pub next_steer: std::sync::atomic::AtomicU64,
+    /// Openings of one session id in progress (see [`opening`]).
+    pub(crate) openings: opening::Openings,
 }
 
 /// The in-process host: a [`Client`] over the kernel in `root`.
@@ -136,6 +139,7 @@ impl Host {
             approvals: approvals::Pending::default(),
             questions: questions::PendingQuestions::default(),
             next_steer: std::sync::atomic::AtomicU64::new(1),
+            openings: opening::Openings::default(),
         });
         if options.answer_approvals {
             let answerer: Arc<dyn dsh_approval_api::ApprovalAnswerer> =
@@ -291,6 +295,15 @@ impl Inner {
     async fn open(&self, request: OpenSession) -> Result<SessionSummary, ProtocolError> {
         let agents = self.agents()?;
         let chosen = policy::Chosen::of(&self.root, &open_options(&request).settings)?;
+        // Another client opening the same id at once joins the session this opening serves.
+        let _opening = match &request {
+            OpenSession::Create {
+                session_id: Some(id),
+                ..
+            }
+            | OpenSession::Resume { session_id: id, .. } => Some(self.openings.lock(id).await),
+            _ => None,
+        };
         let (agent, prompt) = match request {
             OpenSession::Create {
                 session_id,

@@ -370,3 +370,46 @@ async fn a_stored_session_replays_from_its_log_and_ops_on_unknown_sessions_are_r
     assert_eq!(err.code, ErrorCode::SessionNotFound);
     h.dispose().await;
 }
+
+/// Two clients following one fork resume the same stored session at once: both are served
+/// the one session opened for them, neither is refused with `SESSION_LOCKED`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_resuming_one_stored_session_at_once_all_join_it() {
+    let (h, _host, client) = host(vec![Script::Chunks(text("hello"))], ApprovalPolicy::Never).await;
+    let summary = client
+        .open(OpenSession::Create {
+            session_id: None,
+            options: SessionOptions {
+                cwd: Some(h.dir().display().to_string()),
+                ..Default::default()
+            },
+            prompt: Some("hi".into()),
+        })
+        .await
+        .unwrap();
+    let id = summary.id;
+    let mut live = client.subscribe(&id, None).await.unwrap();
+    until(&mut live, |m| matches!(m, EventMsg::TurnEnded { .. })).await;
+    client.close(&id).await.unwrap();
+    let resume = || {
+        let client = client.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            client
+                .open(OpenSession::Resume {
+                    session_id: id,
+                    options: SessionOptions::default(),
+                })
+                .await
+        })
+    };
+    let opened = futures::future::join_all((0..8).map(|_| resume())).await;
+    for o in opened {
+        let summary = o
+            .unwrap()
+            .unwrap_or_else(|e| panic!("a resume was refused: {e:?}"));
+        assert_eq!(summary.id, id);
+    }
+    client.close(&id).await.unwrap();
+    h.dispose().await;
+}
