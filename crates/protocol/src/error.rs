@@ -44,6 +44,10 @@ pub enum ErrorCode {
     SessionCorrupt,
     /// The session's log cannot be written (a read-only or full disk).
     StorageFailed,
+    /// An op was forwarded to the server that held the session (a shared store, several
+    /// servers), which took it and then lost the session's lease before it answered: the op may
+    /// or may not have been applied; the session's log says which.
+    SessionOwnerLost,
     // Requests from a client.
     /// The op or body is malformed or names an unknown thing.
     InvalidRequest,

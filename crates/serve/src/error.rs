@@ -15,9 +15,13 @@ pub fn status_of(code: &ErrorCode) -> StatusCode {
         ErrorCode::SessionNotFound | ErrorCode::UnknownCommand | ErrorCode::UnknownRequest => {
             StatusCode::NOT_FOUND
         }
-        ErrorCode::SessionLocked | ErrorCode::Conflict | ErrorCode::SubscriberLagged => {
-            StatusCode::CONFLICT
-        }
+        // An owner lost: the session changed hands under the op, whose outcome is unknown.
+        // Not 503: that invites a blind retry, which could apply the op twice; 409 says to
+        // look at the session (its log) before sending it again, like `SESSION_LOCKED`.
+        ErrorCode::SessionLocked
+        | ErrorCode::SessionOwnerLost
+        | ErrorCode::Conflict
+        | ErrorCode::SubscriberLagged => StatusCode::CONFLICT,
         ErrorCode::SessionEnded => StatusCode::GONE,
         ErrorCode::CommandFailed | ErrorCode::ContextWindowExceeded => {
             StatusCode::UNPROCESSABLE_ENTITY
@@ -86,5 +90,22 @@ impl IntoResponse for ApiError {
             tracing::warn!(status = %self.status, error = %self.error, "request failed");
         }
         (self.status, Json(self.error)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_owner_is_a_conflict_not_a_server_error() {
+        let code = ErrorCode::from_wire("SESSION_OWNER_LOST");
+        assert_eq!(code, ErrorCode::SessionOwnerLost);
+        assert_eq!(code.as_str(), "SESSION_OWNER_LOST");
+        assert_eq!(status_of(&code), StatusCode::CONFLICT);
+        assert_eq!(
+            status_of(&ErrorCode::Other("PLUGIN_CODE".into())),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
     }
 }

@@ -4,7 +4,7 @@ use dsh_protocol::{ErrorCode, ProtocolError};
 
 use crate::PgStoreError;
 
-/// The code of [`ForwardError::OwnerLost`] (a plugin's code: the protocol passes it verbatim).
+/// The wire spelling of [`ForwardError::OwnerLost`]'s code (`ErrorCode::SessionOwnerLost`).
 pub const OWNER_LOST: &str = "SESSION_OWNER_LOST";
 
 /// A forwarded op that has no answer from the session's owner.
@@ -54,7 +54,7 @@ impl ForwardError {
     /// The protocol error a client gets.
     pub fn to_protocol(&self) -> ProtocolError {
         let code = match self {
-            ForwardError::OwnerLost { .. } => ErrorCode::Other(OWNER_LOST.to_owned()),
+            ForwardError::OwnerLost { .. } => ErrorCode::SessionOwnerLost,
             ForwardError::Unsettled { .. } => ErrorCode::Conflict,
             ForwardError::BadReply { .. } => ErrorCode::Internal,
             ForwardError::Store(_) => ErrorCode::StorageFailed,
