@@ -17,7 +17,7 @@ const PROGRESS_FROM: usize = 200;
 
 /// Prices without a composition: DeepSeek's list prices for the DeepSeek routes, nothing for
 /// other routes (a running session's catalog plugin prices with the composed routes instead).
-fn pricer() -> dsh_catalog::Pricer {
+pub(crate) fn pricer() -> dsh_catalog::Pricer {
     Arc::new(|provider: &str, _model: &str| {
         provider
             .starts_with("deepseek")

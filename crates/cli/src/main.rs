@@ -226,10 +226,7 @@ enum SessionsCommand {
     /// Search the text of every session: prompts, replies, tool calls and results.
     Search(sessions_cmd::SearchArgs),
     /// A readable transcript of a session.
-    Show {
-        /// Session id.
-        id: String,
-    },
+    Show(sessions_cmd::ShowArgs),
     /// The raw log of a session (plain JSONL), to stdout, a file or directory, or another
     /// store (`--to postgres://…`).
     Export(store_cmd::ExportArgs),
@@ -322,7 +319,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                 match cmd {
                     SessionsCommand::List(args) => sessions_cmd::list(args).await,
                     SessionsCommand::Search(args) => sessions_cmd::search(args).await,
-                    SessionsCommand::Show { id } => sessions_cmd::show(&id).await,
+                    SessionsCommand::Show(args) => sessions_cmd::show(args).await,
                     SessionsCommand::Export(args) if args.store.is_none() && args.to.is_none() => {
                         sessions_cmd::export(&args.id).await
                     }

@@ -1,5 +1,6 @@
-//! `dsh sessions list | search | show | export | repair`: views of `$DSH_HOME/sessions`; list
-//! and search come from the catalog (`crate::catalog`).
+//! `dsh sessions list | search | show | export | repair`: views of `$DSH_HOME/sessions`, or
+//! with `--store URL` / `DSH_STORE` of a PostgreSQL store (list, search, show); list and search
+//! come from the store's catalog (`crate::catalog`, or the PostgreSQL store's own).
 
 use std::sync::Arc;
 
@@ -22,13 +23,15 @@ fn store() -> Arc<dyn SessionPersistence> {
     Arc::new(JsonlStore::new(home::sessions_root()))
 }
 
-fn read(id: &str) -> Result<SessionLog, Failure> {
-    let decoded = store().open_read(id).map_err(|e| match e {
-        dsh_session::SessionError::NotFound(_) => Failure::usage(anyhow!(
-            "no stored session `{id}` (see `dsh sessions list`)"
-        )),
-        other => Failure::run(anyhow!("{other}")),
-    })?;
+fn read(id: &str, from: Option<&str>) -> Result<SessionLog, Failure> {
+    let decoded = crate::store_cmd::open(from)?
+        .open_read(id)
+        .map_err(|e| match e {
+            dsh_session::SessionError::NotFound(_) => Failure::usage(anyhow!(
+                "no stored session `{id}` (see `dsh sessions list`)"
+            )),
+            other => Failure::run(anyhow!("{other}")),
+        })?;
     decoded.replay().map_err(|e| Failure::run(anyhow!("{e}")))
 }
 
@@ -44,7 +47,7 @@ fn time(ms: i64) -> String {
 pub(crate) async fn list(args: ListArgs) -> Result<u8, Failure> {
     let filter = args.filter.to_filter(false)?;
     let limit = filter.limit;
-    let catalog = crate::catalog::open()?;
+    let catalog = crate::store_cmd::catalog(args.filter.store.as_deref())?;
     let rows = catalog
         .list(&dsh_catalog_api::Filter {
             limit: None,
@@ -100,7 +103,7 @@ fn display_title(s: &SessionRow) -> String {
 /// `dsh sessions search QUERY`: ranked hits with a highlighted snippet, session, turn, age.
 pub(crate) async fn search(args: SearchArgs) -> Result<u8, Failure> {
     let filter = args.filter.to_filter(true)?;
-    let catalog = crate::catalog::open()?;
+    let catalog = crate::store_cmd::catalog(args.filter.store.as_deref())?;
     let hits = catalog
         .search(&dsh_catalog_api::SearchQuery {
             text: args.query.clone(),
@@ -215,6 +218,19 @@ pub(crate) struct FilterArgs {
     /// JSON output.
     #[arg(long)]
     pub(crate) json: bool,
+    /// The store: a `postgres://` URL, or `jsonl` (the default: $DSH_HOME/sessions).
+    #[arg(long, value_name = "URL", env = "DSH_STORE")]
+    pub(crate) store: Option<String>,
+}
+
+/// Options of `dsh sessions show`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ShowArgs {
+    /// Session id.
+    pub(crate) id: String,
+    /// The store: a `postgres://` URL, or `jsonl` (the default: $DSH_HOME/sessions).
+    #[arg(long, value_name = "URL", env = "DSH_STORE")]
+    pub(crate) store: Option<String>,
 }
 
 impl FilterArgs {
@@ -335,8 +351,8 @@ fn tool_set_line(e: &dsh_session::Event) -> Option<String> {
 }
 
 /// `dsh sessions show ID`: a readable transcript of the model history and turn outcomes.
-pub(crate) async fn show(id: &str) -> Result<u8, Failure> {
-    let log = read(id)?;
+pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
+    let log = read(&args.id, args.store.as_deref())?;
     let h = log.header();
     let mut out = format!(
         "session {}\ncreated {}\ncwd {}\n",

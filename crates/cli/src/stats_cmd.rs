@@ -1,5 +1,5 @@
 //! `dsh stats`: sessions, turns, tokens, cache-hit ratio and cost from the catalog, by day,
-//! model or project.
+//! model or project; with `--store URL` / `DSH_STORE`, from a PostgreSQL store's catalog.
 
 use anyhow::anyhow;
 use dsh_catalog_api::{Filter, GroupBy, StatRow};
@@ -32,6 +32,9 @@ pub(crate) struct StatsArgs {
     /// JSON output.
     #[arg(long)]
     pub(crate) json: bool,
+    /// The store: a `postgres://` URL, or `jsonl` (the default: $DSH_HOME/sessions).
+    #[arg(long, value_name = "URL", env = "DSH_STORE")]
+    pub(crate) store: Option<String>,
 }
 
 fn tokens(n: u64) -> String {
@@ -55,7 +58,7 @@ pub(crate) async fn run(args: StatsArgs) -> Result<u8, Failure> {
         since_ms: Some(dsh_session::now_ms() - args.since),
         ..Default::default()
     };
-    let catalog = crate::catalog::open()?;
+    let catalog = crate::store_cmd::catalog(args.store.as_deref())?;
     let rows = catalog
         .stats(by, &filter)
         .map_err(|e| Failure::run(anyhow!("{e}")))?;

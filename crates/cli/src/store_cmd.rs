@@ -1,16 +1,18 @@
 //! The session store chosen on the command line (issue 39): `--store URL` / `DSH_STORE` picks the
 //! PostgreSQL store (`session-postgres`) instead of the JSONL store under `$DSH_HOME`, and
 //! `dsh sessions export ID [--store URL] [--to FILE|DIR|URL]` / `dsh sessions import FILE...
-//! [--store URL]` move sessions between stores.
+//! [--store URL]` move sessions between stores. `dsh sessions list | search | show | delete` and
+//! `dsh stats` read the chosen store through [`catalog`] and [`open`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::anyhow;
+use dsh_catalog_api::Catalog;
 use dsh_kernel::Layer;
 use dsh_session::SessionPersistence;
 use dsh_session_jsonl::{Compression, JsonlStore};
-use dsh_session_postgres::{PgOptions, PgStore};
+use dsh_session_postgres::{PgCatalog, PgOptions, PgStore};
 
 use crate::{Failure, home};
 
@@ -69,6 +71,28 @@ pub(crate) fn open(store: Option<&str>) -> Result<Arc<dyn SessionPersistence>, F
 
 fn open_pg(url: &str) -> Result<PgStore, Failure> {
     PgStore::connect(url, PgOptions::default()).map_err(|e| Failure::run(anyhow!("{e}")))
+}
+
+/// The PostgreSQL store named by `store` (`None`: the JSONL store under `$DSH_HOME`).
+pub(crate) fn postgres(store: Option<&str>) -> Result<Option<Arc<PgStore>>, Failure> {
+    match store.map(StoreUrl::parse).transpose()? {
+        None | Some(StoreUrl::Jsonl) => Ok(None),
+        Some(StoreUrl::Postgres(url)) => Ok(Some(Arc::new(open_pg(&url)?))),
+    }
+}
+
+/// The catalog of the chosen store: the SQLite catalog of `$DSH_HOME` reconciled with its logs,
+/// or the PostgreSQL store's own (its tables; priced like the SQLite one).
+pub(crate) fn catalog(store: Option<&str>) -> Result<Box<dyn Catalog>, Failure> {
+    match postgres(store)? {
+        None => Ok(Box::new(crate::catalog::open()?)),
+        Some(pg) => Ok(Box::new(pg_catalog(pg))),
+    }
+}
+
+/// The catalog over a PostgreSQL store.
+pub(crate) fn pg_catalog(pg: Arc<PgStore>) -> PgCatalog {
+    PgCatalog::new(pg).with_pricer(crate::catalog::pricer())
 }
 
 /// Options of `dsh sessions export`.

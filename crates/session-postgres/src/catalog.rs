@@ -1,29 +1,58 @@
 //! [`PgCatalog`]: the catalog seam (`dsh_catalog_api::Catalog`) over the PostgreSQL store: the
 //! sessions' rows, usage and full-text search computed by SQL from the stored events (no index
 //! of its own to keep in step: the events are the truth). Search uses PostgreSQL's full-text
-//! search (`to_tsvector('simple', body)`, GIN-indexed) over user prompts, assistant text and
-//! titles.
+//! search over the words dsh stores with each searchable event (`doc`, GIN-indexed; see
+//! `crate::search`): user prompts, assistant text, titles, tool calls (name and argument values)
+//! and the head of tool results, as the SQLite catalog indexes them.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use dsh_catalog_api::{
     Catalog, CatalogError, Filter, GroupBy, Hit, HitKind, SearchQuery, SessionRow, StatRow,
 };
+use dsh_llm::{ModelPricing, TokenUsage};
 
 use crate::conn::map_rows;
 use crate::error::PgStoreError;
+use crate::search::{self, snippet};
 use crate::store::PgStore;
 
+pub use crate::search::ts_query;
+
+/// Prices a route's model: `(provider, model) -> prices` (`None`: unknown, costs 0). The same
+/// shape as the SQLite catalog's pricer.
+pub type Pricer = Arc<dyn Fn(&str, &str) -> Option<ModelPricing> + Send + Sync>;
+
 /// The catalog over a [`PgStore`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PgCatalog {
     store: Arc<PgStore>,
+    pricer: Option<Pricer>,
+}
+
+impl std::fmt::Debug for PgCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgCatalog")
+            .field("store", &self.store)
+            .field("priced", &self.pricer.is_some())
+            .finish()
+    }
 }
 
 impl PgCatalog {
-    /// The catalog of `store`'s database.
+    /// The catalog of `store`'s database (costs 0 until [`PgCatalog::with_pricer`]).
     pub fn new(store: Arc<PgStore>) -> Self {
-        PgCatalog { store }
+        PgCatalog {
+            store,
+            pricer: None,
+        }
+    }
+
+    /// Costs rows and stats with `pricer` (per request, at the rates in force at its time).
+    pub fn with_pricer(mut self, pricer: Pricer) -> Self {
+        self.pricer = Some(pricer);
+        self
     }
 }
 
@@ -31,12 +60,30 @@ fn storage(e: PgStoreError) -> CatalogError {
     CatalogError::Storage(Box::new(e))
 }
 
-/// Per-session facts, computed from the events (`$1`: one id or NULL for all, `$2` cwd prefix
-/// or NULL, `$3` updated since (ms) or NULL, `$4` model or route or NULL, `$5` limit or NULL).
+/// A directory filter as SQL parameters: the directory (no trailing `/`) and the prefix of the
+/// directories under it.
+fn dir_params(cwd: Option<&str>) -> (Option<String>, Option<String>) {
+    let Some(dir) = cwd else { return (None, None) };
+    let dir = match dir.trim_end_matches('/') {
+        "" => "/",
+        d => d,
+    };
+    let under = if dir == "/" {
+        "/".to_owned()
+    } else {
+        format!("{dir}/")
+    };
+    (Some(dir.to_owned()), Some(under))
+}
+
+/// Per-session facts, computed from the events (`$1`: one id or NULL for all, `$2` directory
+/// or NULL, `$3` updated since (ms) or NULL, `$4` model or route or NULL, `$5` limit or NULL,
+/// `$6` the prefix of the directories under `$2`).
 const ROWS: &str = "
 WITH agg AS (
     SELECT e.session_id,
-           count(*) FILTER (WHERE e.kind = 'turn/start') AS turns,
+           max((e.line::jsonb #>> '{data,turn}')::bigint) FILTER (WHERE e.kind = 'turn/start')
+               AS turns,
            max(e.seq) FILTER (WHERE e.kind = 'turn/start') AS last_start,
            max(e.seq) FILTER (WHERE e.kind = 'turn/end') AS last_end,
            count(*) FILTER (WHERE e.kind = 'assistant/message'
@@ -62,11 +109,11 @@ SELECT s.id, s.parent_session, s.title, coalesce(s.cwd, ''), s.created_at,
             WHEN a.last_end IS NULL OR a.last_end < a.last_start THEN 'open'
             ELSE (SELECT e.line::jsonb #>> '{data,reason,kind}' FROM dsh_events e
                    WHERE e.session_id = s.id AND e.seq = a.last_end) END,
-       coalesce((SELECT e.body FROM dsh_events e
+       coalesce((SELECT left(e.body, 200) FROM dsh_events e
                   WHERE e.session_id = s.id AND e.kind = 'user/message'
                     AND e.line::jsonb #>> '{data,source,kind}' = 'user'
                   ORDER BY e.seq LIMIT 1), ''),
-       coalesce((SELECT e.body FROM dsh_events e
+       coalesce((SELECT left(e.body, 200) FROM dsh_events e
                   WHERE e.session_id = s.id AND e.kind = 'user/message'
                     AND e.line::jsonb #>> '{data,source,kind}' = 'user'
                   ORDER BY e.seq DESC LIMIT 1), ''),
@@ -81,162 +128,147 @@ SELECT s.id, s.parent_session, s.title, coalesce(s.cwd, ''), s.created_at,
         ORDER BY e.seq DESC LIMIT 1) m ON true
  WHERE s.materialized
    AND ($1::text IS NULL OR s.id = $1)
-   AND ($2::text IS NULL OR s.cwd = $2 OR s.cwd LIKE $2 || '/%')
+   AND ($2::text IS NULL OR s.cwd = $2 OR starts_with(s.cwd, $6::text))
    AND ($3::bigint IS NULL OR coalesce(a.updated_ms, s.created_at) >= $3)
    AND ($4::text IS NULL OR m.model = $4 OR m.provider = $4)
- ORDER BY coalesce(a.updated_ms, s.created_at) DESC, s.id
+ ORDER BY coalesce(a.updated_ms, s.created_at) DESC, s.id DESC
  LIMIT $5
 ";
 
-/// Usage of assistant replies grouped by a key (`$1`: `day`, `model`, `project` or `total`),
-/// with the same filters as [`ROWS`] (`$2` cwd, `$3` since, `$4` model, `$5` limit).
-const STATS: &str = "
-WITH u AS (
-    SELECT e.session_id, s.cwd,
-           to_char(to_timestamp((e.line::jsonb ->> 'time')::bigint / 1000.0) AT TIME ZONE 'UTC',
-                   'YYYY-MM-DD') AS day,
-           coalesce(e.line::jsonb #>> '{data,message,source,provider}', '') AS provider,
-           coalesce(e.line::jsonb #>> '{data,message,source,model}', '') AS model,
-           coalesce((e.line::jsonb #>> '{data,usage,inputTokens}')::bigint, 0)
-             + coalesce((e.line::jsonb #>> '{data,usage,cacheReadTokens}')::bigint, 0)
-             + coalesce((e.line::jsonb #>> '{data,usage,cacheWriteTokens}')::bigint, 0) AS tin,
-           coalesce((e.line::jsonb #>> '{data,usage,outputTokens}')::bigint, 0) AS tout,
-           coalesce((e.line::jsonb #>> '{data,usage,cacheReadTokens}')::bigint, 0) AS tcached,
-           (e.line::jsonb ->> 'time')::bigint AS at
+/// The usage records of the SQLite catalog's `usage` table, computed from the events: one per
+/// model reply with a usage (its route, model and tokens) and one per turn end (a turn, counted
+/// for the route and model of the session's last reply before it). `$2` directory, `$5` the
+/// prefix under it, `$3` since (ms: its UTC day and later), `$4` model or route.
+const USAGE: &str = "
+WITH ev AS (
+    SELECT e.session_id, coalesce(s.cwd, '') AS cwd, e.kind, e.seq, e.line::jsonb AS j
       FROM dsh_events e JOIN dsh_sessions s ON s.id = e.session_id
-     WHERE e.kind = 'assistant/message' AND e.line::jsonb #> '{data,usage}' IS NOT NULL
-       AND ($2::text IS NULL OR s.cwd = $2 OR s.cwd LIKE $2 || '/%')
-       AND ($3::bigint IS NULL OR (e.line::jsonb ->> 'time')::bigint >= $3)
-), k AS (
-    SELECT u.*, CASE $1::text WHEN 'day' THEN day
-                              WHEN 'model' THEN provider || '/' || model
-                              WHEN 'project' THEN coalesce(cwd, '')
-                              ELSE 'total' END AS key
+     WHERE s.materialized AND e.kind IN ('assistant/message', 'turn/end')
+       AND ($2::text IS NULL OR s.cwd = $2 OR starts_with(s.cwd, $5::text))
+), u AS (
+    SELECT ev.session_id, ev.cwd, (ev.j ->> 'time')::bigint AS at,
+           coalesce(CASE WHEN ev.kind = 'turn/end' THEN m.provider
+                         ELSE ev.j #>> '{data,message,source,provider}' END, '') AS provider,
+           coalesce(CASE WHEN ev.kind = 'turn/end' THEN m.model
+                         ELSE ev.j #>> '{data,message,source,model}' END, '') AS model,
+           (ev.kind = 'turn/end')::int AS turns,
+           (ev.kind = 'assistant/message')::int AS requests,
+           coalesce((ev.j #>> '{data,usage,inputTokens}')::bigint, 0) AS input,
+           coalesce((ev.j #>> '{data,usage,cacheReadTokens}')::bigint, 0) AS cache_read,
+           coalesce((ev.j #>> '{data,usage,cacheWriteTokens}')::bigint, 0) AS cache_write,
+           coalesce((ev.j #>> '{data,usage,outputTokens}')::bigint, 0) AS output
+      FROM ev
+      LEFT JOIN LATERAL (
+           SELECT x.line::jsonb #>> '{data,message,source,provider}' AS provider,
+                  x.line::jsonb #>> '{data,message,source,model}' AS model
+             FROM dsh_events x
+            WHERE ev.kind = 'turn/end' AND x.session_id = ev.session_id
+              AND x.kind = 'assistant/message' AND x.seq < ev.seq
+            ORDER BY x.seq DESC LIMIT 1) m ON true
+     WHERE ev.kind = 'turn/end' OR ev.j #> '{data,usage}' IS NOT NULL
+), d AS (
+    SELECT u.*, to_char(to_timestamp(u.at / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
+           ((u.at / 60000) % 1440)::int AS minute
       FROM u
      WHERE ($4::text IS NULL OR u.model = $4 OR u.provider = $4)
 )
-SELECT k.key, count(DISTINCT k.session_id),
-       coalesce((SELECT count(*) FROM dsh_events t
-                  WHERE t.kind = 'turn/start'
-                    AND t.session_id IN (SELECT k2.session_id FROM k k2 WHERE k2.key = k.key)), 0),
-       count(*), sum(k.tin)::bigint, sum(k.tout)::bigint, sum(k.tcached)::bigint
-  FROM k
- GROUP BY k.key
- ORDER BY CASE WHEN $1::text = 'day' THEN NULL ELSE k.key END, k.key DESC
- LIMIT $5
 ";
 
-/// Full-text hits: `(session, seq, kind, body, rank, title, cwd, updated, turn)`.
-const SEARCH: &str = "
-SELECT e.session_id, e.seq, e.kind, e.body,
-       ts_rank(to_tsvector('simple', e.body), q)::float8 AS rank,
-       s.title, coalesce(s.cwd, ''),
-       (SELECT max((x.line::jsonb ->> 'time')::bigint) FROM dsh_events x
-         WHERE x.session_id = e.session_id),
-       (SELECT count(*) FROM dsh_events t
-         WHERE t.session_id = e.session_id AND t.kind = 'turn/start' AND t.seq < e.seq)
+/// Usage grouped by a key (`$1`: `day`, `model`, `project` or `total`; the filters of
+/// [`USAGE`]): per key the sessions, turns, requests and tokens, and per key, route, model and
+/// minute of the day the tokens again (what a pricer with a daily window needs).
+const STATS: &str = "
+SELECT k.key, k.provider, k.model, k.minute, min(k.at)::bigint,
+       count(DISTINCT k.session_id), sum(k.turns)::bigint, sum(k.requests)::bigint,
+       sum(k.input)::bigint, sum(k.cache_read)::bigint, sum(k.cache_write)::bigint,
+       sum(k.output)::bigint, GROUPING(k.provider)
+  FROM (SELECT d.*, CASE $1::text WHEN 'day' THEN d.day
+                                  WHEN 'model' THEN CASE WHEN d.model = '' THEN '-'
+                                                         ELSE d.provider || '/' || d.model END
+                                  WHEN 'project' THEN CASE WHEN d.cwd = '' THEN '-' ELSE d.cwd END
+                                  ELSE 'total' END AS key
+          FROM d
+         WHERE $3::bigint IS NULL
+            OR d.day >= to_char(to_timestamp($3 / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD')) k
+ GROUP BY GROUPING SETS ((k.key), (k.key, k.provider, k.model, k.minute))
+";
+
+/// The tokens of each session's replies per route, model and minute of the day (`$1` the ids):
+/// what a pricer needs to cost the listed sessions.
+const SESSION_USAGE: &str = "
+SELECT e.session_id,
+       coalesce(e.line::jsonb #>> '{data,message,source,provider}', ''),
+       coalesce(e.line::jsonb #>> '{data,message,source,model}', ''),
+       min((e.line::jsonb ->> 'time')::bigint)::bigint,
+       sum(coalesce((e.line::jsonb #>> '{data,usage,inputTokens}')::bigint, 0))::bigint,
+       sum(coalesce((e.line::jsonb #>> '{data,usage,cacheReadTokens}')::bigint, 0))::bigint,
+       sum(coalesce((e.line::jsonb #>> '{data,usage,cacheWriteTokens}')::bigint, 0))::bigint,
+       sum(coalesce((e.line::jsonb #>> '{data,usage,outputTokens}')::bigint, 0))::bigint
   FROM dsh_events e
-  JOIN dsh_sessions s ON s.id = e.session_id,
-       to_tsquery('simple', $1) q
- WHERE e.body IS NOT NULL AND to_tsvector('simple', e.body) @@ q
-   AND ($2::text IS NULL OR s.cwd = $2 OR s.cwd LIKE $2 || '/%')
- ORDER BY rank DESC, e.session_id, e.seq
- LIMIT $3
+ WHERE e.session_id = ANY($1::text[]) AND e.kind = 'assistant/message'
+   AND e.line::jsonb #> '{data,usage}' IS NOT NULL
+ GROUP BY 1, 2, 3, ((e.line::jsonb ->> 'time')::bigint / 60000) % 1440
 ";
 
-/// The catalog's query syntax as a `tsquery`: words are ANDed, `"a phrase"` is a phrase
-/// (`<->`), `word*` a prefix (`:*`); every other character is literal (quoted), never a syntax
-/// error. `None` when nothing searchable is left.
-pub fn ts_query(text: &str) -> Option<String> {
-    fn lexeme(w: &str) -> String {
-        format!("'{}'", w.replace('\'', "''").replace('\\', "\\\\"))
-    }
-    let mut parts = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        rest = rest.trim_start();
-        if let Some(after) = rest.strip_prefix('"') {
-            let (phrase, tail) = after.split_once('"').unwrap_or((after, ""));
-            let words: Vec<String> = words(phrase).into_iter().map(|w| lexeme(&w)).collect();
-            if !words.is_empty() {
-                parts.push(format!("({})", words.join(" <-> ")));
-            }
-            rest = tail;
-            continue;
-        }
-        let end = rest.find([' ', '\t', '\n', '"']).unwrap_or(rest.len());
-        let token = &rest[..end];
-        rest = &rest[end..];
-        let (token, prefix) = match token.strip_suffix('*') {
-            Some(t) => (t, true),
-            None => (token, false),
-        };
-        let ws = words(token);
-        let n = ws.len();
-        for (i, w) in ws.into_iter().enumerate() {
-            let mut l = lexeme(&w);
-            if prefix && i + 1 == n {
-                l.push_str(":*");
-            }
-            parts.push(l);
-        }
-    }
-    (!parts.is_empty()).then(|| parts.join(" & "))
-}
+/// Full-text hits: `(session, seq, kind, body, rank, title, cwd, updated, turn)`. `$1` the
+/// `tsquery` literal, `$2` directory, `$6` the prefix under it, `$3` updated since, `$4` model
+/// or route, `$5` limit. A title that only repeats the first prompt is not a hit (the SQLite
+/// catalog does not index it).
+const SEARCH: &str = "
+SELECT h.session_id, h.seq, h.kind, h.body, h.rank, h.title, h.cwd,
+       (SELECT (x.line::jsonb ->> 'time')::bigint FROM dsh_events x
+         WHERE x.session_id = h.session_id ORDER BY x.seq DESC LIMIT 1),
+       coalesce((SELECT (t.line::jsonb #>> '{data,turn}')::bigint FROM dsh_events t
+                  WHERE t.session_id = h.session_id AND t.kind = 'turn/start' AND t.seq < h.seq
+                  ORDER BY t.seq DESC LIMIT 1), 0)
+  FROM (
+    SELECT e.session_id, e.seq, e.kind, e.body, ts_rank(e.doc, q.q)::float8 AS rank,
+           s.title, coalesce(s.cwd, '') AS cwd
+      FROM (SELECT $1::text::tsquery AS q) q, dsh_events e
+      JOIN dsh_sessions s ON s.id = e.session_id
+     WHERE e.doc @@ q.q AND s.materialized
+       AND ($2::text IS NULL OR s.cwd = $2 OR starts_with(s.cwd, $6::text))
+       AND ($3::bigint IS NULL
+            OR (SELECT (x.line::jsonb ->> 'time')::bigint FROM dsh_events x
+                 WHERE x.session_id = e.session_id ORDER BY x.seq DESC LIMIT 1) >= $3)
+       AND ($4::text IS NULL
+            OR (SELECT $4 IN (x.line::jsonb #>> '{data,message,source,model}',
+                              x.line::jsonb #>> '{data,message,source,provider}')
+                  FROM dsh_events x
+                 WHERE x.session_id = e.session_id AND x.kind = 'assistant/message'
+                 ORDER BY x.seq DESC LIMIT 1))
+       AND NOT (e.kind = 'session/title' AND coalesce(
+            (SELECT strpos(left(p.body, 200), rtrim(e.body, '…')) > 0 FROM dsh_events p
+              WHERE p.session_id = e.session_id AND p.kind = 'user/message'
+                AND p.line::jsonb #>> '{data,source,kind}' = 'user'
+              ORDER BY p.seq LIMIT 1), false))
+     ORDER BY rank DESC, e.session_id, e.seq
+     LIMIT $5) h
+ ORDER BY h.rank DESC, h.session_id, h.seq
+";
 
-/// The words of a text as the `simple` parser sees them: runs of letters and digits, lower case.
-fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
-}
+/// Searchable events stored without their words (before `doc` existed), a batch at a time.
+const UNINDEXED: &str = "
+SELECT session_id, seq, kind, line FROM dsh_events
+ WHERE doc IS NULL AND kind IN ('user/message', 'assistant/message', 'session/title',
+                                'tool/call', 'tool/result')
+ ORDER BY session_id, seq LIMIT 2000
+";
 
-/// A short one-line excerpt of `body` around the first query word, and the byte ranges of the
-/// query words in it.
-fn snippet(body: &str, query: &str) -> (String, Vec<(usize, usize)>) {
-    let flat: String = body
-        .chars()
-        .map(|c| if c.is_whitespace() { ' ' } else { c })
-        .collect();
-    let lower = flat.to_lowercase();
-    let terms = words(query);
-    // Lower-casing can change byte lengths; then the excerpt starts at the beginning.
-    let same = lower.len() == flat.len();
-    let first = if same {
-        terms.iter().filter_map(|t| lower.find(t.as_str())).min()
-    } else {
-        None
-    };
-    let mut start = first.map(|p| p.saturating_sub(40)).unwrap_or(0);
-    while !flat.is_char_boundary(start) {
-        start -= 1;
-    }
-    let mut end = (start + 160).min(flat.len());
-    while !flat.is_char_boundary(end) {
-        end -= 1;
-    }
-    let text = flat[start..end].to_owned();
-    let mut marks = Vec::new();
-    if same {
-        let low = &lower[start..end];
-        for t in &terms {
-            let mut from = 0;
-            while let Some(p) = low[from..].find(t.as_str()) {
-                let b = from + p;
-                marks.push((b, b + t.len()));
-                from = b + t.len();
-            }
-        }
-        marks.sort_unstable();
-    }
-    (text, marks)
-}
+/// Stores the searchable text and words of events (`$1` ids, `$2` seqs, `$3` bodies, `$4`
+/// words).
+const SET_DOCS: &str = "
+UPDATE dsh_events e SET body = t.b, doc = t.d::tsvector
+  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]) AS t(id, seq, b, d)
+ WHERE e.session_id = t.id AND e.seq = t.seq
+";
 
 fn kind_of(kind: &str) -> HitKind {
     match kind {
         "session/title" => HitKind::Title,
         "user/message" => HitKind::Prompt,
+        "tool/call" => HitKind::ToolCall,
+        "tool/result" => HitKind::ToolResult,
         _ => HitKind::Assistant,
     }
 }
@@ -245,25 +277,81 @@ fn u64_of(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
+/// Token sums of one route and model at one minute of the day.
+struct Tokens {
+    provider: String,
+    model: String,
+    at_ms: i64,
+    usage: TokenUsage,
+}
+
+impl Tokens {
+    fn of(provider: String, model: String, at_ms: i64, sums: [i64; 4]) -> Tokens {
+        let [input, cache_read, cache_write, output] = sums.map(u64_of);
+        Tokens {
+            provider,
+            model,
+            at_ms,
+            usage: TokenUsage {
+                input_tokens: input,
+                output_tokens: output,
+                cache_read_tokens: Some(cache_read),
+                cache_write_tokens: Some(cache_write),
+                ..TokenUsage::default()
+            },
+        }
+    }
+}
+
+/// Costs token sums (in US dollars) with a pricer, each at the rates in force at its time.
+struct Coster<'a> {
+    pricer: &'a Pricer,
+    prices: HashMap<(String, String), Option<ModelPricing>>,
+}
+
+impl Coster<'_> {
+    fn usd(&mut self, t: &Tokens) -> f64 {
+        let pricer = self.pricer;
+        let Some(p) = self
+            .prices
+            .entry((t.provider.clone(), t.model.clone()))
+            .or_insert_with(|| pricer(&t.provider, &t.model))
+        else {
+            return 0.0;
+        };
+        let at = std::time::UNIX_EPOCH
+            + std::time::Duration::from_millis(u64::try_from(t.at_ms).unwrap_or(0));
+        p.cost_at(&t.usage, at).picos() as f64 / 1e12
+    }
+}
+
 impl PgCatalog {
+    fn coster(&self) -> Option<Coster<'_>> {
+        self.pricer.as_ref().map(|pricer| Coster {
+            pricer,
+            prices: HashMap::new(),
+        })
+    }
+
     fn rows(&self, id: Option<&str>, filter: &Filter) -> Result<Vec<SessionRow>, CatalogError> {
         let id = id.map(str::to_owned);
-        let cwd = filter.cwd.clone();
+        let (dir, under) = dir_params(filter.cwd.as_deref());
         let since = filter.since_ms;
         let model = filter.model.clone();
         let limit = filter.limit.map(i64::from);
         let rows = self
             .store
             .query("list the sessions", move |c| {
-                let (id, cwd, model) = (id.clone(), cwd.clone(), model.clone());
+                let (id, dir, under, model) =
+                    (id.clone(), dir.clone(), under.clone(), model.clone());
                 async move {
                     c.client
-                        .query(ROWS, &[&id, &cwd, &since, &model, &limit])
+                        .query(ROWS, &[&id, &dir, &since, &model, &limit, &under])
                         .await
                 }
             })
             .map_err(storage)?;
-        map_rows(&rows, "list the sessions", |c| {
+        let mut out = map_rows(&rows, "list the sessions", |c| {
             let cwd: String = c.get(3)?;
             let last_seq: Option<i64> = c.get(16)?;
             Ok(SessionRow {
@@ -288,8 +376,98 @@ impl PgCatalog {
                 last_seq: last_seq.map(u64_of),
             })
         })
-        .map_err(storage)
+        .map_err(storage)?;
+        if let Some(mut coster) = self.coster()
+            && out.iter().any(|r| r.requests > 0)
+        {
+            let ids: Vec<String> = out
+                .iter()
+                .filter(|r| r.requests > 0)
+                .map(|r| r.id.clone())
+                .collect();
+            let rows = self
+                .store
+                .query("cost the sessions", move |c| {
+                    let ids = ids.clone();
+                    async move { c.client.query(SESSION_USAGE, &[&ids]).await }
+                })
+                .map_err(storage)?;
+            let parts = map_rows(&rows, "cost the sessions", |c| {
+                let id: String = c.get(0)?;
+                let t = Tokens::of(
+                    c.get(1)?,
+                    c.get(2)?,
+                    c.get(3)?,
+                    [c.get(4)?, c.get(5)?, c.get(6)?, c.get(7)?],
+                );
+                Ok((id, t))
+            })
+            .map_err(storage)?;
+            let mut cost: HashMap<String, f64> = HashMap::new();
+            for (id, t) in &parts {
+                *cost.entry(id.clone()).or_default() += coster.usd(t);
+            }
+            for r in &mut out {
+                r.cost_usd = cost.get(&r.id).copied().unwrap_or(0.0);
+            }
+        }
+        Ok(out)
     }
+
+    /// Gives searchable events stored before the store kept their words (`doc`) their text and
+    /// words, so that a search covers them. Nothing to do (one indexed look-up) once done.
+    fn index_old_events(&self) -> Result<(), CatalogError> {
+        loop {
+            let rows = self
+                .store
+                .query("find unindexed events", |c| async move {
+                    c.client.query(UNINDEXED, &[]).await
+                })
+                .map_err(storage)?;
+            if rows.is_empty() {
+                return Ok(());
+            }
+            let found = map_rows(&rows, "find unindexed events", |c| {
+                let kind: String = c.get(2)?;
+                let line: String = c.get(3)?;
+                let data = serde_json::from_str::<serde_json::Value>(&line)
+                    .map(|mut v| v["data"].take())
+                    .unwrap_or_default();
+                let ix = search::index(&kind, &data);
+                Ok((
+                    c.get::<String>(0)?,
+                    c.get::<i64>(1)?,
+                    ix.body,
+                    ix.doc.unwrap_or_default(),
+                ))
+            })
+            .map_err(storage)?;
+            let n = found.len();
+            let ids: Vec<String> = found.iter().map(|f| f.0.clone()).collect();
+            let seqs: Vec<i64> = found.iter().map(|f| f.1).collect();
+            let bodies: Vec<Option<String>> = found.iter().map(|f| f.2.clone()).collect();
+            let docs: Vec<String> = found.into_iter().map(|f| f.3).collect();
+            self.store
+                .query("index old events", move |c| {
+                    let (ids, seqs, bodies, docs) =
+                        (ids.clone(), seqs.clone(), bodies.clone(), docs.clone());
+                    async move {
+                        c.client
+                            .execute(SET_DOCS, &[&ids, &seqs, &bodies, &docs])
+                            .await
+                    }
+                })
+                .map_err(storage)?;
+            tracing::info!(events = n, "indexed stored events for search");
+        }
+    }
+}
+
+/// One group of [`STATS`] being summed.
+#[derive(Default)]
+struct Group {
+    row: StatRow,
+    cost: f64,
 }
 
 impl Catalog for PgCatalog {
@@ -305,19 +483,27 @@ impl Catalog for PgCatalog {
         let Some(ts) = ts_query(&query.text) else {
             return Ok(Vec::new());
         };
-        let cwd = query.filter.cwd.clone();
+        self.index_old_events()?;
+        let (dir, under) = dir_params(query.filter.cwd.as_deref());
+        let since = query.filter.since_ms;
+        let model = query.filter.model.clone();
         let limit = i64::from(query.filter.limit.unwrap_or(20));
         let rows = self
             .store
             .query("search", move |c| {
-                let (ts, cwd) = (ts.clone(), cwd.clone());
-                async move { c.client.query(SEARCH, &[&ts, &cwd, &limit]).await }
+                let (ts, dir, under, model) =
+                    (ts.clone(), dir.clone(), under.clone(), model.clone());
+                async move {
+                    c.client
+                        .query(SEARCH, &[&ts, &dir, &since, &model, &limit, &under])
+                        .await
+                }
             })
             .map_err(storage)?;
         map_rows(&rows, "search", |c| {
             let kind: String = c.get(2)?;
-            let body: String = c.get(3)?;
-            let (snippet, highlights) = snippet(&body, &query.text);
+            let body: Option<String> = c.get(3)?;
+            let (snippet, highlights) = snippet(body.as_deref().unwrap_or(""), &query.text);
             let updated: Option<i64> = c.get(7)?;
             Ok(Hit {
                 session_id: c.get(0)?,
@@ -342,34 +528,79 @@ impl Catalog for PgCatalog {
             GroupBy::Project => "project",
             GroupBy::Total => "total",
         };
-        let cwd = filter.cwd.clone();
+        let (dir, under) = dir_params(filter.cwd.as_deref());
         let since = filter.since_ms;
         let model = filter.model.clone();
-        let limit = filter.limit.map(i64::from);
+        let sql = format!("{USAGE}{STATS}");
         let rows = self
             .store
             .query("usage stats", move |c| {
-                let (cwd, model) = (cwd.clone(), model.clone());
+                let (dir, under, model, sql) =
+                    (dir.clone(), under.clone(), model.clone(), sql.clone());
                 async move {
                     c.client
-                        .query(STATS, &[&key, &cwd, &since, &model, &limit])
+                        .query(sql.as_str(), &[&key, &dir, &since, &model, &under])
                         .await
                 }
             })
             .map_err(storage)?;
-        map_rows(&rows, "usage stats", |c| {
-            Ok(StatRow {
-                key: c.get(0)?,
-                sessions: u64_of(c.get(1)?),
-                turns: u64_of(c.get(2)?),
-                requests: u64_of(c.get(3)?),
-                tokens_in: u64_of(c.get(4)?),
-                tokens_out: u64_of(c.get(5)?),
-                tokens_cached: u64_of(c.get(6)?),
-                cost_usd: 0.0,
+        let mut groups: HashMap<String, Group> = HashMap::new();
+        let mut coster = self.coster();
+        for r in &rows {
+            let c = crate::conn::Cols::new(r, "usage stats");
+            let key: String = c.get(0).map_err(storage)?;
+            let whole: i32 = c.get(12).map_err(storage)?;
+            let g = groups.entry(key.clone()).or_default();
+            if whole == 1 {
+                let cache_read = u64_of(c.get(9).map_err(storage)?);
+                let cache_write = u64_of(c.get(10).map_err(storage)?);
+                let input = u64_of(c.get(8).map_err(storage)?);
+                g.row = StatRow {
+                    key,
+                    sessions: u64_of(c.get(5).map_err(storage)?),
+                    turns: u64_of(c.get(6).map_err(storage)?),
+                    requests: u64_of(c.get(7).map_err(storage)?),
+                    tokens_in: input + cache_read + cache_write,
+                    tokens_out: u64_of(c.get(11).map_err(storage)?),
+                    tokens_cached: cache_read,
+                    cost_usd: 0.0,
+                };
+            } else if let Some(coster) = coster.as_mut() {
+                let t = Tokens::of(
+                    c.get(1).map_err(storage)?,
+                    c.get(2).map_err(storage)?,
+                    c.get(4).map_err(storage)?,
+                    [
+                        c.get(8).map_err(storage)?,
+                        c.get(9).map_err(storage)?,
+                        c.get(10).map_err(storage)?,
+                        c.get(11).map_err(storage)?,
+                    ],
+                );
+                g.cost += coster.usd(&t);
+            }
+        }
+        let mut out: Vec<StatRow> = groups
+            .into_values()
+            .map(|g| StatRow {
+                cost_usd: g.cost,
+                ..g.row
             })
-        })
-        .map_err(storage)
+            .collect();
+        // The SQLite catalog's order: days newest first; routes and projects by tokens.
+        match by {
+            GroupBy::Day => out.sort_by(|a, b| b.key.cmp(&a.key)),
+            GroupBy::Model | GroupBy::Project => out.sort_by(|a, b| {
+                (b.tokens_in + b.tokens_out)
+                    .cmp(&(a.tokens_in + a.tokens_out))
+                    .then_with(|| a.key.cmp(&b.key))
+            }),
+            GroupBy::Total => {}
+        }
+        if let Some(n) = filter.limit {
+            out.truncate(n as usize);
+        }
+        Ok(out)
     }
 
     fn delete(&self, id: &str) -> Result<(), CatalogError> {
@@ -386,27 +617,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn queries_translate_to_tsquery() {
+    fn directories_filter_themselves_and_below() {
         assert_eq!(
-            ts_query("Hello world").as_deref(),
-            Some("'hello' & 'world'")
+            dir_params(Some("/a/b/")),
+            (Some("/a/b".into()), Some("/a/b/".into()))
         );
-        assert_eq!(
-            ts_query("\"a phrase\" pre*").as_deref(),
-            Some("('a' <-> 'phrase') & 'pre':*")
-        );
-        assert_eq!(ts_query("it's & | !").as_deref(), Some("'it' & 's'"));
-        assert_eq!(ts_query("  ").as_deref(), None);
-        assert_eq!(
-            ts_query("\"unclosed phrase").as_deref(),
-            Some("('unclosed' <-> 'phrase')")
-        );
-    }
-
-    #[test]
-    fn snippets_mark_the_words() {
-        let (s, h) = snippet("Some text\nwith Needle inside", "needle");
-        assert_eq!(s, "Some text with Needle inside");
-        assert_eq!(h, vec![(15, 21)]);
+        assert_eq!(dir_params(Some("/")), (Some("/".into()), Some("/".into())));
+        assert_eq!(dir_params(None), (None, None));
     }
 }

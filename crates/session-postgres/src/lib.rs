@@ -14,6 +14,7 @@ mod conn;
 pub mod error;
 pub mod forward;
 pub mod plugin;
+mod search;
 mod sql;
 pub mod store;
 

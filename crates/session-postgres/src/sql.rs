@@ -8,8 +8,11 @@
 /// events are stored (`next_seq`), and the write lease (`owner`, `epoch`, `expires_at`).
 /// `materialized` turns true at the first flush (a created session that never flushed is not
 /// listed, like a JSONL session with nothing on disk). `dsh_events`: one row per event keyed by
-/// `(session_id, seq)`, its stored line verbatim (`line`), its type, and `body`, the text the
-/// full-text index covers (user prompts, assistant text, titles).
+/// `(session_id, seq)`, its stored line verbatim (`line`), its type, `body`, the searchable text
+/// (user prompts, assistant text, titles, a tool call's name and argument values, a tool
+/// result's head: shown around a search hit) and `doc`, its words as a `tsvector` made by dsh
+/// (`crate::search`; GIN-indexed; empty for a searchable event without words, NULL for other
+/// events and for rows stored before `doc` existed, which a search indexes first).
 pub(crate) const SCHEMA: &str = "
 BEGIN;
 SELECT pg_advisory_xact_lock(3939001);
@@ -34,10 +37,21 @@ CREATE TABLE IF NOT EXISTS dsh_events (
     kind text NOT NULL,
     line text NOT NULL,
     body text,
+    doc tsvector,
     PRIMARY KEY (session_id, seq)
 );
-CREATE INDEX IF NOT EXISTS dsh_events_body_fts ON dsh_events
-    USING gin (to_tsvector('simple', body)) WHERE body IS NOT NULL;
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute
+                    WHERE attrelid = 'dsh_events'::regclass AND attname = 'doc'
+                      AND NOT attisdropped) THEN
+        ALTER TABLE dsh_events ADD COLUMN doc tsvector;
+    END IF;
+END $$;
+DROP INDEX IF EXISTS dsh_events_body_fts;
+CREATE INDEX IF NOT EXISTS dsh_events_doc ON dsh_events USING gin (doc) WHERE doc IS NOT NULL;
+CREATE INDEX IF NOT EXISTS dsh_events_unindexed ON dsh_events (session_id, seq)
+    WHERE doc IS NULL AND kind IN ('user/message', 'assistant/message', 'session/title',
+                                   'tool/call', 'tool/result');
 COMMIT;
 ";
 
@@ -49,7 +63,8 @@ COMMIT;
 ///
 /// `$1` id, `$2` owner, `$3` epoch, `$4` first seq of the batch (the committed count), `$5`
 /// lines, `$6` kinds, `$7` bodies, `$8` lease seconds, `$9` latest title of the batch, `$10`
-/// `synchronous_commit` of this transaction (`on`, or `off` for a write-through).
+/// `synchronous_commit` of this transaction (`on`, or `off` for a write-through), `$11` the
+/// searchable words (`tsvector` literals).
 pub(crate) const APPEND: &str = "
 WITH sync AS (
     SELECT set_config('synchronous_commit', $10, true) AS v
@@ -63,9 +78,10 @@ WITH sync AS (
      WHERE id = $1 AND owner = $2 AND epoch = $3 AND expires_at > now() AND next_seq = $4
     RETURNING 1
 ), ins AS (
-    INSERT INTO dsh_events (session_id, seq, line, kind, body)
-    SELECT $1, $4 + t.o - 1, t.l, t.k, t.b
-      FROM unnest($5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS t(l, k, b, o)
+    INSERT INTO dsh_events (session_id, seq, line, kind, body, doc)
+    SELECT $1, $4 + t.o - 1, t.l, t.k, t.b, t.d::tsvector
+      FROM unnest($5::text[], $6::text[], $7::text[], $11::text[])
+           WITH ORDINALITY AS t(l, k, b, d, o)
      WHERE EXISTS (SELECT 1 FROM lease)
     RETURNING 1
 )
@@ -169,7 +185,8 @@ RETURNING 1
 
 /// Imports a whole log as a stored session (no lease held afterwards). `$1` id, `$2` header,
 /// `$3` version, `$4` createdAt, `$5` cwd, `$6` parent, `$7` title, `$8` lines, `$9` kinds,
-/// `$10` bodies. Returns the number of rows inserted (none when the id exists).
+/// `$10` bodies, `$11` searchable words. Returns the number of rows inserted (none when the id
+/// exists).
 pub(crate) const IMPORT: &str = "
 WITH s AS (
     INSERT INTO dsh_sessions (id, header, version, created_at, cwd, parent_session, title,
@@ -178,9 +195,10 @@ WITH s AS (
     ON CONFLICT (id) DO NOTHING
     RETURNING id
 ), ins AS (
-    INSERT INTO dsh_events (session_id, seq, line, kind, body)
-    SELECT $1, t.o - 1, t.l, t.k, t.b
-      FROM unnest($8::text[], $9::text[], $10::text[]) WITH ORDINALITY AS t(l, k, b, o)
+    INSERT INTO dsh_events (session_id, seq, line, kind, body, doc)
+    SELECT $1, t.o - 1, t.l, t.k, t.b, t.d::tsvector
+      FROM unnest($8::text[], $9::text[], $10::text[], $11::text[])
+           WITH ORDINALITY AS t(l, k, b, d, o)
      WHERE EXISTS (SELECT 1 FROM s)
     RETURNING 1
 )

@@ -34,48 +34,27 @@ pub enum Durability {
 /// The default lease duration.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
-/// One row to insert: the stored line, the event type, the indexed text.
+/// One row to insert: the stored line, the event type, the searchable text and its words.
 #[derive(Debug, Clone)]
 struct Row {
     line: String,
     kind: String,
     body: Option<String>,
+    doc: Option<String>,
     title: Option<String>,
 }
 
 impl Row {
     fn of(event: &Event) -> Row {
         let kind = event.kind().to_owned();
-        let (body, title) = index_text(&kind, event.data());
+        let crate::search::Indexed { body, doc, title } = crate::search::index(&kind, event.data());
         Row {
             line: event.to_json_line(),
             kind,
             body,
+            doc,
             title,
         }
-    }
-}
-
-/// The text of an event that the full-text index covers (user prompts, assistant text, titles)
-/// and, for a `session/title`, the title.
-fn index_text(kind: &str, data: &serde_json::Value) -> (Option<String>, Option<String>) {
-    fn texts(content: &serde_json::Value) -> Option<String> {
-        let parts: Vec<&str> = content
-            .as_array()?
-            .iter()
-            .filter(|p| p["type"] == "text")
-            .filter_map(|p| p["text"].as_str())
-            .collect();
-        (!parts.is_empty()).then(|| parts.join("\n"))
-    }
-    match kind {
-        "session/title" => {
-            let t = data["title"].as_str().map(str::to_owned);
-            (t.clone(), t)
-        }
-        "user/message" => (texts(&data["content"]), None),
-        "assistant/message" => (texts(&data["message"]["content"]), None),
-        _ => (None, None),
     }
 }
 
@@ -622,11 +601,13 @@ impl Inner {
         let lines: Vec<String> = rows.iter().map(|r| r.line.clone()).collect();
         let kinds: Vec<String> = rows.iter().map(|r| r.kind.clone()).collect();
         let bodies: Vec<Option<String>> = rows.iter().map(|r| r.body.clone()).collect();
+        let docs: Vec<Option<String>> = rows.iter().map(|r| r.doc.clone()).collect();
         let row = self
             .db
             .with("import a session", |c| {
                 let (line, h, title) = (line.clone(), h.clone(), title.clone());
                 let (lines, kinds, bodies) = (lines.clone(), kinds.clone(), bodies.clone());
+                let docs = docs.clone();
                 async move {
                     c.client
                         .query_one(
@@ -642,6 +623,7 @@ impl Inner {
                                 &lines,
                                 &kinds,
                                 &bodies,
+                                &docs,
                             ],
                         )
                         .await
@@ -715,12 +697,13 @@ impl Inner {
         let lines: Vec<&str> = rows.iter().map(|r| r.line.as_str()).collect();
         let kinds: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
         let bodies: Vec<Option<&str>> = rows.iter().map(|r| r.body.as_deref()).collect();
+        let docs: Vec<Option<&str>> = rows.iter().map(|r| r.doc.as_deref()).collect();
         let title = rows.iter().rev().find_map(|r| r.title.as_deref());
         let secs = lease_secs(self.lease);
         let row = self
             .db
             .with("commit a batch", |c| {
-                let (lines, kinds, bodies) = (&lines, &kinds, &bodies);
+                let (lines, kinds, bodies, docs) = (&lines, &kinds, &bodies, &docs);
                 async move {
                     c.client
                         .query_one(
@@ -736,6 +719,7 @@ impl Inner {
                                 &secs,
                                 &title,
                                 &sync,
+                                docs,
                             ],
                         )
                         .await

@@ -30,6 +30,7 @@ mod serve;
 mod serve_fleet;
 mod serve_policy;
 mod storage;
+mod store_views;
 mod subagent;
 mod subagent_continuable;
 mod titles;

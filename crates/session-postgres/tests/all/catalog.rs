@@ -8,7 +8,7 @@ use crate::database;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_catalog_lists_and_searches_the_stored_sessions() {
-    let Some((_c, url)) = database("the_catalog_lists_and_searches_the_stored_sessions") else {
+    let Some((c, url)) = database("the_catalog_lists_and_searches_the_stored_sessions") else {
         return;
     };
     let h = TestHarness::builder()
@@ -68,6 +68,18 @@ async fn the_catalog_lists_and_searches_the_stored_sessions() {
     assert_eq!(search("\"nobody knows\"").len(), 1);
     assert!(search("\"knows nobody\"").is_empty());
     assert!(search("it's (unbalanced & | !").is_empty());
+
+    // Events stored before the store kept their words are indexed by the next search.
+    c.psql(&url, "UPDATE dsh_events SET doc = NULL");
+    assert_eq!(search("zebracorn").len(), 1);
+    assert_eq!(
+        c.psql(
+            &url,
+            "SELECT count(*) FROM dsh_events WHERE doc IS NULL AND kind IN \
+             ('user/message', 'assistant/message', 'session/title', 'tool/call', 'tool/result')"
+        ),
+        "0"
+    );
 
     // Usage: the same requests and tokens as the rows.
     let total = catalog.stats(GroupBy::Total, &Filter::default()).unwrap();
