@@ -267,7 +267,7 @@ async fn serve(
         },
     )
     .map_err(|e| Failure::usage(anyhow!("{e}")))?;
-    let forwarder = forwarder(kernel, host.client()).await?;
+    let forwarder = forwarder(kernel, &host).await?;
     let client = match &forwarder {
         Some(f) => Arc::clone(f) as Arc<dyn dsh_protocol::Client>,
         None => host.client(),
@@ -340,22 +340,41 @@ async fn serve(
 }
 
 /// With a PostgreSQL store (`--store`): the client that forwards ops for sessions another
-/// server owns to it, and follows their events in the store (issue 39; `docs/fleet.md`).
+/// server owns to it, and follows their events in the store, projected by this host (issue 39;
+/// `docs/fleet.md`).
 async fn forwarder(
     kernel: &Kernel,
-    local: Arc<dyn dsh_protocol::Client>,
+    host: &Host,
 ) -> Result<Option<Arc<dsh_session_postgres::Forwarder>>, Failure> {
-    use dsh_session_postgres::PgHandle;
+    use dsh_session_postgres::{PgHandle, StoredProjection};
+    /// The host's view of a stored session, as the forwarder projects it.
+    struct View(dsh_host::StoredView);
+    impl StoredProjection for View {
+        fn project(&mut self, event: &dsh_session::Event) -> Vec<dsh_protocol::EventMsg> {
+            self.0.project(event)
+        }
+        fn snapshot(&self) -> dsh_protocol::Snapshot {
+            self.0.snapshot()
+        }
+    }
     let root = kernel.root();
     let Some(handle) = root.get::<PgHandle>() else {
         return Ok(None);
     };
     let resolver: dsh_session_postgres::forward::StoreResolver =
         Arc::new(move || root.get::<PgHandle>().map(|h| Arc::clone(&h.store)));
-    dsh_session_postgres::Forwarder::start(local, resolver, handle.forward.clone())
-        .await
-        .map(Some)
-        .map_err(|e| Failure::run(anyhow!("cannot forward through the session store: {e}")))
+    let viewer = host.clone();
+    let projections: dsh_session_postgres::Projections =
+        Arc::new(move |header| Box::new(View(viewer.stored_view(header))));
+    dsh_session_postgres::Forwarder::start(
+        host.client(),
+        resolver,
+        handle.forward.clone(),
+        projections,
+    )
+    .await
+    .map(Some)
+    .map_err(|e| Failure::run(anyhow!("cannot forward through the session store: {e}")))
 }
 
 /// A unix listener at `path`, owner-only; a stale socket (nobody answers) is replaced.

@@ -45,6 +45,7 @@ use crate::project::{Pricer, Projector};
 
 pub use approvals::HostAnswerer;
 pub use questions::HostQuestions;
+pub use sessions::StoredView;
 
 /// What a host needs.
 pub struct HostOptions {
@@ -187,6 +188,12 @@ impl Host {
             .lock()
             .get(session_id)
             .map(|h| h.agent.clone())
+    }
+
+    /// A view of the stored session `header` describes, to follow batch by batch what another
+    /// process commits to it (its events projected as this host projects its own sessions').
+    pub fn stored_view(&self, header: &dsh_session::SessionHeader) -> StoredView {
+        sessions::view(&self.inner, header)
     }
 
     /// Closes every open session (flushed and unlocked).

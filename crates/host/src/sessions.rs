@@ -11,10 +11,10 @@ use dsh_protocol::{
     ErrorCode, Event, EventMsg, EventStream, ProtocolError, SearchMatch, SessionQuery,
     SessionState, SessionSummary, Snapshot,
 };
-use dsh_session::{CoreEvent, Sessions};
+use dsh_session::{CoreEvent, SessionHeader, Sessions};
 use futures::StreamExt;
 
-use crate::hub::replay;
+use crate::project::Projector;
 use crate::{Inner, session_error};
 
 fn sessions_service(root: &Ctx) -> Result<Arc<dyn Sessions>, ProtocolError> {
@@ -236,6 +236,97 @@ pub(crate) async fn stored_summary(
     Ok(summary)
 }
 
+/// A stored session followed from outside its writer (another host writes it): the host's
+/// projector kept between batches, so each batch of newly committed events is projected on its
+/// own, never the log again from the start.
+pub struct StoredView {
+    projector: Projector,
+    id: String,
+    parent_id: Option<String>,
+    header_cwd: Option<String>,
+    created_ms: i64,
+    /// The time of the latest event projected (the creation time before any).
+    updated_ms: i64,
+    last_seq: Option<u64>,
+}
+
+impl std::fmt::Debug for StoredView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredView")
+            .field("id", &self.id)
+            .field("last_seq", &self.last_seq)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoredView {
+    pub(crate) fn new(projector: Projector, header: &SessionHeader) -> Self {
+        StoredView {
+            projector,
+            id: header.id.clone(),
+            parent_id: header.parent_session.clone(),
+            header_cwd: header.cwd.clone(),
+            created_ms: header.created_at,
+            updated_ms: header.created_at,
+            last_seq: None,
+        }
+    }
+
+    /// The protocol events of the next committed event (in seq order).
+    pub fn project(&mut self, ev: &dsh_session::Event) -> Vec<EventMsg> {
+        self.last_seq = Some(ev.seq());
+        self.updated_ms = self.updated_ms.max(ev.time());
+        self.projector.project(ev)
+    }
+
+    /// The seq of the last event projected.
+    pub fn last_seq(&self) -> Option<u64> {
+        self.last_seq
+    }
+
+    /// The session as the events projected so far show it (`state: ended`: no process serves
+    /// it here; updated: the time of its latest event).
+    pub fn summary(&self) -> SessionSummary {
+        let p = &self.projector;
+        SessionSummary {
+            id: self.id.clone(),
+            parent_id: self.parent_id.clone(),
+            title: p.title.clone(),
+            cwd: p
+                .cwd
+                .clone()
+                .or_else(|| self.header_cwd.clone())
+                .unwrap_or_default(),
+            created_ms: self.created_ms,
+            updated_ms: self.updated_ms,
+            state: SessionState::Ended,
+            turns: p.turns,
+            last_seq: self.last_seq,
+            settings: p.settings.clone(),
+            usage: Some(p.total),
+            subagent_usage: Some(p.subagents),
+            first_prompt: p.first_prompt.clone(),
+            last_turn_end: p.last_turn_end.clone(),
+            matched: None,
+        }
+    }
+
+    /// The snapshot of a stored stream (the summary, the usage so far).
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            session: self.summary(),
+            usage: self.projector.total,
+            ..Default::default()
+        }
+    }
+}
+
+/// A [`StoredView`] of the session `header` describes, with no event projected yet.
+pub(crate) fn view(inner: &Inner, header: &SessionHeader) -> StoredView {
+    let fresh = inner.projector_factory(&header.id, String::new(), None);
+    StoredView::new(fresh(), header)
+}
+
 async fn read_stored(
     inner: &Inner,
     id: &str,
@@ -247,31 +338,18 @@ async fn read_stored(
     blocking(move || {
         let list = sessions.list().map_err(|e| session_error(&e))?;
         let log = sessions.read(&id).map_err(|e| session_error(&e))?;
-        let mut projector = fresh();
-        let events = replay(&mut projector, log.events(), after);
-        let header = log.header();
+        let mut view = StoredView::new(fresh(), log.header());
+        let mut events = Vec::new();
+        for e in log.events() {
+            let msgs = view.project(e);
+            if after.is_none_or(|a| e.seq() > a) {
+                events.extend(msgs.into_iter().map(|m| Event::new(e.seq(), m)));
+            }
+        }
+        let created = log.header().created_at;
         let base = list.iter().find(|s| s.id == id).map(stored);
-        let summary = SessionSummary {
-            id: id.clone(),
-            parent_id: header.parent_session.clone(),
-            title: projector.title.clone(),
-            cwd: projector
-                .cwd
-                .clone()
-                .or_else(|| header.cwd.clone())
-                .unwrap_or_default(),
-            created_ms: header.created_at,
-            updated_ms: base.map_or(header.created_at, |b| b.updated_ms),
-            state: SessionState::Ended,
-            turns: projector.turns,
-            last_seq: log.events().last().map(|e| e.seq()),
-            settings: projector.settings.clone(),
-            usage: Some(projector.total),
-            subagent_usage: Some(projector.subagents),
-            first_prompt: projector.first_prompt.clone(),
-            last_turn_end: projector.last_turn_end.clone(),
-            matched: None,
-        };
+        let mut summary = view.summary();
+        summary.updated_ms = base.map_or(created, |b| b.updated_ms);
         Ok((summary, events))
     })
     .await

@@ -20,6 +20,8 @@ pub mod store;
 
 pub use catalog::PgCatalog;
 pub use error::{LeaseLoss, PgStoreError};
-pub use forward::{ForwardError, ForwardOptions, Forwarder, PgHandle};
+pub use forward::{
+    ForwardError, ForwardOptions, Forwarder, PgHandle, Projections, StoredProjection,
+};
 pub use plugin::{PgConfig, PgPlugin};
 pub use store::{DEFAULT_LEASE, Durability, PgOptions, PgStore};

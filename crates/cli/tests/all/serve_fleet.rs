@@ -2,48 +2,27 @@
 //! an op sent to the server that does not own a session runs on the one that does, the events
 //! reach the other server's subscribers from the store with the owner's seqs, an approval is
 //! answered through the other server, a killed owner's session is taken over once its lease
-//! expired, and with notifications off polling alone delivers. The real binaries against the
+//! expired, with notifications off polling alone delivers, and a question the agent asks on
+//! the owner and a steer sent through the other server show on the other server's stream, which
+//! answers the question. The real binaries against the
 //! test cluster (`scripts/postgres-setup`) and the testkit model, driven by the RemoteClient.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use dsh_serve::RemoteClient;
 use dsh_serve::protocol::{
-    ApprovalDecision, ApprovalPolicy, Client, Event, EventMsg, Op, OpenSession, SessionOptions,
-    SessionSettings, SessionState, SessionSummary,
+    ApprovalDecision, ApprovalPolicy, Client, Event, EventMsg, Op, OpenSession, QuestionAnswer,
+    SessionOptions, SessionSettings, SessionState, SessionSummary,
 };
 use dsh_testkit::Completion;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use dsh_test_harness::postgres::{TestCluster, cluster};
+use dsh_test_harness::postgres::TestCluster;
 
+use crate::pg::{WAIT, database, wait_for};
 use crate::serve::{Served, serve};
 use crate::support::Env;
-
-/// The bound of every wait.
-const WAIT: Duration = Duration::from_secs(60);
-
-/// The test cluster and a new database of its own, or `None` (the test skips, reason printed;
-/// under `CI=true` it fails).
-fn database(test: &str) -> Option<(TestCluster, String)> {
-    let c = cluster(test)?;
-    let url = c.fresh_database();
-    Some((c, url))
-}
-
-/// Polls `cond` until it holds; fails naming `what` after [`WAIT`].
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "gave up after {WAIT:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -449,4 +428,128 @@ fn an_op_that_cannot_be_forwarded_says_why() {
     assert_eq!(c.psql(&url, "SELECT count(*) FROM dsh_ops"), "0");
     // Nothing ran: the model was never asked.
     assert_eq!(env.server().request_count(), 0);
+}
+
+/// What is live only on the owner reaches a watcher on the other server: a question the agent
+/// asks (`ask_user_question`) is shown on B's stream and in a later watcher's snapshot, and
+/// answered through B; a steer sent through B shows as queued and then delivered there.
+#[test]
+fn a_question_asked_on_the_owner_is_shown_and_answered_through_the_other_server() {
+    let Some((_c, url)) =
+        database("a_question_asked_on_the_owner_is_shown_and_answered_through_the_other_server")
+    else {
+        return;
+    };
+    let env = Env::new();
+    let ask = serde_json::json!({"questions": [{
+        "id": "colour",
+        "question": "Which colour?",
+        "options": [{"label": "red"}, {"label": "blue"}],
+    }]});
+    env.server().push_all([
+        Completion::new()
+            .tool_call("ask_user_question", &ask.to_string())
+            .reply(),
+        Completion::new().text("you chose blue").reply(),
+    ]);
+    let a = serve(&env, &["--store", &url]);
+    let b = serve(&env, &["--store", &url]);
+    let cwd = env.cwd().display().to_string();
+    runtime().block_on(async {
+        let (ra, rb) = (remote(&a), remote(&b));
+        let s = created(&*ra, &cwd, SessionSettings::default()).await;
+        let start = rb.session(&s.id).await.unwrap().last_seq;
+        let mut on_b = rb.subscribe(&s.id, start).await.unwrap();
+        rb.send(&s.id, submit("ask me")).await.unwrap();
+        let asked = loop {
+            match next(&mut on_b).await.expect("B's stream ended").msg {
+                EventMsg::QuestionAsked(q) => break q,
+                EventMsg::TurnEnded { .. } => panic!("the turn ended without asking"),
+                _ => {}
+            }
+        };
+        assert_eq!(asked.questions[0].question, "Which colour?");
+        // A watcher that starts now finds it pending in its snapshot.
+        let mut late = rb.subscribe(&s.id, None).await.unwrap();
+        let snap = loop {
+            if let EventMsg::Snapshot(snap) = next(&mut late).await.expect("no snapshot").msg {
+                break snap;
+            }
+        };
+        assert_eq!(snap.session.state, SessionState::WaitingForApproval);
+        assert_eq!(
+            snap.pending_questions
+                .iter()
+                .map(|q| q.request_id.as_str())
+                .collect::<Vec<_>>(),
+            [asked.request_id.as_str()]
+        );
+        // A steer sent through B while the turn waits shows as queued on B.
+        let steer = rb
+            .send(
+                &s.id,
+                Op::Steer {
+                    text: "and say why".into(),
+                },
+            )
+            .await
+            .unwrap()
+            .id
+            .unwrap();
+        loop {
+            match next(&mut on_b).await.expect("B's stream ended").msg {
+                EventMsg::SteerQueued { steer_id, text } if steer_id == steer => {
+                    assert_eq!(text, "and say why");
+                    break;
+                }
+                EventMsg::TurnEnded { .. } => panic!("the turn ended before the steer showed"),
+                _ => {}
+            }
+        }
+        rb.send(
+            &s.id,
+            Op::AnswerQuestion {
+                request_id: asked.request_id.clone(),
+                answers: vec![QuestionAnswer {
+                    question_id: "colour".into(),
+                    selected: vec!["blue".into()],
+                    text: None,
+                }],
+            },
+        )
+        .await
+        .unwrap();
+        let mut seen = until_turn_end(&mut on_b).await;
+        assert!(
+            text_of(&seen).contains("you chose blue"),
+            "{}",
+            text_of(&seen)
+        );
+        // The owner publishes the answer and the steer's delivery as they happen; they may come
+        // after the turn's committed end when the turn outran the publishing.
+        let (mut answered, mut delivered) = (false, false);
+        let mut i = 0;
+        while !(answered && delivered) {
+            if i == seen.len() {
+                seen.push(next(&mut on_b).await.expect("B's stream ended"));
+            }
+            match &seen[i].msg {
+                EventMsg::QuestionAnswered { request_id, .. } => {
+                    assert_eq!(*request_id, asked.request_id);
+                    answered = true;
+                }
+                EventMsg::SteerDelivered { steer_id } => {
+                    assert_eq!(*steer_id, steer);
+                    delivered = true;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+    });
+    // The answer reached the model through A's tool result.
+    let requests = env.server().requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].body_text().contains("blue"));
+    assert!(requests[1].body_text().contains("and say why"));
 }

@@ -137,11 +137,18 @@ impl Client for Forwarder {
                     let forwarded = Request::Open {
                         request: request.clone(),
                     };
-                    s.call(&id, forwarded, async || s.local.open(request).await, opened)
-                        .await
+                    let opened = s
+                        .call(&id, forwarded, async || s.local.open(request).await, opened)
+                        .await?;
+                    super::relay::ensure(s, &id);
+                    Ok(opened)
                 }
                 // A fork reads the log and creates a session here; a create is new.
-                _ => s.local.open(request).await,
+                _ => {
+                    let opened = s.local.open(request).await?;
+                    super::relay::ensure(s, &opened.id);
+                    Ok(opened)
+                }
             }
         })
     }
@@ -151,8 +158,13 @@ impl Client for Forwarder {
         Box::pin(async move {
             let s = &self.shared;
             let request = Request::Send { op: op.clone() };
-            s.call(&id, request, async || s.local.send(&id, op).await, accepted)
-                .await
+            let accepted = s
+                .call(&id, request, async || s.local.send(&id, op).await, accepted)
+                .await?;
+            // Served here (a stored session is opened by its first op): its live events are
+            // published for other hosts' watchers.
+            super::relay::ensure(s, &id);
+            Ok(accepted)
         })
     }
 

@@ -48,18 +48,15 @@ async fn claim(shared: &Shared, me: &str) -> Result<Vec<Claimed>, PgStoreError> 
             async move { c.client.query(sql::CLAIM, &[&me]).await }
         })
         .await?;
-    let get = |e| PgStoreError::Sql {
-        op: "claim forwarded ops",
-        source: e,
-    };
+    let op = "claim forwarded ops";
     let mut ops = rows
         .iter()
         .map(|r| {
             Ok(Claimed {
-                id: r.try_get(0).map_err(get)?,
-                session: r.try_get(1).map_err(get)?,
-                epoch: r.try_get(2).map_err(get)?,
-                request: r.try_get(3).map_err(get)?,
+                id: super::col(r, 0, op)?,
+                session: super::col(r, 1, op)?,
+                epoch: super::col(r, 2, op)?,
+                request: super::col(r, 3, op)?,
             })
         })
         .collect::<Result<Vec<_>, PgStoreError>>()?;
@@ -68,7 +65,7 @@ async fn claim(shared: &Shared, me: &str) -> Result<Vec<Claimed>, PgStoreError> 
 }
 
 /// Applies a batch: each session's ops in the order they were queued, sessions side by side.
-async fn apply_all(shared: &Shared, ops: Vec<Claimed>) {
+async fn apply_all(shared: &Arc<Shared>, ops: Vec<Claimed>) {
     let mut groups: Vec<(String, Vec<Claimed>)> = Vec::new();
     for op in ops {
         match groups.iter_mut().find(|(s, _)| *s == op.session) {
@@ -79,6 +76,7 @@ async fn apply_all(shared: &Shared, ops: Vec<Claimed>) {
     futures::future::join_all(groups.into_iter().map(|(_, ops)| async move {
         for op in ops {
             let reply = apply(shared, &op).await;
+            super::relay::ensure(shared, &op.session);
             if let Err(e) = finish(shared, op.id, &reply).await {
                 tracing::warn!(op = op.id, "forwarding: recording a reply failed: {e}");
             }

@@ -12,23 +12,29 @@
 //! A session with no live owner is served locally (the local host resumes it, taking the
 //! lease, as without forwarding); one whose owner takes no forwarded ops (a `dsh exec`, a
 //! worker) is too, which answers `SESSION_LOCKED` naming the holder. The events of a session
-//! another host owns are read from the store: the committed events as they commit (`NOTIFY
-//! dsh_commits` sent by every commit batch as a hint, polling as the fallback), with the
-//! seqs of the log, each once.
+//! another host owns are read from the store ([`tail`]): the committed events as they commit
+//! (`NOTIFY dsh_commits` sent by every commit batch as a hint, polling as the fallback), only
+//! those after the last seq read, projected by the host's projector kept across batches
+//! ([`StoredProjection`]), with the seqs of the log, each once; and the owner's steers and
+//! questions, which its server publishes to `dsh_live` ([`relay`]).
 
 mod client;
 mod error;
 mod exec;
+mod relay;
 mod signals;
 mod sql;
 mod tail;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_protocol::{
-    Client, CommandInfo, Op, OpAccepted, OpenSession, ProtocolError, SessionSummary,
+    Client, CommandInfo, EventMsg, Op, OpAccepted, OpenSession, ProtocolError, SessionSummary,
+    Snapshot,
 };
+use dsh_session::SessionHeader;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
@@ -78,6 +84,20 @@ impl dsh_kernel::Service for PgHandle {
 
 /// Finds the current store (a composition reload may mount a new one).
 pub type StoreResolver = Arc<dyn Fn() -> Option<Arc<PgStore>> + Send + Sync>;
+
+/// A session's committed events projected into protocol events as the server's host projects
+/// its own (the host's stored view, which the composition root hands over), its state kept from
+/// one batch to the next: a watcher of a session another host writes projects each new event
+/// once.
+pub trait StoredProjection: Send {
+    /// The protocol events of the next committed event (events come in seq order).
+    fn project(&mut self, event: &dsh_session::Event) -> Vec<EventMsg>;
+    /// The snapshot of the events projected so far.
+    fn snapshot(&self) -> Snapshot;
+}
+
+/// Makes the projection of the stored session a header describes.
+pub type Projections = Arc<dyn Fn(&SessionHeader) -> Box<dyn StoredProjection> + Send + Sync>;
 
 /// What a server asks of a session's owner.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -148,6 +168,16 @@ pub(crate) enum Route {
     Remote { owner: String, epoch: i64 },
 }
 
+/// Column `i` of a row of the forwarding statement `op` (named in the error).
+pub(crate) fn col<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a tokio_postgres::Row,
+    i: usize,
+    op: &'static str,
+) -> Result<T, PgStoreError> {
+    row.try_get(i)
+        .map_err(|source| PgStoreError::Sql { op, source })
+}
+
 /// How many times an op is routed again when its owner changed under it.
 const ROUTES: u32 = 3;
 
@@ -157,6 +187,9 @@ pub(crate) struct Shared {
     pub store: StoreResolver,
     pub signals: Arc<Signals>,
     pub options: ForwardOptions,
+    pub projections: Projections,
+    /// The relays of the sessions this server holds, by session ([`relay`]).
+    pub relays: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
 }
 
 impl Shared {
@@ -174,16 +207,13 @@ impl Shared {
             })
             .await?;
         let Some(r) = row else { return Ok(None) };
-        let get = |e| PgStoreError::Sql {
-            op: "route an op",
-            source: e,
-        };
+        let op = "route an op";
         Ok(Some(Lease {
-            owner: r.try_get(0).map_err(get)?,
-            epoch: r.try_get(1).map_err(get)?,
-            live: r.try_get(2).map_err(get)?,
-            forwards: r.try_get(3).map_err(get)?,
-            next_seq: r.try_get(4).map_err(get)?,
+            owner: col(&r, 0, op)?,
+            epoch: col(&r, 1, op)?,
+            live: col(&r, 2, op)?,
+            forwards: col(&r, 3, op)?,
+            next_seq: col(&r, 4, op)?,
         }))
     }
 
@@ -246,10 +276,7 @@ impl Shared {
                 }
             })
             .await?;
-        let op: i64 = row.try_get(0).map_err(|e| PgStoreError::Sql {
-            op: "forward an op",
-            source: e,
-        })?;
+        let op: i64 = col(&row, 0, "forward an op")?;
         tracing::debug!(session = %id, %owner, op, "op forwarded");
         let mut rx = self.signals.watch(Key::Op(op));
         loop {
@@ -297,13 +324,7 @@ impl Shared {
                 c.client.query_opt(sql::OP_STATE, &[&op]).await
             })
             .await?;
-        row.map(|r| {
-            r.try_get(0).map_err(|e| PgStoreError::Sql {
-                op: "read a forwarded op",
-                source: e,
-            })
-        })
-        .transpose()
+        row.map(|r| col(&r, 0, "read a forwarded op")).transpose()
     }
 
     async fn take(&self, op: i64) -> Result<Option<Reply>, ForwardError> {
@@ -314,10 +335,7 @@ impl Shared {
             })
             .await?;
         let Some(row) = row else { return Ok(None) };
-        let text: Option<String> = row.try_get(0).map_err(|e| PgStoreError::Sql {
-            op: "take a reply",
-            source: e,
-        })?;
+        let text: Option<String> = col(&row, 0, "take a reply")?;
         let reply = serde_json::from_str(text.as_deref().unwrap_or("null"))
             .map_err(|source| ForwardError::BadReply { op, source })?;
         Ok(Some(reply))
@@ -373,11 +391,13 @@ impl Forwarder {
     /// Starts forwarding over `local` (this server's client) for the store `store` finds:
     /// creates the tables when missing, says this server takes forwarded ops, and starts the
     /// tasks (the op executor, the heartbeat, the LISTEN connection when notifications are on).
-    /// Runs its tasks on the current tokio runtime.
+    /// `projections` projects the sessions other hosts write for this server's watchers. Runs
+    /// its tasks on the current tokio runtime.
     pub async fn start(
         local: Arc<dyn Client>,
         store: StoreResolver,
         options: ForwardOptions,
+        projections: Projections,
     ) -> Result<Arc<Forwarder>, ForwardError> {
         let current = store().ok_or_else(|| {
             PgStoreError::Runtime("no PostgreSQL store is mounted to forward through".into())
@@ -395,6 +415,8 @@ impl Forwarder {
             store,
             signals: Arc::new(Signals::default()),
             options,
+            projections,
+            relays: Mutex::new(HashMap::new()),
         });
         shared.heartbeat().await?;
         let mut tasks = Vec::new();
@@ -429,6 +451,9 @@ impl Forwarder {
         for t in self.tasks.lock().drain(..) {
             t.abort();
         }
+        for (_, t) in self.shared.relays.lock().drain() {
+            t.abort();
+        }
         if let Some(me) = self.shared.me()
             && let Err(e) = self
                 .shared
@@ -447,6 +472,9 @@ impl Forwarder {
 impl Drop for Forwarder {
     fn drop(&mut self) {
         for t in self.tasks.lock().drain(..) {
+            t.abort();
+        }
+        for (_, t) in self.shared.relays.lock().drain() {
             t.abort();
         }
     }

@@ -1,5 +1,9 @@
 //! The forwarding tables and statements.
 
+/// `dsh_live`: the live events of a session its owner publishes for servers that watch it from
+/// another host (steers queued, delivered or withdrawn; questions asked and answered), with the
+/// lease owner and epoch that published them (rows of an older lease are not shown and go) and
+/// the last committed seq when they happened (watchers place them after that event).
 /// `dsh_ops`: ops a host forwards to the owner of a session (`target`, the lease owner it was
 /// routed by, at lease `epoch`); `state` goes `pending` → `running` (claimed by the owner) →
 /// `done` (with `reply`), and the forwarding host deletes the row when it takes the reply or
@@ -24,6 +28,16 @@ CREATE TABLE IF NOT EXISTS dsh_peers (
     owner text PRIMARY KEY,
     expires_at timestamptz NOT NULL
 );
+CREATE TABLE IF NOT EXISTS dsh_live (
+    id bigserial PRIMARY KEY,
+    session_id text NOT NULL,
+    owner text NOT NULL,
+    epoch bigint NOT NULL,
+    seq bigint NOT NULL,
+    event text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS dsh_live_session ON dsh_live (session_id, id);
 COMMIT;
 ";
 
@@ -89,7 +103,7 @@ pub(crate) const WITHDRAW: &str =
 pub(crate) const DROP: &str = "DELETE FROM dsh_ops WHERE id = $1";
 
 /// This server takes forwarded ops for `$1` until `$2` seconds from now; rows of peers and ops
-/// abandoned for an hour go.
+/// abandoned for an hour go, and the live events of leases that are gone.
 pub(crate) const HEARTBEAT: &str = "
 WITH up AS (
     INSERT INTO dsh_peers (owner, expires_at) VALUES ($1, now() + make_interval(secs => $2))
@@ -99,9 +113,47 @@ WITH up AS (
     DELETE FROM dsh_peers WHERE expires_at < now() - interval '1 hour' RETURNING 1
 ), old_ops AS (
     DELETE FROM dsh_ops WHERE created_at < now() - interval '1 hour' RETURNING 1
+), old_live AS (
+    DELETE FROM dsh_live l WHERE NOT EXISTS (
+        SELECT 1 FROM dsh_sessions s
+         WHERE s.id = l.session_id AND s.owner = l.owner AND s.epoch = l.epoch
+           AND s.expires_at > now())
+    RETURNING 1
 )
-SELECT (SELECT count(*) FROM up), (SELECT count(*) FROM old_peers), (SELECT count(*) FROM old_ops)
+SELECT (SELECT count(*) FROM up), (SELECT count(*) FROM old_peers), (SELECT count(*) FROM old_ops),
+       (SELECT count(*) FROM old_live)
 ";
 
 /// This server stops taking forwarded ops.
 pub(crate) const LEAVE: &str = "DELETE FROM dsh_peers WHERE owner = $1";
+
+/// The stored session's header line.
+pub(crate) const HEADER: &str = "SELECT header FROM dsh_sessions WHERE id = $1";
+
+/// What a watcher has not read yet, in one round trip: the committed events after seq `$2` (at
+/// most `$3`, in seq order; `src` 0, `n` the seq, the stored line, the seq) and the live events
+/// after id `$4` that the session's current lease published (`src` 1, `n` the row id, the event
+/// as JSON, the seq it follows). `$1` the session.
+pub(crate) const TAIL: &str = "
+(SELECT 0 AS src, seq AS n, line, seq AS at FROM dsh_events
+  WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3)
+UNION ALL
+(SELECT 1, l.id, l.event, l.seq FROM dsh_live l
+   JOIN dsh_sessions s ON s.id = l.session_id AND s.owner = l.owner AND s.epoch = l.epoch
+  WHERE l.session_id = $1 AND l.id > $4 ORDER BY l.id)
+ORDER BY src, n
+";
+
+/// The owner publishes a live event of a session it holds and tells the watchers (the commit
+/// channel: they read both). `$1` session, `$2` owner, `$3` epoch, `$4` the event (JSON), `$5`
+/// the last committed seq when it happened.
+pub(crate) const PUBLISH: &str = "
+WITH ins AS (
+    INSERT INTO dsh_live (session_id, owner, epoch, event, seq) VALUES ($1, $2, $3, $4, $5)
+    RETURNING id
+)
+SELECT id, pg_notify('dsh_commits', $1)::text FROM ins
+";
+
+/// The owner closed the session: its live events go. `$1` session, `$2` owner.
+pub(crate) const UNPUBLISH: &str = "DELETE FROM dsh_live WHERE session_id = $1 AND owner = $2";
