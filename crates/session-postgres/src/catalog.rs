@@ -78,99 +78,126 @@ fn dir_params(cwd: Option<&str>) -> (Option<String>, Option<String>) {
 
 /// Per-session facts, computed from the events (`$1`: one id or NULL for all, `$2` directory
 /// or NULL, `$3` updated since (ms) or NULL, `$4` model or route or NULL, `$5` limit or NULL,
-/// `$6` the prefix of the directories under `$2`).
+/// `$6` the prefix of the directories under `$2`). Each needed event's line is parsed once
+/// (`ev`, materialized as the few values needed: only turn boundaries, replies and prompts,
+/// not the large request records); the time of a session's last event is read from that event
+/// alone.
 const ROWS: &str = "
-WITH agg AS (
-    SELECT e.session_id,
-           max((e.line::jsonb #>> '{data,turn}')::bigint) FILTER (WHERE e.kind = 'turn/start')
-               AS turns,
-           max(e.seq) FILTER (WHERE e.kind = 'turn/start') AS last_start,
-           max(e.seq) FILTER (WHERE e.kind = 'turn/end') AS last_end,
-           count(*) FILTER (WHERE e.kind = 'assistant/message'
-                             AND e.line::jsonb #> '{data,usage}' IS NOT NULL) AS requests,
-           coalesce(sum(coalesce((e.line::jsonb #>> '{data,usage,inputTokens}')::bigint, 0)
-                      + coalesce((e.line::jsonb #>> '{data,usage,cacheReadTokens}')::bigint, 0)
-                      + coalesce((e.line::jsonb #>> '{data,usage,cacheWriteTokens}')::bigint, 0))
-                    FILTER (WHERE e.kind = 'assistant/message'), 0)::bigint AS tokens_in,
-           coalesce(sum((e.line::jsonb #>> '{data,usage,outputTokens}')::bigint)
-                    FILTER (WHERE e.kind = 'assistant/message'), 0)::bigint AS tokens_out,
-           coalesce(sum((e.line::jsonb #>> '{data,usage,cacheReadTokens}')::bigint)
-                    FILTER (WHERE e.kind = 'assistant/message'), 0)::bigint AS tokens_cached,
-           max((e.line::jsonb ->> 'time')::bigint) AS updated_ms,
-           max(e.seq) AS last_seq
-      FROM dsh_events e
-     WHERE ($1::text IS NULL OR e.session_id = $1)
-     GROUP BY e.session_id
+WITH ev AS MATERIALIZED (
+    SELECT x.session_id, x.seq, x.kind,
+           (x.j #>> '{data,turn}')::bigint AS turn,
+           x.j #>> '{data,reason,kind}' AS reason,
+           x.j #> '{data,usage}' IS NOT NULL AS has_usage,
+           coalesce((x.j #>> '{data,usage,inputTokens}')::bigint, 0)
+             + coalesce((x.j #>> '{data,usage,cacheReadTokens}')::bigint, 0)
+             + coalesce((x.j #>> '{data,usage,cacheWriteTokens}')::bigint, 0) AS tin,
+           coalesce((x.j #>> '{data,usage,outputTokens}')::bigint, 0) AS tout,
+           coalesce((x.j #>> '{data,usage,cacheReadTokens}')::bigint, 0) AS tcached,
+           x.j #>> '{data,message,source,provider}' AS provider,
+           x.j #>> '{data,message,source,model}' AS model,
+           CASE WHEN x.kind = 'user/message' AND x.j #>> '{data,source,kind}' = 'user'
+                THEN x.prompt END AS prompt
+      FROM (SELECT e.session_id, e.seq, e.kind, e.line::jsonb AS j,
+                   CASE WHEN e.kind = 'user/message' THEN left(e.body, 200) END AS prompt
+              FROM dsh_events e
+             WHERE e.kind IN ('turn/start', 'turn/end', 'assistant/message', 'user/message')
+               AND ($1::text IS NULL OR e.session_id = $1)
+            OFFSET 0) x
+), agg AS (
+    SELECT ev.session_id,
+           max(ev.turn) FILTER (WHERE ev.kind = 'turn/start') AS turns,
+           max(ev.seq) FILTER (WHERE ev.kind = 'turn/start') AS last_start,
+           max(ev.seq) FILTER (WHERE ev.kind = 'turn/end') AS last_end,
+           (array_agg(ev.reason ORDER BY ev.seq DESC)
+                FILTER (WHERE ev.kind = 'turn/end'))[1] AS end_reason,
+           count(*) FILTER (WHERE ev.kind = 'assistant/message' AND ev.has_usage) AS requests,
+           coalesce(sum(ev.tin) FILTER (WHERE ev.kind = 'assistant/message'), 0)::bigint
+               AS tokens_in,
+           coalesce(sum(ev.tout) FILTER (WHERE ev.kind = 'assistant/message'), 0)::bigint
+               AS tokens_out,
+           coalesce(sum(ev.tcached) FILTER (WHERE ev.kind = 'assistant/message'), 0)::bigint
+               AS tokens_cached,
+           (array_agg(ev.provider ORDER BY ev.seq DESC)
+                FILTER (WHERE ev.kind = 'assistant/message'))[1] AS provider,
+           (array_agg(ev.model ORDER BY ev.seq DESC)
+                FILTER (WHERE ev.kind = 'assistant/message'))[1] AS model,
+           (array_agg(ev.prompt ORDER BY ev.seq) FILTER (WHERE ev.prompt IS NOT NULL))[1]
+               AS first_prompt,
+           (array_agg(ev.prompt ORDER BY ev.seq DESC) FILTER (WHERE ev.prompt IS NOT NULL))[1]
+               AS last_prompt
+      FROM ev
+     GROUP BY ev.session_id
+), last AS (
+    SELECT s.id, l.seq AS last_seq, l.at AS updated_ms
+      FROM dsh_sessions s
+      LEFT JOIN LATERAL (
+           SELECT x.seq, (x.line::jsonb ->> 'time')::bigint AS at
+             FROM dsh_events x WHERE x.session_id = s.id
+            ORDER BY x.seq DESC LIMIT 1) l ON true
+     WHERE s.materialized AND ($1::text IS NULL OR s.id = $1)
 )
 SELECT s.id, s.parent_session, s.title, coalesce(s.cwd, ''), s.created_at,
-       coalesce(a.updated_ms, s.created_at), coalesce(a.turns, 0), coalesce(a.requests, 0),
+       coalesce(l.updated_ms, s.created_at), coalesce(a.turns, 0), coalesce(a.requests, 0),
        coalesce(a.tokens_in, 0), coalesce(a.tokens_out, 0), coalesce(a.tokens_cached, 0),
        CASE WHEN a.last_start IS NULL THEN '-'
             WHEN a.last_end IS NULL OR a.last_end < a.last_start THEN 'open'
-            ELSE (SELECT e.line::jsonb #>> '{data,reason,kind}' FROM dsh_events e
-                   WHERE e.session_id = s.id AND e.seq = a.last_end) END,
-       coalesce((SELECT left(e.body, 200) FROM dsh_events e
-                  WHERE e.session_id = s.id AND e.kind = 'user/message'
-                    AND e.line::jsonb #>> '{data,source,kind}' = 'user'
-                  ORDER BY e.seq LIMIT 1), ''),
-       coalesce((SELECT left(e.body, 200) FROM dsh_events e
-                  WHERE e.session_id = s.id AND e.kind = 'user/message'
-                    AND e.line::jsonb #>> '{data,source,kind}' = 'user'
-                  ORDER BY e.seq DESC LIMIT 1), ''),
-       m.provider, m.model, a.last_seq
+            ELSE a.end_reason END,
+       coalesce(a.first_prompt, ''), coalesce(a.last_prompt, ''),
+       a.provider, a.model, l.last_seq
   FROM dsh_sessions s
+  JOIN last l ON l.id = s.id
   LEFT JOIN agg a ON a.session_id = s.id
-  LEFT JOIN LATERAL (
-       SELECT e.line::jsonb #>> '{data,message,source,provider}' AS provider,
-              e.line::jsonb #>> '{data,message,source,model}' AS model
-         FROM dsh_events e
-        WHERE e.session_id = s.id AND e.kind = 'assistant/message'
-        ORDER BY e.seq DESC LIMIT 1) m ON true
  WHERE s.materialized
    AND ($1::text IS NULL OR s.id = $1)
    AND ($2::text IS NULL OR s.cwd = $2 OR starts_with(s.cwd, $6::text))
-   AND ($3::bigint IS NULL OR coalesce(a.updated_ms, s.created_at) >= $3)
-   AND ($4::text IS NULL OR m.model = $4 OR m.provider = $4)
- ORDER BY coalesce(a.updated_ms, s.created_at) DESC, s.id DESC
+   AND ($3::bigint IS NULL OR coalesce(l.updated_ms, s.created_at) >= $3)
+   AND ($4::text IS NULL OR a.model = $4 OR a.provider = $4)
+ ORDER BY coalesce(l.updated_ms, s.created_at) DESC, s.id DESC
  LIMIT $5
 ";
 
 /// The usage records of the SQLite catalog's `usage` table, computed from the events: one per
 /// model reply with a usage (its route, model and tokens) and one per turn end (a turn, counted
 /// for the route and model of the session's last reply before it). `$2` directory, `$5` the
-/// prefix under it, `$3` since (ms: its UTC day and later), `$4` model or route.
+/// prefix under it, `$3` since (ms: its UTC day and later), `$4` model or route. Each reply and
+/// turn end is parsed once (`ev`, materialized).
 const USAGE: &str = "
-WITH ev AS (
-    SELECT e.session_id, coalesce(s.cwd, '') AS cwd, e.kind, e.seq, e.line::jsonb AS j
-      FROM dsh_events e JOIN dsh_sessions s ON s.id = e.session_id
-     WHERE s.materialized AND e.kind IN ('assistant/message', 'turn/end')
-       AND ($2::text IS NULL OR s.cwd = $2 OR starts_with(s.cwd, $5::text))
-), u AS (
-    SELECT ev.session_id, ev.cwd, (ev.j ->> 'time')::bigint AS at,
-           coalesce(CASE WHEN ev.kind = 'turn/end' THEN m.provider
-                         ELSE ev.j #>> '{data,message,source,provider}' END, '') AS provider,
-           coalesce(CASE WHEN ev.kind = 'turn/end' THEN m.model
-                         ELSE ev.j #>> '{data,message,source,model}' END, '') AS model,
-           (ev.kind = 'turn/end')::int AS turns,
-           (ev.kind = 'assistant/message')::int AS requests,
-           coalesce((ev.j #>> '{data,usage,inputTokens}')::bigint, 0) AS input,
-           coalesce((ev.j #>> '{data,usage,cacheReadTokens}')::bigint, 0) AS cache_read,
-           coalesce((ev.j #>> '{data,usage,cacheWriteTokens}')::bigint, 0) AS cache_write,
-           coalesce((ev.j #>> '{data,usage,outputTokens}')::bigint, 0) AS output
+WITH ev AS MATERIALIZED (
+    SELECT x.session_id, x.cwd, x.kind, x.seq,
+           (x.j ->> 'time')::bigint AS at,
+           x.j #> '{data,usage}' IS NOT NULL AS has_usage,
+           x.j #>> '{data,message,source,provider}' AS p0,
+           x.j #>> '{data,message,source,model}' AS m0,
+           coalesce((x.j #>> '{data,usage,inputTokens}')::bigint, 0) AS input,
+           coalesce((x.j #>> '{data,usage,cacheReadTokens}')::bigint, 0) AS cache_read,
+           coalesce((x.j #>> '{data,usage,cacheWriteTokens}')::bigint, 0) AS cache_write,
+           coalesce((x.j #>> '{data,usage,outputTokens}')::bigint, 0) AS output
+      FROM (SELECT e.session_id, coalesce(s.cwd, '') AS cwd, e.kind, e.seq, e.line::jsonb AS j
+              FROM dsh_events e JOIN dsh_sessions s ON s.id = e.session_id
+             WHERE s.materialized AND e.kind IN ('assistant/message', 'turn/end')
+               AND ($2::text IS NULL OR s.cwd = $2 OR starts_with(s.cwd, $5::text))
+            OFFSET 0) x
+), w AS (
+    SELECT ev.*,
+           count(*) FILTER (WHERE ev.kind = 'assistant/message')
+               OVER (PARTITION BY ev.session_id ORDER BY ev.seq) AS grp
       FROM ev
-      LEFT JOIN LATERAL (
-           SELECT x.line::jsonb #>> '{data,message,source,provider}' AS provider,
-                  x.line::jsonb #>> '{data,message,source,model}' AS model
-             FROM dsh_events x
-            WHERE ev.kind = 'turn/end' AND x.session_id = ev.session_id
-              AND x.kind = 'assistant/message' AND x.seq < ev.seq
-            ORDER BY x.seq DESC LIMIT 1) m ON true
-     WHERE ev.kind = 'turn/end' OR ev.j #> '{data,usage}' IS NOT NULL
+), u AS (
+    SELECT w.session_id, w.cwd, w.kind, w.has_usage, w.at,
+           coalesce(first_value(w.p0) OVER (PARTITION BY w.session_id, w.grp ORDER BY w.seq), '')
+               AS provider,
+           coalesce(first_value(w.m0) OVER (PARTITION BY w.session_id, w.grp ORDER BY w.seq), '')
+               AS model,
+           (w.kind = 'turn/end')::int AS turns,
+           (w.kind = 'assistant/message')::int AS requests,
+           w.input, w.cache_read, w.cache_write, w.output
+      FROM w
 ), d AS (
     SELECT u.*, to_char(to_timestamp(u.at / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
            ((u.at / 60000) % 1440)::int AS minute
       FROM u
-     WHERE ($4::text IS NULL OR u.model = $4 OR u.provider = $4)
+     WHERE (u.kind = 'turn/end' OR u.has_usage)
+       AND ($4::text IS NULL OR u.model = $4 OR u.provider = $4)
 )
 ";
 
@@ -197,17 +224,18 @@ SELECT k.key, k.provider, k.model, k.minute, min(k.at)::bigint,
 /// what a pricer needs to cost the listed sessions.
 const SESSION_USAGE: &str = "
 SELECT e.session_id,
-       coalesce(e.line::jsonb #>> '{data,message,source,provider}', ''),
-       coalesce(e.line::jsonb #>> '{data,message,source,model}', ''),
-       min((e.line::jsonb ->> 'time')::bigint)::bigint,
-       sum(coalesce((e.line::jsonb #>> '{data,usage,inputTokens}')::bigint, 0))::bigint,
-       sum(coalesce((e.line::jsonb #>> '{data,usage,cacheReadTokens}')::bigint, 0))::bigint,
-       sum(coalesce((e.line::jsonb #>> '{data,usage,cacheWriteTokens}')::bigint, 0))::bigint,
-       sum(coalesce((e.line::jsonb #>> '{data,usage,outputTokens}')::bigint, 0))::bigint
-  FROM dsh_events e
- WHERE e.session_id = ANY($1::text[]) AND e.kind = 'assistant/message'
-   AND e.line::jsonb #> '{data,usage}' IS NOT NULL
- GROUP BY 1, 2, 3, ((e.line::jsonb ->> 'time')::bigint / 60000) % 1440
+       coalesce(e.j #>> '{data,message,source,provider}', ''),
+       coalesce(e.j #>> '{data,message,source,model}', ''),
+       min((e.j ->> 'time')::bigint)::bigint,
+       sum(coalesce((e.j #>> '{data,usage,inputTokens}')::bigint, 0))::bigint,
+       sum(coalesce((e.j #>> '{data,usage,cacheReadTokens}')::bigint, 0))::bigint,
+       sum(coalesce((e.j #>> '{data,usage,cacheWriteTokens}')::bigint, 0))::bigint,
+       sum(coalesce((e.j #>> '{data,usage,outputTokens}')::bigint, 0))::bigint
+  FROM (SELECT x.session_id, x.line::jsonb AS j FROM dsh_events x
+         WHERE x.session_id = ANY($1::text[]) AND x.kind = 'assistant/message'
+        OFFSET 0) e
+ WHERE e.j #> '{data,usage}' IS NOT NULL
+ GROUP BY 1, 2, 3, ((e.j ->> 'time')::bigint / 60000) % 1440
 ";
 
 /// Full-text hits: `(session, seq, kind, body, rank, title, cwd, updated, turn)`. `$1` the
