@@ -94,9 +94,14 @@ impl Plugin for PgPlugin {
             Arc::new(tokio::task::spawn_blocking(move || PgStore::connect(&url, options)).await??);
         ctx.provide::<dyn SessionPersistence>(Arc::clone(&store) as Arc<dyn SessionPersistence>)?;
         if config.catalog {
-            ctx.provide::<dyn Catalog>(
-                Arc::new(PgCatalog::new(Arc::clone(&store))) as Arc<dyn Catalog>
-            )?;
+            // Priced with the composed routes' prices, as the SQLite catalog's plugin does.
+            let routes = ctx.clone();
+            let pricer: crate::catalog::Pricer = Arc::new(move |provider: &str, model: &str| {
+                routes.get::<dyn dsh_llm::Llm>()?.pricing(provider, model)
+            });
+            ctx.provide::<dyn Catalog>(Arc::new(
+                PgCatalog::new(Arc::clone(&store)).with_pricer(pricer),
+            ) as Arc<dyn Catalog>)?;
         }
         ctx.provide::<PgHandle>(Arc::new(PgHandle {
             store: Arc::clone(&store),
