@@ -120,6 +120,34 @@ async fn an_expired_lease_refuses_the_writer_even_without_a_new_owner() {
     assert_eq!(a.read_session("s1").unwrap().events.len(), 2);
 }
 
+/// The epoch alone fences a writer whose owner id came back: a process restarted with the same
+/// configured owner takes the session over (epoch 2); the old writer, paused past its lease, is
+/// refused although its owner id matches and the committed count is the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_epoch_refuses_an_old_writer_with_the_same_owner_id() {
+    let Some((_c, url)) = database("the_epoch_refuses_an_old_writer_with_the_same_owner_id") else {
+        return;
+    };
+    let old = store(&url, "worker-1");
+    old.create_session(&header("s1")).unwrap();
+    old.append_events("s1", &events(0, 3)).unwrap();
+    old.commit("s1").await.unwrap();
+    let db = sql(&url).await;
+    expire(&db, "s1", 1.0).await;
+    let new = store(&url, "worker-1");
+    assert_eq!(new.open_session("s1").unwrap().events.len(), 3);
+    assert_eq!(new.epoch("s1"), Some(2));
+    old.append_events("s1", &events(3, 5)).unwrap();
+    let err = old.commit("s1").await.unwrap_err();
+    assert!(
+        matches!(&err, PgStoreError::LeaseLost { epoch: 1, .. }),
+        "{err}"
+    );
+    assert_eq!(stored_rows(&db, "s1").await, 3);
+    new.close_session("s1").unwrap();
+    old.close_all();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_take_no_lease() {
     let Some((_c, url)) = database("readers_take_no_lease") else {
