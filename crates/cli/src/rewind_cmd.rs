@@ -1,5 +1,9 @@
-//! `dsh rewind [SESSION] --to N [--code | --conversation] [--yes] [--force]`, `dsh rewind
-//! --undo`, and `dsh checkpoints list | gc` (dsh-checkpoint).
+//! `dsh rewind [SESSION] --to N [--code | --conversation] [--yes] [--force] [--store URL]`,
+//! `dsh rewind --undo`, and `dsh checkpoints list | gc` (dsh-checkpoint).
+//!
+//! With `--store URL` / `DSH_STORE` the session is read from, and its conversation forked in, a
+//! PostgreSQL store; its file checkpoints are this host's (`$DSH_HOME/checkpoints`, kept by the
+//! host that ran the session), so a files rewind works on that host only.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -45,15 +49,26 @@ pub(crate) struct RewindArgs {
     /// Undo the latest rewind of the session (or of this directory): undoing an undo redoes.
     #[arg(long, conflicts_with_all = ["to", "code", "conversation"])]
     undo: bool,
+    /// The session store: a `postgres://` URL, or `jsonl` (the default: $DSH_HOME/sessions).
+    #[arg(long, value_name = "URL", env = "DSH_STORE")]
+    store: Option<String>,
 }
 
 /// `dsh checkpoints`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum CheckpointsCommand {
     /// The checkpoint stores: workspace, size, checkpoints per session.
-    List,
+    List {
+        /// Also the sessions of this store (a `postgres://` URL): theirs are not "deleted".
+        #[arg(long, value_name = "URL", env = "DSH_STORE")]
+        store: Option<String>,
+    },
     /// Drop the checkpoints of deleted sessions and the objects nothing else uses.
-    Gc,
+    Gc {
+        /// Also the sessions of this store (a `postgres://` URL): theirs are kept.
+        #[arg(long, value_name = "URL", env = "DSH_STORE")]
+        store: Option<String>,
+    },
 }
 
 fn sessions_store() -> Arc<JsonlStore> {
@@ -65,7 +80,7 @@ fn run_err(e: impl std::fmt::Display) -> Failure {
 }
 
 /// The latest stored session whose cwd is `dir`.
-fn latest_for(store: &JsonlStore, dir: &Path) -> Result<String, Failure> {
+fn latest_for(store: &dyn SessionPersistence, dir: &Path) -> Result<String, Failure> {
     let dir = dir.to_string_lossy();
     store
         .list()
@@ -106,12 +121,12 @@ fn confirm(summary: &str, yes: bool) -> Result<bool, Failure> {
 
 /// `dsh rewind`.
 pub(crate) async fn rewind(args: RewindArgs) -> Result<u8, Failure> {
-    let jsonl = sessions_store();
+    let sessions = crate::store_cmd::open(args.store.as_deref())?;
     let id = match &args.session {
         Some(id) => id.clone(),
-        None => latest_for(&jsonl, &cwd()?)?,
+        None => latest_for(&*sessions, &cwd()?)?,
     };
-    let log = jsonl
+    let log = sessions
         .open_read(&id)
         .map_err(|e| match e {
             dsh_session::SessionError::NotFound(_) => Failure::usage(anyhow!(
@@ -202,7 +217,7 @@ pub(crate) async fn rewind(args: RewindArgs) -> Result<u8, Failure> {
                 "conversation: nothing before turn 1 to keep; start a new session instead\n",
             ),
             Some(boundary) => {
-                let child = fork(jsonl, &id, boundary, to, record).await?;
+                let child = fork(sessions, &id, boundary, to, record).await?;
                 out.push_str(&format!(
                     "conversation: rewound to before turn {to} in new session {child} ({id} \
                      stays as it was)\nresume it with: dsh --resume {child}   (headless: dsh \
@@ -216,13 +231,12 @@ pub(crate) async fn rewind(args: RewindArgs) -> Result<u8, Failure> {
 }
 
 async fn fork(
-    jsonl: Arc<JsonlStore>,
+    persistence: Arc<dyn SessionPersistence>,
     id: &str,
     boundary: u64,
     to: u64,
     rewind: Option<String>,
 ) -> Result<String, Failure> {
-    let persistence: Arc<dyn SessionPersistence> = jsonl;
     let sessions = SessionStore::new(
         Some(persistence.clone()),
         Arc::new(DirectSink::new(persistence)),
@@ -333,9 +347,18 @@ pub(crate) async fn checkpoints(cmd: CheckpointsCommand) -> Result<u8, Failure> 
     let root = checkpoints_root();
     let projects = Store::projects(&root).map_err(run_err)?;
     let jsonl = sessions_store();
+    let (CheckpointsCommand::List { store } | CheckpointsCommand::Gc { store }) = &cmd;
+    // A session is deleted when neither the JSONL store nor the named store holds it.
+    let other = crate::store_cmd::postgres(store.as_deref())?;
+    let exists = |s: &str| {
+        jsonl.exists(s)
+            || other
+                .as_ref()
+                .is_some_and(|pg| SessionPersistence::exists(&**pg, s))
+    };
     let mut out = String::new();
     match cmd {
-        CheckpointsCommand::List => {
+        CheckpointsCommand::List { .. } => {
             for (dir, ws) in projects {
                 let store = Store::at(&dir, &ws, DEFAULT_MAX_FILE_BYTES);
                 let records = store.records().map_err(run_err)?;
@@ -358,7 +381,7 @@ pub(crate) async fn checkpoints(cmd: CheckpointsCommand) -> Result<u8, Failure> 
                     }
                 }
                 for (s, (n, lo, hi)) in by_session {
-                    let gone = if jsonl.exists(&s) {
+                    let gone = if exists(&s) {
                         ""
                     } else {
                         "  (session deleted)"
@@ -375,11 +398,11 @@ pub(crate) async fn checkpoints(cmd: CheckpointsCommand) -> Result<u8, Failure> 
                 out.push_str("no checkpoints\n");
             }
         }
-        CheckpointsCommand::Gc => {
+        CheckpointsCommand::Gc { .. } => {
             let (mut objects, mut bytes) = (0, 0);
             for (dir, ws) in projects {
                 let store = Store::at(&dir, &ws, DEFAULT_MAX_FILE_BYTES);
-                let r = store.gc(|s| jsonl.exists(s)).map_err(run_err)?;
+                let r = store.gc(|s| exists(s)).map_err(run_err)?;
                 out.push_str(&format!(
                     "{}: dropped {} checkpoints and {} rewinds of deleted sessions, {} objects \
                      ({} KiB); {} KiB left\n",

@@ -316,3 +316,70 @@ fn delete_in_a_postgres_store_is_refused_while_a_lease_is_held() {
     // The JSONL store never saw any of it.
     assert!(session_files(&env.home.path().join("sessions")).is_empty());
 }
+
+#[test]
+fn a_conversation_rewind_forks_the_session_in_the_postgres_store() {
+    let Some((_c, url)) = database("a_conversation_rewind_forks_the_session_in_the_postgres_store")
+    else {
+        return;
+    };
+    let env = Env::new();
+    let pg = Some(url.as_str());
+    env.server().push(
+        Completion::new()
+            .tool_call(
+                "bash",
+                r#"{"command":"echo 1 > one","description":"Write"}"#,
+            )
+            .reply(),
+    );
+    env.server().push(Completion::new().text("one").reply());
+    ok(&env.exec(&["--store", &url, "--session", "pg-r", "first task"]));
+    assert!(env.cwd().join("one").exists());
+    env.server().push(Completion::new().text("two").reply());
+    ok(&env.exec(&["--store", &url, "--resume", "pg-r", "second task"]));
+    let text = stdout_of(
+        &env,
+        pg,
+        &["rewind", "pg-r", "--to", "2", "--conversation", "--yes"],
+    );
+    let child = text
+        .split_whitespace()
+        .skip_while(|w| *w != "session")
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    let shown = stdout_of(&env, pg, &["sessions", "show", &child]);
+    assert!(shown.contains("user: first task"), "{shown}");
+    assert!(!shown.contains("user: second task"), "{shown}");
+    let old = stdout_of(&env, pg, &["sessions", "show", "pg-r"]);
+    assert!(old.contains("user: second task"), "{old}");
+    assert!(
+        old.contains(&format!("continued in {child} (rewound to before turn 2)")),
+        "{old}"
+    );
+    // The fork continues from the store; nothing went to the JSONL store.
+    env.server().push(Completion::new().text("again").reply());
+    ok(&env.exec(&["--store", &url, "--resume", &child, "another second task"]));
+    let list = stdout_of(&env, pg, &["sessions", "list"]);
+    assert!(list.contains(&child) && list.contains("pg-r"), "{list}");
+    assert!(session_files(&env.home.path().join("sessions")).is_empty());
+
+    // Files: this host's checkpoints of the session, found through the store.
+    let listed = stdout_of(&env, pg, &["checkpoints", "list"]);
+    assert!(
+        listed.contains("pg-r") && !listed.contains("deleted"),
+        "{listed}"
+    );
+    let listed = stdout_of(&env, None, &["checkpoints", "list"]);
+    assert!(
+        listed.contains("pg-r  ") && listed.contains("(session deleted)"),
+        "{listed}"
+    );
+    stdout_of(
+        &env,
+        pg,
+        &["rewind", "pg-r", "--to", "1", "--code", "--yes"],
+    );
+    assert!(!env.cwd().join("one").exists());
+}
