@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use dsh_catalog_api::{LiveSession, LiveState};
 use parking_lot::Mutex;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::error::Error;
@@ -246,6 +247,11 @@ impl LiveTable {
 fn open_file(path: &Path) -> Result<Connection, Error> {
     let conn = open_wal(path, PAGE_SIZE)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // The last connection to close leaves the WAL as it is instead of copying it into the
+    // file: every `dsh exec` closes the live table, and the copy on close was a quarter of its
+    // bytes (500 processes of four reports each: 4.4 KB written per process with the copy,
+    // 3.2 KB without). SQLite's autocheckpoint (1,000 pages) bounds the WAL at ~540 KB.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
     let mut conn = conn;
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version == VERSION {
