@@ -218,7 +218,7 @@ fn body(req: &LlmRequest) -> Value {
         let tools: Vec<Value> = req
             .tools
             .iter()
-            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
+            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters.as_ref()}}))
             .collect();
         b.insert("tools".into(), Value::Array(tools));
     }

@@ -26,8 +26,14 @@ pub struct ToolSpec {
     pub name: String,
     /// Description shown to the model.
     pub description: String,
-    /// JSON Schema of the arguments.
-    pub parameters: Value,
+    /// JSON Schema of the arguments, shared: copies of a spec (the registry's, each step's
+    /// assembled list, the request's) point at one schema, and comparing two copies is a pointer
+    /// comparison. Serialised as the schema itself.
+    #[serde(
+        serialize_with = "shared_value::serialize",
+        deserialize_with = "shared_value::deserialize"
+    )]
+    pub parameters: Arc<Value>,
     /// `Some(true)` for a deferred declaration (session-format §9.7, routes with `toolUpdate`);
     /// absent otherwise. Adapters without deferred loading ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,13 +42,33 @@ pub struct ToolSpec {
 
 impl ToolSpec {
     /// A plain (not deferred) tool spec.
-    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: impl Into<Arc<Value>>,
+    ) -> Self {
         Self {
             name: name.into(),
             description: description.into(),
-            parameters,
+            parameters: parameters.into(),
             defer_loading: None,
         }
+    }
+}
+
+/// Serde of an `Arc<Value>` member as the value itself (without serde's `rc` feature).
+mod shared_value {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    pub(super) fn serialize<S: Serializer>(value: &Arc<Value>, s: S) -> Result<S::Ok, S::Error> {
+        value.as_ref().serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Value>, D::Error> {
+        Value::deserialize(d).map(Arc::new)
     }
 }
 

@@ -248,7 +248,7 @@ async fn schema_and_concurrency() {
     let schemas = h.tools.schemas(None);
     let bash = schemas.iter().find(|s| s.name == "bash").unwrap();
     assert_eq!(bash.description, dsh_tool_bash::DESCRIPTION);
-    assert_eq!(bash.parameters, dsh_tool_bash::args::parameters());
+    assert_eq!(*bash.parameters, dsh_tool_bash::args::parameters());
     let keys: Vec<&String> = bash.parameters["properties"]
         .as_object()
         .unwrap()

@@ -169,7 +169,7 @@ async fn a_call_without_an_agent_fails_clearly_and_the_schema_is_the_originals()
         .into_iter()
         .find(|s| s.name == "todo_write")
         .unwrap();
-    let mut p = spec.parameters.clone();
+    let mut p = (*spec.parameters).clone();
     p["properties"]["todos"]
         .as_object_mut()
         .unwrap()

@@ -35,7 +35,7 @@ pub(super) fn rebuilt(log: &SessionLog) -> (Value, Vec<String>) {
         .tools
         .unwrap_or_default()
         .iter()
-        .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+        .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters.as_ref()}))
         .collect();
     let settings = json!({
         "provider": c.provider,
