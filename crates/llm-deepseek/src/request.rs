@@ -10,10 +10,12 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use dsh_llm::attachments::{AttachmentLookup, file_placeholder, image_data_url, image_placeholder};
 use dsh_llm::{
-    ContentBlock, ImageRef, LlmFailure, LlmRequest, Message, Modality, ReasoningEffort, Role, codes,
+    ContentBlock, ImageRef, LlmFailure, LlmRequest, Message, Modality, ReasoningEffort, Role,
+    ToolSpec, codes,
 };
 use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// Serialisation switches that come from the adapter's configuration.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,8 +42,9 @@ struct Tail<'a> {
     thinking: Option<Thinking>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'a str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
+    /// The `tools` array as written by [`tools_json`] (absent when no tools are offered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
     max_tokens: u64,
@@ -413,8 +416,32 @@ fn context<'a>(req: &LlmRequest, opts: BodyOptions, images: Images<'a>) -> Ctx<'
     }
 }
 
+/// The wire `tools` array of `tools` (compact JSON, the bytes the body carries), `None` when
+/// there are none. Written once per tool list: an extended body reuses it while the request
+/// offers an equal list (see [`BodyCache`]).
+fn tools_json(tools: &[ToolSpec]) -> Result<Option<Box<RawValue>>, LlmFailure> {
+    if tools.is_empty() {
+        return Ok(None);
+    }
+    let wire: Vec<WireTool<'_>> = tools
+        .iter()
+        .map(|t| WireTool {
+            kind: "function",
+            function: WireFunctionDecl {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.parameters,
+            },
+        })
+        .collect();
+    let text = serde_json::to_string(&wire).map_err(serialise_failure)?;
+    RawValue::from_string(text)
+        .map(Some)
+        .map_err(serialise_failure)
+}
+
 /// The members after `messages`, the same for a fresh and an extended body.
-fn tail(req: &LlmRequest, thinking: Option<bool>) -> Tail<'_> {
+fn tail<'a>(req: &'a LlmRequest, thinking: Option<bool>, tools: Option<&'a RawValue>) -> Tail<'a> {
     Tail {
         stream: true,
         stream_options: StreamOptions {
@@ -428,18 +455,7 @@ fn tail(req: &LlmRequest, thinking: Option<bool>) -> Tail<'_> {
         } else {
             None
         },
-        tools: req
-            .tools
-            .iter()
-            .map(|t| WireTool {
-                kind: "function",
-                function: WireFunctionDecl {
-                    name: &t.name,
-                    description: &t.description,
-                    parameters: &t.parameters,
-                },
-            })
-            .collect(),
+        tools,
         temperature: req.call.temperature,
         max_tokens: req.call.max_tokens,
         stop: &req.call.stop,
@@ -505,10 +521,11 @@ pub fn body_with_capacity(
         push_messages(m, cx, &mut pending, &mut messages)?;
     }
     flush_images(&mut pending, &mut messages);
+    let tools = tools_json(&req.tools)?;
     let body = Body {
         model: &req.call.model.id,
         messages,
-        tail: tail(req, thinking),
+        tail: tail(req, thinking, tools.as_deref()),
     };
     let mut out = Vec::with_capacity(capacity.max(128));
     serde_json::to_writer(&mut out, &body).map_err(|e| {
@@ -536,6 +553,10 @@ pub struct BodyCache {
     start: usize,
     /// The last body (shared with the request that sent it).
     body: Bytes,
+    /// The tool list of the last body and its wire `tools` array: the next body reuses the
+    /// array while its request offers an equal list (a pointer comparison per schema, the
+    /// schemas being shared), instead of serialising every schema again.
+    tools: Option<(Vec<ToolSpec>, Option<Box<RawValue>>)>,
 }
 
 /// The spare room an extended body keeps for the next step's new messages.
@@ -660,7 +681,13 @@ fn extend(
         serde_json::to_writer((&mut buf).writer(), w).map_err(serialise_failure)?;
     }
     drop(wire);
-    let tail = serde_json::to_vec(&tail(req, thinking)).map_err(serialise_failure)?;
+    let tools = match cache.tools.take() {
+        Some((specs, json)) if specs == req.tools => (specs, json),
+        _ => (req.tools.clone(), tools_json(&req.tools)?),
+    };
+    let tail =
+        serde_json::to_vec(&tail(req, thinking, tools.1.as_deref())).map_err(serialise_failure)?;
+    cache.tools = Some(tools);
     buf.put_u8(b']');
     buf.put_u8(b',');
     // `{"stream":...}` without its `{`: the members continue the body's object.

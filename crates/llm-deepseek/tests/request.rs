@@ -318,6 +318,30 @@ mod props {
         Hold,
         /// Switch the model's image input on or off.
         Vision(bool),
+        /// The tool list offered from here on (see `tool_list`).
+        Tools(usize),
+    }
+
+    /// Tool lists a series switches between: none, one, a second added, the first's
+    /// description changed (equal names, other bytes) and its schema changed.
+    fn tool_list(i: usize) -> Vec<ToolSpec> {
+        let spec = |name: &str, description: &str, kind: &str| {
+            ToolSpec::new(
+                name,
+                description,
+                json!({"type": "object", "properties": {"x": {"type": kind}}}),
+            )
+        };
+        match i % 5 {
+            0 => Vec::new(),
+            1 => vec![spec("read", "Read a file.", "string")],
+            2 => vec![
+                spec("read", "Read a file.", "string"),
+                spec("bash", "Run \"a\" command.", "string"),
+            ],
+            3 => vec![spec("read", "Read a file, again.", "string")],
+            _ => vec![spec("read", "Read a file.", "integer")],
+        }
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -328,6 +352,7 @@ mod props {
             1 => any::<bool>().prop_map(Step::Placeholder),
             1 => Just(Step::Hold),
             1 => any::<bool>().prop_map(Step::Vision),
+            1 => (0usize..5).prop_map(Step::Tools),
         ]
     }
 
@@ -340,6 +365,7 @@ mod props {
             let mut opts = BodyOptions::default();
             let mut held = Vec::new();
             let mut images = true;
+            let mut tools = Vec::new();
             for s in steps {
                 match s {
                     Step::Append(ms) => history.extend(ms.into_iter().map(Arc::new)),
@@ -351,8 +377,11 @@ mod props {
                     Step::Placeholder(p) => opts.reasoning_placeholder = p,
                     Step::Hold => {}
                     Step::Vision(v) => images = v,
+                    // A fresh list (new schema pointers) of the same or other tools.
+                    Step::Tools(i) => tools = tool_list(i),
                 }
                 let mut req = request(Vec::new(), Some(effort));
+                req.tools = tools.clone();
                 if images {
                     req = vision(req);
                 }
