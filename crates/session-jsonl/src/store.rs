@@ -84,6 +84,8 @@ pub(crate) struct Writer {
     /// v3 write open: the converted events, published with the header as `session.v4.jsonl` at
     /// the first flush (format §16.3), and the v3 file's (length, mtime) that must not change.
     successor: Option<(Vec<u8>, PathBuf, u64, Option<std::time::SystemTime>)>,
+    /// zstd: the compression context of this writer's frames (one, not one per frame).
+    encoder: crate::zstd::FrameEncoder,
 }
 
 impl Writer {
@@ -100,6 +102,7 @@ impl Writer {
             unsynced: false,
             truncate_to: None,
             successor: None,
+            encoder: crate::zstd::FrameEncoder::default(),
         }
     }
 }
@@ -363,16 +366,22 @@ impl Writer {
 
     /// The bytes of the pending batch as stored: plain lines, or zstd frames (the recovered
     /// lines of a torn frame as one frame, then the batch as one frame).
-    fn encoded_batch(&self) -> std::borrow::Cow<'_, [u8]> {
-        if !self.zstd {
-            return std::borrow::Cow::Borrowed(&self.buffer);
+    /// (A function of the fields it reads, so the writer's file stays borrowable beside it.)
+    fn encoded_batch<'a>(
+        zstd: bool,
+        encoder: &mut crate::zstd::FrameEncoder,
+        recovered: &[u8],
+        buffer: &'a [u8],
+    ) -> std::borrow::Cow<'a, [u8]> {
+        if !zstd {
+            return std::borrow::Cow::Borrowed(buffer);
         }
         let mut out = Vec::new();
-        if !self.recovered.is_empty() {
-            crate::zstd::encode_frame(&self.recovered, &mut out);
+        if !recovered.is_empty() {
+            encoder.encode(recovered, &mut out);
         }
-        if !self.buffer.is_empty() {
-            crate::zstd::encode_frame(&self.buffer, &mut out);
+        if !buffer.is_empty() {
+            encoder.encode(buffer, &mut out);
         }
         std::borrow::Cow::Owned(out)
     }
@@ -391,7 +400,8 @@ impl Writer {
             return Ok(());
         }
         let path = self.dir.join(self.file_name());
-        let batch = self.encoded_batch();
+        let batch =
+            Self::encoded_batch(self.zstd, &mut self.encoder, &self.recovered, &self.buffer);
         let Some(file) = self.file.as_ref() else {
             return Ok(());
         };

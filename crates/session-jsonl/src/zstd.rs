@@ -25,14 +25,48 @@ use crate::error::ZstdError;
 /// With `c-zstd`, libzstd at level 3 (should it fail — it only can on allocation — the frame is
 /// written by `ruzstd` instead, in the same form).
 pub fn encode_frame(plain: &[u8], out: &mut Vec<u8>) {
+    FrameEncoder::default().encode(plain, out);
+}
+
+/// [`encode_frame`] with one compression context kept for the frames of a writer: creating
+/// and initialising a libzstd context costs more than compressing a step's few lines. The
+/// frames are byte for byte those of [`encode_frame`] (a context keeps its parameters, never
+/// data, from one frame to the next). Batches over [`FrameEncoder::KEEP_BELOW`] bytes get a
+/// context of their own, so the kept one stays small (libzstd sizes its tables by the input).
+#[derive(Default)]
+pub struct FrameEncoder {
     #[cfg(feature = "c-zstd")]
-    match c::encode_frame(plain, out) {
-        Ok(()) => return,
-        Err(error) => {
-            tracing::warn!(%error, "libzstd could not encode a frame; ruzstd encodes it");
-        }
+    kept: c::Encoder,
+}
+
+impl std::fmt::Debug for FrameEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameEncoder").finish_non_exhaustive()
     }
-    compress(plain, &mut *out, CompressionLevel::Fastest);
+}
+
+impl FrameEncoder {
+    /// The largest batch encoded with the kept context.
+    pub const KEEP_BELOW: usize = 64 * 1024;
+
+    /// Appends one frame holding `plain` to `out` (see [`encode_frame`]).
+    pub fn encode(&mut self, plain: &[u8], out: &mut Vec<u8>) {
+        #[cfg(feature = "c-zstd")]
+        {
+            let encoded = if plain.len() <= Self::KEEP_BELOW {
+                self.kept.encode_frame(plain, out)
+            } else {
+                c::Encoder::default().encode_frame(plain, out)
+            };
+            match encoded {
+                Ok(()) => return,
+                Err(error) => {
+                    tracing::warn!(%error, "libzstd could not encode a frame; ruzstd encodes it");
+                }
+            }
+        }
+        compress(plain, &mut *out, CompressionLevel::Fastest);
+    }
 }
 
 /// Bytes per piece between a streamed frame's writer and its compressor.
@@ -482,24 +516,54 @@ mod c {
         }
     }
 
-    /// Appends one frame holding `plain` to `out`: level 3, content checksum, no content size
-    /// (hence not single-segment), no dictionary id: descriptor `0x04`. On error `out` is left
-    /// as it was.
-    pub(super) fn encode_frame(plain: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        let start = out.len();
-        let encoded = encode_into(plain, out);
-        if encoded.is_err() {
-            out.truncate(start);
-        }
-        encoded
+    /// A compression context with the frame parameters, created at its first frame.
+    #[derive(Default)]
+    pub(super) struct Encoder {
+        cctx: Option<CCtx<'static>>,
     }
 
-    fn encode_into(plain: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    impl Encoder {
+        /// Appends one frame holding `plain` to `out`: level 3, content checksum, no content
+        /// size (hence not single-segment), no dictionary id: descriptor `0x04`. On error `out`
+        /// is left as it was (and the context is dropped).
+        pub(super) fn encode_frame(
+            &mut self,
+            plain: &[u8],
+            out: &mut Vec<u8>,
+        ) -> Result<(), EncodeError> {
+            let start = out.len();
+            let encoded = self.encode_into(plain, out);
+            if encoded.is_err() {
+                out.truncate(start);
+                self.cctx = None;
+            }
+            encoded
+        }
+
+        fn encode_into(&mut self, plain: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+            let cctx = match &mut self.cctx {
+                Some(cctx) => cctx,
+                None => self.cctx.insert(new_context()?),
+            };
+            encode_with(cctx, plain, out)
+        }
+    }
+
+    fn new_context() -> Result<CCtx<'static>, EncodeError> {
         let mut cctx = CCtx::try_create().ok_or(EncodeError::Context)?;
         cctx.set_parameter(CParameter::CompressionLevel(LEVEL))?;
         cctx.set_parameter(CParameter::ChecksumFlag(true))?;
         cctx.set_parameter(CParameter::ContentSizeFlag(false))?;
         cctx.set_parameter(CParameter::DictIdFlag(false))?;
+        Ok(cctx)
+    }
+
+    /// One frame with `cctx` (`compress2` starts a new frame: parameters stay, data does not).
+    fn encode_with(
+        cctx: &mut CCtx<'static>,
+        plain: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
         let start = out.len();
         out.reserve(zstd_safe::compress_bound(plain.len()));
         // One-shot, in place after what `out` holds (the bound is reserved).
@@ -631,6 +695,26 @@ mod tests {
             encode_frame(p.as_bytes(), &mut out);
         }
         out
+    }
+
+    #[test]
+    fn a_kept_context_writes_the_frames_a_fresh_one_writes() {
+        let big = "{\"text\":\"".to_owned() + &"abc".repeat(40_000) + "\"}\n";
+        let batches = [
+            "{\"a\":1}\n".to_owned(),
+            "{\"b\":\"two\"}\n{\"c\":3}\n".to_owned(),
+            big,
+            "{\"a\":1}\n".to_owned(),
+        ];
+        let mut encoder = FrameEncoder::default();
+        for batch in &batches {
+            let mut kept = b"prefix".to_vec();
+            encoder.encode(batch.as_bytes(), &mut kept);
+            let mut fresh = b"prefix".to_vec();
+            encode_frame(batch.as_bytes(), &mut fresh);
+            assert_eq!(kept, fresh);
+            assert_eq!(first_frame(&kept[6..]).unwrap().unwrap(), batch.as_bytes());
+        }
     }
 
     #[test]
@@ -864,7 +948,9 @@ mod tests {
         assert_eq!(c::decode_run(&pure).unwrap(), plain.as_bytes());
         let mut native = Vec::new();
         for p in &parts {
-            c::encode_frame(p.as_bytes(), &mut native).unwrap();
+            c::Encoder::default()
+                .encode_frame(p.as_bytes(), &mut native)
+                .unwrap();
         }
         assert_eq!(decode_run_pure(&native).unwrap(), plain.as_bytes());
         let mut at = 0;
