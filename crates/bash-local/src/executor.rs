@@ -199,13 +199,11 @@ impl LocalShell {
             Some(base) => base.clone(),
             None => std::env::vars_os().collect(),
         };
-        let supervisor_env = self
-            .pool
-            .enabled()
-            .then(|| self.env.build(inherited.clone(), None, &[]));
-        let env = self
-            .env
-            .build(inherited, request.session_id.as_deref(), &request.env);
+        let env = self.env.build(
+            inherited.clone(),
+            request.session_id.as_deref(),
+            &request.env,
+        );
         // A path, not a bare name: std then spawns with posix_spawn (vfork semantics, no copy
         // of the harness's address space) instead of fork + exec (see `program.rs`).
         let program =
@@ -218,10 +216,7 @@ impl LocalShell {
                     ),
                 }
             })?;
-        if let Some(supervisor_env) = supervisor_env
-            && !request.wrapper.is_empty()
-            && !request.supervisor.is_empty()
-        {
+        if self.pool.enabled() && !request.wrapper.is_empty() && !request.supervisor.is_empty() {
             let run = ToSupervisor::Run(RunSpec {
                 program: program.clone(),
                 args: vec![
@@ -240,7 +235,8 @@ impl LocalShell {
                 let warm = match self.pool.take(&key) {
                     Some(warm) => Some(warm),
                     None if self.pool.is_broken(&key) => None,
-                    None => match start(key.clone(), supervisor_env).await {
+                    // The supervisor's environment (no session facts) only when one starts.
+                    None => match start(key.clone(), self.env.build(inherited, None, &[])).await {
                         Ok(warm) => Some(warm),
                         Err(error) => {
                             self.pool.mark_broken(key, &error);
