@@ -97,7 +97,7 @@ WITH ev AS MATERIALIZED (
            x.j #>> '{data,message,source,model}' AS model,
            CASE WHEN x.kind = 'user/message' AND x.j #>> '{data,source,kind}' = 'user'
                 THEN x.prompt END AS prompt
-      FROM (SELECT e.session_id, e.seq, e.kind, e.line::jsonb AS j,
+      FROM (SELECT e.session_id, e.seq, e.kind, dsh_json(e.line) AS j,
                    CASE WHEN e.kind = 'user/message' THEN left(e.body, 200) END AS prompt
               FROM dsh_events e
              WHERE e.kind IN ('turn/start', 'turn/end', 'assistant/message', 'user/message')
@@ -131,7 +131,7 @@ WITH ev AS MATERIALIZED (
     SELECT s.id, l.seq AS last_seq, l.at AS updated_ms
       FROM dsh_sessions s
       LEFT JOIN LATERAL (
-           SELECT x.seq, (x.line::jsonb ->> 'time')::bigint AS at
+           SELECT x.seq, (dsh_json(x.line) ->> 'time')::bigint AS at
              FROM dsh_events x WHERE x.session_id = s.id
             ORDER BY x.seq DESC LIMIT 1) l ON true
      WHERE s.materialized AND ($1::text IS NULL OR s.id = $1)
@@ -172,7 +172,7 @@ WITH ev AS MATERIALIZED (
            coalesce((x.j #>> '{data,usage,cacheReadTokens}')::bigint, 0) AS cache_read,
            coalesce((x.j #>> '{data,usage,cacheWriteTokens}')::bigint, 0) AS cache_write,
            coalesce((x.j #>> '{data,usage,outputTokens}')::bigint, 0) AS output
-      FROM (SELECT e.session_id, coalesce(s.cwd, '') AS cwd, e.kind, e.seq, e.line::jsonb AS j
+      FROM (SELECT e.session_id, coalesce(s.cwd, '') AS cwd, e.kind, e.seq, dsh_json(e.line) AS j
               FROM dsh_events e JOIN dsh_sessions s ON s.id = e.session_id
              WHERE s.materialized AND e.kind IN ('assistant/message', 'turn/end')
                AND ($2::text IS NULL OR s.cwd = $2 OR starts_with(s.cwd, $5::text))
@@ -231,7 +231,7 @@ SELECT e.session_id,
        sum(coalesce((e.j #>> '{data,usage,cacheReadTokens}')::bigint, 0))::bigint,
        sum(coalesce((e.j #>> '{data,usage,cacheWriteTokens}')::bigint, 0))::bigint,
        sum(coalesce((e.j #>> '{data,usage,outputTokens}')::bigint, 0))::bigint
-  FROM (SELECT x.session_id, x.line::jsonb AS j FROM dsh_events x
+  FROM (SELECT x.session_id, dsh_json(x.line) AS j FROM dsh_events x
          WHERE x.session_id = ANY($1::text[]) AND x.kind = 'assistant/message'
         OFFSET 0) e
  WHERE e.j #> '{data,usage}' IS NOT NULL
@@ -244,9 +244,9 @@ SELECT e.session_id,
 /// catalog does not index it).
 const SEARCH: &str = "
 SELECT h.session_id, h.seq, h.kind, h.body, h.rank, h.title, h.cwd,
-       (SELECT (x.line::jsonb ->> 'time')::bigint FROM dsh_events x
+       (SELECT (dsh_json(x.line) ->> 'time')::bigint FROM dsh_events x
          WHERE x.session_id = h.session_id ORDER BY x.seq DESC LIMIT 1),
-       coalesce((SELECT (t.line::jsonb #>> '{data,turn}')::bigint FROM dsh_events t
+       coalesce((SELECT (dsh_json(t.line) #>> '{data,turn}')::bigint FROM dsh_events t
                   WHERE t.session_id = h.session_id AND t.kind = 'turn/start' AND t.seq < h.seq
                   ORDER BY t.seq DESC LIMIT 1), 0)
   FROM (
@@ -257,18 +257,18 @@ SELECT h.session_id, h.seq, h.kind, h.body, h.rank, h.title, h.cwd,
      WHERE e.doc @@ q.q AND s.materialized
        AND ($2::text IS NULL OR s.cwd = $2 OR starts_with(s.cwd, $6::text))
        AND ($3::bigint IS NULL
-            OR (SELECT (x.line::jsonb ->> 'time')::bigint FROM dsh_events x
+            OR (SELECT (dsh_json(x.line) ->> 'time')::bigint FROM dsh_events x
                  WHERE x.session_id = e.session_id ORDER BY x.seq DESC LIMIT 1) >= $3)
        AND ($4::text IS NULL
-            OR (SELECT $4 IN (x.line::jsonb #>> '{data,message,source,model}',
-                              x.line::jsonb #>> '{data,message,source,provider}')
+            OR (SELECT $4 IN (dsh_json(x.line) #>> '{data,message,source,model}',
+                              dsh_json(x.line) #>> '{data,message,source,provider}')
                   FROM dsh_events x
                  WHERE x.session_id = e.session_id AND x.kind = 'assistant/message'
                  ORDER BY x.seq DESC LIMIT 1))
        AND NOT (e.kind = 'session/title' AND coalesce(
             (SELECT strpos(left(p.body, 200), rtrim(e.body, '…')) > 0 FROM dsh_events p
               WHERE p.session_id = e.session_id AND p.kind = 'user/message'
-                AND p.line::jsonb #>> '{data,source,kind}' = 'user'
+                AND dsh_json(p.line) #>> '{data,source,kind}' = 'user'
               ORDER BY p.seq LIMIT 1), false))
      ORDER BY rank DESC, e.session_id, e.seq
      LIMIT $5) h

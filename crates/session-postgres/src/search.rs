@@ -205,11 +205,24 @@ pub(crate) fn index(kind: &str, data: &serde_json::Value) -> Indexed {
         }
         _ => return Indexed::default(),
     };
+    // PostgreSQL's text holds no NUL (a tool's output may: `find -print0`, a binary file), and
+    // a row that cannot be stored would fail the whole commit batch.
+    let body = body.map(no_nul);
+    let title = title.map(no_nul);
     let doc = Some(
         body.as_deref()
             .map_or_else(String::new, |b| document(cut(b, max))),
     );
     Indexed { body, doc, title }
+}
+
+/// `text` with every NUL character made a space.
+fn no_nul(text: String) -> String {
+    if text.contains('\0') {
+        text.replace('\0', " ")
+    } else {
+        text
+    }
 }
 
 /// The catalog's query syntax as a `tsquery` literal: terms (split at white space, or a
@@ -391,6 +404,11 @@ mod tests {
             index("turn/start", &serde_json::json!({})),
             Indexed::default()
         );
+        let nul = index(
+            "tool/result",
+            &serde_json::json!({"message": {"content": [{"type": "text", "text": "a\u{0}b"}]}}),
+        );
+        assert_eq!(nul.body.as_deref(), Some("a b"));
     }
 
     #[test]

@@ -47,6 +47,14 @@ DO $$ BEGIN
         ALTER TABLE dsh_events ADD COLUMN doc tsvector;
     END IF;
 END $$;
+-- A stored line as jsonb for the catalog's queries: jsonb cannot hold the escape \\u0000 (a
+-- NUL in a prompt or a tool's output), which a plain cast refuses, failing the whole listing.
+CREATE OR REPLACE FUNCTION dsh_json(line text) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$
+    SELECT (CASE WHEN strpos(line, '\\u0000') > 0
+                 THEN regexp_replace(line, '(?<!\\\\)\\\\u0000', '', 'g')
+                 ELSE line END)::jsonb
+$f$;
 DROP INDEX IF EXISTS dsh_events_body_fts;
 CREATE INDEX IF NOT EXISTS dsh_events_doc ON dsh_events USING gin (doc) WHERE doc IS NOT NULL;
 CREATE INDEX IF NOT EXISTS dsh_events_unindexed ON dsh_events (session_id, seq)

@@ -87,5 +87,16 @@ async fn the_catalog_lists_and_searches_the_stored_sessions() {
     assert_eq!(requests, row.requests);
     let tokens: u64 = total.iter().map(|r| r.tokens_in).sum();
     assert_eq!(tokens, row.tokens_in);
+
+    // A NUL in a prompt and a reply (`\u0000` in the line, which jsonb refuses) neither fails
+    // the commit nor the listing, and the rest of the text is still found.
+    let other = h.agent().await;
+    h.reply(&other, "binary\0output of the pangolin", "it\0printed")
+        .await;
+    let rows = catalog.list(&Filter::default()).unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0].first_prompt, "binary output of the pangolin");
+    assert_eq!(search("pangolin").len(), 1);
+    assert!(catalog.stats(GroupBy::Day, &Filter::default()).is_ok());
     h.dispose().await;
 }
