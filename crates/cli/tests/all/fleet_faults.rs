@@ -1,5 +1,5 @@
 //! Faults under several worker processes (issue 39's tests): a worker killed mid-turn, a worker
-//! paused past its lease, the database restarted mid-run. The test cluster, the testkit mock
+//! paused past its lease, the database restarted mid-run, a task row another claim holds locked. The test cluster, the testkit mock
 //! and real `dsh worker` processes; every wait is on state the database or `/proc` shows, with
 //! a bound.
 
@@ -305,4 +305,88 @@ fn workers_reconnect_and_go_on_when_the_database_restarts_mid_run() {
         assert_every_event_once(&session_log(c, &url, r["sessionId"].as_str().unwrap()));
     }
     assert_eq!(env.server().request_count(), WORDS.len());
+}
+
+/// A task whose row another transaction holds locked (another worker in the middle of its
+/// claim) is skipped, not waited for (`FOR UPDATE SKIP LOCKED`): the worker claims and finishes
+/// the task after it, and with `--drain` stops when nothing else is claimable; the locked task
+/// is claimed once the lock goes. (The lock is taken while the worker runs its first task: a
+/// worker starting under it would wait in its schema statement, whose `ALTER TABLE` takes the
+/// table's exclusive lock.)
+#[test]
+fn a_task_locked_by_another_claim_is_skipped_not_waited_for() {
+    use std::io::Write;
+    let Some((c, url)) = database("a_task_locked_by_another_claim_is_skipped_not_waited_for")
+    else {
+        return;
+    };
+    let env = Env::new();
+    let gate = Gate::new();
+    let held = gate.clone();
+    model(&env, "zebra", move || {
+        Completion::new()
+            .text("made zebra")
+            .reply()
+            .gate_head(&held)
+    });
+    let repo = repo();
+    submit(&env, &url, &["zebra", "quokka", "narwhal"], repo.path());
+    let mut w = spawn_worker(&env, &url, &["--drain"]);
+    wait_for("zebra's second request (its tool ran)", || {
+        asked(&env, "zebra") >= 2
+    });
+    // Task 2's row locked by a transaction left open (another worker's claim in progress).
+    let psql = c.bin.as_ref().map_or("psql".into(), |b| b.join("psql"));
+    /// Ends the psql holding the lock when the test fails.
+    struct Holder(std::process::Child);
+    impl Drop for Holder {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut holder = std::process::Command::new(psql)
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &url])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = holder.stdin.take().unwrap();
+    let mut holder = Holder(holder);
+    writeln!(
+        stdin,
+        "BEGIN; SELECT id FROM dsh_tasks WHERE id = 2 FOR UPDATE;"
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    wait_for("the lock on task 2", || {
+        count(
+            &c,
+            &url,
+            "SELECT count(*) FROM pg_stat_activity \
+              WHERE datname = current_database() AND state = 'idle in transaction'",
+        ) == 1
+    });
+    gate.open();
+    wait_for(
+        "the worker to finish tasks 1 and 3 and stop while task 2 is locked",
+        || w.try_wait().unwrap().is_some(),
+    );
+    ok(&w.wait_with_output().unwrap());
+    // (Read with a plain SELECT: `dsh tasks status` would wait for the lock in its schema step.)
+    assert_eq!(
+        c.psql(&url, "SELECT string_agg(id || ':' || state || ':' || attempts, ' ' ORDER BY id) FROM dsh_tasks"),
+        "1:done:1 2:queued:0 3:done:1"
+    );
+    assert_eq!(asked(&env, "quokka"), 0);
+    // The lock goes: the task is claimed.
+    writeln!(stdin, "COMMIT;").unwrap();
+    drop(stdin);
+    assert!(holder.0.wait().unwrap().success());
+    ok(&spawn_worker(&env, &url, &["--drain"])
+        .wait_with_output()
+        .unwrap());
+    let s = status(&env, &url);
+    assert_eq!(s["tasks"][1]["state"], "done", "{s}");
+    assert_eq!(s["tasks"][1]["attempts"], 1, "{s}");
 }

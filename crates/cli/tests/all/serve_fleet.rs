@@ -333,6 +333,10 @@ fn a_killed_owner_s_session_is_taken_over_by_the_other_server_after_its_lease() 
         &url,
         &format!("UPDATE dsh_sessions SET expires_at = now() WHERE id = '{id}'"),
     );
+    wait_for(
+        "B to answer the op (withdrawn from the dead owner, run by B)",
+        || sent.is_finished(),
+    );
     let accepted = sent.join().unwrap().unwrap();
     assert!(accepted.id.is_some());
     rt.block_on(async {
@@ -421,6 +425,7 @@ fn an_op_that_cannot_be_forwarded_says_why() {
         &url,
         &format!("UPDATE dsh_sessions SET expires_at = now() WHERE id = '{id}'"),
     );
+    wait_for("B to give the op up", || sent.is_finished());
     let err = sent.join().unwrap().unwrap_err();
     assert_eq!(err.code.as_str(), "SESSION_OWNER_LOST", "{err}");
     assert!(err.message.contains("ghost:1:x"), "{err}");
