@@ -594,11 +594,13 @@ const METHOD: &str = "
   result). Figures per quarter of the steps: the median harness overhead and step gap of the
   quarter's steps, the median tool time, the request size after the quarter's last step, and
   dsh's RSS (and peak RSS so far) at the quarter's end: the last step of each quarter runs
-  `grep -E 'VmHWM|VmRSS' /proc/$PPID/status` instead of its usual command (dsh spawns `bash -c`
-  itself, so the parent is dsh), and the figures are read from that tool result in the log.
+  `cat \"$HOME/.dsh-bench-rss\"` instead of its usual command: a FIFO on which the bench answers
+  with the `VmHWM`/`VmRSS` lines of dsh's own `/proc/PID/status` (the command cannot read them:
+  the sandbox gives it a PID namespace where dsh is not visible and `$PPID` is the warm
+  sandbox's supervisor), and the figures are read from that tool result in the log.
   Peak RSS is the probe's. These run `min(iterations, 3)` times.
 - **Bash spawn round trip**: one turn of a warm-up step, then pairs of steps: A = one bash call
-  (the `grep` of `/proc/$PPID/status` above, which records dsh's RSS at that moment), B = the
+  (the RSS command above, which records dsh's RSS at that moment), B = the
   same call plus 16 bash calls `true`. Bash calls are exclusive (run one at a time), so
   (gap of B − gap of A) / 16 is the round trip of one more `true` call as the harness sees it
   (spawn, wait, result, log append), while request serialisation, which grows with the
@@ -617,6 +619,8 @@ const METHOD: &str = "
   `crates/cli/build.rs`) the binary defines, and the span of `.text` they occupy: laid out by
   the order they are a few contiguous megabytes; without it (another build shape, a stale file,
   another linker) they are scattered over all of `.text`, and every fresh session's RSS doubles.
+  Budget (exact): a binary linked with the file (it defines `DSH_LINK_ORDER_FILE`) holds at least
+  80 % of its names; under that the file is stale and `scripts/hot-functions` regenerates it.
 ";
 
 #[cfg(test)]

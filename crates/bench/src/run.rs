@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -27,6 +29,16 @@ impl World {
     /// A fresh world with an empty reply queue.
     pub fn new() -> Result<Self> {
         let home = tempfile::tempdir().context("creating a temporary DSH_HOME")?;
+        let fifo = home.path().join(RSS_FIFO);
+        let made = Command::new("mkfifo")
+            .arg("-m")
+            .arg("666")
+            .arg(&fifo)
+            .status()
+            .context("running mkfifo")?;
+        if !made.success() {
+            bail!("mkfifo {} failed ({made})", fifo.display());
+        }
         let work_dir = tempfile::tempdir().context("creating a temporary working directory")?;
         let work = work_dir
             .path()
@@ -72,6 +84,73 @@ impl World {
     }
 }
 
+/// The FIFO in a world's home on which [`RssServer`] answers (the bench's `RSS_COMMAND` reads
+/// it as `$HOME/.dsh-bench-rss`).
+pub const RSS_FIFO: &str = ".dsh-bench-rss";
+
+/// Answers each reader of a world's RSS FIFO with the `VmHWM`/`VmRSS` lines of the running
+/// dsh's own `/proc/PID/status`. A command in dsh's sandbox cannot read them itself: `bwrap`
+/// gives it a PID namespace of its own, where `$PPID` is the warm sandbox's supervisor and dsh
+/// is not visible at all.
+struct RssServer {
+    stop: Arc<AtomicBool>,
+    fifo: PathBuf,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl RssServer {
+    /// Serves for the process `child` spawned by [`run_dsh`] (the probe when `probed`: dsh is
+    /// then its only child).
+    fn start(fifo: PathBuf, child: u32, probed: bool) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (stop, fifo) = (stop.clone(), fifo.clone());
+            std::thread::spawn(move || {
+                // Opening for writing waits for a reader (a command's `cat`, or `stop`).
+                while let Ok(mut w) = std::fs::OpenOptions::new().write(true).open(&fifo) {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let pid = if probed {
+                        only_child(child)
+                    } else {
+                        Some(child)
+                    };
+                    let status = pid
+                        .and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+                        .unwrap_or_default();
+                    let lines: String = status
+                        .lines()
+                        .filter(|l| l.starts_with("VmHWM:") || l.starts_with("VmRSS:"))
+                        .map(|l| format!("{l}\n"))
+                        .collect();
+                    let _ = std::io::Write::write_all(&mut w, lines.as_bytes());
+                }
+            })
+        };
+        Self { stop, fifo, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if !self.thread.is_finished() {
+            // Releases the thread's pending open (it sees `stop` and returns).
+            let _ = std::fs::File::open(&self.fifo);
+        }
+        let _ = self.thread.join();
+    }
+}
+
+/// The first child of process `pid` (`/proc/PID/task/PID/children`).
+fn only_child(pid: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// What the probe reports about the child it ran.
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -115,9 +194,13 @@ pub fn run_dsh(dsh: &Path, world: &World, args: &[&str], probe: bool) -> Result<
     };
     cmd.args(args);
     let spawned_at = Instant::now();
-    let out = cmd
-        .output()
+    let child = cmd
+        .spawn()
         .with_context(|| format!("running {}", dsh.display()))?;
+    let rss = RssServer::start(world.home.path().join(RSS_FIFO), child.id(), probe);
+    let out = child.wait_with_output();
+    rss.stop();
+    let out = out.with_context(|| format!("running {}", dsh.display()))?;
     let bench_wall = spawned_at.elapsed();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let probe = if probe {

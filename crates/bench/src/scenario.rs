@@ -19,8 +19,9 @@ pub const PARALLEL_READS: usize = 8;
 const LARGE_COMMAND: &str = "head -c 1000000 /dev/zero | tr '\\0' a";
 /// The medium-output command: 100,000 bytes of `b` on stdout.
 const MEDIUM_COMMAND: &str = "head -c 100000 /dev/zero | tr '\\0' b";
-/// A command printing the resident set of its parent (dsh, which spawns `bash -c` directly).
-pub const RSS_COMMAND: &str = "grep -E 'VmHWM|VmRSS' /proc/$PPID/status";
+/// A command printing dsh's own `VmHWM` and `VmRSS` lines: the bench answers on a FIFO in the
+/// world's home (`run::RSS_FIFO`), as the command cannot see dsh from its sandbox.
+pub const RSS_COMMAND: &str = "cat \"$HOME/.dsh-bench-rss\"";
 
 /// What the model does at each step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
