@@ -309,12 +309,15 @@ pub(crate) async fn capture<R: AsyncRead + Unpin>(
     let mut tail = Tail::new(cap);
     let mut spill = Spill::NotStarted;
     let mut total: u64 = 0;
-    let mut buf = vec![0u8; READ_CHUNK];
+    // Read into spare capacity (`read_buf`): zeroing 64 KiB for every stream of every call
+    // cost more than the rest of a short command's capture.
+    let mut buf = Vec::with_capacity(READ_CHUNK);
     loop {
+        buf.clear();
         let n = tokio::select! {
             biased;
             () = stop.cancelled() => break,
-            read = reader.read(&mut buf) => match read {
+            read = reader.read_buf(&mut buf) => match read {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
