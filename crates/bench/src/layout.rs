@@ -8,6 +8,12 @@
 //! one invocation unifies features differently) leaves names the binary lacks. These rows say
 //! how many listed names the binary has and how far apart they ended up; the fresh-session RSS
 //! rows show what that costs.
+//!
+//! A binary linked with the file (it carries the absolute symbol `DSH_LINK_ORDER_FILE`, defined
+//! by the link) fails the run when under 80 % of the listed names are found: the file went stale
+//! (a dependency, feature or toolchain change) and the RSS rows would regress silently. A binary
+//! the file does not apply to (a debug build, another linker, `DSH_LINK_ORDER=off`) gets the
+//! rows without the budget.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -20,8 +26,10 @@ use crate::report::{Group, Row};
 
 /// The order file, as the build links it.
 const ORDER: &str = include_str!("../../cli/hot-functions.txt");
-/// Below this share of listed names found, the file no longer matches the build.
-const MIN_FOUND: f64 = 0.75;
+/// Below this share of listed names found, the file no longer matches the build: the run fails.
+const MIN_FOUND: f64 = 0.80;
+/// The absolute symbol a link with the order file defines (`crates/cli/build.rs`).
+const MARKER: &str = "DSH_LINK_ORDER_FILE";
 /// The figure of the first row, also when the binary cannot be read.
 const FOUND: &str = "functions of `crates/cli/hot-functions.txt` in this binary";
 
@@ -38,6 +46,8 @@ pub struct Layout {
     pub hot: u64,
     /// Bytes of `.text`.
     pub text: u64,
+    /// Whether the binary was linked with the order file (it defines [`MARKER`]).
+    pub ordered: bool,
 }
 
 /// The names of `order` (one per line; `#` starts a comment, as for the linker).
@@ -62,11 +72,15 @@ fn of(binary: &[u8], order: &str) -> Result<Layout> {
     let text = file.section_by_name(".text").map_or(0, |s| s.size());
     let mut seen = HashSet::new();
     let (mut lo, mut hi, mut hot) = (u64::MAX, 0u64, 0u64);
+    let mut ordered = false;
     for sym in file.symbols() {
+        let Ok(name) = sym.name() else { continue };
+        if name == MARKER {
+            ordered = true;
+        }
         if sym.kind() != SymbolKind::Text || sym.size() == 0 {
             continue;
         }
-        let Ok(name) = sym.name() else { continue };
         if names.contains(name) && seen.insert(name) {
             lo = lo.min(sym.address());
             hi = hi.max(sym.address() + sym.size());
@@ -79,6 +93,7 @@ fn of(binary: &[u8], order: &str) -> Result<Layout> {
         span: hi.saturating_sub(lo),
         hot,
         text,
+        ordered,
     })
 }
 
@@ -94,21 +109,31 @@ pub fn rows(rows: &mut Vec<Row>, dsh: &Path) {
 
 fn layout_rows(g: &mut Group<'_>, layout: &Layout) {
     let share = layout.found as f64 / layout.listed.max(1) as f64;
-    g.text(
-        FOUND,
-        &format!(
-            "{} of {} ({:.0} %){}",
-            layout.found,
-            layout.listed,
-            share * 100.0,
-            if share < MIN_FOUND {
-                ": the file does not match this build (a release build of `-p dsh-cli` \
-                 follows it; after a dependency or toolchain change run scripts/hot-functions)"
-            } else {
-                ""
-            }
-        ),
+    let measured = format!(
+        "{} of {} ({:.1} %){}",
+        layout.found,
+        layout.listed,
+        share * 100.0,
+        if share < MIN_FOUND {
+            ": the file does not match this build (a release build of `-p dsh-cli` alone \
+             follows it; after a dependency, feature or toolchain change run scripts/hot-functions)"
+        } else {
+            ""
+        }
     );
+    if layout.ordered {
+        g.exact(
+            FOUND,
+            &format!("at least {:.0} %", MIN_FOUND * 100.0),
+            &measured,
+            share >= MIN_FOUND,
+        );
+    } else {
+        g.text(
+            FOUND,
+            &format!("{measured} (not linked with the order file: not checked)"),
+        );
+    }
     g.text(
         "where they lie: span in `.text` (their own size)",
         &format!(
@@ -131,6 +156,34 @@ mod tests {
             names,
             HashSet::from(["_ZN3foo3bar17h0123456789abcdefE", "main"])
         );
+    }
+
+    fn layout(found: usize, ordered: bool) -> Layout {
+        Layout {
+            listed: 1000,
+            found,
+            span: 1 << 20,
+            hot: 1 << 19,
+            text: 1 << 24,
+            ordered,
+        }
+    }
+
+    fn verdict(l: &Layout) -> (crate::report::Verdict, bool) {
+        let mut rows = Vec::new();
+        layout_rows(&mut Group::new(&mut rows, "binary layout"), l);
+        let row = rows.iter().find(|r| r.figure == FOUND).unwrap();
+        (row.verdict, row.exact)
+    }
+
+    #[test]
+    fn a_binary_linked_with_the_file_fails_under_80_percent_found() {
+        use crate::report::Verdict;
+        assert_eq!(verdict(&layout(799, true)), (Verdict::Fail, true));
+        assert_eq!(verdict(&layout(800, true)), (Verdict::Pass, true));
+        assert_eq!(verdict(&layout(950, true)), (Verdict::Pass, true));
+        // A debug build or another linker: reported, not checked.
+        assert_eq!(verdict(&layout(0, false)), (Verdict::Info, false));
     }
 
     #[test]
@@ -158,6 +211,8 @@ mod tests {
         let order = format!("{}\n{}\nnot_in_this_binary\n", fns[0].0, fns[1].0);
         let l = of(&data, &order).unwrap();
         assert_eq!((l.listed, l.found), (3, 2));
+        // A test binary is not linked with the order file.
+        assert!(!l.ordered);
         assert_eq!(l.hot, fns[0].2 + fns[1].2);
         let lo = fns[0].1.min(fns[1].1);
         let hi = (fns[0].1 + fns[0].2).max(fns[1].1 + fns[1].2);

@@ -216,9 +216,17 @@ fn real_main(cli: &Cli) -> Result<bool> {
                         .map(|_| payload::run(&dsh, bytes))
                         .collect::<Result<Vec<_>>>()?;
                     rows::payload_rows(&mut rows, &runs);
-                    layout::rows(&mut rows, &dsh);
                 }
             }
+        }
+        // The RSS figures follow the binary's code layout: a stale link order file fails here
+        // rather than as a silent regression of these rows.
+        if cli
+            .only
+            .iter()
+            .any(|g| matches!(g, Only::Tui | Only::Steps | Only::Payload))
+        {
+            layout::rows(&mut rows, &dsh);
         }
         println!("{}", report::table(&rows, false));
         let failed = rows.iter().any(|r| r.verdict == report::Verdict::Fail);
