@@ -14,6 +14,10 @@
 //!   process but the mock model's (the workers, their `dsh exec` and `git` children, and the
 //!   PostgreSQL server's processes); budget: 4 workers spend at most 1.25× one worker's CPU per
 //!   task. The load average is reported beside the figures.
+//! - **A watcher on another server** ([`watch`]): rows it reads per committed event over the
+//!   200-step turn (target 1×), the delivery latency of a committed event and of a steer to it.
+
+mod watch;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -515,6 +519,7 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
         diff.push(remote - local);
         stmts.extend(s);
     }
+    let watched = watches(dsh, &cluster, steps, iterations)?;
     let mut runs = Vec::new();
     for workers in [1, 4] {
         eprintln!(
@@ -592,6 +597,8 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
         Err(e) => g.text("database round trips", &format!("not measured: {e}")),
     }
 
+    watch_group(rows, steps, &watched);
+
     let mut g = Group::new(
         rows,
         format!("fleet: {tasks} scripted tasks (2 steps each), dsh worker --drain"),
@@ -649,5 +656,91 @@ pub fn rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Re
             &format!("at most {CPU_SCALING}×"),
         );
     }
+    Ok(())
+}
+
+/// Budget: rows a watcher on another server reads per event committed.
+const ROWS_PER_EVENT: f64 = 1.05;
+
+fn watches(
+    dsh: &Path,
+    cluster: &Cluster,
+    steps: usize,
+    iterations: u32,
+) -> Result<Vec<watch::Watch>> {
+    (0..iterations)
+        .map(|i| {
+            eprintln!(
+                "dsh-bench: fleet: {steps}-step turn watched from another server, run {}/{iterations} (load {})",
+                i + 1,
+                load()
+            );
+            watch::run(dsh, cluster, steps, i).context("the watched turn")
+        })
+        .collect()
+}
+
+fn watch_group(rows: &mut Vec<Row>, steps: usize, watched: &[watch::Watch]) {
+    let mut g = Group::new(
+        rows,
+        format!("fleet: a {steps}-step turn on server A watched through server B (SSE)"),
+    );
+    let ratio: Vec<f64> = watched.iter().map(|w| w.rows / w.committed).collect();
+    g.text(
+        "rows B read from dsh_events / events the turn committed",
+        &watched
+            .iter()
+            .map(|w| format!("{} / {} in {} statements", w.rows, w.committed, w.reads))
+            .collect::<Vec<_>>()
+            .join("; "),
+    );
+    g.limit_as(
+        "rows read per committed event, watcher on another server",
+        &ratio,
+        "×",
+        2,
+        ROWS_PER_EVENT,
+        "each committed event read once (1×; the first read covers the few events before the turn)",
+    );
+    let latency: Vec<f64> = watched.iter().flat_map(|w| w.latency_ms.clone()).collect();
+    g.text(
+        "delivery of a committed event, B's stream minus A's",
+        &watch::spread(&latency),
+    );
+    let steers: Vec<Option<f64>> = watched.iter().flat_map(|w| w.steer_ms.clone()).collect();
+    let shown: Vec<f64> = steers.iter().flatten().copied().collect();
+    g.text(
+        "steer sent to B: steerQueued on B's stream minus A's",
+        &if shown.is_empty() {
+            format!("never shown on B ({} steers)", steers.len())
+        } else {
+            format!(
+                "{} ({} of {} shown)",
+                watch::spread(&shown),
+                shown.len(),
+                steers.len()
+            )
+        },
+    );
+}
+
+/// The watcher rows alone (`--only fleet-watch`).
+pub fn watch_rows(dsh: &Path, quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Result<()> {
+    let steps = if quick { 20 } else { 200 };
+    let load_start = load();
+    let cluster = match Cluster::start() {
+        Ok(c) => c,
+        Err(reason) => {
+            Group::new(rows, "fleet").text("skipped: PostgreSQL cannot be started here", &reason);
+            return Ok(());
+        }
+    };
+    let watched = watches(dsh, &cluster, steps, iterations)?;
+    let load_end = load();
+    Group::new(rows, "fleet: watcher on another server").text(
+        "load average (1, 5, 15 min) at start / end",
+        &format!("{load_start} / {load_end}"),
+    );
+    watch_group(rows, steps, &watched);
     Ok(())
 }

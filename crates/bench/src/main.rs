@@ -123,6 +123,9 @@ enum Only {
     /// The fleet on a private PostgreSQL cluster: round trips and overhead per step against
     /// the JSONL store, 1,000 tasks per CPU-second with 1 and 4 workers.
     Fleet,
+    /// The fleet's watcher on another server alone: rows read and delivery latency over a
+    /// 200-step turn, steers relayed (also part of `fleet`).
+    FleetWatch,
     /// The 20- and 200-step bash scenarios (peak RSS, overhead per step) and the bash spawn
     /// round trip after a long history (large / small).
     Steps,
@@ -197,6 +200,9 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Serve => serve::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Workflow => workflow::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Fleet => fleet::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::FleetWatch => {
+                    fleet::watch_rows(&dsh, cli.quick, cli.iterations, &mut rows)?;
+                }
                 Only::Steps => steps::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Sandbox => {
                     let runs = confine::runs(&dsh, cli.iterations, cli.quick)?;
