@@ -6,7 +6,11 @@
 //! The embedded implementation is `dsh-catalog` (SQLite + FTS5); front ends look the service
 //! up by [`Catalog`] in the kernel and never link SQLite.
 
+mod syntax;
+
 use serde::{Deserialize, Serialize};
+
+pub use syntax::{MAX_QUERY_TERMS, QueryTerm, call_text, dir_and_prefix, query_terms};
 
 /// What a listing, a search or a stats query is restricted to. Every member narrows; the
 /// default matches every session.

@@ -5,7 +5,7 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use dsh_catalog_api::HitKind;
+use dsh_catalog_api::{HitKind, call_text};
 use dsh_llm::{ContentBlock, ModelPricing, TokenUsage};
 use dsh_session::data::UserMessage;
 use dsh_session::feature::SessionTitle;
@@ -134,31 +134,6 @@ pub(crate) fn day(ms: i64) -> String {
     jiff::Timestamp::from_millisecond(ms)
         .map(|t| t.strftime("%Y-%m-%d").to_string())
         .unwrap_or_else(|_| "-".into())
-}
-
-/// The string values of a tool call's JSON arguments (commands, paths, patterns), or the raw
-/// text when it is not JSON.
-fn call_text(name: &str, arguments: &str) -> String {
-    fn strings(v: &serde_json::Value, out: &mut String) {
-        match v {
-            serde_json::Value::String(s) => {
-                out.push(' ');
-                out.push_str(s);
-            }
-            serde_json::Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
-            serde_json::Value::Object(o) => o.values().for_each(|v| strings(v, out)),
-            _ => {}
-        }
-    }
-    let mut out = name.to_owned();
-    match serde_json::from_str::<serde_json::Value>(arguments) {
-        Ok(v) => strings(&v, &mut out),
-        Err(_) => {
-            out.push(' ');
-            out.push_str(arguments);
-        }
-    }
-    out
 }
 
 fn assistant_text(m: &dsh_llm::Message) -> String {
@@ -463,19 +438,6 @@ fn load_or_create(tx: &Transaction<'_>, header: &SessionHeader) -> Result<Row, E
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tool_calls_index_their_string_arguments() {
-        assert_eq!(
-            call_text("bash", r#"{"command":"cargo test -p x","timeout":5}"#),
-            "bash cargo test -p x"
-        );
-        assert_eq!(
-            call_text("edit", r#"{"path":"src/a.rs","edits":[{"old":"x"}]}"#),
-            "edit src/a.rs x"
-        );
-        assert_eq!(call_text("t", "not json"), "t not json");
-    }
 
     #[test]
     fn days_are_utc() {

@@ -67,20 +67,13 @@ fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
 fn conditions(filter: &Filter, usage: bool, params: &mut Vec<Value>) -> String {
     let mut sql = String::new();
     if let Some(dir) = filter.cwd.as_deref() {
-        let dir = match dir.trim_end_matches('/') {
-            "" => "/",
-            d => d,
-        };
-        let under = if dir == "/" {
-            "/".to_owned()
-        } else {
-            format!("{dir}/")
-        };
+        let (dir, under) = dsh_catalog_api::dir_and_prefix(dir);
         sql.push_str(" AND (s.cwd = ? OR substr(s.cwd, 1, length(?)) = ? OR s.project = ?)");
-        params.push(Value::Text(dir.to_owned()));
+        let root = project_root(&dir);
+        params.push(Value::Text(dir));
         params.push(Value::Text(under.clone()));
         params.push(Value::Text(under));
-        params.push(Value::Text(project_root(dir)));
+        params.push(Value::Text(root));
     }
     if let Some(since) = filter.since_ms {
         if usage {

@@ -94,46 +94,17 @@ pub(crate) fn segment(text: &str) -> Cow<'_, str> {
 }
 
 /// The most terms of a query that are searched (the rest are ignored).
-pub(crate) const MAX_TERMS: usize = 32;
+pub(crate) const MAX_TERMS: usize = dsh_catalog_api::MAX_QUERY_TERMS;
 
 /// A user's query as an FTS5 expression: every term quoted (so `"`, `*`, `NEAR(`, `AND`,
 /// column filters are literal text), `"a phrase"` kept as a phrase, a trailing `*` kept as a
 /// prefix search; terms are ANDed. `None` when the query holds nothing searchable.
 pub fn fts_query(text: &str) -> Option<String> {
-    let mut terms: Vec<(String, bool)> = Vec::new();
-    let mut chars = text.chars().peekable();
-    while let Some(&c) = chars.peek() {
-        if c.is_whitespace() {
-            chars.next();
-            continue;
-        }
-        let mut term = String::new();
-        if c == '"' {
-            chars.next();
-            for c in chars.by_ref() {
-                if c == '"' {
-                    break;
-                }
-                term.push(c);
-            }
-        } else {
-            while let Some(&c) = chars.peek() {
-                if c.is_whitespace() || c == '"' {
-                    break;
-                }
-                term.push(c);
-                chars.next();
-            }
-        }
-        let prefix = term.ends_with('*');
-        let term = term.trim_end_matches('*');
-        if term.chars().any(is_token_char) {
-            terms.push((term.to_owned(), prefix));
-        }
-        if terms.len() == MAX_TERMS {
-            break;
-        }
-    }
+    let terms: Vec<(String, bool)> = dsh_catalog_api::query_terms(text)
+        .filter(|t| t.text.chars().any(is_token_char))
+        .take(MAX_TERMS)
+        .map(|t| (t.text, t.prefix))
+        .collect();
     if terms.is_empty() {
         return None;
     }

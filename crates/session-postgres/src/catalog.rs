@@ -63,17 +63,10 @@ fn storage(e: PgStoreError) -> CatalogError {
 /// A directory filter as SQL parameters: the directory (no trailing `/`) and the prefix of the
 /// directories under it.
 fn dir_params(cwd: Option<&str>) -> (Option<String>, Option<String>) {
-    let Some(dir) = cwd else { return (None, None) };
-    let dir = match dir.trim_end_matches('/') {
-        "" => "/",
-        d => d,
-    };
-    let under = if dir == "/" {
-        "/".to_owned()
-    } else {
-        format!("{dir}/")
-    };
-    (Some(dir.to_owned()), Some(under))
+    match cwd.map(dsh_catalog_api::dir_and_prefix) {
+        Some((dir, under)) => (Some(dir), Some(under)),
+        None => (None, None),
+    }
 }
 
 /// Per-session facts, computed from the events (`$1`: one id or NULL for all, `$2` directory

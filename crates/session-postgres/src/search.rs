@@ -21,7 +21,7 @@ pub(crate) const CALL_MAX: usize = 2 * 1024;
 pub(crate) const RESULT_MAX: usize = 512;
 /// The most terms of a query that are searched (the rest are ignored), as in the SQLite
 /// catalog.
-pub(crate) const MAX_TERMS: usize = 32;
+pub(crate) const MAX_TERMS: usize = dsh_catalog_api::MAX_QUERY_TERMS;
 /// The longest word kept, in bytes (PostgreSQL refuses lexemes over 2 KB); longer runs (a
 /// base64 blob) are cut, the same way in documents and queries.
 const WORD_MAX: usize = 240;
@@ -124,31 +124,6 @@ fn cut(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-/// The string values of a tool call's JSON arguments (commands, paths, patterns) after its
-/// name, or the raw text when it is not JSON.
-fn call_text(name: &str, arguments: &str) -> String {
-    fn strings(v: &serde_json::Value, out: &mut String) {
-        match v {
-            serde_json::Value::String(s) => {
-                out.push(' ');
-                out.push_str(s);
-            }
-            serde_json::Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
-            serde_json::Value::Object(o) => o.values().for_each(|v| strings(v, out)),
-            _ => {}
-        }
-    }
-    let mut out = name.to_owned();
-    match serde_json::from_str::<serde_json::Value>(arguments) {
-        Ok(v) => strings(&v, &mut out),
-        Err(_) => {
-            out.push(' ');
-            out.push_str(arguments);
-        }
-    }
-    out
-}
-
 /// What of an event is searchable.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Indexed {
@@ -188,7 +163,7 @@ pub(crate) fn index(kind: &str, data: &serde_json::Value) -> Indexed {
                 serde_json::Value::Null => String::new(),
                 other => other.to_string(),
             };
-            let t = call_text(name, &args);
+            let t = dsh_catalog_api::call_text(name, &args);
             (Some(cut(&t, CALL_MAX).to_owned()), CALL_MAX, None)
         }
         "tool/result" => {
@@ -232,32 +207,9 @@ fn no_nul(text: String) -> String {
 /// make a syntax error. At most [`MAX_TERMS`] terms. `None` when nothing searchable is left.
 pub fn ts_query(text: &str) -> Option<String> {
     let mut terms: Vec<String> = Vec::new();
-    let mut chars = text.chars().peekable();
-    while let Some(&c) = chars.peek() {
-        if c.is_whitespace() {
-            chars.next();
-            continue;
-        }
-        let mut term = String::new();
-        if c == '"' {
-            chars.next();
-            for c in chars.by_ref() {
-                if c == '"' {
-                    break;
-                }
-                term.push(c);
-            }
-        } else {
-            while let Some(&c) = chars.peek() {
-                if c.is_whitespace() || c == '"' {
-                    break;
-                }
-                term.push(c);
-                chars.next();
-            }
-        }
-        let prefix = term.ends_with('*');
-        let ws = words(term.trim_end_matches('*'));
+    for term in dsh_catalog_api::query_terms(text) {
+        let prefix = term.prefix;
+        let ws = words(&term.text);
         let n = ws.len();
         if n == 0 {
             continue;
