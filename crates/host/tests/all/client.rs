@@ -33,13 +33,18 @@ async fn until(stream: &mut EventStream, done: impl Fn(&EventMsg) -> bool) -> Ve
 }
 
 fn create(cwd: &std::path::Path) -> OpenSession {
+    create_with(cwd, None)
+}
+
+/// A new session in `cwd`, running `prompt` at once when given.
+fn create_with(cwd: &std::path::Path, prompt: Option<&str>) -> OpenSession {
     OpenSession::Create {
         session_id: None,
         options: SessionOptions {
             cwd: Some(cwd.display().to_string()),
             ..Default::default()
         },
-        prompt: None,
+        prompt: prompt.map(str::to_owned),
     }
 }
 
@@ -49,6 +54,20 @@ fn committed(events: &[Event]) -> Vec<(u64, String)> {
         .filter(|e| !e.is_live())
         .map(|e| (e.seq, serde_json::to_string(&e.msg).unwrap()))
         .collect()
+}
+
+/// A new session in `cwd` that runs the prompt "hi" to its end, then is closed (stored only);
+/// its id and the events its turn streamed.
+async fn one_turn_then_closed(
+    client: &Arc<dyn Client>,
+    cwd: &std::path::Path,
+) -> (String, Vec<Event>) {
+    let summary = client.open(create_with(cwd, Some("hi"))).await.unwrap();
+    let id = summary.id;
+    let mut live = client.subscribe(&id, None).await.unwrap();
+    let events = until(&mut live, |m| matches!(m, EventMsg::TurnEnded { .. })).await;
+    client.close(&id).await.unwrap();
+    (id, events)
 }
 
 /// The whole turn, as a front end that knows only the protocol would drive it.
@@ -288,21 +307,7 @@ async fn a_stored_session_replays_from_its_log_and_ops_on_unknown_sessions_are_r
         ApprovalPolicy::Never,
     )
     .await;
-    let summary = client
-        .open(OpenSession::Create {
-            session_id: None,
-            options: SessionOptions {
-                cwd: Some(h.dir().display().to_string()),
-                ..Default::default()
-            },
-            prompt: Some("hi".into()),
-        })
-        .await
-        .unwrap();
-    let id = summary.id;
-    let mut live = client.subscribe(&id, None).await.unwrap();
-    let live_events = until(&mut live, |m| matches!(m, EventMsg::TurnEnded { .. })).await;
-    client.close(&id).await.unwrap();
+    let (id, live_events) = one_turn_then_closed(&client, h.dir()).await;
     // Closed: served from the stored log, the same committed events, then a snapshot, then
     // the end.
     let stored: Vec<Event> = client.subscribe(&id, None).await.unwrap().collect().await;
@@ -376,21 +381,7 @@ async fn a_stored_session_replays_from_its_log_and_ops_on_unknown_sessions_are_r
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_resuming_one_stored_session_at_once_all_join_it() {
     let (h, _host, client) = host(vec![Script::Chunks(text("hello"))], ApprovalPolicy::Never).await;
-    let summary = client
-        .open(OpenSession::Create {
-            session_id: None,
-            options: SessionOptions {
-                cwd: Some(h.dir().display().to_string()),
-                ..Default::default()
-            },
-            prompt: Some("hi".into()),
-        })
-        .await
-        .unwrap();
-    let id = summary.id;
-    let mut live = client.subscribe(&id, None).await.unwrap();
-    until(&mut live, |m| matches!(m, EventMsg::TurnEnded { .. })).await;
-    client.close(&id).await.unwrap();
+    let (id, _) = one_turn_then_closed(&client, h.dir()).await;
     let resume = || {
         let client = client.clone();
         let id = id.clone();
