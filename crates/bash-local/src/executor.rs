@@ -23,7 +23,7 @@ use crate::env::EnvPolicy;
 use crate::group::{
     group_alive, pipe_holders, pipe_id, signal_group, signal_name, terminate_pids, wait_group_gone,
 };
-use crate::program::resolve_program;
+use crate::program::ProgramCache;
 use crate::warm::{Key, Pool, start};
 use crate::warm_run::WarmRun;
 use dsh_shell::supervisor::{MAX_REQUEST_BYTES, RunSpec, ToSupervisor};
@@ -107,6 +107,8 @@ pub struct LocalShell {
     env: EnvPolicy,
     private_spill: OnceLock<Option<tempfile::TempDir>>,
     pub(crate) pool: Arc<Pool>,
+    /// The shell and launcher programs found along the commands' `PATH`s.
+    programs: ProgramCache,
 }
 
 impl LocalShell {
@@ -120,6 +122,7 @@ impl LocalShell {
             options,
             env,
             private_spill: OnceLock::new(),
+            programs: ProgramCache::default(),
         }
     }
 
@@ -206,15 +209,15 @@ impl LocalShell {
         );
         // A path, not a bare name: std then spawns with posix_spawn (vfork semantics, no copy
         // of the harness's address space) instead of fork + exec (see `program.rs`).
-        let program =
-            resolve_program(&self.options.program, &env, &request.cwd).ok_or_else(|| {
-                ShellError::Spawn {
-                    program: self.options.program.display().to_string(),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        "not found in the command's PATH",
-                    ),
-                }
+        let program = self
+            .programs
+            .resolve(&self.options.program, &env, &request.cwd)
+            .ok_or_else(|| ShellError::Spawn {
+                program: self.options.program.display().to_string(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "not found in the command's PATH",
+                ),
             })?;
         if self.pool.enabled() && !request.wrapper.is_empty() && !request.supervisor.is_empty() {
             let run = ToSupervisor::Run(RunSpec {
@@ -261,7 +264,9 @@ impl LocalShell {
         let mut command = match request.wrapper.split_first() {
             None => Command::new(&program),
             Some((launcher, launcher_args)) => {
-                let launcher = resolve_program(Path::new(launcher), &env, &request.cwd)
+                let launcher = self
+                    .programs
+                    .resolve(Path::new(launcher), &env, &request.cwd)
                     .ok_or_else(|| ShellError::Spawn {
                         program: launcher.to_string_lossy().into_owned(),
                         source: std::io::Error::new(
