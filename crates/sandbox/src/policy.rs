@@ -1,6 +1,7 @@
 //! The per-call policy: mode, network, and the real paths of the writable roots.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::error::SandboxError;
 use crate::mode::{NetworkAccess, SandboxMode};
@@ -31,18 +32,16 @@ impl SandboxPolicy {
         workspace: &Path,
         extra_roots: &[PathBuf],
     ) -> Self {
-        let workspace_root = real_or_given(workspace);
+        let workspace_real = std::fs::canonicalize(workspace).ok();
+        let workspace_root = workspace_real
+            .clone()
+            .unwrap_or_else(|| workspace.to_path_buf());
         let mut writable_roots = Vec::new();
         if mode == SandboxMode::WorkspaceWrite {
-            let candidates = [
-                workspace_root.clone(),
-                PathBuf::from("/tmp"),
-                std::env::temp_dir(),
-            ];
-            for root in candidates.iter().chain(extra_roots) {
-                if let Ok(real) = std::fs::canonicalize(root)
-                    && !writable_roots.contains(&real)
-                {
+            let fixed = [PathBuf::from("/tmp"), std::env::temp_dir()];
+            let fixed_real = fixed.iter().chain(extra_roots).map(|r| real_root(r));
+            for real in std::iter::once(workspace_real).chain(fixed_real).flatten() {
+                if !writable_roots.contains(&real) {
                     writable_roots.push(real);
                 }
             }
@@ -127,9 +126,27 @@ impl SandboxPolicy {
     }
 }
 
-fn real_or_given(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+/// The real path of a writable root other than the workspace (`/tmp`, the temp directory, a
+/// configured root), resolved once per process: every policy of every call would otherwise
+/// resolve them again (a `readlink` per component), and what they resolve to is fixed for the
+/// process's life. Keyed on the path given, so another `TMPDIR` or root is resolved afresh;
+/// only successes are remembered, so a root that does not exist yet is looked for again.
+/// (The workspace, which the agent's commands can change, is resolved on every call.)
+fn real_root(root: &Path) -> Option<PathBuf> {
+    static RESOLVED: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+    let mut resolved = RESOLVED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, real)) = resolved.iter().find(|(given, _)| given == root) {
+        return Some(real.clone());
+    }
+    let real = std::fs::canonicalize(root).ok()?;
+    if resolved.len() < MAX_RESOLVED_ROOTS {
+        resolved.push((root.to_path_buf(), real.clone()));
+    }
+    Some(real)
 }
+
+/// At most this many fixed roots are remembered (a few are configured).
+const MAX_RESOLVED_ROOTS: usize = 32;
 
 /// The real path a write to `path` lands on: `canonicalize(path)` when it exists (so a final
 /// symlink is followed, as the write tools do); otherwise the real path of its deepest
