@@ -236,7 +236,6 @@ impl Inner {
             return;
         }
         let agent = &input.agent;
-        let paths = self.paths(&agent.options().cwd);
         let mut map = self.agents.lock();
         let state = map.entry(agent.id().to_owned()).or_default();
         let first = input.step == 1;
@@ -244,6 +243,13 @@ impl Inner {
             state.turn = input.turn;
             self.rebuild(state, &agent.session().derive_messages());
         }
+        // The project's paths (a walk up the directories for a root marker) only when this
+        // step reads them: the first step, or instructions to check again. Most steps do not.
+        let instructions_due = self.config.load_instructions && state.dirty;
+        if !first && !instructions_due {
+            return;
+        }
+        let paths = self.paths(&agent.options().cwd);
         let mut add: Vec<Message> = Vec::new();
         let set = (self.config.load_skills && first)
             .then(|| skills::discover(&skills::roots(&paths, &self.config.custom_skill_dirs)));
