@@ -10,7 +10,9 @@ mod syntax;
 
 use serde::{Deserialize, Serialize};
 
-pub use syntax::{MAX_QUERY_TERMS, QueryTerm, call_text, dir_and_prefix, query_terms};
+pub use syntax::{
+    MAX_QUERY_TERMS, QueryTerm, call_text, cut, dir_and_prefix, is_word_alone, query_terms,
+};
 
 /// What a listing, a search or a stats query is restricted to. Every member narrows; the
 /// default matches every session.

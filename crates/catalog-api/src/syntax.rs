@@ -92,6 +92,39 @@ pub fn call_text(name: &str, arguments: &str) -> String {
     out
 }
 
+/// Characters that are a word each, in documents and queries alike: CJK ideographs, kana,
+/// hangul and emoji (a CJK sentence has no spaces; word splitters drop emoji).
+pub fn is_word_alone(c: char) -> bool {
+    matches!(c as u32,
+        0x2E80..=0x2FDF        // CJK radicals, Kangxi
+        | 0x3040..=0x30FF      // hiragana, katakana
+        | 0x3100..=0x312F      // bopomofo
+        | 0x3130..=0x318F      // hangul compatibility jamo
+        | 0x31F0..=0x31FF      // katakana extension
+        | 0x3400..=0x4DBF      // CJK extension A
+        | 0x4E00..=0x9FFF      // CJK unified ideographs
+        | 0xAC00..=0xD7AF      // hangul syllables
+        | 0xF900..=0xFAFF      // CJK compatibility ideographs
+        | 0xFF66..=0xFF9F      // halfwidth katakana
+        | 0x20000..=0x3FFFF    // CJK extensions B and later
+        | 0x2600..=0x27BF      // miscellaneous symbols, dingbats
+        | 0x2B00..=0x2BFF      // arrows and symbols (⭐)
+        | 0x1F000..=0x1FAFF    // mahjong .. symbols and pictographs extended-A
+    )
+}
+
+/// `text` cut to at most `max` bytes at a character boundary (how much of a text is indexed).
+pub fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,31 +16,7 @@ pub(crate) const SEP: char = '\u{200B}';
 pub(crate) const HL_START: char = '\u{2}';
 pub(crate) const HL_END: char = '\u{3}';
 
-/// Characters indexed one token each: CJK ideographs, kana, hangul, and emoji.
-pub(crate) fn is_isolated(c: char) -> bool {
-    matches!(c as u32,
-        0x2E80..=0x2FDF        // CJK radicals, Kangxi
-        | 0x3040..=0x30FF      // hiragana, katakana
-        | 0x3100..=0x312F      // bopomofo
-        | 0x3130..=0x318F      // hangul compatibility jamo
-        | 0x31F0..=0x31FF      // katakana extension
-        | 0x3400..=0x4DBF      // CJK extension A
-        | 0x4E00..=0x9FFF      // CJK unified ideographs
-        | 0xAC00..=0xD7AF      // hangul syllables
-        | 0xF900..=0xFAFF      // CJK compatibility ideographs
-        | 0xFF66..=0xFF9F      // halfwidth katakana
-        | 0x20000..=0x3FFFF    // CJK extensions B and later
-    ) || is_emoji(c)
-}
-
-/// Emoji and pictographs (So in Unicode, which `unicode61` would otherwise drop).
-pub(crate) fn is_emoji(c: char) -> bool {
-    matches!(c as u32,
-        0x2600..=0x27BF        // miscellaneous symbols, dingbats
-        | 0x2B00..=0x2BFF      // arrows and symbols (⭐)
-        | 0x1F000..=0x1FAFF    // mahjong .. symbols and pictographs extended-A
-    )
-}
+pub(crate) use dsh_catalog_api::{cut, is_word_alone as is_isolated};
 
 /// Whether a character makes a token (letters, digits, CJK, emoji).
 pub(crate) fn is_token_char(c: char) -> bool {
@@ -55,18 +31,6 @@ pub(crate) fn body(text: &str, max: usize) -> Option<String> {
         return None;
     }
     Some(segment(text).into_owned())
-}
-
-/// `text` cut to at most `max` bytes at a character boundary.
-pub(crate) fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// CJK and emoji separated by [`SEP`]; control characters (highlight markers included) become

@@ -30,26 +30,7 @@ const POS_MAX: usize = 16_383;
 /// Positions kept per word (PostgreSQL keeps at most 256).
 const POSITIONS_MAX: usize = 255;
 
-/// Characters that are a word each: CJK ideographs, kana, hangul, and emoji (the same ranges
-/// as the SQLite catalog's).
-fn is_isolated(c: char) -> bool {
-    matches!(c as u32,
-        0x2E80..=0x2FDF
-        | 0x3040..=0x30FF
-        | 0x3100..=0x312F
-        | 0x3130..=0x318F
-        | 0x31F0..=0x31FF
-        | 0x3400..=0x4DBF
-        | 0x4E00..=0x9FFF
-        | 0xAC00..=0xD7AF
-        | 0xF900..=0xFAFF
-        | 0xFF66..=0xFF9F
-        | 0x20000..=0x3FFFF
-        | 0x2600..=0x27BF
-        | 0x2B00..=0x2BFF
-        | 0x1F000..=0x1FAFF
-    )
-}
+use dsh_catalog_api::{cut, is_word_alone as is_isolated};
 
 /// The words of a text: runs of letters and digits (lower case, cut to [`WORD_MAX`] bytes),
 /// and each CJK character or emoji alone.
@@ -110,18 +91,6 @@ pub(crate) fn document(text: &str) -> String {
         out.push_str(&ps.join(","));
     }
     out
-}
-
-/// `text` cut to at most `max` bytes at a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// What of an event is searchable.
