@@ -1,6 +1,7 @@
 //! zstd-compressed logs (`session.vN.jsonl.zstd`, the original harness's default encoding;
 //! format §1.7–§1.8, `original-0.2.1.md` §1.3): concatenated, checksummed frames, one per durable
-//! write batch, each decompressing to complete lines; the first frame is exactly the header
+//! write batch (several for a batch over 64 KiB: see [`FrameEncoder`]), each decompressing to
+//! complete lines; the first frame is exactly the header
 //! line. Every frame has the original's form: descriptor `0x04` (no content size, not
 //! single-segment, content checksum, no dictionary).
 //!
@@ -21,7 +22,8 @@ use ruzstd::encoding::{CompressionLevel, compress};
 
 use crate::error::ZstdError;
 
-/// One frame holding `plain` (complete lines), with a content checksum and no content size.
+/// The frames holding `plain` (complete lines; one frame unless it is over
+/// [`FrameEncoder::KEEP_BELOW`] bytes), with a content checksum and no content size.
 /// With `c-zstd`, libzstd at level 3 (should it fail — it only can on allocation — the frame is
 /// written by `ruzstd` instead, in the same form).
 pub fn encode_frame(plain: &[u8], out: &mut Vec<u8>) {
@@ -31,8 +33,15 @@ pub fn encode_frame(plain: &[u8], out: &mut Vec<u8>) {
 /// [`encode_frame`] with one compression context kept for the frames of a writer: creating
 /// and initialising a libzstd context costs more than compressing a step's few lines. The
 /// frames are byte for byte those of [`encode_frame`] (a context keeps its parameters, never
-/// data, from one frame to the next). Batches over [`FrameEncoder::KEEP_BELOW`] bytes get a
-/// context of their own, so the kept one stays small (libzstd sizes its tables by the input).
+/// data, from one frame to the next).
+///
+/// A batch over [`FrameEncoder::KEEP_BELOW`] bytes is written as several frames, each of whole
+/// lines and at most that long (a longer line gets a frame of its own, with a context of its
+/// own). libzstd sizes a context, and the output room of a one-shot frame, by the input: one
+/// frame for a megabyte batch (a resumed or imported transcript's first flush) cost a 1.3 MB
+/// context and a 1 MB output buffer at the process's peak; 64 KiB frames reuse the kept
+/// context. Readers see the same lines: a log is a sequence of frames of complete lines, and a
+/// batch's frames are written by one `write`, as its one frame was.
 #[derive(Default)]
 pub struct FrameEncoder {
     #[cfg(feature = "c-zstd")]
@@ -46,11 +55,21 @@ impl std::fmt::Debug for FrameEncoder {
 }
 
 impl FrameEncoder {
-    /// The largest batch encoded with the kept context.
+    /// The largest frame's plain text, unless one line is longer.
     pub const KEEP_BELOW: usize = 64 * 1024;
 
-    /// Appends one frame holding `plain` to `out` (see [`encode_frame`]).
+    /// Appends the frames holding `plain` (complete lines) to `out` (see the type).
     pub fn encode(&mut self, plain: &[u8], out: &mut Vec<u8>) {
+        let mut rest = plain;
+        while !rest.is_empty() {
+            let (piece, tail) = rest.split_at(piece_len(rest, Self::KEEP_BELOW));
+            self.encode_one(piece, out);
+            rest = tail;
+        }
+    }
+
+    /// One frame holding `plain`.
+    fn encode_one(&mut self, plain: &[u8], out: &mut Vec<u8>) {
         #[cfg(feature = "c-zstd")]
         {
             let encoded = if plain.len() <= Self::KEEP_BELOW {
@@ -66,6 +85,21 @@ impl FrameEncoder {
             }
         }
         compress(plain, &mut *out, CompressionLevel::Fastest);
+    }
+}
+
+/// The length of the first frame's text of `plain`: all of it when it fits in `max` bytes,
+/// else the whole lines that fit, else its first line.
+fn piece_len(plain: &[u8], max: usize) -> usize {
+    if plain.len() <= max {
+        return plain.len();
+    }
+    match plain[..max].iter().rposition(|&b| b == b'\n') {
+        Some(end) => end + 1,
+        None => plain
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(plain.len(), |end| end + 1),
     }
 }
 
@@ -698,6 +732,43 @@ mod tests {
     }
 
     #[test]
+    fn a_large_batch_is_frames_of_whole_lines_of_at_most_64_kib() {
+        let line = |i: usize| {
+            format!(
+                "{{\"seq\":{i},\"text\":\"{}\"}}\n",
+                "x".repeat(900 + i % 50)
+            )
+        };
+        let long = format!("{{\"text\":\"{}\"}}\n", "y".repeat(100_000));
+        let mut batch: String = (0..150).map(line).collect();
+        batch.push_str(&long);
+        batch.extend((150..300).map(line));
+        let mut out = Vec::new();
+        FrameEncoder::default().encode(batch.as_bytes(), &mut out);
+        let ends = whole_frame_ends(&out);
+        assert!(ends.len() >= 5, "{} frames", ends.len());
+        let mut plain = Vec::new();
+        let mut start = 0;
+        for end in ends {
+            let text = first_frame(&out[start..end]).unwrap().unwrap();
+            assert!(text.ends_with(b"\n"));
+            assert!(
+                text.len() <= FrameEncoder::KEEP_BELOW || text == long.as_bytes(),
+                "a frame of {} bytes",
+                text.len()
+            );
+            plain.extend_from_slice(&text);
+            start = end;
+        }
+        assert_eq!(start, out.len());
+        assert_eq!(plain, batch.as_bytes());
+        assert_eq!(
+            decompress_frames(&out).unwrap(),
+            (batch.into_bytes(), false)
+        );
+    }
+
+    #[test]
     fn a_kept_context_writes_the_frames_a_fresh_one_writes() {
         let big = "{\"text\":\"".to_owned() + &"abc".repeat(40_000) + "\"}\n";
         let batches = [
@@ -917,10 +988,13 @@ mod tests {
 
     #[test]
     fn a_multi_block_frame_keeps_the_form_and_decodes_with_ruzstd() {
-        // Over 128 KiB: more than one block.
-        let plain: String = (0..6000)
-            .map(|i| format!("{{\"i\":{i},\"s\":\"{:x}\"}}\n", i * 7919))
+        // One line (a batch's lines over 64 KiB are split into frames) over 128 KiB: more
+        // than one block.
+        let items: Vec<String> = (0..6000)
+            .map(|i| format!("{{\"i\":{i},\"s\":\"{:x}\"}}", i * 7919))
             .collect();
+        let plain = format!("[{}]\n", items.join(","));
+        assert!(plain.len() > 128 * 1024);
         let mut bytes = Vec::new();
         encode_frame(plain.as_bytes(), &mut bytes);
         assert_eq!(bytes[4], 0x04);
