@@ -7,13 +7,16 @@
 //! dsh-bench's scenarios) lists the functions those runs executed; the linker places them
 //! first, contiguously, and a one-turn session's RSS halves (23.5 → 11.6 MB measured).
 //!
-//! The order only applies where the linker is known to understand it: rustc's default
-//! `rust-lld` on `x86_64-unknown-linux-gnu` (the default since Rust 1.90; `mold` reads the same
-//! flag). A configured linker or linker flags leave the link as it was, as does
-//! `DSH_LINK_ORDER=off`. Names in the file that the binary lacks are skipped silently: a stale
-//! file costs memory, never a failed build. A binary linked with the file carries the absolute
+//! The file lists keys, not names: v0-mangled names with their build-specific parts (crate
+//! hashes, ThinLTO suffixes) taken out (`scripts/order-key.awk`), so it survives dependency,
+//! feature and build-shape changes. The workspace's linker wrapper (`scripts/link-ordered`,
+//! with v0 mangling, from `.cargo/config.toml`) resolves them against the link's objects and
+//! hands `rust-lld` (rustc's default linker on `x86_64-unknown-linux-gnu` since Rust 1.90) the
+//! names. Another linker, RUSTFLAGS replacing the workspace's, or `DSH_LINK_ORDER=off` leave the
+//! link as it was. Keys without a function are skipped silently: a stale file costs memory,
+//! never a failed build. A binary linked with the file carries the absolute
 //! symbol `DSH_LINK_ORDER_FILE`, so dsh-bench knows to check the file against its symbols
-//! (and fails when under 80 % of the listed names are found).
+//! (and fails when under 80 % of the listed keys are found).
 //!
 //! The same links pack their relative relocations (`-z pack-relative-relocs`, DT_RELR) when the
 //! build machine's glibc reads them (2.36 and later; the binary then needs the same, and says so
@@ -69,15 +72,20 @@ fn order_file() -> Option<PathBuf> {
     if var("OPT_LEVEL") == "0" || var("TARGET") != "x86_64-unknown-linux-gnu" {
         return None;
     }
-    // A linker chosen by the user (config, `CARGO_TARGET_*_LINKER`, `-C linker*`,
-    // `-C link-self-contained`, `-Z linker-features`) may not know the flag.
-    if env::var_os("RUSTC_LINKER").is_some() {
-        return None;
-    }
+    // The order file lists keys, which only this workspace's linker wrapper resolves
+    // (`scripts/link-ordered`, set with v0 mangling in `.cargo/config.toml`). A linker chosen
+    // by the user (`CARGO_TARGET_*_LINKER`, `-C linker*`, `-C link-self-contained`) or
+    // RUSTFLAGS replacing the workspace's leave the link as rustc would do it alone.
+    let ours = env::var_os("RUSTC_LINKER")
+        .map(PathBuf::from)
+        .is_some_and(|l| l.ends_with("scripts/link-ordered"));
     let flags = var("CARGO_ENCODED_RUSTFLAGS");
-    if flags
-        .split('\x1f')
-        .any(|f| f.contains("linker") || f.contains("link-self-contained"))
+    let flags: Vec<&str> = flags.split('\x1f').collect();
+    if !ours
+        || !flags.contains(&"-Csymbol-mangling-version=v0")
+        || flags
+            .iter()
+            .any(|f| f.contains("linker") || f.contains("link-self-contained"))
     {
         return None;
     }

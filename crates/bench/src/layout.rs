@@ -2,19 +2,21 @@
 //!
 //! `crates/cli/hot-functions.txt` lists the functions dsh's common runs execute; an optimised
 //! x86_64 Linux build links them first (see `crates/cli/build.rs`), so the code a session runs
-//! is a few contiguous megabytes instead of a scatter over all of `.text`. The order is only as
-//! good as its names: they carry the hashes of the exact build (dependency versions, features,
-//! toolchain), so a dependency bump or a build of another shape (`-p dsh-cli -p dsh-bench` in
-//! one invocation unifies features differently) leaves names the binary lacks. These rows say
-//! how many listed names the binary has and how far apart they ended up; the fresh-session RSS
-//! rows show what that costs.
+//! is a few contiguous megabytes instead of a scatter over all of `.text`. The file lists keys:
+//! v0-mangled names without their build-specific parts (`scripts/order-key.awk`; [`order_key`]
+//! is the same in Rust), which the linker wrapper resolves to the link's names. A key outlives
+//! dependency, feature and build-shape changes, not code changes: a function renamed, added to
+//! the hot path or inlined away is missing until the file is regenerated. These rows say how
+//! many listed keys the binary's functions have and how far apart they ended up; the
+//! fresh-session RSS rows show what that costs.
 //!
 //! A binary linked with the file (it carries the absolute symbol `DSH_LINK_ORDER_FILE`, defined
-//! by the link) fails the run when under 80 % of the listed names are found: the file went stale
-//! (a dependency, feature or toolchain change) and the RSS rows would regress silently. A binary
+//! by the link) fails the run when under 80 % of the listed keys are found: the file went stale
+//! (the hot code changed, or the toolchain did) and the RSS rows would regress silently. A binary
 //! the file does not apply to (a debug build, another linker, `DSH_LINK_ORDER=off`) gets the
 //! rows without the budget.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -36,9 +38,9 @@ const FOUND: &str = "functions of `crates/cli/hot-functions.txt` in this binary"
 /// What the binary's symbol table says of the order file.
 #[derive(Clone, Copy, Debug)]
 pub struct Layout {
-    /// Function names the order file lists.
+    /// Function keys the order file lists.
     pub listed: usize,
-    /// Of those, names the binary defines.
+    /// Of those, keys of functions the binary defines.
     pub found: usize,
     /// Bytes from the first to the end of the last listed function in the binary.
     pub span: u64,
@@ -50,13 +52,62 @@ pub struct Layout {
     pub ordered: bool,
 }
 
-/// The names of `order` (one per line; `#` starts a comment, as for the linker).
+/// The keys of `order` (one per line; `#` starts a comment, as for the linker).
 fn listed(order: &str) -> HashSet<&str> {
     order
         .lines()
         .map(|l| l.split('#').next().unwrap_or_default().trim())
         .filter(|l| !l.is_empty())
         .collect()
+}
+
+/// The key of a symbol name in the order file: `scripts/order-key.awk`'s `order_key`, the same
+/// text changes in the same order (a test runs the awk file to keep the two equal):
+/// - a trailing `.llvm.<digits>` (ThinLTO's suffix of a promoted local) is dropped;
+/// - `Cs<base-62>_` (a crate's disambiguator) becomes `C_`;
+/// - then `B<base-62>_` (a back-reference, an offset into the name) becomes `B_`.
+pub fn order_key(name: &str) -> Cow<'_, str> {
+    let mut s = name;
+    if let Some(at) = s.rfind(".llvm.") {
+        let digits = &s[at + ".llvm.".len()..];
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            s = &s[..at];
+        }
+    }
+    let s = replace_runs(s, "Cs", 1, "C_");
+    let s = replace_runs(&s, "B", 0, "B_");
+    if s == name {
+        Cow::Borrowed(name)
+    } else {
+        Cow::Owned(s)
+    }
+}
+
+/// Replaces, left to right, each `prefix` followed by at least `min` ASCII alphanumerics and
+/// a `_` with `with` (the awk `gsub(/prefix[0-9A-Za-z]{min,}_/, with)` of [`order_key`]).
+fn replace_runs(s: &str, prefix: &str, min: usize, with: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let (mut i, mut copied) = (0, 0);
+    while i < b.len() {
+        if b[i..].starts_with(prefix.as_bytes()) {
+            let start = i + prefix.len();
+            let run = b[start..]
+                .iter()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .count();
+            if run >= min && b.get(start + run) == Some(&b'_') {
+                out.push_str(&s[copied..i]);
+                out.push_str(with);
+                i = start + run + 1;
+                copied = i;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out.push_str(&s[copied..]);
+    out
 }
 
 /// Reads `dsh`'s symbol table and compares it with the order file.
@@ -81,10 +132,12 @@ fn of(binary: &[u8], order: &str) -> Result<Layout> {
         if sym.kind() != SymbolKind::Text || sym.size() == 0 {
             continue;
         }
-        if names.contains(name) && seen.insert(name) {
+        let key = order_key(name);
+        if names.contains(key.as_ref()) {
             lo = lo.min(sym.address());
             hi = hi.max(sym.address() + sym.size());
             hot += sym.size();
+            seen.insert(key.into_owned());
         }
     }
     Ok(Layout {
@@ -176,6 +229,60 @@ mod tests {
         (row.verdict, row.exact)
     }
 
+    /// v0 names as the linker sees them: crate disambiguators, back-references, ThinLTO
+    /// suffixes, and names that are none of these.
+    const NAMES: [&str; 7] = [
+        "_RINvMNtNtCsjrHSEGnQ3l9_3std4sync9once_lockINtB3_8OnceLockINtNtB5_14reentrant_lock13ReentrantLockjEE10initializeNCINvB2_11get_or_initNCNvB2V_6stdout0E0zEB7_.llvm.3643936799275306673",
+        "_RNvCs1Ab_7dsh_cli4main",
+        "_RNvNtCs0_5Build_8Builder_3new",
+        "sqlite3VdbeExec",
+        "ZSTD_compressStream2",
+        "name.llvm.notdigits",
+        "_RNvCsz_3fooB_.llvm.",
+    ];
+
+    #[test]
+    fn keys_drop_crate_hashes_back_references_and_lto_suffixes() {
+        assert_eq!(
+            order_key(NAMES[0]),
+            "_RINvMNtNtC_3std4sync9once_lockINtB_8OnceLockINtNtB_14reentrant_lock13ReentrantLockjEE10initializeNCINvB_11get_or_initNCNvB_6stdout0E0zEB_"
+        );
+        assert_eq!(order_key(NAMES[1]), "_RNvC_7dsh_cli4main");
+        assert!(matches!(order_key(NAMES[3]), Cow::Borrowed(_)));
+        assert_eq!(order_key(NAMES[5]), "name.llvm.notdigits");
+        // Two builds' names of one function have one key.
+        assert_eq!(
+            order_key("_RNvCs1Ab_7dsh_cli4main.llvm.1"),
+            order_key("_RNvCsQQQQQQQQQQQ_7dsh_cli4main.llvm.2")
+        );
+    }
+
+    /// The linker wrapper and the generator compute keys with `scripts/order-key.awk`; this is
+    /// the same function or the bench would count keys the link never resolved.
+    #[test]
+    fn keys_are_those_of_the_awk_the_link_uses() {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/order-key.awk");
+        let mut child = std::process::Command::new("awk")
+            .args(["-v", "mode=key", "-f"])
+            .arg(&script)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("awk runs");
+        let input = NAMES.join("\n") + "\n";
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let theirs: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let ours: Vec<String> = NAMES.iter().map(|n| order_key(n).into_owned()).collect();
+        assert_eq!(ours, theirs);
+    }
+
     #[test]
     fn a_binary_linked_with_the_file_fails_under_80_percent_found() {
         use crate::report::Verdict;
@@ -205,10 +312,19 @@ mod tests {
             .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
             .filter_map(|s| Some((s.name().ok()?.to_owned(), s.address(), s.size())))
             .collect();
-        let once = |n: &str| all.iter().filter(|(m, _, _)| m == n).count() == 1;
+        let once = |n: &str| {
+            all.iter()
+                .filter(|(m, _, _)| order_key(m) == order_key(n))
+                .count()
+                == 1
+        };
         let fns: Vec<_> = all.iter().filter(|(n, _, _)| once(n)).take(3).collect();
         assert_eq!(fns.len(), 3);
-        let order = format!("{}\n{}\nnot_in_this_binary\n", fns[0].0, fns[1].0);
+        let order = format!(
+            "{}\n{}\nnot_in_this_binary\n",
+            order_key(&fns[0].0),
+            order_key(&fns[1].0)
+        );
         let l = of(&data, &order).unwrap();
         assert_eq!((l.listed, l.found), (3, 2));
         // A test binary is not linked with the order file.

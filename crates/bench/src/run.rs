@@ -88,6 +88,9 @@ impl World {
 /// it as `$HOME/.dsh-bench-rss`).
 pub const RSS_FIFO: &str = ".dsh-bench-rss";
 
+/// Numbers the `/proc/PID/smaps` copies taken when `DSH_BENCH_SMAPS` names a directory.
+static SMAPS_DUMPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// Answers each reader of a world's RSS FIFO with the `VmHWM`/`VmRSS` lines of the running
 /// dsh's own `/proc/PID/status`. A command in dsh's sandbox cannot read them itself: `bwrap`
 /// gives it a PID namespace of its own, where `$PPID` is the warm sandbox's supervisor and dsh
@@ -125,6 +128,13 @@ impl RssServer {
                         .map(|l| format!("{l}\n"))
                         .collect();
                     let _ = std::io::Write::write_all(&mut w, lines.as_bytes());
+                    // A copy of the mappings at this probe, for looking into where the pages are.
+                    if let (Some(dir), Some(p)) = (std::env::var_os("DSH_BENCH_SMAPS"), pid) {
+                        let n = SMAPS_DUMPS.fetch_add(1, Ordering::SeqCst);
+                        let to = PathBuf::from(dir).join(format!("smaps.{p}.{n:03}"));
+                        let _ = std::fs::copy(format!("/proc/{p}/smaps"), &to);
+                        let _ = dump_pagemap(p, &to.with_extension(format!("{n:03}.pagemap")));
+                    }
                 }
             })
         };
@@ -330,4 +340,38 @@ pub fn to_plain(path: &Path) -> Result<PathBuf> {
     std::fs::write(&plain, text).with_context(|| format!("writing {}", plain.display()))?;
     std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
     Ok(plain)
+}
+
+/// The present bits of every page of `pid`'s mappings (from `/proc/PID/pagemap`), one line a
+/// mapping: `start end perms name` and a string of `1`/`0`.
+fn dump_pagemap(pid: u32, to: &Path) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    let mut pm = std::fs::File::open(format!("/proc/{pid}/pagemap"))?;
+    let mut out = String::new();
+    for line in maps.lines() {
+        let mut it = line.split_whitespace();
+        let (Some(range), Some(perms)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let name = it.nth(3).unwrap_or("");
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else {
+            continue;
+        };
+        let pages = ((b - a) / 4096) as usize;
+        let mut buf = vec![0u8; pages * 8];
+        pm.seek(SeekFrom::Start(a / 4096 * 8))?;
+        if pm.read_exact(&mut buf).is_err() {
+            continue;
+        }
+        let bits: String = buf
+            .chunks(8)
+            .map(|c| if c[7] & 0x80 != 0 { '1' } else { '0' })
+            .collect();
+        out.push_str(&format!("{a:x} {b:x} {perms} {name} {bits}\n"));
+    }
+    std::fs::write(to, out)
 }
