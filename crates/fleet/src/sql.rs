@@ -1,6 +1,10 @@
 //! The statements of the queue.
 
-/// The schema, created when missing (under an advisory lock: workers start at once).
+/// The schema, created when missing (under an advisory lock: workers start at once). The
+/// column and index added after the first release are looked up first: `ALTER TABLE … ADD
+/// COLUMN IF NOT EXISTS` and `CREATE INDEX IF NOT EXISTS` lock the table before they find
+/// there is nothing to do (the first exclusively), so every connect, a worker's or `dsh tasks
+/// status`'s, waited for any transaction holding a task's row.
 pub(crate) const SCHEMA: &str = "
 BEGIN;
 SELECT pg_advisory_xact_lock(3939002);
@@ -28,8 +32,19 @@ CREATE TABLE IF NOT EXISTS dsh_tasks (
     started_at timestamptz,
     finished_at timestamptz
 );
-ALTER TABLE dsh_tasks ADD COLUMN IF NOT EXISTS timeout_seconds integer;
-CREATE INDEX IF NOT EXISTS dsh_tasks_claimable ON dsh_tasks (state, visible_until, id);
+DO $$
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_attribute
+        WHERE attrelid = 'dsh_tasks'::regclass AND attname = 'timeout_seconds' AND NOT attisdropped
+    ) THEN
+        ALTER TABLE dsh_tasks ADD COLUMN timeout_seconds integer;
+    END IF;
+    IF to_regclass('dsh_tasks_claimable') IS NULL THEN
+        CREATE INDEX dsh_tasks_claimable ON dsh_tasks (state, visible_until, id);
+    END IF;
+END
+$$;
 COMMIT;
 ";
 

@@ -165,3 +165,31 @@ async fn a_deferred_task_is_invisible_until_its_delay_passes() {
     assert_eq!((again.id, again.attempt), (1, 2));
     assert!(!fleet.finish(&first, &done()).await.unwrap());
 }
+
+/// Connecting to a queue that exists takes no table lock: a connect (a new worker, `dsh tasks
+/// status`) while another transaction holds a task's row goes through. It used to wait for that
+/// transaction (`ALTER TABLE … ADD COLUMN IF NOT EXISTS` locks the table exclusively first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_waits_for_no_transaction_holding_a_task() {
+    let Some((_c, url)) = db("connecting_waits_for_no_transaction_holding_a_task") else {
+        return;
+    };
+    let fleet = Fleet::connect(&url).await.unwrap();
+    fleet.submit(&[spec(0)]).await.unwrap();
+    let (holder, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    holder
+        .batch_execute("BEGIN; SELECT id FROM dsh_tasks WHERE id = 1 FOR UPDATE")
+        .await
+        .unwrap();
+    // A bound on a wait that used to be endless, not a timing figure.
+    let second = tokio::time::timeout(Duration::from_secs(60), Fleet::connect(&url)).await;
+    assert!(
+        second.is_ok(),
+        "connect waited for the transaction holding task 1"
+    );
+    second.unwrap().unwrap();
+    holder.batch_execute("COMMIT").await.unwrap();
+}

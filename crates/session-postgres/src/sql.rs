@@ -55,11 +55,21 @@ CREATE OR REPLACE FUNCTION dsh_json(line text) RETURNS jsonb
                  THEN regexp_replace(line, '(?<!\\\\)\\\\u0000', '', 'g')
                  ELSE line END)::jsonb
 $f$;
-DROP INDEX IF EXISTS dsh_events_body_fts;
-CREATE INDEX IF NOT EXISTS dsh_events_doc ON dsh_events USING gin (doc) WHERE doc IS NOT NULL;
-CREATE INDEX IF NOT EXISTS dsh_events_unindexed ON dsh_events (session_id, seq)
-    WHERE doc IS NULL AND kind IN ('user/message', 'assistant/message', 'session/title',
-                                   'tool/call', 'tool/result');
+-- Indexes looked up first: CREATE INDEX IF NOT EXISTS takes the table's SHARE lock before it
+-- finds the index there, so every connect waited for the writers' inserts (and held theirs).
+DO $$ BEGIN
+    IF to_regclass('dsh_events_body_fts') IS NOT NULL THEN
+        DROP INDEX dsh_events_body_fts;
+    END IF;
+    IF to_regclass('dsh_events_doc') IS NULL THEN
+        CREATE INDEX dsh_events_doc ON dsh_events USING gin (doc) WHERE doc IS NOT NULL;
+    END IF;
+    IF to_regclass('dsh_events_unindexed') IS NULL THEN
+        CREATE INDEX dsh_events_unindexed ON dsh_events (session_id, seq)
+            WHERE doc IS NULL AND kind IN ('user/message', 'assistant/message', 'session/title',
+                                           'tool/call', 'tool/result');
+    END IF;
+END $$;
 COMMIT;
 ";
 

@@ -317,3 +317,32 @@ async fn a_batch_whose_prefix_is_already_stored_sends_only_the_rest() {
     a.commit("s1").await.unwrap();
     assert_eq!(a.read_session("s1").unwrap().events.len(), 6);
 }
+
+/// Connecting to a store whose schema exists takes no lock that a writer's insert holds: a
+/// host starting (or `dsh sessions list --store`) while another host's batch is in flight goes
+/// through. It used to wait for that transaction (`CREATE INDEX IF NOT EXISTS` takes the events
+/// table's SHARE lock before it finds the index).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_waits_for_no_writer_transaction() {
+    let Some((_c, url)) = database("connecting_waits_for_no_writer_transaction") else {
+        return;
+    };
+    drop(store(&url, "first"));
+    let writer = sql(&url).await;
+    writer
+        .batch_execute("BEGIN; LOCK TABLE dsh_events IN ROW EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let connect = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || store(&url, "second"))
+    };
+    // A bound on a wait that used to be endless, not a timing figure.
+    let second = tokio::time::timeout(std::time::Duration::from_secs(60), connect).await;
+    assert!(
+        second.is_ok(),
+        "connect waited for the transaction inserting events"
+    );
+    drop(second.unwrap().unwrap());
+    writer.batch_execute("COMMIT").await.unwrap();
+}
