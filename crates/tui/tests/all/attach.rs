@@ -180,8 +180,10 @@ fn two_tuis_attached_to_one_session_stream_alike_and_share_an_approval() {
         &attach,
     ]);
     let one = "t:0.0";
+    // The welcome line, not the composer's placeholder (`Ask dsh anything · /help for
+    // commands`), which is drawn first.
     let screen = tmux.wait(one, "the first UI's session", |s| {
-        s.contains("/help for commands") && s.contains("Ask dsh anything")
+        shown_id(s).is_some() && s.contains("Ask dsh anything")
     });
     let id = session_id(&screen);
     tmux.run(&["split-window", "-h", "-t", one, &format!("{attach} '{id}'")]);
