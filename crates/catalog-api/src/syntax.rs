@@ -115,14 +115,7 @@ pub fn is_word_alone(c: char) -> bool {
 
 /// `text` cut to at most `max` bytes at a character boundary (how much of a text is indexed).
 pub fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(max)]
 }
 
 #[cfg(test)]

@@ -265,13 +265,7 @@ pub fn repair_surrogates(json: &str) -> Option<(String, u64)> {
 /// At most 64 bytes of a JSON value's text, for notes and warnings.
 fn short(v: &Value) -> String {
     let mut s = v.to_string();
-    if s.len() > 64 {
-        let mut end = 64;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-    }
+    s.truncate(s.floor_char_boundary(64));
     s
 }
 

@@ -38,13 +38,7 @@ pub(crate) fn words(text: &str) -> Vec<String> {
     fn flush(cur: &mut String, out: &mut Vec<String>) {
         if !cur.is_empty() {
             let mut w = std::mem::take(cur).to_lowercase();
-            if w.len() > WORD_MAX {
-                let mut end = WORD_MAX;
-                while !w.is_char_boundary(end) {
-                    end -= 1;
-                }
-                w.truncate(end);
-            }
+            w.truncate(w.floor_char_boundary(WORD_MAX));
             out.push(w);
         }
     }
@@ -221,14 +215,8 @@ pub(crate) fn snippet(body: &str, query: &str) -> (String, Vec<(usize, usize)>) 
     } else {
         None
     };
-    let mut start = first.map(|p| p.saturating_sub(40)).unwrap_or(0);
-    while !flat.is_char_boundary(start) {
-        start -= 1;
-    }
-    let mut end = (start + 160).min(flat.len());
-    while !flat.is_char_boundary(end) {
-        end -= 1;
-    }
+    let start = flat.floor_char_boundary(first.map(|p| p.saturating_sub(40)).unwrap_or(0));
+    let end = flat.floor_char_boundary(start + 160);
     let text = flat[start..end].to_owned();
     let mut marks: Vec<(usize, usize)> = Vec::new();
     if same {

@@ -9,14 +9,7 @@ pub(crate) const MAX_BYTES: usize = 80;
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
 pub(crate) fn cut(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    &s[..s.floor_char_boundary(max)]
 }
 
 /// The fallback title of a prompt: its first five words (whitespace collapsed), at most 40 bytes.

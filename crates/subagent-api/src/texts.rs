@@ -105,14 +105,7 @@ pub const MAX_DIAGNOSTIC_BYTES: usize = 4096;
 
 /// `text` cut to at most [`MAX_DIAGNOSTIC_BYTES`] on a char boundary.
 pub fn clip_diagnostic(text: &str) -> String {
-    if text.len() <= MAX_DIAGNOSTIC_BYTES {
-        return text.to_owned();
-    }
-    let mut end = MAX_DIAGNOSTIC_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
+    text[..text.floor_char_boundary(MAX_DIAGNOSTIC_BYTES)].to_owned()
 }
 
 #[cfg(test)]

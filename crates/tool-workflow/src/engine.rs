@@ -326,11 +326,7 @@ fn fail_text(text: &str) -> String {
 
 fn cut(mut text: String) -> String {
     if text.len() > MAX_ERROR_TEXT {
-        let mut end = MAX_ERROR_TEXT;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
+        text.truncate(text.floor_char_boundary(MAX_ERROR_TEXT));
         text.push('…');
     }
     text
