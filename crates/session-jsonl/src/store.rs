@@ -76,8 +76,12 @@ pub(crate) struct Writer {
     len: u64,
     /// Serialized, not yet durable lines.
     buffer: Vec<u8>,
-    /// Bytes written past the last `fdatasync` outside a batch (a streamed large line).
+    /// Bytes written past the last `fdatasync` outside a batch (a streamed large line, or
+    /// the file published by a write-through).
     unsynced: bool,
+    /// The file was published by a write-through: neither its bytes nor its name in the
+    /// directory are durable yet (the next durable flush syncs both).
+    name_unsynced: bool,
     /// A torn tail to truncate away before the first append (deferred so that a log refused by
     /// admission is never modified).
     truncate_to: Option<u64>,
@@ -100,6 +104,7 @@ impl Writer {
             len: 0,
             buffer: Vec::new(),
             unsynced: false,
+            name_unsynced: false,
             truncate_to: None,
             successor: None,
             encoder: crate::zstd::FrameEncoder::default(),
@@ -274,6 +279,12 @@ fn select(dir: &Path) -> Result<Option<Selected>, StoreError> {
         let Some((n, z)) = name.to_str().and_then(parse_generation) else {
             continue;
         };
+        // An empty file holds nothing, not even a header: a new session's file whose
+        // publication a power loss cut before its first durable flush (a write-through
+        // publishes without fsync). No session is there.
+        if e.metadata().is_ok_and(|m| m.len() == 0) {
+            continue;
+        }
         if z {
             zstd = true
         } else {
@@ -317,9 +328,17 @@ pub(crate) fn sync_dir(dir: &Path) {
     }
 }
 
-/// Writes `bytes` to a temporary file in `dir`, fsyncs it, and links it to `name` without
-/// overwriting (format §1.6). A failed link means another writer won: `Locked`.
-fn publish(dir: &Path, name: &str, parts: &[&[u8]], id: &str) -> Result<File, StoreError> {
+/// Writes `bytes` to a temporary file in `dir` and links it to `name` without overwriting
+/// (format §1.6). A failed link means another writer won: `Locked`. `durable`: the file is
+/// fsynced before the link and the directory after it; without, both are left to the caller's
+/// next durable flush (a write-through only promises what survives the process).
+fn publish(
+    dir: &Path,
+    name: &str,
+    parts: &[&[u8]],
+    id: &str,
+    durable: bool,
+) -> Result<File, StoreError> {
     let tmp = dir.join(format!(
         ".{name}.tmp-{}-{}",
         std::process::id(),
@@ -334,7 +353,9 @@ fn publish(dir: &Path, name: &str, parts: &[&[u8]], id: &str) -> Result<File, St
         for bytes in parts {
             f.write_all(bytes).map_err(|e| io("writing", &tmp, e))?;
         }
-        f.sync_all().map_err(|e| io("syncing", &tmp, e))?;
+        if durable {
+            f.sync_all().map_err(|e| io("syncing", &tmp, e))?;
+        }
         let target = dir.join(name);
         match fs::hard_link(&tmp, &target) {
             Ok(()) => {}
@@ -343,7 +364,9 @@ fn publish(dir: &Path, name: &str, parts: &[&[u8]], id: &str) -> Result<File, St
             }
             Err(e) => return Err(io("publishing", &target, e)),
         }
-        sync_dir(dir);
+        if durable {
+            sync_dir(dir);
+        }
         OpenOptions::new()
             .append(true)
             .open(&target)
@@ -492,69 +515,22 @@ impl Writer {
     }
 
     /// Writes the buffer to the published file without syncing (process-crash safe). Before the
-    /// file exists, the full publishing flush runs instead.
+    /// file exists, it is published without syncing too (a new session's first write-through
+    /// is on the way to its first request: two fsyncs there cost more than the rest of the
+    /// start); a v3 successor or a torn tail to cut runs the full durable flush instead.
     fn write_through(&mut self) -> Result<(), StoreError> {
-        if self.file.is_none() || self.truncate_to.is_some() {
+        if self.truncate_to.is_some() || self.successor.is_some() {
             return self.flush();
+        }
+        if self.file.is_none() {
+            return self.publish(false);
         }
         self.append_batch(false)
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
         if self.file.is_none() {
-            fs::create_dir_all(&self.dir).map_err(|e| io("creating", &self.dir, e))?;
-            if self.lock.is_none() {
-                self.lock = Some(take_lock(&self.dir, &self.header.id)?);
-            }
-            let mut plain = self.header.to_json_line().into_bytes();
-            plain.push(b'\n');
-            let header_len = plain.len();
-            if let Some((events, v3, len, mtime)) = &self.successor {
-                let meta = fs::metadata(v3).map_err(|e| io("inspecting", v3, e))?;
-                if meta.len() != *len || meta.modified().ok() != *mtime {
-                    return Err(StoreError::SourceChanged { path: v3.clone() });
-                }
-                plain.extend_from_slice(events);
-                let check = decode_jsonl(&plain, VERSION, "v4 successor", &self.header.id)?;
-                if check.torn {
-                    return Err(StoreError::SuccessorUnverified { path: v3.clone() });
-                }
-                // The successor's events and the batch are one frame: joined (a one-off).
-                plain.extend_from_slice(&self.buffer);
-            }
-            let batch: &[u8] = if self.successor.is_some() {
-                &[]
-            } else {
-                &self.buffer
-            };
-            // The pending batch is written from its own buffer, never copied behind the header
-            // (a first turn with a long answer is a megabyte).
-            let file_bytes = if self.zstd {
-                // Frame 1 is exactly the header line; the rest is the first batch's frame.
-                let mut framed = Vec::new();
-                crate::zstd::encode_frame(&plain[..header_len], &mut framed);
-                for rest in [&plain[header_len..], batch] {
-                    if !rest.is_empty() {
-                        crate::zstd::encode_frame(rest, &mut framed);
-                    }
-                }
-                publish(&self.dir, &self.file_name(), &[&framed], &self.header.id)
-                    .map(|f| (f, framed.len()))
-            } else {
-                publish(
-                    &self.dir,
-                    &self.file_name(),
-                    &[&plain, batch],
-                    &self.header.id,
-                )
-                .map(|f| (f, plain.len() + batch.len()))
-            };
-            let (file, written) = file_bytes?;
-            self.len = written as u64;
-            self.file = Some(file);
-            self.release_buffer();
-            self.successor = None;
-            return Ok(());
+            return self.publish(true);
         }
         let path = self.dir.join(self.file_name());
         if let (Some(len), Some(file)) = (self.truncate_to, self.file.as_mut()) {
@@ -564,7 +540,69 @@ impl Writer {
             tracing::warn!(session = %self.header.id, path = %path.display(), "dropped a torn tail");
             self.truncate_to = None;
         }
-        self.append_batch(true)
+        self.append_batch(true)?;
+        if self.name_unsynced {
+            // The bytes are durable (`append_batch` synced them); now the name.
+            sync_dir(&self.dir);
+            self.name_unsynced = false;
+        }
+        Ok(())
+    }
+
+    /// Creates the session's file with the header and the pending batch (and a v3 successor's
+    /// events). `durable`: synced, file and name; else the next durable flush syncs them.
+    fn publish(&mut self, durable: bool) -> Result<(), StoreError> {
+        fs::create_dir_all(&self.dir).map_err(|e| io("creating", &self.dir, e))?;
+        if self.lock.is_none() {
+            self.lock = Some(take_lock(&self.dir, &self.header.id)?);
+        }
+        let mut plain = self.header.to_json_line().into_bytes();
+        plain.push(b'\n');
+        let header_len = plain.len();
+        if let Some((events, v3, len, mtime)) = &self.successor {
+            let meta = fs::metadata(v3).map_err(|e| io("inspecting", v3, e))?;
+            if meta.len() != *len || meta.modified().ok() != *mtime {
+                return Err(StoreError::SourceChanged { path: v3.clone() });
+            }
+            plain.extend_from_slice(events);
+            let check = decode_jsonl(&plain, VERSION, "v4 successor", &self.header.id)?;
+            if check.torn {
+                return Err(StoreError::SuccessorUnverified { path: v3.clone() });
+            }
+            // The successor's events and the batch are one frame: joined (a one-off).
+            plain.extend_from_slice(&self.buffer);
+        }
+        let batch: &[u8] = if self.successor.is_some() {
+            &[]
+        } else {
+            &self.buffer
+        };
+        let name = self.file_name();
+        // The pending batch is written from its own buffer, never copied behind the header
+        // (a first turn with a long answer is a megabyte).
+        let (file, written) = if self.zstd {
+            // Frame 1 is exactly the header line; the rest is the first batch's frames, all
+            // with the writer's kept context (one context initialised, not one per frame).
+            let mut framed = Vec::new();
+            self.encoder.encode(&plain[..header_len], &mut framed);
+            for rest in [&plain[header_len..], batch] {
+                if !rest.is_empty() {
+                    self.encoder.encode(rest, &mut framed);
+                }
+            }
+            let file = publish(&self.dir, &name, &[&framed], &self.header.id, durable)?;
+            (file, framed.len())
+        } else {
+            let file = publish(&self.dir, &name, &[&plain, batch], &self.header.id, durable)?;
+            (file, plain.len() + batch.len())
+        };
+        self.len = written as u64;
+        self.file = Some(file);
+        self.unsynced = !durable;
+        self.name_unsynced = !durable;
+        self.release_buffer();
+        self.successor = None;
+        Ok(())
     }
 }
 
@@ -737,9 +775,10 @@ impl SessionPersistence for JsonlStore {
         let Some(mut w) = open.remove(id) else {
             return Ok(());
         };
-        // Only pending appends are written: closing a refused or untouched session changes
-        // nothing on disk (no torn-tail truncation, no v3 successor, no header-only file).
-        let result = if w.buffer.is_empty() {
+        // Only pending appends are written, and a file a write-through published is made
+        // durable: closing a refused or untouched session changes nothing on disk (no
+        // torn-tail truncation, no v3 successor, no header-only file).
+        let result = if w.buffer.is_empty() && !w.name_unsynced {
             Ok(())
         } else {
             w.flush()
@@ -856,3 +895,7 @@ fn latest_title(bytes: &[u8]) -> Option<String> {
     }
     title
 }
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

@@ -478,3 +478,21 @@ fn write_through_hands_appends_to_the_file_before_the_turn_end() {
     block_on(s.write_through()).unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 4);
 }
+
+#[test]
+fn an_empty_log_file_is_no_session() {
+    // What a power loss can leave of a session whose first write-through published its file
+    // without fsync: the name, with no bytes. Nothing was committed there.
+    let tmp = tempfile::tempdir().unwrap();
+    let (backend, sessions) = store(tmp.path());
+    let s = sessions.create(opts("s-kept")).unwrap();
+    turn(&s, 1);
+    block_on(s.flush()).unwrap();
+    let dir = tmp.path().join("--home-u-proj--").join("s-cut");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("session.v4.jsonl"), b"").unwrap();
+    let listed: Vec<String> = backend.list().unwrap().into_iter().map(|s| s.id).collect();
+    assert_eq!(listed, ["s-kept"]);
+    let err = backend.open_read("s-cut").unwrap_err();
+    assert_eq!(err.code(), "SESSION_NOT_FOUND", "{err}");
+}

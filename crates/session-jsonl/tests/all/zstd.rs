@@ -99,8 +99,8 @@ fn zstd_logs_are_read_and_continued_in_zstd() {
     assert_eq!(log.tracker().last_turn(), 3);
     std::fs::write(&zpath, &zbytes).unwrap();
 
-    // One encoding per directory.
-    std::fs::write(zdir.join("session.v3.jsonl"), b"").unwrap();
+    // One encoding per directory (an empty file is no generation: a non-empty one).
+    std::fs::write(zdir.join("session.v3.jsonl"), b"{}\n").unwrap();
     let err = backend.open_read("zs").unwrap_err();
     assert!(err.to_string().contains("mixes plain and zstd"), "{err}");
 }
