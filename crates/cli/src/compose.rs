@@ -10,7 +10,15 @@ use crate::home;
 use crate::{ComposeArgs, Failure};
 
 /// The built-in `headless` preset.
+#[cfg(test)]
 pub(crate) const HEADLESS_PRESET: &str = include_str!("../presets/headless.yaml");
+/// [`HEADLESS_PRESET`] as JSON (converted by build.rs): what a start parses.
+const HEADLESS_PRESET_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/headless.json"));
+
+/// The built-in `headless` composition (`preset:headless`).
+pub(crate) fn headless_preset() -> Result<Layer, Failure> {
+    Layer::parse_json("preset:headless", HEADLESS_PRESET_JSON).map_err(Failure::usage)
+}
 
 /// Every plugin the binary knows, by name.
 pub(crate) fn registry() -> PluginRegistry {
@@ -81,8 +89,7 @@ fn read_layer(path: &Path) -> Result<Layer, Failure> {
 /// `$DSH_HOME/mcp.json` and the project's `.mcp.json`, `--config`, each `--patch`, the store of
 /// `--store` / `DSH_STORE`.
 pub(crate) fn layers(args: &ComposeArgs) -> Result<Vec<Layer>, Failure> {
-    let mut layers =
-        vec![Layer::parse("preset:headless", HEADLESS_PRESET).map_err(Failure::usage)?];
+    let mut layers = vec![headless_preset()?];
     let user = home::user_file();
     if user.is_file() {
         layers.push(read_layer(&user)?);
@@ -112,4 +119,26 @@ pub(crate) fn compose(
     let mut composition = Composition::compose(&layers, registry).map_err(Failure::usage)?;
     crate::mcp_cmd::require_sandbox(&mut composition);
     Ok(composition)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JSON a start reads is the YAML's composition, row for row (build.rs converts it).
+    #[test]
+    fn the_built_in_presets_read_as_json_are_their_yaml() {
+        let yaml = Layer::parse("preset:headless", HEADLESS_PRESET).unwrap();
+        let json = headless_preset().unwrap();
+        assert!(yaml.rows.len() > 20, "{} rows", yaml.rows.len());
+        assert_eq!(json, yaml);
+        let yaml = Layer::parse("profile:sdk", include_str!("../presets/sdk.yaml")).unwrap();
+        let json = Layer::parse_json(
+            "profile:sdk",
+            include_str!(concat!(env!("OUT_DIR"), "/sdk.json")),
+        )
+        .unwrap();
+        assert!(!yaml.rows.is_empty());
+        assert_eq!(json, yaml);
+    }
 }

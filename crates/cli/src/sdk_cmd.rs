@@ -20,11 +20,12 @@ use dsh_protocol::Client;
 use dsh_sdk_server::{ConnectError, Connector, Init, SdkServerConfig, ServeEnd, aliases};
 use parking_lot::Mutex;
 
-use crate::compose::{HEADLESS_PRESET, registry};
+use crate::compose::{headless_preset, registry};
 use crate::{ComposeArgs, Failure};
 
-/// The built-in `sdk` profile's layer over the headless preset.
-const SDK_PRESET: &str = include_str!("../presets/sdk.yaml");
+/// The built-in `sdk` profile's layer over the headless preset (`presets/sdk.yaml`, converted
+/// to JSON by build.rs).
+const SDK_PRESET_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/sdk.json"));
 
 /// Profile options of the top-level command.
 #[derive(Debug, Args, Default)]
@@ -69,8 +70,8 @@ pub(crate) fn profile_layers(
     if base.is_file() {
         layers.push(read_layer(&base)?);
     } else if name == "sdk" {
-        layers.push(Layer::parse("preset:headless", HEADLESS_PRESET).map_err(Failure::usage)?);
-        layers.push(Layer::parse("profile:sdk", SDK_PRESET).map_err(Failure::usage)?);
+        layers.push(headless_preset()?);
+        layers.push(Layer::parse_json("profile:sdk", SDK_PRESET_JSON).map_err(Failure::usage)?);
     } else {
         return Err(Failure::usage(anyhow!(
             "profile \"{name}\" does not exist (built in: sdk; or create {})",

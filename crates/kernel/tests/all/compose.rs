@@ -122,6 +122,38 @@ fn errors_name_the_file_the_row_and_the_field() {
     assert_eq!(dup.to_string(), "user.yaml: duplicate row id `echo`");
 }
 
+#[test]
+fn a_json_layer_reads_as_its_yaml_and_names_its_errors() {
+    let yaml = Layer::parse(
+        "p",
+        "plugins:\n  - name: echo\n    config: {greeting: hi, n: 2}\n  - id: o\n    name: other\n    disabled: true\n",
+    )
+    .unwrap();
+    let json = Layer::parse_json(
+        "p",
+        r#"{"plugins":[{"name":"echo","config":{"greeting":"hi","n":2}},{"id":"o","name":"other","disabled":true}]}"#,
+    )
+    .unwrap();
+    assert_eq!(json, yaml);
+    assert_eq!(json.rows[0].id, "echo", "the id defaults to the name");
+
+    let syntax = Layer::parse_json("preset:x", r#"{"plugins": [}"#).unwrap_err();
+    assert!(matches!(syntax, ComposeError::Syntax { .. }));
+    assert!(syntax.to_string().starts_with("preset:x: "), "{syntax}");
+    let field =
+        Layer::parse_json("preset:x", r#"{"plugins":[{"name":"echo","confg":{}}]}"#).unwrap_err();
+    assert!(
+        field.to_string().contains("unknown field `confg`"),
+        "{field}"
+    );
+    let dup = Layer::parse_json(
+        "preset:x",
+        r#"{"plugins":[{"name":"echo"},{"name":"echo"}]}"#,
+    )
+    .unwrap_err();
+    assert_eq!(dup.to_string(), "preset:x: duplicate row id `echo`");
+}
+
 #[tokio::test]
 async fn composer_restarts_only_changed_rows() {
     let k = Kernel::new(registry());
