@@ -151,6 +151,33 @@ impl RssServer {
     }
 }
 
+/// Kills a process (`SIGKILL`) that is still running when its limit passes.
+struct Watchdog {
+    done: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<bool>,
+}
+
+impl Watchdog {
+    fn start(pid: u32, limit: Duration) -> Self {
+        let (done, ended) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            if ended.recv_timeout(limit) != Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                return false;
+            }
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            true
+        });
+        Self { done, thread }
+    }
+
+    /// Ends the watch once the process was reaped: whether it had to be killed.
+    fn stop(self) -> bool {
+        let _ = self.done.send(());
+        self.thread.join().unwrap_or(false)
+    }
+}
+
 /// The first child of process `pid` (`/proc/PID/task/PID/children`).
 fn only_child(pid: u32) -> Option<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
@@ -193,6 +220,29 @@ pub struct RunOutput {
 /// Runs `dsh args..` in `world`; with `probe`, under `dsh-bench __probe` for wall time, peak RSS
 /// and write volume. Fails when `dsh` exits non-zero, with its stderr.
 pub fn run_dsh(dsh: &Path, world: &World, args: &[&str], probe: bool) -> Result<RunOutput> {
+    run_dsh_limited(dsh, world, args, probe, None)
+}
+
+/// [`run_dsh`] without the probe, killed (`SIGKILL`) when it runs past `limit`: a composition
+/// that never starts fails its row instead of hanging the bench. The deadline is kept by a
+/// thread of the bench, not by a `timeout` process in front of `dsh`: that one's own fork and
+/// exec (~0.6 ms) landed inside a spawn → first request figure.
+pub fn run_dsh_within(
+    dsh: &Path,
+    world: &World,
+    args: &[&str],
+    limit: Duration,
+) -> Result<RunOutput> {
+    run_dsh_limited(dsh, world, args, false, Some(limit))
+}
+
+fn run_dsh_limited(
+    dsh: &Path,
+    world: &World,
+    args: &[&str],
+    probe: bool,
+    limit: Option<Duration>,
+) -> Result<RunOutput> {
     let report_file = tempfile::NamedTempFile::new().context("creating the probe report file")?;
     let mut cmd = if probe {
         let me = std::env::current_exe().context("locating the dsh-bench binary for the probe")?;
@@ -208,8 +258,17 @@ pub fn run_dsh(dsh: &Path, world: &World, args: &[&str], probe: bool) -> Result<
         .spawn()
         .with_context(|| format!("running {}", dsh.display()))?;
     let rss = RssServer::start(world.home.path().join(RSS_FIFO), child.id(), probe);
+    let watchdog = limit.map(|limit| Watchdog::start(child.id(), limit));
     let out = child.wait_with_output();
+    let overran = watchdog.is_some_and(Watchdog::stop);
     rss.stop();
+    if overran {
+        bail!(
+            "`dsh {}` ran past its {} s limit and was killed",
+            args.join(" "),
+            limit.map_or(0, |l| l.as_secs())
+        );
+    }
     let out = out.with_context(|| format!("running {}", dsh.display()))?;
     let bench_wall = spawned_at.elapsed();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -13,10 +13,10 @@ use anyhow::{Context, Result, bail, ensure};
 use dsh_testkit::Completion;
 
 use crate::report::{Group, Row};
-use crate::run::{World, run_dsh};
+use crate::run::{World, run_dsh_within};
 
-/// Seconds a startup run may take before it is stopped (a composition that never starts).
-const RUN_LIMIT_S: &str = "20";
+/// How long a startup run may take before it is stopped (a composition that never starts).
+const RUN_LIMIT: Duration = Duration::from_secs(20);
 
 /// Spawn → first request budget of the default composition, ms (issue 33).
 pub const FIRST_REQUEST_BUDGET_MS: f64 = 10.0;
@@ -93,11 +93,10 @@ fn first_request_ms(dsh: &Path, without: Option<(&str, &str)>) -> Result<f64> {
     world
         .server
         .push(Completion::new().text("Startup probe done.").reply());
-    // Under `timeout`: a composition missing a row another one waits for may never start.
-    let mut args = vec![RUN_LIMIT_S.to_owned(), dsh.display().to_string()];
-    args.extend(args_without(&world, without)?);
+    // Within a limit: a composition missing a row another one waits for may never start.
+    let args = args_without(&world, without)?;
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = run_dsh(Path::new("timeout"), &world, &args, false)
+    let out = run_dsh_within(dsh, &world, &args, RUN_LIMIT)
         .with_context(|| format!("the startup run without {without:?}"))?;
     let reqs = world
         .server
