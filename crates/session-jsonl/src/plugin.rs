@@ -1,6 +1,7 @@
 //! [`JsonlPlugin`]: mounts the JSONL backend on the kernel. Provides the `session-persistence`
 //! service, buffers every `session/event` and makes it durable at `session/flush` (write +
-//! fsync on a blocking thread).
+//! fsync on a blocking thread; a write-through without fsync runs in place when the store's
+//! lock is free).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -64,6 +65,13 @@ impl Plugin for JsonlPlugin {
             async move {
                 let id = Arc::clone(&ev.session_id);
                 let durable = ev.durable;
+                // A write-through is a buffered write (no fsync): done in place when the
+                // store is free, without a hop to a blocking thread and back (several per
+                // step: the loop's before each tool, the host's log stream's before it hands
+                // records on).
+                if !durable && let Some(done) = s.try_write_through(&id) {
+                    return done.map_err(Into::into);
+                }
                 tokio::task::spawn_blocking(move || {
                     if durable {
                         s.flush(&id)

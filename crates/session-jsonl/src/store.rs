@@ -702,6 +702,23 @@ impl JsonlStore {
         out
     }
 
+    /// A write-through that runs here and now when it is quick: the store's lock is free and
+    /// the write needs no fsync (a buffered `write(2)` of the pending batch, or a new file's
+    /// unsynced publication). `None` when it is not (the lock is held, by a durable flush
+    /// perhaps; a torn tail to cut or a v3 successor to publish, which sync): the caller runs
+    /// [`SessionPersistence::write_through`] on a blocking thread instead. Lets an async
+    /// caller skip a thread hop for the common case, which is most often an empty buffer.
+    pub fn try_write_through(&self, id: &str) -> Option<Result<(), SessionError>> {
+        let mut open = self.open.try_lock()?;
+        let Some(w) = open.get_mut(id) else {
+            return Some(Err(SessionError::Closed(id.to_string())));
+        };
+        if w.truncate_to.is_some() || w.successor.is_some() {
+            return None;
+        }
+        Some(w.write_through().map_err(SessionError::from))
+    }
+
     fn with_writer<T>(
         &self,
         id: &str,

@@ -54,3 +54,22 @@ fn a_first_flush_publishes_durably() {
     store.flush("s-owed").expect("flushed");
     assert_eq!(owed(&store, "s-owed"), (false, false));
 }
+
+#[test]
+fn a_write_through_in_place_runs_when_the_store_is_free_and_defers_when_it_is_not() {
+    let (_tmp, store) = new_session(Compression::Zstd);
+    {
+        let _held = store.open.lock();
+        assert!(
+            store.try_write_through("s-owed").is_none(),
+            "the lock is held"
+        );
+    }
+    assert!(matches!(store.try_write_through("s-owed"), Some(Ok(()))));
+    assert_eq!(owed(&store, "s-owed"), (true, true));
+    assert_eq!(store.load("s-owed").expect("readable").events.len(), 1);
+    assert!(matches!(
+        store.try_write_through("s-unknown"),
+        Some(Err(dsh_session::SessionError::Closed(_)))
+    ));
+}
