@@ -9,10 +9,10 @@ use dsh_kernel::{Composition, Layer, PluginRegistry};
 use crate::home;
 use crate::{ComposeArgs, Failure};
 
-/// The built-in `headless` preset.
+/// The built-in `headless` preset as written (tests compare it with its JSON form).
 #[cfg(test)]
 pub(crate) const HEADLESS_PRESET: &str = include_str!("../presets/headless.yaml");
-/// [`HEADLESS_PRESET`] as JSON (converted by build.rs): what a start parses.
+/// `presets/headless.yaml` as JSON (converted by build.rs): what a start parses.
 const HEADLESS_PRESET_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/headless.json"));
 
 /// The built-in `headless` composition (`preset:headless`).
