@@ -519,13 +519,19 @@ impl Writer {
     /// is on the way to its first request: two fsyncs there cost more than the rest of the
     /// start); a v3 successor or a torn tail to cut runs the full durable flush instead.
     fn write_through(&mut self) -> Result<(), StoreError> {
-        if self.truncate_to.is_some() || self.successor.is_some() {
+        if self.write_through_syncs() {
             return self.flush();
         }
         if self.file.is_none() {
             return self.publish(false);
         }
         self.append_batch(false)
+    }
+
+    /// Whether a write-through must run the durable flush: a torn tail to cut or a v3
+    /// successor to publish (both sync).
+    fn write_through_syncs(&self) -> bool {
+        self.truncate_to.is_some() || self.successor.is_some()
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
@@ -713,7 +719,7 @@ impl JsonlStore {
         let Some(w) = open.get_mut(id) else {
             return Some(Err(SessionError::Closed(id.to_string())));
         };
-        if w.truncate_to.is_some() || w.successor.is_some() {
+        if w.write_through_syncs() {
             return None;
         }
         Some(w.write_through().map_err(SessionError::from))
