@@ -264,9 +264,9 @@ fn run_dsh_limited(
     rss.stop();
     if overran {
         bail!(
-            "`dsh {}` ran past its {} s limit and was killed",
+            "`dsh {}` ran past its {:?} limit and was killed",
             args.join(" "),
-            limit.map_or(0, |l| l.as_secs())
+            limit.unwrap_or_default()
         );
     }
     let out = out.with_context(|| format!("running {}", dsh.display()))?;
@@ -433,4 +433,34 @@ fn dump_pagemap(pid: u32, to: &Path) -> std::io::Result<()> {
         out.push_str(&format!("{a:x} {b:x} {perms} {name} {bits}\n"));
     }
     std::fs::write(to, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_past_its_limit_is_killed_and_named() {
+        let world = World::new().unwrap();
+        let err = run_dsh_within(
+            Path::new("sleep"),
+            &world,
+            &["30"],
+            Duration::from_millis(200),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("ran past its 200ms limit and was killed"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_run_within_its_limit_is_not_killed() {
+        let world = World::new().unwrap();
+        let out =
+            run_dsh_within(Path::new("echo"), &world, &["hi"], Duration::from_secs(20)).unwrap();
+        assert_eq!(out.stdout, "hi\n");
+    }
 }
