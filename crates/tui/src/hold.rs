@@ -60,6 +60,67 @@ fn is_input(action: &Action) -> bool {
     )
 }
 
+/// What this UI has shown of the rewind it applied, for the move to the fork.
+///
+/// The host commits the old session's `sessionForked` and sends the command's `commandRan`
+/// before it answers the command, but the events and the answer travel apart (the
+/// subscription, the op's answer): the answer may come first. The UI moves on the answer;
+/// what the stream has not shown of the two by then is shown from the answer, so the screen
+/// says where the session continues either way, and once.
+#[derive(Debug, Default)]
+pub struct Told {
+    /// The forks whose `sessionForked` the stream showed.
+    notices: Vec<String>,
+    /// The forks whose `commandRan` the stream showed.
+    outputs: Vec<String>,
+    /// The rewind's answer: the fork and the command's output.
+    answer: Option<(String, String)>,
+}
+
+/// What the stream did not show of an answered rewind ([`Told::missing`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Missing {
+    /// The fork.
+    pub session_id: String,
+    /// The command's output, when its `commandRan` was not shown.
+    pub output: Option<String>,
+    /// Whether the `sessionForked` line is missing.
+    pub notice: bool,
+}
+
+impl Told {
+    /// The stream showed the `sessionForked` of fork `id`.
+    pub fn saw_notice(&mut self, id: &str) {
+        self.notices.push(id.to_owned());
+    }
+
+    /// The stream showed the `commandRan` that answered fork `id`.
+    pub fn saw_output(&mut self, id: &str) {
+        self.outputs.push(id.to_owned());
+    }
+
+    /// This UI's rewind was answered: it continues in `id`; `text` is the command's output.
+    pub fn answered(&mut self, id: &str, text: &str) {
+        self.answer = Some((id.to_owned(), text.to_owned()));
+    }
+
+    /// At the move to the fork: what of the answered rewind the stream has not shown (`None`
+    /// without an answer, or when it showed all of it); starts over.
+    pub fn missing(&mut self) -> Option<Missing> {
+        let answer = self.answer.take();
+        let notices = std::mem::take(&mut self.notices);
+        let outputs = std::mem::take(&mut self.outputs);
+        let (session_id, text) = answer?;
+        let output = (!outputs.contains(&session_id) && !text.trim().is_empty()).then_some(text);
+        let notice = !notices.contains(&session_id);
+        (output.is_some() || notice).then_some(Missing {
+            session_id,
+            output,
+            notice,
+        })
+    }
+}
+
 /// Whether running `/rewind ARGS` applies a rewind that forks the conversation (`yes`, and a
 /// mode other than `code`): the UI moves to the fork once it is answered.
 pub fn forks(name: &str, args: &str) -> bool {
@@ -72,6 +133,55 @@ pub fn forks(name: &str, args: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_before_its_events_leaves_them_to_show() {
+        let mut told = Told::default();
+        told.answered("fork-1", "Rewound.");
+        assert_eq!(
+            told.missing(),
+            Some(Missing {
+                session_id: "fork-1".into(),
+                output: Some("Rewound.".into()),
+                notice: true,
+            })
+        );
+        // Forgotten once moved.
+        assert_eq!(told.missing(), None);
+    }
+
+    #[test]
+    fn events_seen_first_are_not_shown_again() {
+        let mut told = Told::default();
+        told.saw_output("fork-1");
+        told.saw_notice("fork-1");
+        told.answered("fork-1", "Rewound.");
+        assert_eq!(told.missing(), None);
+
+        // Only one of them seen; an older fork's line does not count.
+        told.saw_notice("fork-0");
+        told.saw_output("fork-2");
+        told.answered("fork-2", "Rewound.");
+        assert_eq!(
+            told.missing(),
+            Some(Missing {
+                session_id: "fork-2".into(),
+                output: None,
+                notice: true,
+            })
+        );
+    }
+
+    #[test]
+    fn a_move_not_answered_here_shows_nothing() {
+        let mut told = Told::default();
+        told.saw_notice("fork-1");
+        assert_eq!(told.missing(), None);
+        // An empty output is nothing to show.
+        told.saw_notice("fork-2");
+        told.answered("fork-2", " \n");
+        assert_eq!(told.missing(), None);
+    }
 
     #[test]
     fn only_a_conversation_rewind_that_applies_forks() {

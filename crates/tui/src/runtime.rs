@@ -115,6 +115,8 @@ struct Runtime {
     switch_to: Option<String>,
     /// Input held while the UI moves to that fork.
     hold: crate::hold::Hold,
+    /// What the stream showed of a rewind this UI applied (the rest is shown at the move).
+    told: crate::hold::Told,
 }
 
 /// Runs the TUI until the user quits. With `close_on_leave`, the sessions it opened are closed
@@ -150,6 +152,7 @@ pub async fn run(opts: TuiOptions) -> Result<TuiOutcome, TuiError> {
         input: None,
         switch_to: None,
         hold: crate::hold::Hold::default(),
+        told: crate::hold::Told::default(),
     };
     let mut terminal = term::enter(height)?;
     let result = std::panic::AssertUnwindSafe(rt.main(&mut terminal, rx, opts, first))
@@ -300,6 +303,7 @@ impl Runtime {
                     if !self.hold.rewind_in_flight
                         && let Some(id) = self.switch_to.take()
                     {
+                        self.show_untold(width);
                         self.act(Action::Resume(id), terminal).await?;
                     }
                 }
@@ -464,7 +468,8 @@ impl Runtime {
                     }
                     // The fork, also told by the old session's `sessionForked` (whichever
                     // comes first).
-                    Some(dsh_protocol::CommandOutcome::SwitchSession { session_id, .. }) => {
+                    Some(dsh_protocol::CommandOutcome::SwitchSession { session_id, text }) => {
+                        self.told.answered(session_id, text);
                         self.switch_to = Some(session_id.clone());
                     }
                     _ => {}
@@ -516,6 +521,14 @@ impl Runtime {
 
     /// Folds one event of the shown session.
     fn event(&mut self, ev: Event, width: u16) {
+        match &ev.msg {
+            EventMsg::SessionForked { session_id, .. } => self.told.saw_notice(session_id),
+            EventMsg::CommandRan {
+                outcome: dsh_protocol::CommandOutcome::SwitchSession { session_id, .. },
+                ..
+            } => self.told.saw_output(session_id),
+            _ => {}
+        }
         match &ev.msg {
             EventMsg::Snapshot(s) => {
                 self.snapshot(s, width);
@@ -859,6 +872,37 @@ impl Runtime {
         self.app.rewind_confirm = None;
         self.app.running = false;
         self.app.transcript = Transcript::new(self.app.theme);
+    }
+
+    /// Before the move to a rewind's fork: what the old session's stream has not shown yet of
+    /// the rewind this UI applied (its answer came first), from the answer: the command's
+    /// output, then where the session continues.
+    fn show_untold(&mut self, width: u16) {
+        let Some(missing) = self.told.missing() else {
+            return;
+        };
+        let mut msgs = Vec::new();
+        if let Some(text) = missing.output {
+            msgs.push(EventMsg::CommandRan {
+                name: "rewind".into(),
+                outcome: dsh_protocol::CommandOutcome::SwitchSession {
+                    session_id: missing.session_id.clone(),
+                    text,
+                },
+            });
+        }
+        if missing.notice {
+            msgs.push(EventMsg::SessionForked {
+                session_id: missing.session_id,
+                reason: dsh_protocol::ForkReason::Rewind,
+                to_turn: None,
+                rewind_id: None,
+            });
+        }
+        for msg in &msgs {
+            let lines = self.app.transcript.on_msg(msg, width);
+            self.app.inserts.extend(lines);
+        }
     }
 
     /// Opens a session in the background (`/new`, `/resume`); it is shown once open.
