@@ -10,6 +10,7 @@ pub mod naming;
 pub mod plugin;
 pub mod prefetch;
 pub mod repair;
+mod slots;
 pub mod spill;
 pub mod store;
 pub mod zstd;

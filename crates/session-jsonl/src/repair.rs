@@ -74,10 +74,7 @@ impl JsonlStore {
     /// refused (nothing valid to keep), with [`StoreError::Unrepairable`] or
     /// [`StoreError::ZstdRepair`].
     pub fn repair(&self, id: &str) -> Result<RepairReport, StoreError> {
-        let open = self.open.lock();
-        if open.contains_key(id) {
-            return Err(StoreError::Locked(id.to_string()));
-        }
+        let busy = self.open.reserve(id)?;
         let (dir, sel) = self.locate(id)?;
         refuse_unrepairable(id, &sel)?;
         let _lock = crate::store::take_lock(&dir, id)?;
@@ -92,7 +89,7 @@ impl JsonlStore {
         )?;
         report.side_file = Some(side);
         report.applied = true;
-        drop(open);
+        drop(busy);
         tracing::warn!(
             session = %id,
             kept_events = report.kept_events,

@@ -18,8 +18,8 @@ impl JsonlStore {
     /// The session's directory (where its log, lock and artefacts live), for a session open for
     /// write in this store or stored under the root.
     pub fn session_dir_of(&self, id: &str) -> Result<PathBuf, StoreError> {
-        if let Some(dir) = self.open.lock().get(id).map(|w| w.dir.clone()) {
-            return Ok(dir);
+        if let Some(writer) = self.open.get(id) {
+            return Ok(writer.lock().dir.clone());
         }
         self.find_dir(id)
             .ok_or_else(|| StoreError::NotFound(id.to_string()))
@@ -50,17 +50,14 @@ impl JsonlStore {
     /// files): its whole directory. Refused with `Locked` while a writer (this process or
     /// another) holds it. Only the session directory is touched.
     pub fn remove_session(&self, id: &str) -> Result<PathBuf, StoreError> {
-        let open = self.open.lock();
-        if open.contains_key(id) {
-            return Err(StoreError::Locked(id.to_string()));
-        }
+        let busy = self.open.reserve(id)?;
         let dir = self
             .find_dir(id)
             .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
         let lock = crate::store::take_lock(&dir, id)?;
         fs::remove_dir_all(&dir).map_err(|e| StoreError::io("removing", &dir, e))?;
         drop(lock);
-        drop(open);
+        drop(busy);
         Ok(dir)
     }
 }

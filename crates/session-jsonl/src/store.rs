@@ -1,6 +1,5 @@
 //! [`JsonlStore`]: plain JSONL session logs under a root directory (format §1).
 
-use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -9,7 +8,6 @@ use std::sync::Arc;
 use dsh_kernel::schemars::{self, JsonSchema};
 use dsh_session::codec::{DecodedLog, LoadError, check_generation, decode_jsonl, read_jsonl};
 use dsh_session::{Event, SessionError, SessionHeader, SessionPersistence, SessionSummary};
-use parking_lot::Mutex;
 
 use crate::error::StoreError;
 use crate::naming::{encode_segment, generation_file, parse_generation, project_dir};
@@ -90,6 +88,9 @@ pub(crate) struct Writer {
     successor: Option<(Vec<u8>, PathBuf, u64, Option<std::time::SystemTime>)>,
     /// zstd: the compression context of this writer's frames (one, not one per frame).
     encoder: crate::zstd::FrameEncoder,
+    /// Closed: its last flush is done and its lock released (a caller that looked it up
+    /// before the close gets `Closed`).
+    closed: bool,
 }
 
 impl Writer {
@@ -108,6 +109,7 @@ impl Writer {
             truncate_to: None,
             successor: None,
             encoder: crate::zstd::FrameEncoder::default(),
+            closed: false,
         }
     }
 }
@@ -116,7 +118,8 @@ impl Writer {
 #[derive(Debug)]
 pub struct JsonlStore {
     root: PathBuf,
-    pub(crate) open: Mutex<HashMap<String, Writer>>,
+    /// The sessions open for write, each behind its own lock.
+    pub(crate) open: crate::slots::Slots,
     pub(crate) spill_cap: u64,
     compression: Compression,
 }
@@ -139,7 +142,7 @@ impl JsonlStore {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         JsonlStore {
             root: root.into(),
-            open: Mutex::new(HashMap::new()),
+            open: crate::slots::Slots::default(),
             spill_cap: DEFAULT_SPILL_CAP_BYTES,
             compression: Compression::default(),
         }
@@ -164,8 +167,7 @@ impl JsonlStore {
 
     /// Flushes and releases every session open for write (shutdown). Failures are logged.
     pub fn close_all(&self) {
-        let ids: Vec<String> = self.open.lock().keys().cloned().collect();
-        for id in ids {
+        for id in self.open.ids() {
             if let Err(e) = SessionPersistence::close(self, &id) {
                 tracing::error!(session = %id, "closing failed: {e}");
             }
@@ -614,14 +616,11 @@ impl Writer {
 
 impl JsonlStore {
     fn create_inner(&self, header: &SessionHeader) -> Result<(), StoreError> {
-        let mut open = self.open.lock();
-        if open.contains_key(&header.id) || self.find_dir(&header.id).is_some() {
-            return Err(StoreError::Exists(header.id.clone()));
-        }
         let dir = self.session_dir(header);
         let zstd = self.compression == Compression::Zstd;
-        open.insert(header.id.clone(), Writer::new(dir, header.clone(), zstd));
-        Ok(())
+        let writer = Writer::new(dir, header.clone(), zstd);
+        self.open
+            .create(&header.id, writer, || self.find_dir(&header.id).is_some())
     }
 
     /// Reads the selected generation for a write open: the log, the kept length of a zstd
@@ -640,11 +639,9 @@ impl JsonlStore {
     }
 
     fn open_write_inner(&self, id: &str) -> Result<DecodedLog, StoreError> {
-        let mut open = self.open.lock();
-        if open.contains_key(id) {
-            // A second write open inside this process: refused without touching the disk.
-            return Err(StoreError::Locked(id.to_string()));
-        }
+        // A second write open inside this process: refused without touching the disk. The
+        // log is read with only this session's entry held (busy).
+        let reservation = self.open.reserve(id)?;
         let (dir, sel) = self.locate(id)?;
         let lock = take_lock(&dir, id)?;
         // Select again under the lock: a concurrent writer may have published meanwhile.
@@ -683,7 +680,7 @@ impl JsonlStore {
             }
             w.successor = Some((events, sel.path.clone(), meta.len(), meta.modified().ok()));
         }
-        open.insert(id.to_string(), w);
+        reservation.fill(w);
         Ok(decoded)
     }
 
@@ -715,10 +712,13 @@ impl JsonlStore {
     /// [`SessionPersistence::write_through`] on a blocking thread instead. Lets an async
     /// caller skip a thread hop for the common case, which is most often an empty buffer.
     pub fn try_write_through(&self, id: &str) -> Option<Result<(), SessionError>> {
-        let mut open = self.open.try_lock()?;
-        let Some(w) = open.get_mut(id) else {
+        let Some(writer) = self.open.try_get(id)? else {
             return Some(Err(SessionError::Closed(id.to_string())));
         };
+        let mut w = writer.try_lock()?;
+        if w.closed {
+            return Some(Err(SessionError::Closed(id.to_string())));
+        }
         if w.write_through_syncs() {
             return None;
         }
@@ -730,11 +730,13 @@ impl JsonlStore {
         id: &str,
         f: impl FnOnce(&mut Writer) -> Result<T, StoreError>,
     ) -> Result<T, SessionError> {
-        let mut open = self.open.lock();
-        let w = open
-            .get_mut(id)
-            .ok_or_else(|| SessionError::Closed(id.to_string()))?;
-        Ok(f(w)?)
+        let closed = || SessionError::Closed(id.to_string());
+        let writer = self.open.get(id).ok_or_else(closed)?;
+        let mut w = writer.lock();
+        if w.closed {
+            return Err(closed());
+        }
+        Ok(f(&mut w)?)
     }
 }
 
@@ -752,7 +754,7 @@ impl SessionPersistence for JsonlStore {
     }
 
     fn exists(&self, id: &str) -> bool {
-        self.open.lock().contains_key(id) || self.find_dir(id).is_some()
+        self.open.is_open(id) || self.find_dir(id).is_some()
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {
@@ -794,10 +796,13 @@ impl SessionPersistence for JsonlStore {
     }
 
     fn close(&self, id: &str) -> Result<(), SessionError> {
-        let mut open = self.open.lock();
-        let Some(mut w) = open.remove(id) else {
+        // The entry stays busy until the lock is released: an open of the session waits for
+        // this close instead of finding the lock still taken.
+        let Some((busy, writer)) = self.open.begin_close(id) else {
             return Ok(());
         };
+        let mut w = writer.lock();
+        w.closed = true;
         // Only pending appends are written, and a file a write-through published is made
         // durable: closing a refused or untouched session changes nothing on disk (no
         // torn-tail truncation, no v3 successor, no header-only file).
@@ -806,7 +811,10 @@ impl SessionPersistence for JsonlStore {
         } else {
             w.flush()
         };
-        drop(w); // releases the flock
+        w.file = None;
+        w.lock = None; // releases the flock (before the entry settles)
+        drop(w);
+        drop(busy);
         Ok(result?)
     }
 
