@@ -355,6 +355,8 @@ pub fn measure(dsh: &Path, plan: &Plan) -> Result<Report> {
     crate::mcp::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
     mark("interactive UI in a pty: first frame, keys, streaming, RSS".into());
     crate::tui::rows(dsh, plan.quick, plan.iterations, &mut rows)?;
+    mark("sessions apart in one JSONL store: step writes while another session flushes".into());
+    crate::store_apart::rows(plan.quick, plan.iterations, &mut rows)?;
     Ok(Report {
         generated,
         dsh: dsh.display().to_string(),

@@ -29,6 +29,7 @@ mod spawn;
 mod startup;
 mod stats;
 mod steps;
+mod store_apart;
 mod subagent;
 mod tool_set;
 mod tui;
@@ -116,7 +117,7 @@ enum Only {
     /// Workspace checkpoints on a 10,000-file repository: snapshots, store growth, rewind.
     Checkpoints,
     /// `dsh serve`: per-step overhead of a 200-step turn against `dsh exec`, event delivery to
-    /// an SSE client.
+    /// an SSE client; one session's step writes while another flushes, in one store.
     Serve,
     /// The `workflow` tool: its engine's start, and a fan-out of 5 children against its slowest.
     Workflow,
@@ -197,7 +198,10 @@ fn real_main(cli: &Cli) -> Result<bool> {
                 Only::Writes => catalog::write_rows(&dsh, cli.iterations, &mut rows)?,
                 Only::Checkpoints => checkpoints::rows(cli.quick, cli.iterations, &mut rows)?,
                 Only::Tui => tui::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
-                Only::Serve => serve::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
+                Only::Serve => {
+                    serve::rows(&dsh, cli.quick, cli.iterations, &mut rows)?;
+                    store_apart::rows(cli.quick, cli.iterations, &mut rows)?;
+                }
                 Only::Workflow => workflow::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::Fleet => fleet::rows(&dsh, cli.quick, cli.iterations, &mut rows)?,
                 Only::FleetWatch => {
