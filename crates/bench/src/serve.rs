@@ -270,7 +270,7 @@ fn delivery(dsh: &Path, n: usize) -> Result<Vec<f64>> {
 }
 
 /// The `p`-quantile (0..=1) of `v` (nearest rank).
-fn quantile(v: &[f64], p: f64) -> f64 {
+pub(crate) fn quantile(v: &[f64], p: f64) -> f64 {
     let mut s: Vec<f64> = v.to_vec();
     s.sort_by(f64::total_cmp);
     if s.is_empty() {

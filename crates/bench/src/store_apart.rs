@@ -15,6 +15,7 @@ use dsh_session::{Event, SessionHeader, SessionPersistence};
 use dsh_session_jsonl::JsonlStore;
 
 use crate::report::{Group, Row};
+use crate::serve::quantile;
 
 /// Events of one durable flush of the busy session.
 const BATCH: u64 = 100;
@@ -86,20 +87,13 @@ fn run(samples: usize) -> Result<(Vec<f64>, u64)> {
     Ok((out, flushes))
 }
 
-/// The `p`-quantile (0..=1) of sorted `v` (nearest rank).
-fn quantile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted.get(i).copied().unwrap_or(f64::NAN)
-}
-
 /// The group's rows.
 pub fn rows(quick: bool, iterations: u32, rows: &mut Vec<Row>) -> Result<()> {
     let samples = if quick { 500 } else { 5_000 };
     let (mut p50, mut p99, mut max, mut flushes) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..iterations {
         eprintln!("dsh-bench: sessions apart run {}/{iterations}", i + 1);
-        let (mut v, n) = run(samples).context("the sessions-apart run")?;
-        v.sort_by(f64::total_cmp);
+        let (v, n) = run(samples).context("the sessions-apart run")?;
         p50.push(quantile(&v, 0.5));
         p99.push(quantile(&v, 0.99));
         max.push(quantile(&v, 1.0));
