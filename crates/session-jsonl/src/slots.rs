@@ -7,6 +7,7 @@
 //! table's condition variable until the entry settles, so each of those steps is seen whole.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -19,8 +20,8 @@ use crate::store::Writer;
 enum Slot {
     /// Opened, closed, repaired or removed right now (the entry settles when that ends).
     Busy,
-    /// Open for write.
-    Open(Arc<Mutex<Writer>>),
+    /// Open for write: its session directory (read without the writer's lock) and its writer.
+    Open(PathBuf, Arc<Mutex<Writer>>),
 }
 
 type Map = HashMap<String, Slot>;
@@ -55,7 +56,7 @@ impl Slots {
     /// The writer of `id` when it is open (not while it is opened or closed).
     pub(crate) fn get(&self, id: &str) -> Option<Arc<Mutex<Writer>>> {
         match self.map.lock().get(id) {
-            Some(Slot::Open(w)) => Some(w.clone()),
+            Some(Slot::Open(_, w)) => Some(w.clone()),
             _ => None,
         }
     }
@@ -64,9 +65,18 @@ impl Slots {
     pub(crate) fn try_get(&self, id: &str) -> Option<Option<Arc<Mutex<Writer>>>> {
         let map = self.map.try_lock()?;
         Some(match map.get(id) {
-            Some(Slot::Open(w)) => Some(w.clone()),
+            Some(Slot::Open(_, w)) => Some(w.clone()),
             _ => None,
         })
+    }
+
+    /// The session directory of `id` when it is open (without waiting for its writer, which
+    /// may be in an fsync).
+    pub(crate) fn dir(&self, id: &str) -> Option<PathBuf> {
+        match self.map.lock().get(id) {
+            Some(Slot::Open(dir, _)) => Some(dir.clone()),
+            _ => None,
+        }
     }
 
     /// Whether `id` is open for write here (once any open or close of it has finished).
@@ -117,7 +127,7 @@ impl Slots {
     /// the last flush, so a new open waits for it). `None` when `id` is not open.
     pub(crate) fn begin_close(&self, id: &str) -> Option<(Reservation<'_>, Arc<Mutex<Writer>>)> {
         let mut map = self.settled(id);
-        let Some(Slot::Open(w)) = map.insert(id.to_owned(), Slot::Busy) else {
+        let Some(Slot::Open(_, w)) = map.insert(id.to_owned(), Slot::Busy) else {
             map.remove(id);
             return None;
         };
@@ -141,10 +151,11 @@ pub(crate) struct Reservation<'a> {
 impl Reservation<'_> {
     /// The session is open: enters its writer.
     pub(crate) fn fill(self, writer: Writer) {
-        self.slots
-            .map
-            .lock()
-            .insert(self.id.clone(), Slot::Open(Arc::new(Mutex::new(writer))));
+        let dir = writer.dir.clone();
+        self.slots.map.lock().insert(
+            self.id.clone(),
+            Slot::Open(dir, Arc::new(Mutex::new(writer))),
+        );
         // Dropped here: the entry is no longer busy, waiters are woken.
     }
 }

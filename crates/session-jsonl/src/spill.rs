@@ -18,8 +18,8 @@ impl JsonlStore {
     /// The session's directory (where its log, lock and artefacts live), for a session open for
     /// write in this store or stored under the root.
     pub fn session_dir_of(&self, id: &str) -> Result<PathBuf, StoreError> {
-        if let Some(writer) = self.open.get(id) {
-            return Ok(writer.lock().dir.clone());
+        if let Some(dir) = self.open.dir(id) {
+            return Ok(dir);
         }
         self.find_dir(id)
             .ok_or_else(|| StoreError::NotFound(id.to_string()))
