@@ -62,11 +62,12 @@ fn is_input(action: &Action) -> bool {
 
 /// What this UI has shown of the rewind it applied, for the move to the fork.
 ///
-/// The host commits the old session's `sessionForked` and sends the command's `commandRan`
-/// before it answers the command, but the events and the answer travel apart (the
-/// subscription, the op's answer): the answer may come first. The UI moves on the answer;
-/// what the stream has not shown of the two by then is shown from the answer, so the screen
-/// says where the session continues either way, and once.
+/// The host commits the old session's `sessionForked`, then sends the command's `commandRan`,
+/// then answers the command; the events and the answer travel apart (the subscription, the
+/// op's answer), so the answer may come first. The UI moves once it has the answer and the
+/// stream has shown both events ([`Told::settled`]): the screen then says where the session
+/// continues, and why, from the log's own record. Only when the stream lost events on the
+/// way (it fell behind, or ended) is what it did not show told from the answer, once.
 #[derive(Debug, Default)]
 pub struct Told {
     /// The forks whose `sessionForked` the stream showed.
@@ -75,6 +76,9 @@ pub struct Told {
     outputs: Vec<String>,
     /// The rewind's answer: the fork and the command's output.
     answer: Option<(String, String)>,
+    /// The stream lost events since (it fell behind the session, or ended): what it has not
+    /// shown may never come.
+    lost: bool,
 }
 
 /// What the stream did not show of an answered rewind ([`Told::missing`]).
@@ -104,12 +108,27 @@ impl Told {
         self.answer = Some((id.to_owned(), text.to_owned()));
     }
 
+    /// The stream lost events (it fell behind the session, or ended).
+    pub fn lost(&mut self) {
+        self.lost = true;
+    }
+
+    /// Whether the UI may move now: no rewind of its own is answered, or the stream has shown
+    /// the answered fork's `sessionForked` and `commandRan`, or it lost events.
+    pub fn settled(&self) -> bool {
+        match &self.answer {
+            None => true,
+            Some((id, _)) => self.lost || (self.notices.contains(id) && self.outputs.contains(id)),
+        }
+    }
+
     /// At the move to the fork: what of the answered rewind the stream has not shown (`None`
     /// without an answer, or when it showed all of it); starts over.
     pub fn missing(&mut self) -> Option<Missing> {
         let answer = self.answer.take();
         let notices = std::mem::take(&mut self.notices);
         let outputs = std::mem::take(&mut self.outputs);
+        self.lost = false;
         let (session_id, text) = answer?;
         let output = (!outputs.contains(&session_id) && !text.trim().is_empty()).then_some(text);
         let notice = !notices.contains(&session_id);
@@ -135,9 +154,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_answer_before_its_events_leaves_them_to_show() {
+    fn an_answer_before_its_events_waits_for_both() {
+        let mut told = Told::default();
+        assert!(told.settled(), "nothing answered: nothing to wait for");
+        told.answered("fork-1", "Rewound.");
+        assert!(!told.settled());
+        told.saw_notice("fork-1");
+        assert!(
+            !told.settled(),
+            "the command's output comes after the notice"
+        );
+        told.saw_output("fork-0");
+        assert!(!told.settled(), "another fork's output does not count");
+        told.saw_output("fork-1");
+        assert!(told.settled());
+        assert_eq!(told.missing(), None);
+        assert!(told.settled());
+    }
+
+    #[test]
+    fn a_stream_that_lost_events_leaves_them_to_show() {
         let mut told = Told::default();
         told.answered("fork-1", "Rewound.");
+        told.lost();
+        assert!(told.settled());
         assert_eq!(
             told.missing(),
             Some(Missing {

@@ -298,9 +298,10 @@ impl Runtime {
                             self.frame(terminal, INSERT_CHUNK)?;
                         }
                     }
-                    // The UI that applied the rewind moves once its answer came (the command's
-                    // output is shown first).
+                    // The UI that applied the rewind moves once its answer came and the
+                    // stream showed where the session continues and the command's output.
                     if !self.hold.rewind_in_flight
+                        && self.told.settled()
                         && let Some(id) = self.switch_to.take()
                     {
                         self.show_untold(width);
@@ -382,6 +383,7 @@ impl Runtime {
         match feed {
             Feed::Event(g, ev) if Some(g) == epoch => self.event(ev, width),
             Feed::Ended(g) if Some(g) == epoch => {
+                self.told.lost();
                 self.app.running = false;
                 tracing::info!("the session's event stream ended");
             }
@@ -405,6 +407,7 @@ impl Runtime {
             }
             Feed::Opened(summary) => self.show(summary.id),
             Feed::Failed(text) => {
+                self.told.lost();
                 self.notice(text, NoticeKind::Error, width);
                 if self.shown.is_none() && self.hold.holding() {
                     let n = self.hold.release().len();
@@ -466,8 +469,8 @@ impl Runtime {
                     Some(dsh_protocol::CommandOutcome::RewindPreview(p)) => {
                         self.app.rewind_confirm = Some(crate::confirm::RewindConfirm::new(p));
                     }
-                    // The fork, also told by the old session's `sessionForked` (whichever
-                    // comes first).
+                    // The fork, also told by the old session's `sessionForked`: the UI moves
+                    // once the stream has shown it and the command's output (`Told`).
                     Some(dsh_protocol::CommandOutcome::SwitchSession { session_id, text }) => {
                         self.told.answered(session_id, text);
                         self.switch_to = Some(session_id.clone());
@@ -598,7 +601,12 @@ impl Runtime {
                     h.abort();
                 }
             }
-            EventMsg::Error(e) if e.code == ErrorCode::SubscriberLagged => return,
+            // The reader subscribes again from the log; live events missed (a command's
+            // output) do not come back.
+            EventMsg::Error(e) if e.code == ErrorCode::SubscriberLagged => {
+                self.told.lost();
+                return;
+            }
             // The session continues in a fork (a conversation rewind, here or in another
             // client): shown from now on, input held until it is. Replayed history only says
             // where it continues (the transcript's line).
@@ -819,6 +827,7 @@ impl Runtime {
                         // live text missed comes back with the commit or the snapshot).
                         tracing::debug!("session {sid}: fell behind, subscribing again");
                         lagged = true;
+                        let _ = tx.send(Feed::Event(epoch, ev));
                         break;
                     }
                     if !ev.is_live() {
@@ -874,9 +883,9 @@ impl Runtime {
         self.app.transcript = Transcript::new(self.app.theme);
     }
 
-    /// Before the move to a rewind's fork: what the old session's stream has not shown yet of
-    /// the rewind this UI applied (its answer came first), from the answer: the command's
-    /// output, then where the session continues.
+    /// Before the move to a rewind's fork: what the old session's stream lost of the rewind
+    /// this UI applied (it fell behind or ended before showing it), from the answer: the
+    /// command's output, then where the session continues.
     fn show_untold(&mut self, width: u16) {
         let Some(missing) = self.told.missing() else {
             return;
