@@ -32,6 +32,7 @@ mod tasks_cmd;
 mod tui_cmd;
 mod watch;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -436,7 +437,9 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(Failure { code, error }) => {
-            eprintln!("dsh: {error:#}");
+            // Not `eprintln!`: it panics when stderr is gone (a terminal hung up), and the
+            // exit code is all that is left to say then.
+            let _ = writeln!(std::io::stderr(), "dsh: {error:#}");
             ExitCode::from(code)
         }
     }

@@ -2,6 +2,7 @@
 //! in-process host (dsh-host); `dsh --attach URL [SESSION]`: the same UI over a `dsh serve`
 //! (dsh-serve's remote client).
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -331,7 +332,12 @@ pub(crate) async fn run_with_client(client: Arc<dyn Client>, run: TuiRun) -> Res
     })
     .await
     .map_err(|e| Failure::run(anyhow!(e)))?;
-    println!("{}", run.reopen.hint(&outcome.session_id));
+    // Not `println!`: it panics when stdout is gone (the terminal hung up as the TUI ended).
+    let _ = writeln!(
+        std::io::stdout(),
+        "{}",
+        run.reopen.hint(&outcome.session_id)
+    );
     Ok(0)
 }
 

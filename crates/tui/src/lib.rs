@@ -114,4 +114,8 @@ pub enum TuiError {
     /// The UI panicked (the terminal was restored and the session flushed).
     #[error("the terminal UI panicked: {0}")]
     Panicked(String),
+    /// The terminal went away (SIGHUP, or it hung up with SIGHUP ignored); the UI left as on
+    /// Ctrl-D (a running turn interrupted, what it delivered kept).
+    #[error("the terminal hung up")]
+    HungUp,
 }

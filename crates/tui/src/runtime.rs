@@ -269,6 +269,8 @@ impl Runtime {
         if let Some(p) = opts.initial_prompt {
             self.act(Action::Send(p), terminal).await?;
         }
+        let hung_up = term::hung_up();
+        tokio::pin!(hung_up);
         loop {
             self.release_held(terminal).await?;
             self.frame(terminal, INSERT_CHUNK)?;
@@ -277,6 +279,7 @@ impl Runtime {
             let input = self.input.get_or_insert_with(EventStream::new);
             tokio::select! {
                 () = std::future::ready(()), if backlog => {}
+                () = &mut hung_up => return Err(TuiError::HungUp),
                 ev = input.next() => match ev {
                     Some(Ok(ev)) => {
                         if self.terminal_event(ev, terminal).await? {

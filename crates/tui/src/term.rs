@@ -29,6 +29,9 @@ pub struct Backend {
     inner: CrosstermBackend<Stdout>,
     /// Answer cursor queries with the last row instead of asking the terminal.
     pub bottom: bool,
+    /// The run is leaving ([`leave`]): showing the cursor cannot fail any more (the terminal
+    /// may be gone, hung up; [`restore`] has shown it where it could).
+    leaving: bool,
 }
 
 impl ratatui::backend::Backend for Backend {
@@ -47,7 +50,10 @@ impl ratatui::backend::Backend for Backend {
         self.inner.hide_cursor()
     }
     fn show_cursor(&mut self) -> std::io::Result<()> {
-        self.inner.show_cursor()
+        match self.inner.show_cursor() {
+            Err(e) if !self.leaving => Err(e),
+            _ => Ok(()),
+        }
     }
     fn get_cursor_position(&mut self) -> std::io::Result<ratatui::layout::Position> {
         if self.bottom {
@@ -111,6 +117,7 @@ fn enter_placed(height: u16, bottom: bool) -> Result<Term, TuiError> {
         Backend {
             inner: CrosstermBackend::new(out),
             bottom,
+            leaving: false,
         },
         TerminalOptions {
             viewport: Viewport::Inline(height),
@@ -134,12 +141,79 @@ pub fn restore() {
     let _ = out.flush();
 }
 
-/// Clears the viewport and leaves the cursor below the transcript.
+/// Clears the viewport and leaves the cursor below the transcript. A terminal that is gone
+/// (hung up) is no error here: nothing is left to restore on it, and nothing may panic for it
+/// (ratatui's drop of the terminal reports a cursor it could not show on stderr, with a
+/// `eprintln!` that panics when stderr is that terminal).
 pub fn leave(term: &mut Term) {
     let _ = term.clear();
     let area = term.get_frame().area();
     let _ = term.set_cursor_position((0, area.y));
     restore();
+    term.backend_mut().leaving = true;
+    let _ = term.show_cursor();
+}
+
+/// Resolves when the terminal goes away: SIGHUP (caught even when the parent ignored it, as
+/// `nohup` does: a UI without its terminal can only leave), or stdin's terminal reporting a
+/// hangup (no SIGHUP comes when dsh is not in the terminal's session). Until then it costs
+/// nothing: one wakeup per burst of typed input, none when idle.
+///
+/// Without it, a hung-up terminal with SIGHUP ignored left dsh running: crossterm's reader
+/// spins on the dead terminal (`poll` reports the hangup, never input) and an idle UI never
+/// writes, so never learns.
+pub async fn hung_up() {
+    use tokio::signal::unix::{SignalKind, signal};
+
+    let signalled = async {
+        match signal(SignalKind::hangup()) {
+            Ok(mut s) => {
+                if s.recv().await.is_none() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            Err(e) => {
+                tracing::debug!("SIGHUP not watched: {e}");
+                std::future::pending().await
+            }
+        }
+    };
+    let closed = async {
+        let fd = match watch_stdin() {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::debug!("stdin not watched for a hangup: {e}");
+                return std::future::pending().await;
+            }
+        };
+        loop {
+            match fd.readable().await {
+                Ok(guard) if guard.ready().is_read_closed() => return,
+                // Typed input (crossterm reads it): wait for the next edge.
+                Ok(mut guard) => guard.clear_ready(),
+                Err(e) => {
+                    tracing::debug!("stdin not watched for a hangup: {e}");
+                    return std::future::pending().await;
+                }
+            }
+        }
+    };
+    tokio::select! {
+        () = signalled => {}
+        () = closed => {}
+    }
+}
+
+/// A descriptor of stdin's terminal of its own, in the reactor (readable: typed input, or the
+/// hangup).
+#[allow(unsafe_code)]
+fn watch_stdin() -> std::io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdin().as_fd().try_clone_to_owned()?;
+    // SAFETY: the `OwnedFd` is moved into the `AsyncFd`, which owns it (open, the same
+    // descriptor for `as_raw_fd`) until it is dropped.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+        .map_err(std::io::Error::from)
 }
 
 /// Set when a panic restored the terminal. A panic of the TUI ends the run; one elsewhere (a

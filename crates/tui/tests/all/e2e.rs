@@ -436,3 +436,43 @@ fn the_resume_picker_searches_the_full_text_as_it_is_typed() {
     });
     tui.quit();
 }
+
+/// The terminal goes away mid-turn (its window closed): reads and writes on it fail from then
+/// on, with SIGHUP ignored (`nohup`, some multiplexers) or not. dsh ends without a panic, with
+/// the exit code of a failure, and the log keeps the turn: the prompt and the text delivered so
+/// far.
+#[test]
+fn a_terminal_hung_up_mid_turn_ends_dsh_without_a_panic_and_keeps_the_turn() {
+    for trap in ["trap '' HUP;", ""] {
+        let env = Env::new();
+        env.server()
+            .push(stalled_text("A partial answer that stalls"));
+        let tui = Tui::spawn_shell(
+            &env,
+            &format!(r#"{trap} exec "$DSH" --patch "$TITLES_OFF" talk"#),
+            100,
+            40,
+            &[],
+        );
+        tui.wait_for("A partial answer that stalls");
+        let status = tui.hang_up();
+        assert_eq!(status.exit_code(), 1, "{trap}: {status:?}");
+        let events = env.stored_events();
+        let user = events.iter().find(|e| e["type"] == "user/message");
+        assert!(
+            user.is_some_and(|u| u.to_string().contains("talk")),
+            "{trap}: {events:?}"
+        );
+        let msg = events
+            .iter()
+            .find(|e| e["type"] == "assistant/message")
+            .expect("the delivered text is committed");
+        assert_eq!(msg["data"]["interrupted"], true, "{trap}");
+        assert!(
+            msg["data"]["message"]["content"]
+                .to_string()
+                .contains("A partial answer that stalls"),
+            "{trap}"
+        );
+    }
+}

@@ -4,6 +4,7 @@
 //! condition variable signalled per read, with a generous deadline), never a sleep.
 
 use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,9 +24,12 @@ struct Screen {
 
 pub(crate) struct Tui {
     child: Box<dyn Child + Send + Sync>,
-    master: Box<dyn MasterPty + Send>,
+    /// The terminal's side of the pty (`None` once hung up).
+    master: Option<Box<dyn MasterPty + Send>>,
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
     screen: Arc<(Mutex<Screen>, Condvar)>,
+    /// Set to make the reader drop its end of the pty after its next read ([`Tui::hang_up`]).
+    hanging_up: Arc<AtomicBool>,
 }
 
 impl Tui {
@@ -118,6 +122,8 @@ impl Tui {
             Condvar::new(),
         ));
         let (s, w) = (screen.clone(), writer.clone());
+        let hanging_up = Arc::new(AtomicBool::new(false));
+        let hang = hanging_up.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 8192];
             // Progress through a cursor-position query (`ESC [ 6 n`), kept across reads.
@@ -152,15 +158,19 @@ impl Tui {
                 st.parser.process(&bytes[from..]);
                 st.raw.push_str(&String::from_utf8_lossy(bytes));
                 s.1.notify_all();
+                if hang.load(Ordering::SeqCst) {
+                    break;
+                }
             }
             s.0.lock().unwrap().closed = true;
             s.1.notify_all();
         });
         Tui {
             child,
-            master: pair.master,
+            master: Some(pair.master),
             writer,
             screen,
+            hanging_up,
         }
     }
 
@@ -229,6 +239,8 @@ impl Tui {
             .screen_mut()
             .set_size(nz(rows), nz(cols));
         self.master
+            .as_ref()
+            .expect("the terminal was hung up")
             .resize(PtySize {
                 rows,
                 cols,
@@ -236,6 +248,34 @@ impl Tui {
                 pixel_height: 0,
             })
             .unwrap();
+    }
+
+    /// Closes the terminal (its window closed): every descriptor of the pty's terminal side
+    /// goes, so the program's reads and writes fail from now on. Waits for the exit and returns
+    /// its status.
+    pub(crate) fn hang_up(mut self) -> portable_pty::ExitStatus {
+        let screen = self.contents();
+        // The reader holds a descriptor of its own: it lets it go after its next read, which a
+        // resize brings (the program redraws).
+        self.hanging_up.store(true, Ordering::SeqCst);
+        let (cols, rows) = {
+            let st = self.screen.0.lock().unwrap();
+            let (rows, cols) = st.parser.screen().size();
+            (cols.get(), rows.get())
+        };
+        self.resize(cols + 1, rows);
+        {
+            let (lock, cv) = &*self.screen;
+            let mut st = lock.lock().unwrap();
+            let deadline = Instant::now() + DEADLINE;
+            while !st.closed {
+                assert!(Instant::now() < deadline, "the reader did not let go");
+                st = cv.wait_timeout(st, deadline - Instant::now()).unwrap().0;
+            }
+        }
+        self.master = None;
+        self.writer = Arc::new(Mutex::new(Box::new(std::io::sink())));
+        wait_exit(&mut self.child, &screen)
     }
 
     pub(crate) fn wait_exit_ok(mut self) {
